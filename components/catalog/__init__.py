@@ -1,0 +1,403 @@
+"""The hardware catalog: EC2 instance types and GPU models, as sourced data.
+
+Why a catalog: EFA layouts, node-template tags, capacity checks, cost estimates and the policy pack
+all need the same instance facts (GPU count, network cards, EFA cards, price...). Keeping them as data
+in one place, each with the source it was read from, lets every consumer derive from one copy and lets
+a reviewer check a number against its citation.
+
+The data lives in ``instances.yaml`` (instance types + the citation map) and ``gpus.yaml`` (GPU
+models). This module validates both when loading, so bad data fails loudly at the first lookup rather
+than producing a wrong launch template later. The loader functions take optional paths so tests can
+load deliberately broken files.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+__all__ = [
+    "CatalogError",
+    "GpuModel",
+    "HardwareCatalog",
+    "InstanceType",
+    "efa_instance_type_names",
+    "format_card_ranges",
+    "gpu_model",
+    "gpu_models",
+    "instance_type",
+    "instance_types",
+    "instance_types_with_gpu",
+    "is_rented_by_aws",
+    "load_catalog",
+    "sources",
+]
+
+CATALOG_DIR = Path(__file__).parent
+INSTANCES_PATH = CATALOG_DIR / "instances.yaml"
+GPUS_PATH = CATALOG_DIR / "gpus.yaml"
+
+#: Field groups every instance entry must cite. GPU-only groups apply to types with GPUs.
+COMMON_FIELD_GROUPS: tuple[str, ...] = ("compute", "gpu", "network", "efa", "nvme", "price")
+GPU_FIELD_GROUPS: tuple[str, ...] = ("nvlink", "gdr")
+
+_RANGE_PART = re.compile(r"^(\d+)(?:-(\d+))?$")
+
+
+class CatalogError(ValueError):
+    """The catalog data is inconsistent or incomplete (raised at load time)."""
+
+
+def parse_card_ranges(text: str) -> tuple[int, ...]:
+    """Parse a compact card list such as ``"0-31"``, ``"1-16"``, ``"0,2,4"`` or ``""`` into indexes."""
+    cards: list[int] = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        match = _RANGE_PART.match(part)
+        if match is None:
+            raise ValueError(f"bad network-card range {part!r} (expected e.g. '0-31', '1-16' or '0')")
+        start = int(match.group(1))
+        end = int(match.group(2)) if match.group(2) is not None else start
+        if end < start:
+            raise ValueError(f"bad network-card range {part!r}: end before start")
+        cards.extend(range(start, end + 1))
+    return tuple(cards)
+
+
+def format_card_ranges(cards: tuple[int, ...] | list[int]) -> str:
+    """Format card indexes compactly, the inverse of :func:`parse_card_ranges`: (1..16) -> ``"1-16"``."""
+    parts: list[str] = []
+    ordered = sorted(cards)
+    i = 0
+    while i < len(ordered):
+        j = i
+        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
+            j += 1
+        parts.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
+        i = j + 1
+    return ",".join(parts)
+
+
+class InstanceType(BaseModel):
+    """One EC2 instance type's facts, each field group citing its source in ``source``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    family: str
+    gpu_model: str | None
+    gpu_count: int = Field(ge=0)
+    gpu_memory_gib: float = Field(ge=0, description="per GPU, as the EC2 API reports it (0 for CPU types)")
+    vcpu: int = Field(gt=0)
+    memory_gib: float = Field(gt=0)
+    network_gbps: float = Field(gt=0, description="sustained; for burstable types the baseline")
+    efa_supported: bool
+    network_cards: int = Field(gt=0)
+    max_efa_interfaces: int = Field(ge=0)
+    efa_cards: tuple[int, ...] = Field(description="network-card indexes that carry EFA")
+    nvlink: str | None = None
+    local_nvme_count: int = Field(ge=0)
+    local_nvme_gb: int = Field(ge=0, description="per disk")
+    gpudirect_rdma: bool = False
+    on_demand_usd_per_hour: float | None = Field(default=None, gt=0)
+    price_date: str | None = None
+    arch: str = "x86_64"
+    source: dict[str, str]
+    notes: str | None = Field(default=None, description="what is inferred or unconfirmed, and why")
+
+    @field_validator("efa_cards", mode="before")
+    @classmethod
+    def _parse_efa_cards(cls, value: Any) -> Any:
+        return parse_card_ranges(value) if isinstance(value, str) else value
+
+    @model_validator(mode="after")
+    def _check_consistency(self) -> InstanceType:
+        problems: list[str] = []
+        if self.family != self.name.split(".")[0]:
+            problems.append(f"family {self.family!r} does not match the name prefix")
+        if (self.gpu_model is None) != (self.gpu_count == 0):
+            problems.append("gpu_model and gpu_count must both be set (GPU type) or both empty (CPU type)")
+        if self.gpu_count > 0 and self.gpu_memory_gib <= 0:
+            problems.append("a GPU type needs a positive gpu_memory_gib")
+        if self.max_efa_interfaces > self.network_cards:
+            problems.append(
+                f"max_efa_interfaces {self.max_efa_interfaces} exceeds network_cards {self.network_cards}"
+            )
+        if len(self.efa_cards) != self.max_efa_interfaces:
+            problems.append(
+                f"efa_cards lists {len(self.efa_cards)} cards but max_efa_interfaces is "
+                f"{self.max_efa_interfaces}"
+            )
+        if len(set(self.efa_cards)) != len(self.efa_cards):
+            problems.append("efa_cards has duplicates")
+        if any(card not in range(self.network_cards) for card in self.efa_cards):
+            problems.append(f"efa_cards {self.efa_cards} outside card indexes 0..{self.network_cards - 1}")
+        if self.efa_supported != (self.max_efa_interfaces > 0):
+            problems.append("efa_supported must be true exactly when max_efa_interfaces > 0")
+        if (self.local_nvme_count == 0) != (self.local_nvme_gb == 0):
+            problems.append("local_nvme_count and local_nvme_gb must both be 0 or both positive")
+        if self.gpudirect_rdma and not self.efa_supported:
+            problems.append("gpudirect_rdma requires EFA")
+        if self.gpu_count == 0 and self.nvlink is not None:
+            problems.append("a CPU type cannot have NVLink")
+        required = COMMON_FIELD_GROUPS + (GPU_FIELD_GROUPS if self.gpu_count > 0 else ())
+        missing = [group for group in required if not self.source.get(group, "").strip()]
+        if missing:
+            problems.append(f"no source for field group(s) {', '.join(missing)}")
+        unknown = sorted(set(self.source) - set(COMMON_FIELD_GROUPS) - set(GPU_FIELD_GROUPS))
+        if unknown:
+            problems.append(f"unknown field group(s) in source: {', '.join(unknown)}")
+        if problems:
+            raise ValueError("; ".join(problems))
+        return self
+
+    @property
+    def is_gpu(self) -> bool:
+        """True for types with at least one GPU."""
+        return self.gpu_count > 0
+
+    @property
+    def local_nvme_total_gb(self) -> int:
+        """Total instance-store NVMe in GB (what a RAID0 over all disks gives)."""
+        return self.local_nvme_count * self.local_nvme_gb
+
+    @property
+    def gpu_shape(self) -> tuple[str | None, int, float]:
+        """(gpu_model, gpu_count, gpu_memory_gib).
+
+        Types with an equal shape are interchangeable in a spot pool (the scheduler sees the same GPUs).
+        """
+        return (self.gpu_model, self.gpu_count, self.gpu_memory_gib)
+
+    @property
+    def usd_per_gpu_hour(self) -> float | None:
+        """On-demand price per GPU-hour, derived from the instance price (None without a price or GPUs)."""
+        if self.on_demand_usd_per_hour is None or self.gpu_count == 0:
+            return None
+        return self.on_demand_usd_per_hour / self.gpu_count
+
+
+class GpuModel(BaseModel):
+    """A GPU model as such, cloud or on-prem. ``rented_by_aws`` is derived from the instance types at load."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    memory_gib: float = Field(gt=0, description="per GPU")
+    vendor_memory: str
+    form_factor: str = Field(pattern=r"^(PCIe|SXM)$")
+    cloud_alternative: str | None = None
+    source: str
+    rented_by_aws: bool = Field(
+        default=False, description="set by the loader: true iff some catalog instance type has this GPU"
+    )
+
+
+@dataclass(frozen=True)
+class HardwareCatalog:
+    """Everything loaded from the two YAML files, validated together."""
+
+    sources: Mapping[str, str]
+    gpu_models: Mapping[str, GpuModel]
+    instance_types: Mapping[str, InstanceType]
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise CatalogError(f"{path}: not valid YAML: {exc}") from exc
+    if not isinstance(data, dict):
+        raise CatalogError(f"{path}: expected a mapping at the top level")
+    return data
+
+
+def _load_sources(raw: Any, path: Path) -> dict[str, str]:
+    if not isinstance(raw, dict) or not raw:
+        raise CatalogError(f"{path}: a non-empty `sources:` map (tag -> title/url/snapshot) is required")
+    citations: dict[str, str] = {}
+    for tag, entry in raw.items():
+        if not isinstance(entry, dict) or not str(entry.get("title", "")).strip():
+            raise CatalogError(f"{path}: source {tag!r} needs at least a title")
+        text = str(entry["title"]).strip()
+        if entry.get("url"):
+            text += f" <{entry['url']}>"
+        if entry.get("snapshot"):
+            text += f" [{entry['snapshot']}]"
+        citations[str(tag)] = text
+    return citations
+
+
+def _check_tags(where: str, value: str, known: Mapping[str, str]) -> None:
+    tags = [t.strip() for t in value.split("+")]
+    unknown = [t for t in tags if t not in known]
+    if not value.strip() or unknown:
+        raise CatalogError(f"{where}: unknown source tag(s) {unknown or [value]!r}; known: {sorted(known)}")
+
+
+def load_catalog(instances_path: Path | None = None, gpus_path: Path | None = None) -> HardwareCatalog:
+    """Load and cross-check both catalog files. Raises :class:`CatalogError` on any bad entry."""
+    ipath = instances_path or INSTANCES_PATH
+    gpath = gpus_path or GPUS_PATH
+    idata = _read_yaml(ipath)
+    gdata = _read_yaml(gpath)
+    citations = _load_sources(idata.get("sources"), ipath)
+
+    snapshot = idata.get("price_snapshot") or {}
+    price_date = snapshot.get("date")
+    if not price_date or snapshot.get("source") not in citations:
+        raise CatalogError(f"{ipath}: `price_snapshot` needs a date and a known source tag")
+
+    raw_gpus = gdata.get("gpu_models")
+    if not isinstance(raw_gpus, list) or not raw_gpus:
+        raise CatalogError(f"{gpath}: a non-empty `gpu_models:` list is required")
+    raw_types = idata.get("instance_types")
+    if not isinstance(raw_types, list) or not raw_types:
+        raise CatalogError(f"{ipath}: a non-empty `instance_types:` list is required")
+
+    gpu_entries: dict[str, dict[str, Any]] = {}
+    for entry in raw_gpus:
+        name = entry.get("name") if isinstance(entry, dict) else None
+        if not name:
+            raise CatalogError(f"{gpath}: every GPU model needs a name: {entry!r}")
+        if name in gpu_entries:
+            raise CatalogError(f"{gpath}: GPU model {name!r} listed twice")
+        if "rented_by_aws" in entry:
+            raise CatalogError(
+                f"{gpath}: {name}: rented_by_aws is derived from instances.yaml, do not write it"
+            )
+        gpu_entries[name] = entry
+
+    types: dict[str, InstanceType] = {}
+    for entry in raw_types:
+        name = entry.get("name") if isinstance(entry, dict) else None
+        if not name:
+            raise CatalogError(f"{ipath}: every instance type needs a name: {entry!r}")
+        if name in types:
+            raise CatalogError(f"{ipath}: instance type {name!r} listed twice")
+        for derived in ("family", "gpu_memory_gib", "price_date"):
+            if derived in entry:
+                raise CatalogError(f"{ipath}: {name}: {derived} is derived by the loader, do not write it")
+        model = entry.get("gpu_model")
+        if model is not None and model not in gpu_entries:
+            raise CatalogError(f"{ipath}: {name}: gpu_model {model!r} is not in {gpath.name}")
+        values = dict(entry)
+        values["family"] = str(name).split(".")[0]
+        # Per-GPU memory is a property of the GPU model: one fact, kept in gpus.yaml.
+        values["gpu_memory_gib"] = float(gpu_entries[model]["memory_gib"]) if model is not None else 0.0
+        values["price_date"] = price_date if entry.get("on_demand_usd_per_hour") is not None else None
+        try:
+            itype = InstanceType.model_validate(values)
+        except ValueError as exc:
+            raise CatalogError(f"{ipath}: {name}: {exc}") from exc
+        for group, tags in itype.source.items():
+            _check_tags(f"{ipath}: {name}: source.{group}", tags, citations)
+        if itype.on_demand_usd_per_hour is None and not itype.notes:
+            raise CatalogError(f"{ipath}: {name}: a missing price needs `notes` saying why")
+        types[name] = itype
+
+    rented = {t.gpu_model for t in types.values() if t.gpu_model is not None}
+    gpus: dict[str, GpuModel] = {}
+    for name, entry in gpu_entries.items():
+        try:
+            gpu = GpuModel.model_validate({**entry, "rented_by_aws": name in rented})
+        except ValueError as exc:
+            raise CatalogError(f"{gpath}: {name}: {exc}") from exc
+        _check_tags(f"{gpath}: {name}: source", gpu.source, citations)
+        if gpu.cloud_alternative is not None and gpu.cloud_alternative not in types:
+            raise CatalogError(
+                f"{gpath}: {name}: cloud_alternative {gpu.cloud_alternative!r} is not a catalog instance type"
+            )
+        gpus[name] = gpu
+
+    return HardwareCatalog(
+        sources=MappingProxyType(citations),
+        gpu_models=MappingProxyType(gpus),
+        instance_types=MappingProxyType(types),
+    )
+
+
+@cache
+def _default_catalog() -> HardwareCatalog:
+    return load_catalog()
+
+
+def _catalog(instances_path: Path | None = None, gpus_path: Path | None = None) -> HardwareCatalog:
+    if instances_path is None and gpus_path is None:
+        return _default_catalog()
+    return load_catalog(instances_path, gpus_path)
+
+
+def _unknown(kind: str, name: str, known: Mapping[str, object]) -> KeyError:
+    close = difflib.get_close_matches(name, list(known), n=3, cutoff=0.6)
+    hint = f"; did you mean {', '.join(close)}?" if close else f"; known: {', '.join(sorted(known))}"
+    return KeyError(f"unknown {kind} {name!r}{hint}")
+
+
+def instance_types(path: Path | None = None) -> Mapping[str, InstanceType]:
+    """All catalog instance types by name (cached for the shipped file; ``path`` loads another file)."""
+    return _catalog(path).instance_types
+
+
+def instance_type(name: str) -> InstanceType:
+    """One instance type; an unknown name raises KeyError naming the closest catalog entries."""
+    types = instance_types()
+    if name not in types:
+        raise _unknown("instance type", name, types)
+    return types[name]
+
+
+def gpu_models(path: Path | None = None) -> Mapping[str, GpuModel]:
+    """All GPU models by name (``path`` loads another gpus.yaml against the shipped instances)."""
+    return _catalog(None, path).gpu_models
+
+
+def gpu_model(name: str) -> GpuModel:
+    """One GPU model; an unknown name raises KeyError naming the closest models."""
+    models = gpu_models()
+    if name not in models:
+        raise _unknown("GPU model", name, models)
+    return models[name]
+
+
+def is_rented_by_aws(model: str) -> bool:
+    """Whether some catalog instance type carries this GPU model (unknown model -> KeyError)."""
+    return gpu_model(model).rented_by_aws
+
+
+def efa_instance_type_names() -> list[str]:
+    """Names of the catalog types that support EFA, sorted (for error messages and policies)."""
+    return sorted(name for name, t in instance_types().items() if t.efa_supported)
+
+
+def instance_types_with_gpu(model: str, count: int | None = None) -> list[InstanceType]:
+    """Types with this GPU model (and exactly ``count`` GPUs if given), cheapest first.
+
+    Unpriced types (e.g. p5e.48xlarge) sort last. An unknown model raises a helpful KeyError rather than
+    returning an empty list that would read as "AWS has none".
+    """
+    gpu_model(model)
+    matches = [
+        t
+        for t in instance_types().values()
+        if t.gpu_model == model and (count is None or t.gpu_count == count)
+    ]
+    return sorted(
+        matches,
+        key=lambda t: (t.on_demand_usd_per_hour is None, t.on_demand_usd_per_hour or 0.0, t.name),
+    )
+
+
+def sources() -> Mapping[str, str]:
+    """Source tag -> citation (title <url> [snapshot]) for the hardware catalog."""
+    return _catalog().sources
