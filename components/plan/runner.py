@@ -1,0 +1,134 @@
+"""Run the real Pulumi program offline, under mocks, and collect what it registers.
+
+`blueprint plan` and the tests share this one implementation: the stack's config is loaded the way the Pulumi CLI
+would (Pulumi.yaml `config:` defaults, then the stack file), handed to the program through `pulumi.Config`, and the
+program runs exactly as under `pulumi up`, with `PlanMocks` standing in for the engine and the providers.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import yaml
+from pulumi.runtime.mocks import test as run_under_mocks
+
+from components.plan.mocks import PlanMocks, RecordingMonitor, Registration
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class StackFiles:
+    """Where a stack's config comes from: the project file and the stack file."""
+
+    project: str
+    stack: str
+    config: dict[str, Any]
+    config_file: Path
+
+
+def load_project(project_dir: Path = PROJECT_ROOT) -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load((project_dir / "Pulumi.yaml").read_text())
+    return loaded
+
+
+def stack_file(stack: str, project_dir: Path = PROJECT_ROOT) -> Path:
+    project = load_project(project_dir)
+    return project_dir / project.get("stackConfigDir", ".") / f"Pulumi.{stack}.yaml"
+
+
+def list_stacks(project_dir: Path = PROJECT_ROOT) -> list[str]:
+    project = load_project(project_dir)
+    folder = project_dir / project.get("stackConfigDir", ".")
+    return sorted(p.name[len("Pulumi.") : -len(".yaml")] for p in folder.glob("Pulumi.*.yaml"))
+
+
+def load_stack(
+    stack: str | None = None, config_file: Path | None = None, project_dir: Path = PROJECT_ROOT
+) -> StackFiles:
+    """Merge Pulumi.yaml config defaults with a stack file, keys fully qualified (`project:key`, `aws:region`).
+
+    Mirrors the CLI (pulumi-testing-notes §1.3, §3): project keys may be given bare or as `<project>:key`; a
+    project-level `config:` entry is either `{default: ...}`/`{value: ...}` or a shorthand value.
+    """
+    project = load_project(project_dir)
+    name = project["name"]
+    path = config_file if config_file is not None else stack_file(stack or "", project_dir)
+    if not path.exists():
+        raise FileNotFoundError(f"no stack file {path}; stacks here: {', '.join(list_stacks(project_dir))}")
+    merged: dict[str, Any] = {}
+    for key, entry in (project.get("config") or {}).items():
+        value = entry.get("default", entry.get("value")) if isinstance(entry, dict) else entry
+        if value is not None:
+            merged[_qualify(key, name)] = value
+    stack_doc = yaml.safe_load(path.read_text()) or {}
+    for key, value in (stack_doc.get("config") or {}).items():
+        merged[_qualify(key, name)] = value
+    stack_name = stack or path.name.removeprefix("Pulumi.").removesuffix(".yaml")
+    return StackFiles(project=name, stack=stack_name, config=merged, config_file=path)
+
+
+def _qualify(key: str, project: str) -> str:
+    return key if ":" in key else f"{project}:{key}"
+
+
+def as_pulumi_config(config: Mapping[str, Any]) -> dict[str, str]:
+    """The CLI hands the program strings: objects and arrays as JSON, booleans as `true`/`false`."""
+
+    def encode(value: Any) -> str:
+        if isinstance(value, str):
+            return value
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        return json.dumps(value)
+
+    return {key: encode(value) for key, value in config.items()}
+
+
+@dataclass
+class ProgramRun:
+    registrations: list[Registration]
+
+    def of_type(self, type_token: str) -> list[Registration]:
+        return [r for r in self.registrations if r.type == type_token]
+
+    def one(self, type_token: str, name: str | None = None) -> Registration:
+        """The single registration of a type (and name, when given); fails loudly when there are 0 or several."""
+        found = [r for r in self.of_type(type_token) if name is None or r.name == name]
+        if len(found) != 1:
+            names = [r.name for r in self.of_type(type_token)]
+            raise LookupError(f"expected one {type_token} named {name!r}, found {len(found)}; names: {names}")
+        return found[0]
+
+
+def run_mocked(
+    program: Callable[[], Any],
+    config: Mapping[str, str] | None = None,
+    project: str = "gpu-clusters",
+    stack: str = "test",
+    region: str | None = None,
+) -> ProgramRun:
+    """Run `program` under fresh mocks and return every registration, in order, once all of them completed.
+
+    Exceptions from the program (a `ConfigError` above all) propagate unchanged.
+    """
+    settings = dict(config or {})
+    region = region or settings.get("aws:region", "us-east-1")
+    settings.setdefault("aws:region", region)
+    mocks = PlanMocks(region)
+    monitor = RecordingMonitor(mocks)
+    pulumi.runtime.reset_options()
+    pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=False, monitor=monitor)
+    pulumi.runtime.set_all_config(settings)
+    run_under_mocks(program)()
+    return ProgramRun(registrations=list(monitor.registrations))
+
+
+def run_program(program: Callable[[], Any], files: StackFiles) -> ProgramRun:
+    """Run the stack's program offline with its config, as `pulumi up` would with the CLI."""
+    return run_mocked(program, as_pulumi_config(files.config), project=files.project, stack=files.stack)

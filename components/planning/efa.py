@@ -1,0 +1,59 @@
+"""EFA network interface layouts for launch templates, computed from the catalog.
+
+AWS's current layout ("Maximize network bandwidth ... with multiple network cards", [EFAD] in
+shared/reference/aws-gpu-facts.md §2), which saves IP addresses and is the only one that works on p6-b300:
+
+1. the primary interface is a plain ENA `interface` at (network card 0, device 0);
+2. if card 0 carries EFA, an `efa-only` interface at (card 0, device 1);
+3. every other EFA card gets an `efa-only` interface at (card k, device 0).
+
+The older layout (`efa`) puts an `efa` interface (EFA with ENA) at (0, 0) and `efa` at device 1 of every other card,
+as terraform-aws-eks and pulumi-eks still do. It is kept as an option for AMIs or tooling that expect it, but never
+on a type whose card 0 has no EFA (p6-b300), where it fails at launch (aws-parallelcluster #7143).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from components.catalog import InstanceType
+
+InterfaceType = Literal["interface", "efa", "efa-only"]
+Layout = Literal["efa-only", "efa"]
+
+
+@dataclass(frozen=True, order=True)
+class NetworkInterface:
+    network_card_index: int
+    device_index: int
+    interface_type: InterfaceType
+
+    @property
+    def is_efa(self) -> bool:
+        return self.interface_type in ("efa", "efa-only")
+
+
+def efa_interfaces(instance: InstanceType, layout: Layout = "efa-only") -> list[NetworkInterface]:
+    """Every interface a launch template needs to wire all of the type's EFA devices, primary first."""
+    if not instance.efa_supported:
+        raise ValueError(
+            f"{instance.name} has no EFA; EFA types: see components.catalog.efa_instance_type_names()"
+        )
+    cards = sorted(instance.efa_cards)
+    if layout == "efa":
+        if 0 not in cards:
+            raise ValueError(
+                f"{instance.name}: network card 0 carries no EFA, so the `efa` layout cannot work"
+            )
+        return [NetworkInterface(0, 0, "efa")] + [
+            NetworkInterface(card, 1, "efa") for card in cards if card != 0
+        ]
+    interfaces = [NetworkInterface(0, 0, "interface")]
+    for card in cards:
+        interfaces.append(NetworkInterface(card, 1 if card == 0 else 0, "efa-only"))
+    return interfaces
+
+
+def efa_device_count(interfaces: list[NetworkInterface]) -> int:
+    return sum(1 for i in interfaces if i.is_efa)

@@ -1,0 +1,208 @@
+"""Everything derived about a node pool, computed once from its config and the catalog.
+
+Components (launch templates, Auto Scaling groups, device plugins, hybrid node configs), the plan summary and the
+policies all read a `PoolPlan` instead of re-deriving "does this pool use EFA?" or "which AZ?" on their own.
+Functions here assume a validated `StackConfig`; `components.validation` reuses the small helpers
+(`resolve_instance`, `wants_efa`, ...) so a rule and the build can never disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from components import catalog, tags
+from components.catalog import InstanceType
+from components.config import NetworkConfig, NodePool, StackConfig, Taint
+from components.planning.efa import NetworkInterface, efa_device_count, efa_interfaces
+
+#: The taint GPU pools get unless they say otherwise: only pods that tolerate it (GPU workloads, device plugins)
+#: land on GPU nodes, so no stray controller burns $55/hour.
+DEFAULT_GPU_TAINT = Taint(key="nvidia.com/gpu", value="true", effect="NoSchedule")
+#: cluster-autoscaler's AWS GPU label ([CA] in aws-gpu-facts.md §6): set at kubelet start so the autoscaler knows a
+#: node has GPUs before the device plugin advertises them (no repeated scale-ups).
+ACCELERATOR_LABEL = "k8s.amazonaws.com/accelerator"
+#: The label the NVIDIA device plugin chart's default affinity matches without node-feature-discovery ([NVDP] §8);
+#: nodeadm sets it by itself only from Kubernetes 1.35 ([AMI] §5b), so we always set it.
+GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
+#: Per-node config selector of the NVIDIA device plugin ([NVDP] §8: `nvidia.com/device-plugin.config=<name>`).
+DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
+EFA_LABEL = f"{tags.PREFIX}/efa"
+
+
+@dataclass(frozen=True)
+class PoolPlan:
+    pool: NodePool
+    #: The instance type of an `aws` pool (None for hybrid pools).
+    instance: InstanceType | None
+    #: Every instance type the pool may launch, primary first (spot pools add same-shape types).
+    instance_types: tuple[str, ...]
+    gpu_model: str | None
+    gpus_per_node: int
+    efa: bool
+    interfaces: tuple[NetworkInterface, ...]
+    availability_zones: tuple[str, ...]
+    placement_group: bool
+    local_storage: str | None
+    taints: tuple[Taint, ...]
+    labels: dict[str, str]
+    instance_refresh: bool
+    min_nodes: int
+    max_nodes: int
+    initial_nodes: int
+
+    @property
+    def name(self) -> str:
+        return self.pool.name
+
+    @property
+    def role(self) -> str:
+        return self.pool.role
+
+    @property
+    def kind(self) -> str:
+        return self.pool.kind
+
+    @property
+    def capacity_type(self) -> str:
+        return self.pool.capacity.type
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.gpus_per_node > 0
+
+    @property
+    def efa_devices(self) -> int:
+        return efa_device_count(list(self.interfaces))
+
+    @property
+    def max_efa_devices(self) -> int:
+        return self.instance.max_efa_interfaces if self.instance else 0
+
+    @property
+    def fabric_gbps(self) -> float:
+        """EFA fabric bandwidth per node: the type's network bandwidth when its EFA devices are wired, else 0."""
+        return self.instance.network_gbps if (self.instance and self.efa) else 0.0
+
+    @property
+    def hourly_usd_per_node(self) -> float:
+        """On-demand list price; hybrid (owned) nodes cost nothing per hour here."""
+        if self.instance is None or self.instance.on_demand_usd_per_hour is None:
+            return 0.0
+        return self.instance.on_demand_usd_per_hour
+
+
+def resolve_instance(pool: NodePool) -> InstanceType | None:
+    """The pool's instance type: named, or the cheapest type with the asked GPU model and count."""
+    if pool.kind != "aws":
+        return None
+    if pool.instance_type:
+        return catalog.instance_type(pool.instance_type)
+    if pool.gpu_model:
+        matches = catalog.instance_types_with_gpu(pool.gpu_model, pool.gpus_per_node)
+        return matches[0] if matches else None
+    return None
+
+
+def wants_efa(pool: NodePool, instance: InstanceType | None) -> bool:
+    """`auto` wires EFA on training pools whose type has it; inference and system pools need no fabric."""
+    if instance is None or pool.efa == "off":
+        return False
+    if pool.efa == "on":
+        return True
+    return instance.efa_supported and pool.role == "training"
+
+
+def pool_zones(pool: NodePool, network: NetworkConfig, efa: bool) -> tuple[str, ...]:
+    """EFA does not cross AZs ([EFAD], ParallelCluster efa-v3 in §2): EFA pools default to the first AZ."""
+    if pool.kind != "aws":
+        return ()
+    if pool.placement.availability_zones:
+        return tuple(pool.placement.availability_zones)
+    zones = network.zones
+    return tuple(zones[:1]) if efa else tuple(zones)
+
+
+def wants_placement_group(pool: NodePool, efa: bool) -> bool:
+    """Cluster placement group for EFA pools, but not for capacity blocks or reservations by default.
+
+    AWS already places reserved capacity; forcing a placement group on top fails with
+    InsufficientInstanceCapacity (terraform-aws-eks #3730, eksctl #7949; ParallelCluster disables it with
+    capacity blocks, aws-gpu-facts.md §2).
+    """
+    choice = pool.placement.placement_group
+    if choice != "auto":
+        return choice == "on"
+    return efa and pool.capacity.type not in ("capacity-block", "reservation")
+
+
+def default_taints(pool: NodePool, gpus: int) -> tuple[Taint, ...]:
+    if pool.taints is not None:
+        return tuple(pool.taints)
+    return (DEFAULT_GPU_TAINT,) if gpus > 0 else ()
+
+
+def local_storage_strategy(pool: NodePool, instance: InstanceType | None) -> str | None:
+    """nodeadm `instance.localStorage.strategy`: RAID0 by default on training pools with instance-store NVMe."""
+    if pool.local_storage == "none":
+        return None
+    if pool.local_storage is not None:
+        return pool.local_storage
+    if instance is not None and instance.local_nvme_count > 0 and pool.role == "training":
+        return "RAID0"
+    return None
+
+
+def node_labels(pool: NodePool, gpu_model: str | None, gpus: int, efa: bool) -> dict[str, str]:
+    """kubelet `--node-labels`: the user's labels, then ours (ours win: selectors and policies rely on them)."""
+    labels = dict(pool.labels)
+    labels[tags.POOL] = pool.name
+    labels[tags.ROLE] = pool.role
+    if gpus > 0 and gpu_model:
+        labels[GPU_PRESENT_LABEL] = "true"
+        labels[ACCELERATOR_LABEL] = f"nvidia-{gpu_model.lower()}"
+        labels[tags.GPU_MODEL] = gpu_model
+        if pool.device_plugin.time_slicing_replicas > 1:
+            labels[DEVICE_PLUGIN_CONFIG_LABEL] = pool.name
+    if efa:
+        labels[EFA_LABEL] = "true"
+    return labels
+
+
+def plan_pool(pool: NodePool, network: NetworkConfig) -> PoolPlan:
+    instance = resolve_instance(pool)
+    efa = wants_efa(pool, instance)
+    interfaces = tuple(efa_interfaces(instance, pool.efa_layout)) if (efa and instance) else ()
+    if instance is not None:
+        gpu_model, gpus = instance.gpu_model, instance.gpu_count
+        types = tuple(dict.fromkeys([instance.name, *pool.capacity.spot_instance_types]))
+    else:
+        gpu_model, gpus = pool.gpu_model, pool.gpus_per_node or 0
+        types = ()
+    if pool.kind == "hybrid":
+        count = pool.nodes or 0
+        low, high, initial = count, count, count
+    else:
+        low, high, initial = pool.scaling.min, pool.scaling.max, pool.scaling.initial
+    refresh = pool.instance_refresh.enabled
+    return PoolPlan(
+        pool=pool,
+        instance=instance,
+        instance_types=types,
+        gpu_model=gpu_model,
+        gpus_per_node=gpus,
+        efa=efa,
+        interfaces=interfaces,
+        availability_zones=pool_zones(pool, network, efa),
+        placement_group=wants_placement_group(pool, efa),
+        local_storage=local_storage_strategy(pool, instance),
+        taints=default_taints(pool, gpus),
+        labels=node_labels(pool, gpu_model, gpus, efa),
+        instance_refresh=(pool.role != "training") if refresh is None else refresh,
+        min_nodes=low,
+        max_nodes=high,
+        initial_nodes=initial,
+    )
+
+
+def plan_pools(spec: StackConfig) -> list[PoolPlan]:
+    return [plan_pool(pool, spec.network) for pool in spec.node_pools]

@@ -1,0 +1,51 @@
+"""Tag keys and tag sets every AWS resource of a cluster carries.
+
+Tags are how the pieces find each other after deployment: cost reports group by them, cluster-autoscaler discovers
+node groups by them, the node termination handler and the policy pack read a pool's role, capacity type and taints
+from them. Keeping the keys in one module means the components, the plan summary and the policies cannot drift.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+PREFIX = "gpu-clusters"
+CLUSTER = f"{PREFIX}/cluster"
+STACK = f"{PREFIX}/stack"
+POOL = f"{PREFIX}/pool"
+ROLE = f"{PREFIX}/role"
+CAPACITY_TYPE = f"{PREFIX}/capacity-type"
+GPU_MODEL = f"{PREFIX}/gpu-model"
+TAINTS = f"{PREFIX}/taints"
+EFA_DEVICES = f"{PREFIX}/efa-devices"
+STATEFUL = f"{PREFIX}/stateful"
+
+#: AWS tag limits: 50 user tags per resource, keys up to 128 and values up to 256 characters
+#: (https://docs.aws.amazon.com/tag-editor/latest/userguide/tagging.html#tag-conventions).
+MAX_TAGS = 50
+MAX_KEY_LENGTH = 128
+MAX_VALUE_LENGTH = 256
+
+
+def cluster_tags(cluster_name: str, stack: str, extra: Mapping[str, str]) -> dict[str, str]:
+    """Tags for every AWS resource of the cluster: identity first, then the stack's cost-allocation tags."""
+    return {CLUSTER: cluster_name, STACK: stack, **extra}
+
+
+def with_tags(base: Mapping[str, str], **more: str) -> dict[str, str]:
+    """`base` plus more tags given as keyword arguments whose names are keys of this module (pool=, role=...)."""
+    keys = {
+        "pool": POOL,
+        "role": ROLE,
+        "capacity_type": CAPACITY_TYPE,
+        "gpu_model": GPU_MODEL,
+        "taints": TAINTS,
+    }
+    return {**base, **{keys[name]: value for name, value in more.items()}}
+
+
+def asg_tags(tags: Mapping[str, str], propagate_at_launch: bool = True) -> list[dict[str, object]]:
+    """Auto Scaling groups take tags as a list of {key, value, propagateAtLaunch} objects, not a map."""
+    return [
+        {"key": k, "value": v, "propagate_at_launch": propagate_at_launch} for k, v in sorted(tags.items())
+    ]
