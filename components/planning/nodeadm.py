@@ -1,0 +1,217 @@
+"""What a self-managed node boots with: its AMI and the bootstrap document in its user data.
+
+AL2023 nodes join the cluster through nodeadm, which reads a `NodeConfig` document from the instance's user data
+(MIME multipart, part type `application/node.eks.aws`; awslabs/amazon-eks-ami `nodeadm/doc/api.md` and
+`nodeadm/doc/examples.md`, [AMI] in shared/reference/aws-gpu-facts.md §5b). Bottlerocket nodes read TOML settings
+instead (bottlerocket.dev, "settings.kubernetes"). Both are rendered here, as pure functions, so tests can parse
+them back and so the hybrid-node component reuses the very same kubelet flags (`kubelet_flags`).
+
+Why kubelet flags at all: labels and taints must exist the moment a node registers. cluster-autoscaler's
+scale-from-zero templates promise them ([CA] §6: "It is your responsibility to ensure such labels and/or taints are
+applied via the node's kubelet configuration"), the NVIDIA device plugin only schedules onto
+`nvidia.com/gpu.present=true` nodes ([NVDP] §8), and an untainted GPU node would attract stray pods before anyone
+could taint it.
+"""
+
+from __future__ import annotations
+
+import email.policy
+import json
+import re
+from collections.abc import Mapping, Sequence
+from email.mime.multipart import MIMEMultipart
+from email.mime.nonmultipart import MIMENonMultipart
+from ipaddress import IPv4Network
+from typing import Any
+
+import yaml
+
+from components.config import Taint
+from components.planning.pools import PoolPlan
+
+NODEADM_API_VERSION = "node.eks.aws/v1alpha1"
+#: The MIME type nodeadm looks for in multipart user data ([AMI] `nodeadm/doc/examples.md`).
+NODEADM_CONTENT_TYPE = "application/node.eks.aws"
+#: A fixed boundary keeps the rendered user data byte-for-byte stable between runs. The email package would pick a
+#: random one, which would make every `pulumi up` publish a new launch template version and roll every node.
+MIME_BOUNDARY = "==GPU-CLUSTERS-NODEADM-BOUNDARY=="
+
+#: The service CIDR's 10th address is the cluster DNS (kube-dns) address on EKS; nodeadm infers it from `cidr`
+#: ([AMI] api.md: "This value is used to infer your cluster's DNS address"), Bottlerocket takes it explicitly
+#: (`settings.kubernetes.cluster-dns-ip`).
+CLUSTER_DNS_HOST_INDEX = 10
+
+#: Bottlerocket's RAID0 equivalent of nodeadm's `localStorage.strategy: RAID0`: build one array from the
+#: instance-store disks and bind the kubelet, containerd and pod-log directories onto it. The same commands
+#: Karpenter renders for `instanceStorePolicy: RAID0` (aws/karpenter-provider-aws
+#: pkg/providers/amifamily/bootstrap/bottlerocket.go).
+BOTTLEROCKET_RAID0_COMMANDS = (
+    ("apiclient", "ephemeral-storage", "init"),
+    ("apiclient", "ephemeral-storage", "bind", "--dirs", "/var/lib/containerd", "/var/lib/kubelet", "/var/log/pods"),
+)
+
+
+# ------------------------------------------------------------------------------------------------------ kubelet
+def kubelet_flags(labels: Mapping[str, str], taints: Sequence[Taint]) -> list[str]:
+    """kubelet command-line flags that register the node with its labels and taints.
+
+    Labels are sorted by key so the rendered user data does not change when a dict's order does; taints keep
+    their configured order (the order kubelet registers them in). A flag with nothing to say is left out.
+    """
+    flags: list[str] = []
+    if labels:
+        flags.append("--node-labels=" + ",".join(f"{key}={labels[key]}" for key in sorted(labels)))
+    if taints:
+        flags.append("--register-with-taints=" + ",".join(taint.render() for taint in taints))
+    return flags
+
+
+# ---------------------------------------------------------------------------------------------- AL2023 nodeadm
+def node_config(
+    cluster_name: str,
+    endpoint: str,
+    certificate_authority: str,
+    service_cidr: str | IPv4Network,
+    plan: PoolPlan,
+) -> dict[str, Any]:
+    """The nodeadm `NodeConfig` of a pool ([AMI] `nodeadm/doc/api.md`, facts §5b).
+
+    Giving endpoint, CA and service CIDR up front spares every node a `DescribeCluster` call at boot (and the node
+    role the permission). `instance.localStorage` is set only when the plan asks for a strategy: RAID0 puts
+    `/var/lib/kubelet`, `/var/lib/containerd` and `/var/log/pods` on one array of all instance-store NVMe disks
+    ([AMI] `templates/shared/runtime/bin/setup-local-disks`), which is where multi-GB training images and
+    checkpoints should land.
+    """
+    spec: dict[str, Any] = {
+        "cluster": {
+            "name": cluster_name,
+            "apiServerEndpoint": endpoint,
+            "certificateAuthority": certificate_authority,
+            "cidr": str(IPv4Network(str(service_cidr))),
+        },
+        "kubelet": {"flags": kubelet_flags(plan.labels, plan.taints)},
+    }
+    if plan.local_storage:
+        spec["instance"] = {"localStorage": {"strategy": plan.local_storage}}
+    return {"apiVersion": NODEADM_API_VERSION, "kind": "NodeConfig", "spec": spec}
+
+
+def user_data(node_config: Mapping[str, Any]) -> str:
+    """The MIME multipart user data carrying one NodeConfig part (`Content-Type: application/node.eks.aws`).
+
+    Launch templates take user data base64-encoded; the caller encodes this text.
+    """
+    document = "---\n" + yaml.safe_dump(dict(node_config), sort_keys=False, default_flow_style=False, width=1 << 20)
+    part = MIMENonMultipart("application", "node.eks.aws", policy=email.policy.default)
+    part.set_payload(document)
+    message = MIMEMultipart("mixed", boundary=MIME_BOUNDARY, policy=email.policy.default)
+    message.attach(part)
+    return message.as_string(policy=email.policy.default)
+
+
+# ------------------------------------------------------------------------------------------------- Bottlerocket
+def cluster_dns_ip(service_cidr: str | IPv4Network) -> str:
+    """The cluster DNS address EKS gives kube-dns: the 10th address of the service CIDR (172.20.0.10 by default)."""
+    return str(IPv4Network(str(service_cidr))[CLUSTER_DNS_HOST_INDEX])
+
+
+def bottlerocket_settings(
+    cluster_name: str,
+    endpoint: str,
+    certificate_authority: str,
+    service_cidr: str | IPv4Network,
+    plan: PoolPlan,
+) -> dict[str, Any]:
+    """Bottlerocket settings for a pool (bottlerocket.dev "settings.kubernetes").
+
+    `node-taints` maps a taint key to a list of `value:Effect` strings, so one key can carry several effects (the
+    shape Karpenter renders, aws/karpenter-provider-aws bootstrap/bottlerocket.go). Bottlerocket has no RAID10 or
+    Mount strategy: any local-storage strategy becomes the ephemeral-storage RAID0 bootstrap command.
+    """
+    taints: dict[str, list[str]] = {}
+    for taint in plan.taints:
+        taints.setdefault(taint.key, []).append(f"{taint.value}:{taint.effect}")
+    kubernetes: dict[str, Any] = {
+        "cluster-name": cluster_name,
+        "api-server": endpoint,
+        "cluster-certificate": certificate_authority,
+        "cluster-dns-ip": cluster_dns_ip(service_cidr),
+        "node-labels": dict(sorted(plan.labels.items())),
+    }
+    if taints:
+        kubernetes["node-taints"] = taints
+    settings: dict[str, Any] = {"kubernetes": kubernetes}
+    if plan.local_storage:
+        settings["bootstrap-commands"] = {
+            "000-mount-instance-storage": {
+                "commands": [list(command) for command in BOTTLEROCKET_RAID0_COMMANDS],
+                "essential": True,
+                "mode": "always",
+            }
+        }
+    return {"settings": settings}
+
+
+def bottlerocket_user_data(settings: Mapping[str, Any]) -> str:
+    """Render settings as TOML (tables for mappings; strings, booleans, integers and lists of them as values)."""
+    lines: list[str] = []
+    _toml_table(lines, (), settings)
+    return "\n".join(lines).strip() + "\n"
+
+
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def _toml_key(key: str) -> str:
+    return key if _BARE_KEY.match(key) else _toml_string(key)
+
+
+def _toml_string(value: str) -> str:
+    # JSON string escapes (\" \\ \n \t \uXXXX) are valid TOML basic-string escapes; ensure_ascii=False avoids
+    # the surrogate-pair escapes TOML does not accept.
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _toml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return _toml_string(value)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(_toml_value(v) for v in value) + "]"
+    raise TypeError(f"cannot render {type(value).__name__} as a TOML value: {value!r}")
+
+
+def _toml_table(lines: list[str], path: tuple[str, ...], table: Mapping[str, Any]) -> None:
+    scalars = {k: v for k, v in table.items() if not isinstance(v, Mapping)}
+    tables = {k: v for k, v in table.items() if isinstance(v, Mapping)}
+    if path and (scalars or not tables):
+        lines.append("")
+        lines.append("[" + ".".join(_toml_key(p) for p in path) + "]")
+    for key, value in scalars.items():
+        lines.append(f"{_toml_key(key)} = {_toml_value(value)}")
+    for key, value in tables.items():
+        _toml_table(lines, (*path, key), value)
+
+
+# ---------------------------------------------------------------------------------------------------------- AMI
+def ami_ssm_parameter(kubernetes_version: str, ami_family: str, arch: str, gpu: bool) -> str:
+    """The public SSM parameter holding the recommended EKS-optimized AMI id (facts §5a).
+
+    AL2023: `/aws/service/eks/optimized-ami/<k8s>/amazon-linux-2023/<arch>/<nvidia|standard>/recommended/image_id`
+    (https://docs.aws.amazon.com/eks/latest/userguide/retrieve-ami-id.html). Bottlerocket:
+    `/aws/service/bottlerocket/aws-k8s-<k8s>[-nvidia]/<arch>/latest/image_id` ([EKSUG] retrieve-ami-id-bottlerocket).
+    GPU types get the NVIDIA variants (driver, container toolkit and EFA host components baked in, facts §2).
+    """
+    if arch not in ("x86_64", "arm64"):
+        raise ValueError(f"no EKS-optimized AMI parameter for architecture {arch!r} (x86_64 or arm64)")
+    if ami_family == "al2023":
+        variant = "nvidia" if gpu else "standard"
+        prefix = f"/aws/service/eks/optimized-ami/{kubernetes_version}/amazon-linux-2023"
+        return f"{prefix}/{arch}/{variant}/recommended/image_id"
+    if ami_family == "bottlerocket":
+        variant = f"aws-k8s-{kubernetes_version}" + ("-nvidia" if gpu else "")
+        return f"/aws/service/bottlerocket/{variant}/{arch}/latest/image_id"
+    raise ValueError(f"unknown AMI family {ami_family!r} (al2023 or bottlerocket)")
