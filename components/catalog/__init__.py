@@ -26,6 +26,10 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 __all__ = [
+    "COMMON_FIELD_GROUPS",
+    "GPUS_PATH",
+    "GPU_FIELD_GROUPS",
+    "INSTANCES_PATH",
     "CatalogError",
     "GpuModel",
     "HardwareCatalog",
@@ -39,6 +43,7 @@ __all__ = [
     "instance_types_with_gpu",
     "is_rented_by_aws",
     "load_catalog",
+    "parse_card_ranges",
     "sources",
 ]
 
@@ -130,13 +135,10 @@ class InstanceType(BaseModel):
         if self.gpu_count > 0 and self.gpu_memory_gib <= 0:
             problems.append("a GPU type needs a positive gpu_memory_gib")
         if self.max_efa_interfaces > self.network_cards:
-            problems.append(
-                f"max_efa_interfaces {self.max_efa_interfaces} exceeds network_cards {self.network_cards}"
-            )
+            problems.append(f"max_efa_interfaces {self.max_efa_interfaces} exceeds network_cards {self.network_cards}")
         if len(self.efa_cards) != self.max_efa_interfaces:
             problems.append(
-                f"efa_cards lists {len(self.efa_cards)} cards but max_efa_interfaces is "
-                f"{self.max_efa_interfaces}"
+                f"efa_cards lists {len(self.efa_cards)} cards but max_efa_interfaces is {self.max_efa_interfaces}"
             )
         if len(set(self.efa_cards)) != len(self.efa_cards):
             problems.append("efa_cards has duplicates")
@@ -273,9 +275,7 @@ def load_catalog(instances_path: Path | None = None, gpus_path: Path | None = No
         if name in gpu_entries:
             raise CatalogError(f"{gpath}: GPU model {name!r} listed twice")
         if "rented_by_aws" in entry:
-            raise CatalogError(
-                f"{gpath}: {name}: rented_by_aws is derived from instances.yaml, do not write it"
-            )
+            raise CatalogError(f"{gpath}: {name}: rented_by_aws is derived from instances.yaml, do not write it")
         gpu_entries[name] = entry
 
     types: dict[str, InstanceType] = {}
@@ -387,11 +387,7 @@ def instance_types_with_gpu(model: str, count: int | None = None) -> list[Instan
     returning an empty list that would read as "AWS has none".
     """
     gpu_model(model)
-    matches = [
-        t
-        for t in instance_types().values()
-        if t.gpu_model == model and (count is None or t.gpu_count == count)
-    ]
+    matches = [t for t in instance_types().values() if t.gpu_model == model and (count is None or t.gpu_count == count)]
     return sorted(
         matches,
         key=lambda t: (t.on_demand_usd_per_hour is None, t.on_demand_usd_per_hour or 0.0, t.name),
