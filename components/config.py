@@ -26,7 +26,12 @@ class Model(BaseModel):
     """Base for every config model: camelCase aliases, unknown keys rejected (a typo must not pass silently)."""
 
     model_config = ConfigDict(
-        alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True, validate_default=True
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        frozen=True,
+        validate_default=True,
+        use_attribute_docstrings=True,
     )
 
 
@@ -72,18 +77,18 @@ class ClusterConfig(Model):
     name: ClusterName
     kubernetes_version: str = "1.35"
     endpoint: EndpointAccess = EndpointAccess()
-    #: Control-plane log types (EKS `enabledClusterLogTypes`); api, audit and authenticator are the minimum the
-    #: policy pack accepts.
     logging: list[LogType] = Field(default_factory=lambda: list(DEFAULT_LOG_TYPES))
-    #: EKS upgrade policy: STANDARD ends support after 14 months, EXTENDED adds 12 paid months.
+    """Control-plane log types (EKS `enabledClusterLogTypes`); api, audit and authenticator are the minimum the
+    policy pack accepts."""
     support_type: Literal["STANDARD", "EXTENDED"] = "STANDARD"
-    #: Kubernetes service CIDR; nodeadm needs it to infer the cluster DNS address.
+    """EKS upgrade policy: STANDARD ends support after 14 months, EXTENDED adds 12 paid months."""
     service_cidr: IPv4Network = IPv4Network("172.20.0.0/16")
+    """Kubernetes service CIDR; nodeadm needs it to infer the cluster DNS address."""
     admins: list[AdminAccess] = Field(default_factory=list)
-    #: Cost-allocation and ownership tags put on every AWS resource.
     tags: dict[str, str] = Field(default_factory=dict)
-    #: Protect stateful resources (KMS keys, file systems, buckets) from `pulumi destroy` and replacement.
+    """Cost-allocation and ownership tags put on every AWS resource."""
     protect_stateful: bool = True
+    """Protect stateful resources (KMS keys, file systems, buckets) from `pulumi destroy` and replacement."""
 
 
 # ---------------------------------------------------------------------------------------------------------- network
@@ -104,10 +109,10 @@ class NetworkConfig(Model):
 
     vpc_cidr: IPv4Network = IPv4Network("10.0.0.0/16")
     availability_zones: list[str] = Field(default_factory=list)
-    #: One NAT gateway per AZ (survives an AZ outage) or a single shared one (cheaper, for dev stacks).
     nat_gateways: Literal["one-per-az", "single"] = "one-per-az"
-    #: Explicit subnet CIDRs, one per AZ in `availabilityZones` order; derived from `vpcCidr` when left out.
+    """One NAT gateway per AZ (survives an AZ outage) or a single shared one (cheaper, for dev stacks)."""
     private_subnet_cidrs: list[IPv4Network] | None = None
+    """Explicit subnet CIDRs, one per AZ in `availabilityZones` order; derived from `vpcCidr` when left out."""
     public_subnet_cidrs: list[IPv4Network] | None = None
     existing_vpc: ExistingVpc | None = None
 
@@ -144,8 +149,8 @@ class GpuUtilizationScaling(Model):
 
 class Scaling(Model):
     min: int = Field(0, ge=0)
-    #: Initial size; ignored after creation so `pulumi up` never fights the autoscaler. Defaults to `min`.
     desired: int | None = Field(None, ge=0)
+    """Initial size; ignored after creation so `pulumi up` never fights the autoscaler. Defaults to `min`."""
     max: int = Field(1, ge=0)
     mode: Literal["cluster-autoscaler", "gpu-utilization", "fixed"] = "cluster-autoscaler"
     gpu_utilization: GpuUtilizationScaling = GpuUtilizationScaling()
@@ -159,27 +164,27 @@ class Capacity(Model):
     """How instances are bought."""
 
     type: Literal["on-demand", "spot", "capacity-block", "reservation"] = "on-demand"
-    #: Extra instance types with the same GPU shape for spot diversification (the pool's type comes first).
     spot_instance_types: list[str] = Field(default_factory=list)
+    """Extra instance types with the same GPU shape for spot diversification (the pool's type comes first)."""
     on_demand_base_capacity: int = Field(0, ge=0)
     on_demand_percentage_above_base: int = Field(0, ge=0, le=100)
     spot_allocation_strategy: Literal["price-capacity-optimized", "capacity-optimized", "lowest-price"] = (
         "price-capacity-optimized"
     )
-    #: Capacity Block or On-Demand Capacity Reservation id (`cr-...`).
     reservation_id: Annotated[str, StringConstraints(pattern=r"^cr-[0-9a-f]{8,17}$")] | None = None
-    #: Target a reservation resource group instead of one reservation (`reservation` only).
+    """Capacity Block or On-Demand Capacity Reservation id (`cr-...`)."""
     reservation_resource_group_arn: str | None = None
+    """Target a reservation resource group instead of one reservation (`reservation` only)."""
 
 
 class Placement(Model):
     """Where the pool runs. EFA pools need one AZ; a cluster placement group keeps their fabric hops short."""
 
-    #: Defaults to the network's first AZ for EFA pools (EFA does not cross AZs) and to every AZ otherwise.
     availability_zones: list[str] | None = None
-    #: `auto`: on for EFA pools, except capacity blocks and reservations (AWS places those; a forced placement
-    #: group there fails with InsufficientInstanceCapacity, terraform-aws-eks #3730, eksctl #7949).
+    """Defaults to the network's first AZ for EFA pools (EFA does not cross AZs) and to every AZ otherwise."""
     placement_group: Literal["auto", "on", "off"] = "auto"
+    """`auto`: on for EFA pools, except capacity blocks and reservations (AWS places those; a forced placement
+    group there fails with InsufficientInstanceCapacity, terraform-aws-eks #3730, eksctl #7949)."""
 
 
 class InstanceRefresh(Model):
@@ -193,12 +198,12 @@ class InstanceRefresh(Model):
 
 class HybridCredentials(Model):
     provider: Literal["ssm", "iam-roles-anywhere"] = "ssm"
-    #: SSM hybrid activation lifetime; nodes must register before it expires (default 24 h, max 30 days).
     activation_expiry_hours: int = Field(24, ge=1, le=720)
-    #: Registration limit of the SSM activation; defaults to the pool's node count.
+    """SSM hybrid activation lifetime; nodes must register before it expires (default 24 h, max 30 days)."""
     activation_limit: int | None = Field(None, ge=1)
-    #: IAM Roles Anywhere: the PEM bundle of the CA that signs the nodes' certificates.
+    """Registration limit of the SSM activation; defaults to the pool's node count."""
     trust_anchor_certificate: str | None = None
+    """IAM Roles Anywhere: the PEM bundle of the CA that signs the nodes' certificates."""
 
 
 class HybridNetwork(Model):
@@ -206,45 +211,45 @@ class HybridNetwork(Model):
 
     remote_node_cidrs: list[IPv4Network] = Field(default_factory=list)
     remote_pod_cidrs: list[IPv4Network] = Field(default_factory=list)
-    #: Webhooks (e.g. admission controllers) running on hybrid nodes must be reachable from the control plane,
-    #: which needs routable pod CIDRs.
     webhooks_on_hybrid_nodes: bool = True
-    #: Bandwidth of the site's uplink, used for the plan's storage throughput figures.
+    """Webhooks (e.g. admission controllers) running on hybrid nodes must be reachable from the control plane,
+    which needs routable pod CIDRs."""
     uplink_gbps: float = Field(10, gt=0)
+    """Bandwidth of the site's uplink, used for the plan's storage throughput figures."""
 
 
 class DevicePluginSettings(Model):
     """Per-pool NVIDIA device plugin settings, applied through the plugin's per-node config label."""
 
-    #: Time-slicing: advertise each GPU this many times (1 = off). Inference pools use it to pack small models.
     time_slicing_replicas: int = Field(1, ge=1, le=64)
+    """Time-slicing: advertise each GPU this many times (1 = off). Inference pools use it to pack small models."""
 
 
 class NodePool(Model):
     name: PoolName
     kind: Literal["aws", "hybrid"] = "aws"
     role: Literal["training", "inference", "system"]
-    #: AWS pools: the instance type (or give gpuModel + gpusPerNode and the cheapest matching type is chosen).
     instance_type: str | None = None
-    #: Hybrid pools: the on-prem GPU model; AWS pools: alternative to instanceType.
+    """AWS pools: the instance type (or give gpuModel + gpusPerNode and the cheapest matching type is chosen)."""
     gpu_model: str | None = None
+    """Hybrid pools: the on-prem GPU model; AWS pools: alternative to instanceType."""
     gpus_per_node: int | None = Field(None, ge=1, le=16)
     capacity: Capacity = Capacity()
     scaling: Scaling = Scaling()
     labels: dict[LabelKey, LabelValue] = Field(default_factory=dict)
-    #: Node taints; GPU pools default to `nvidia.com/gpu=true:NoSchedule` when left out.
     taints: list[Taint] | None = None
+    """Node taints; GPU pools default to `nvidia.com/gpu=true:NoSchedule` when left out."""
     efa: Literal["auto", "on", "off"] = "auto"
-    #: `efa-only`: AWS's current layout (ENA primary, efa-only elsewhere); `efa`: the older all-`efa` layout.
     efa_layout: Literal["efa-only", "efa"] = "efa-only"
+    """`efa-only`: AWS's current layout (ENA primary, efa-only elsewhere); `efa`: the older all-`efa` layout."""
     placement: Placement = Placement()
-    #: nodeadm local NVMe strategy; defaults to RAID0 for training pools whose type has instance store.
     local_storage: Literal["RAID0", "RAID10", "Mount", "none"] | None = None
+    """nodeadm local NVMe strategy; defaults to RAID0 for training pools whose type has instance store."""
     root_volume_gib: int = Field(200, ge=20, le=16384)
     ami_family: Literal["al2023", "bottlerocket"] = "al2023"
-    #: IMDSv2 hop limit: 1 keeps pods off the instance role; 2 is needed only by pods on the host network that
-    #: call IMDS through a container runtime hop.
     imds_hop_limit: int = Field(1, ge=1, le=64)
+    """IMDSv2 hop limit: 1 keeps pods off the instance role; 2 is needed only by pods on the host network that
+    call IMDS through a container runtime hop."""
     instance_refresh: InstanceRefresh = InstanceRefresh()
     device_plugin: DevicePluginSettings = DevicePluginSettings()
     # hybrid pools only
@@ -262,8 +267,8 @@ class DataRepository(Model):
     """An S3 data repository association of the Lustre file system (datasets in, checkpoints out)."""
 
     file_system_path: Annotated[str, StringConstraints(pattern=r"^/[A-Za-z0-9_./-]*$")]
-    #: `s3://bucket/prefix/`; leave out to use the bucket the stack creates, at `prefix`.
     data_repository_path: Annotated[str, StringConstraints(pattern=r"^s3://[a-z0-9.-]{3,63}(/.*)?$")] | None = None
+    """`s3://bucket/prefix/`; leave out to use the bucket the stack creates, at `prefix`."""
     prefix: str = ""
     import_events: list[S3Event] = Field(default_factory=lambda: list(DEFAULT_IMPORT_EVENTS))
     export_events: list[S3Event] = Field(default_factory=list)
@@ -292,12 +297,12 @@ class LustreConfig(Model):
     metadata: LustreMetadata | None = None
     compression: Literal["LZ4", "NONE"] = "LZ4"
     backup_retention_days: int = Field(7, ge=0, le=90)
-    #: Defaults to the AZ of the training pools that mount it.
     availability_zone: str | None = None
-    #: Pools that mount it; defaults to every training pool.
+    """Defaults to the AZ of the training pools that mount it."""
     pools: list[str] | None = None
-    #: Create a bucket for the data repositories (versioned, encrypted, private) when none is given by path.
+    """Pools that mount it; defaults to every training pool."""
     create_bucket: bool = True
+    """Create a bucket for the data repositories (versioned, encrypted, private) when none is given by path."""
     data_repositories: list[DataRepository] = Field(default_factory=list)
     kubernetes: KubernetesVolume = KubernetesVolume()
 
@@ -323,8 +328,8 @@ class NfsConfig(Model):
     server: str | None = None
     share: str | None = None
     mount_options: list[str] = Field(default_factory=lambda: ["nfsvers=4.1"])
-    #: Nominal size the claim requests (NFS does not enforce it) and the server's bandwidth for the plan.
     capacity_gib: int = Field(1024, ge=1)
+    """Nominal size the claim requests (NFS does not enforce it) and the server's bandwidth for the plan."""
     bandwidth_gbps: float | None = Field(None, gt=0)
     pools: list[str] | None = None
     kubernetes: KubernetesVolume = KubernetesVolume()
@@ -346,8 +351,8 @@ class NvidiaDevicePlugin(Model):
 
 
 class EfaDevicePlugin(Model):
-    #: `auto`: deployed when any pool wires EFA.
     enabled: Literal["auto", "on", "off"] = "auto"
+    """`auto`: deployed when any pool wires EFA."""
 
 
 class ClusterAutoscaler(Model):
@@ -359,16 +364,16 @@ class ClusterAutoscaler(Model):
 
 
 class NodeTerminationHandler(Model):
-    #: `auto`: deployed when any pool uses spot.
     enabled: Literal["auto", "on", "off"] = "auto"
+    """`auto`: deployed when any pool uses spot."""
 
 
 class Alerts(Model):
     gpu_temperature_celsius: float = Field(85, gt=0)
     idle_utilization_percent: float = Field(30, gt=0, lt=100)
     idle_minutes: int = Field(30, ge=5)
-    #: SNS topic to deliver alerts to (created when `email` is set and this is not).
     sns_topic_arn: str | None = None
+    """SNS topic to deliver alerts to (created when `email` is set and this is not)."""
     email: str | None = None
 
 

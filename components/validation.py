@@ -660,7 +660,7 @@ def _lustre(p: _Parsed, fs: LustreConfig) -> Iterator[Problem]:
     if not training and fs.pools is None and p.pools_complete:
         yield Problem(path, "no training pool to mount Lustre; add one or list the pools under storage.lustre.pools")
     if p.network is not None and training:
-        zones = {z for pool in training for z in pool_zones(pool, p.network, wants_efa(pool, resolve_instance(pool)))}
+        zones = {z for pool in training for z in pool_zones(pool, p.network, wants_efa(pool, _instance_or_none(pool)))}
         if fs.availability_zone is not None and fs.availability_zone not in zones:
             yield Problem(
                 f"{path}.availabilityZone",
@@ -672,6 +672,14 @@ def _lustre(p: _Parsed, fs: LustreConfig) -> Iterator[Problem]:
                 f"{path}.availabilityZone",
                 f"its training pools span {', '.join(sorted(zones))}; pick the AZ (Lustre takes exactly one subnet)",
             )
+
+
+def _instance_or_none(pool: NodePool) -> catalog.InstanceType | None:
+    """The pool's instance type for rules about other sections; an unknown type is reported by the pool rules."""
+    try:
+        return resolve_instance(pool)
+    except KeyError:
+        return None
 
 
 def _mounting_pools(p: _Parsed, names: list[str] | None, path: str) -> Iterator[Problem]:

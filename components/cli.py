@@ -1,0 +1,116 @@
+"""`blueprint`: the offline companion of the Pulumi program.
+
+    blueprint plan --stack training [--config FILE] [--format table|json|markdown]
+    blueprint check --stack training [--config FILE] [--policy-config FILE] [--format table|json|markdown]
+    blueprint catalog [--format table|json]
+    blueprint schema [--write | --check]
+
+Exit codes: 0 fine, 1 a mandatory policy violation (`check`), 2 an invalid stack config (every problem printed on
+stderr as `path.to.key: what is wrong`, no traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from components.errors import ConfigError
+
+EXIT_OK, EXIT_VIOLATIONS, EXIT_CONFIG = 0, 1, 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="blueprint", description="Offline plans and checks of GPU cluster stacks.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, text in (("plan", "what a stack builds"), ("check", "the policy pack over a stack's plan")):
+        cmd = sub.add_parser(name, help=text)
+        cmd.add_argument("--stack", help="stack name: stacks/Pulumi.<stack>.yaml")
+        cmd.add_argument("--config", type=Path, help="plan this stack file instead of stacks/Pulumi.<stack>.yaml")
+        cmd.add_argument("--policy-config", type=Path, help="policy config (default policies/policy-config.json)")
+        cmd.add_argument("--format", choices=("table", "json", "markdown"), default="table")
+    catalog = sub.add_parser("catalog", help="the instance and GPU catalog")
+    catalog.add_argument("--format", choices=("table", "json"), default="table")
+    schema = sub.add_parser("schema", help="the stack config's JSON Schema and the README config reference")
+    mode = schema.add_mutually_exclusive_group()
+    mode.add_argument("--write", action="store_true", help="regenerate schema/ and the README reference table")
+    mode.add_argument("--check", action="store_true", help="exit 1 when either is out of date")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "catalog":
+        return _catalog(args.format)
+    if args.command == "schema":
+        return _schema(write=args.write, check=args.check)
+    if not args.stack and not args.config:
+        print("blueprint: give --stack NAME or --config FILE", file=sys.stderr)
+        return EXIT_CONFIG
+    from components.plan.plan import make_plan  # imports pulumi and the providers: only when planning
+
+    try:
+        plan = make_plan(args.stack, args.config, args.policy_config)
+    except ConfigError as error:
+        print(f"blueprint: {error}", file=sys.stderr)
+        return EXIT_CONFIG
+    except FileNotFoundError as error:
+        print(f"blueprint: {error}", file=sys.stderr)
+        return EXIT_CONFIG
+    if args.command == "plan":
+        _print_plan(plan, args.format)
+        return EXIT_OK
+    return _print_check(plan, args.format)
+
+
+def _print_plan(plan: dict[str, Any], fmt: str) -> None:
+    from components.plan import render
+
+    if fmt == "json":
+        print(json.dumps(plan, indent=2, sort_keys=False, default=str))
+    elif fmt == "markdown":
+        print(render.markdown(plan))
+    else:
+        render.table(plan, Console(width=160))
+
+
+def _print_check(plan: dict[str, Any], fmt: str) -> int:
+    from components.plan.check import format_violations
+
+    violations = plan["violations"]
+    print(format_violations(violations, fmt))  # type: ignore[arg-type]  # argparse choices guard fmt
+    return EXIT_VIOLATIONS if any(v["level"] == "mandatory" for v in violations) else EXIT_OK
+
+
+def _catalog(fmt: str) -> int:
+    from components.catalog.render import catalog_rows, catalog_table
+
+    if fmt == "json":
+        print(json.dumps(catalog_rows(), indent=2))
+    else:
+        Console(width=200).print(catalog_table())
+    return EXIT_OK
+
+
+def _schema(write: bool, check: bool) -> int:
+    from components import reference
+
+    if write:
+        reference.write()
+        return EXIT_OK
+    if check:
+        stale = reference.stale()
+        for path in stale:
+            print(f"blueprint: {path} is out of date; run `blueprint schema --write`", file=sys.stderr)
+        return EXIT_VIOLATIONS if stale else EXIT_OK
+    print(reference.schema_text(), end="")
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,202 @@
+"""Human renderings of a plan: a terminal table (rich) and Markdown with a Mermaid diagram for PR comments.
+
+Both read only the plan dict (the JSON contract), so what a reviewer sees is exactly what `--format json` says.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+
+def _usd(value: float) -> str:
+    return f"${value:,.2f}"
+
+
+def _nodes(pool: dict[str, Any]) -> str:
+    return f"{pool['minNodes']}" if pool["minNodes"] == pool["maxNodes"] else f"{pool['minNodes']}..{pool['maxNodes']}"
+
+
+def _gpus(pool: dict[str, Any]) -> str:
+    return f"{pool['gpusPerNode']} x {pool['gpuModel']}" if pool["gpusPerNode"] else "-"
+
+
+def _fabric(pool: dict[str, Any]) -> str:
+    if not pool["efaDevicesPerNode"]:
+        return "-"
+    return f"{pool['efaDevicesPerNode']}/{pool['maxEfaDevicesPerNode']} EFA, {pool['fabricGbpsPerNode']:g} Gbps"
+
+
+def _where(pool: dict[str, Any]) -> str:
+    if pool["kind"] == "hybrid":
+        return "on-prem"
+    zones = ",".join(z[-2:] if len(pool["availabilityZones"]) > 1 else z for z in pool["availabilityZones"])
+    return zones + (" +PG" if pool["placementGroup"] else "")
+
+
+def table(plan: dict[str, Any], console: Console) -> None:
+    summary = plan["summary"]
+    title = (
+        f"{plan['project']} / {plan['stack']}: cluster {summary['cluster']} ({summary['region']}, "
+        f"Kubernetes {summary['kubernetesVersion']})"
+    )
+    pools = Table(title=title, title_justify="left")
+    for column in (
+        "pool",
+        "kind/role",
+        "instance",
+        "GPUs/node",
+        "nodes",
+        "capacity",
+        "scaling",
+        "fabric",
+        "where",
+        "$/h idle",
+        "$/h max",
+    ):
+        pools.add_column(column, justify="right" if column.startswith("$") else "left")
+    for p in summary["nodePools"]:
+        pools.add_row(
+            p["name"],
+            f"{p['kind']}/{p['role']}",
+            p["instanceType"] or "-",
+            _gpus(p),
+            _nodes(p),
+            p["capacityType"],
+            p["scalingMode"],
+            _fabric(p),
+            _where(p),
+            _usd(p["hourlyUsd"]["idle"]),
+            _usd(p["hourlyUsd"]["max"]),
+        )
+    console.print(pools)
+    if summary["storage"]:
+        storage = Table(title="Shared storage", title_justify="left")
+        for column in ("name", "kind", "capacity GiB", "throughput MB/s", "mounted by", "MB/s per GPU at max"):
+            storage.add_column(column)
+        for s in summary["storage"]:
+            storage.add_row(
+                s["name"],
+                s["kind"],
+                f"{s['capacityGiB']:,}" if s.get("capacityGiB") else "elastic",
+                f"{s['throughputMBps']:,.0f}",
+                ", ".join(s.get("mountedBy", [])) or "-",
+                f"{s['throughputPerGpuMBps']:,.1f}" if s.get("throughputPerGpuMBps") else "-",
+            )
+        console.print(storage)
+    cost = summary["hourlyUsd"]
+    console.print(
+        f"GPUs: {summary['gpus']['min']} idle .. {summary['gpus']['max']} at max.  "
+        f"Cost: {_usd(cost['idle'])}/h idle, {_usd(cost['max'])}/h at max "
+        f"(spot saves ~{_usd(cost['spotSaving'])}/h vs all on-demand).  Resources: {len(plan['resources'])}."
+    )
+    _print_violations(plan["violations"], console)
+
+
+def _print_violations(violations: list[dict[str, Any]], console: Console) -> None:
+    if not violations:
+        console.print("[green]Policy pack: no violations.[/green]")
+        return
+    t = Table(title="Policy violations", title_justify="left")
+    for column in ("level", "policy", "resource", "message"):
+        t.add_column(column)
+    for v in violations:
+        t.add_row(v["level"], v["policy"], (v.get("urn") or "").split("::")[-1], v["message"])
+    console.print(t)
+
+
+def markdown(plan: dict[str, Any]) -> str:
+    summary = plan["summary"]
+    cost = summary["hourlyUsd"]
+    lines = [
+        f"### Plan: `{plan['stack']}` (cluster `{summary['cluster']}`, {summary['region']}, "
+        f"Kubernetes {summary['kubernetesVersion']})",
+        "",
+        f"**GPUs** {summary['gpus']['min']} idle .. {summary['gpus']['max']} at max · "
+        f"**cost** {_usd(cost['idle'])}/h idle, {_usd(cost['max'])}/h at max "
+        f"(spot saves ~{_usd(cost['spotSaving'])}/h) · **resources** {len(plan['resources'])} · "
+        f"**violations** {len(plan['violations'])}",
+        "",
+        "| pool | kind/role | instance | GPUs/node | nodes | capacity | scaling | fabric | where "
+        "| $/h idle | $/h max |",
+        "|---|---|---|---|---|---|---|---|---|---:|---:|",
+    ]
+    for p in summary["nodePools"]:
+        lines.append(
+            f"| {p['name']} | {p['kind']}/{p['role']} | {p['instanceType'] or '-'} | {_gpus(p)} | {_nodes(p)} | "
+            f"{p['capacityType']} | {p['scalingMode']} | {_fabric(p)} | {_where(p)} | "
+            f"{_usd(p['hourlyUsd']['idle'])} | {_usd(p['hourlyUsd']['max'])} |"
+        )
+    if summary["storage"]:
+        lines += [
+            "",
+            "| storage | kind | capacity GiB | MB/s | mounted by | MB/s per GPU |",
+            "|---|---|---:|---:|---|---:|",
+        ]
+        for s in summary["storage"]:
+            per_gpu = f"{s['throughputPerGpuMBps']:,.1f}" if s.get("throughputPerGpuMBps") else "-"
+            capacity = f"{s['capacityGiB']:,}" if s.get("capacityGiB") else "elastic"
+            lines.append(
+                f"| {s['name']} | {s['kind']} | {capacity} | {s['throughputMBps']:,.0f} | "
+                f"{', '.join(s.get('mountedBy', [])) or '-'} | {per_gpu} |"
+            )
+    lines += ["", "```mermaid", *mermaid(plan), "```", ""]
+    if plan["violations"]:
+        lines += ["| level | policy | resource | message |", "|---|---|---|---|"]
+        for v in plan["violations"]:
+            resource = (v.get("urn") or "").split("::")[-1]
+            lines.append(f"| {v['level']} | {v['policy']} | {resource} | {v['message'].replace('|', '/')} |")
+    else:
+        lines.append("Policy pack: no violations.")
+    counts = Counter(r["type"] for r in plan["resources"] if r["custom"])
+    lines += ["", "<details><summary>Resources by type</summary>", "", "| type | count |", "|---|---:|"]
+    lines += [f"| `{t}` | {n} |" for t, n in sorted(counts.items())]
+    lines += ["", "</details>"]
+    return "\n".join(lines)
+
+
+def mermaid(plan: dict[str, Any]) -> list[str]:
+    """A flowchart of the cluster: AWS side (VPC, AZ-pinned pools, storage) and the on-prem site."""
+    summary = plan["summary"]
+    aws_pools = [p for p in summary["nodePools"] if p["kind"] == "aws"]
+    hybrid_pools = [p for p in summary["nodePools"] if p["kind"] == "hybrid"]
+    out = [
+        "flowchart LR",
+        f'  cp["EKS control plane<br/>{summary["cluster"]}"]',
+        f'  subgraph aws["AWS {summary["region"]} VPC"]',
+    ]
+    for p in aws_pools:
+        detail = f"{_nodes(p)} x {p['instanceType']}<br/>{_gpus(p)}<br/>{p['capacityType']}"
+        if p["efaDevicesPerNode"]:
+            detail += f"<br/>{p['efaDevicesPerNode']} EFA, {p['fabricGbpsPerNode']:g} Gbps"
+        out.append(f'    pool_{_id(p["name"])}["{p["name"]}<br/>{detail}"]')
+    for s in summary["storage"]:
+        if s["kind"] != "nfs":
+            out.append(f'    st_{_id(s["name"])}[("{s["name"]}: {s["kind"]}<br/>{s["throughputMBps"]:,.0f} MB/s")]')
+    out.append("  end")
+    if hybrid_pools:
+        out.append('  subgraph site["On-prem site (EKS Hybrid Nodes)"]')
+        for p in hybrid_pools:
+            out.append(f'    pool_{_id(p["name"])}["{p["name"]}<br/>{_nodes(p)} servers x {_gpus(p)}"]')
+        for s in summary["storage"]:
+            if s["kind"] == "nfs":
+                out.append(f'    st_{_id(s["name"])}[("{s["name"]}: NFS<br/>{s["throughputMBps"]:,.0f} MB/s")]')
+        out.append("  end")
+    else:
+        for s in summary["storage"]:
+            if s["kind"] == "nfs":
+                out.append(f'  st_{_id(s["name"])}[("{s["name"]}: NFS<br/>{s["throughputMBps"]:,.0f} MB/s")]')
+    for p in summary["nodePools"]:
+        link = "-. VPN/DX .-" if p["kind"] == "hybrid" else "---"
+        out.append(f"  cp {link} pool_{_id(p['name'])}")
+    for s in summary["storage"]:
+        for name in s.get("mountedBy", []):
+            out.append(f"  pool_{_id(name)} --> st_{_id(s['name'])}")
+    return out
+
+
+def _id(name: str) -> str:
+    return name.replace("-", "_")

@@ -1,0 +1,61 @@
+"""The plan summary: what a stack builds, in the figures people decide on (GPUs, fabric, storage, $/hour).
+
+Computed from the validated spec and the pool plans -- the same derived facts the components were built from --
+never re-derived from the registered resources.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from components.config import StackConfig
+from components.planning.cost import pool_cost
+from components.planning.pools import PoolPlan
+from components.planning.storage import storage_summary
+
+
+def pool_summary(plan: PoolPlan) -> dict[str, Any]:
+    cost = pool_cost(plan)
+    return {
+        "name": plan.name,
+        "kind": plan.kind,
+        "role": plan.role,
+        "instanceType": plan.instance.name if plan.instance else None,
+        "instanceTypes": list(plan.instance_types),
+        "gpuModel": plan.gpu_model,
+        "gpusPerNode": plan.gpus_per_node,
+        "minNodes": plan.min_nodes,
+        "maxNodes": plan.max_nodes,
+        "capacityType": plan.capacity_type,
+        "scalingMode": plan.pool.scaling.mode if plan.kind == "aws" else "fixed",
+        "availabilityZones": list(plan.availability_zones),
+        "placementGroup": plan.placement_group,
+        "efaDevicesPerNode": plan.efa_devices,
+        "maxEfaDevicesPerNode": plan.max_efa_devices,
+        "fabricGbpsPerNode": plan.fabric_gbps,
+        "localStorage": plan.local_storage,
+        "taints": [t.render() for t in plan.taints],
+        "hourlyUsdPerNode": plan.hourly_usd_per_node,
+        "hourlyUsd": {"idle": round(cost.idle_usd, 4), "max": round(cost.max_usd, 4)},
+    }
+
+
+def summarize(spec: StackConfig, plans: list[PoolPlan]) -> dict[str, Any]:
+    costs = [pool_cost(p) for p in plans]
+    return {
+        "cluster": spec.cluster.name,
+        "region": spec.region,
+        "kubernetesVersion": spec.cluster.kubernetes_version,
+        "nodePools": [pool_summary(p) for p in plans],
+        "storage": storage_summary(spec, plans),
+        "gpus": {
+            "min": sum(p.gpus_per_node * p.min_nodes for p in plans),
+            "max": sum(p.gpus_per_node * p.max_nodes for p in plans),
+        },
+        "hourlyUsd": {
+            "idle": round(sum(c.idle_usd for c in costs), 2),
+            "max": round(sum(c.max_usd for c in costs), 2),
+            "maxOnDemand": round(sum(c.max_on_demand_usd for c in costs), 2),
+            "spotSaving": round(sum(c.spot_saving_usd for c in costs), 2),
+        },
+    }

@@ -1,0 +1,73 @@
+"""The `blueprint` command as users run it: a subprocess, so exit codes and stderr are the real ones."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from components.plan.runner import PROJECT_ROOT, list_stacks
+
+BROKEN_STACK = """
+config:
+  aws:region: us-east-1
+  gpu-clusters:cluster: {name: broken, kubernetesVersion: "1.27"}
+  gpu-clusters:network: {availabilityZones: [us-east-1a]}
+  gpu-clusters:nodePools:
+    - {name: h100, role: training, instanceType: p5.48xlarge, efa: "on", scaling: {min: 3, max: 1}}
+    - {name: a40, role: inference, gpuModel: A40, gpusPerNode: 4}
+"""
+
+
+def blueprint(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "components.cli", *args], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300
+    )
+
+
+def test_broken_config_prints_every_problem_and_exits_2(tmp_path: Path) -> None:
+    stack = tmp_path / "Pulumi.broken.yaml"
+    stack.write_text(BROKEN_STACK)
+    result = blueprint("plan", "--config", str(stack), "--format", "json")
+    assert result.returncode == 2
+    assert result.stdout == ""  # nothing planned, nothing registered
+    assert "Traceback" not in result.stderr
+    for line in (
+        "cluster.kubernetesVersion: 1.27 is not a Kubernetes version EKS supports",
+        "network.availabilityZones: list at least 2 AZs",
+        "nodePools[0].scaling.min: min 3 is above max 1",
+        "nodePools[1].gpuModel: AWS does not rent A40",
+    ):
+        assert line in result.stderr
+
+
+def test_unknown_stack_exits_2_naming_the_stacks() -> None:
+    result = blueprint("plan", "--stack", "nope")
+    assert result.returncode == 2
+    assert "training" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("fmt", ["json", "markdown", "table"])
+def test_plan_formats(fmt: str) -> None:
+    result = blueprint("plan", "--stack", "training", "--format", fmt)
+    assert result.returncode == 0, result.stderr
+    if fmt == "json":
+        assert json.loads(result.stdout)["stack"] == "training"
+    elif fmt == "markdown":
+        assert "```mermaid" in result.stdout and "| h100 |" in result.stdout
+    else:
+        assert "h100" in result.stdout and "Cost:" in result.stdout
+
+
+def test_catalog_lists_the_instance_types() -> None:
+    result = blueprint("catalog", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    names = {row["type"] for row in json.loads(result.stdout)}
+    assert {"p5.48xlarge", "p6-b300.48xlarge", "g6e.12xlarge", "m7i.xlarge"} <= names
+
+
+def test_shipped_stacks_exist() -> None:
+    assert {"training", "inference", "hybrid"} <= set(list_stacks())

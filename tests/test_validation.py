@@ -1,0 +1,368 @@
+"""Broken stack configs: each must produce its problem at its key path, all problems at once, nothing registered."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from components.errors import ConfigError, Problem
+from components.validation import validate
+
+BASE: dict[str, Any] = {
+    "cluster": {"name": "t", "kubernetesVersion": "1.35", "tags": {"team": "ml"}},
+    "network": {"vpcCidr": "10.0.0.0/16", "availabilityZones": ["us-east-1a", "us-east-1b"]},
+    "nodePools": [
+        {"name": "system", "role": "system", "instanceType": "m7i.xlarge", "scaling": {"min": 2, "max": 3}},
+        {"name": "h100", "role": "training", "instanceType": "p5.48xlarge", "scaling": {"min": 0, "max": 4}},
+    ],
+    "storage": {"lustre": {"storageCapacityGib": 4800, "dataRepositories": [{"fileSystemPath": "/datasets"}]}},
+}
+
+
+def with_changes(*changes: tuple[str, Any]) -> dict[str, Any]:
+    """BASE with values set at dotted paths (`nodePools.1.efa`); a value of DELETE removes the key."""
+    config = copy.deepcopy(BASE)
+    for path, value in changes:
+        *parents, last = path.split(".")
+        node: Any = config
+        for part in parents:
+            node = node[int(part)] if isinstance(node, list) else node.setdefault(part, {})
+        if isinstance(node, list):
+            node.insert(int(last), value) if int(last) >= len(node) else node.__setitem__(int(last), value)
+        elif value is DELETE:
+            node.pop(last, None)
+        else:
+            node[last] = value
+    return config
+
+
+DELETE = object()
+HYBRID = {
+    "name": "a40",
+    "kind": "hybrid",
+    "role": "inference",
+    "gpuModel": "A40",
+    "gpusPerNode": 4,
+    "nodes": 4,
+    "network": {"remoteNodeCidrs": ["192.168.100.0/24"], "remotePodCidrs": ["192.168.128.0/18"]},
+}
+
+# (id, config changes, key path, message fragment)
+BROKEN: list[tuple[str, tuple[tuple[str, Any], ...], str, str]] = [
+    ("min above max", (("nodePools.1.scaling", {"min": 5, "max": 4}),), "nodePools[1].scaling.min", "above max 4"),
+    (
+        "desired outside range",
+        (("nodePools.1.scaling", {"min": 1, "desired": 9, "max": 4}),),
+        "nodePools[1].scaling.desired",
+        "outside min 1 .. max 4",
+    ),
+    (
+        "duplicate pool names",
+        (("nodePools.2", {"name": "h100", "role": "inference", "instanceType": "g6e.12xlarge"}),),
+        "nodePools[2].name",
+        "names must be unique",
+    ),
+    (
+        "EFA on a type without it",
+        (("nodePools.1", {"name": "l40s", "role": "inference", "instanceType": "g6e.xlarge", "efa": "on"}),),
+        "nodePools[1].efa",
+        "types with EFA: g4dn.12xlarge",
+    ),
+    (
+        "A40 on an aws pool",
+        (("nodePools.1", {"name": "a40", "role": "inference", "gpuModel": "A40", "gpusPerNode": 4}),),
+        "nodePools[1].gpuModel",
+        "AWS does not rent A40",
+    ),
+    (
+        "EFA pool across AZs",
+        (("nodePools.1.placement", {"availabilityZones": ["us-east-1a", "us-east-1b"]}),),
+        "nodePools[1].placement.availabilityZones",
+        "EFA traffic does not cross AZs",
+    ),
+    (
+        "placement group across AZs",
+        (
+            (
+                "nodePools.1",
+                {
+                    "name": "g5",
+                    "role": "inference",
+                    "instanceType": "g5.12xlarge",
+                    "placement": {"placementGroup": "on"},
+                },
+            ),
+        ),
+        "nodePools[1].placement.placementGroup",
+        "one AZ",
+    ),
+    (
+        "unknown instance type",
+        (("nodePools.1.instanceType", "p5.48xlarg"),),
+        "nodePools[1].instanceType",
+        "p5.48xlarge",
+    ),
+    (
+        "capacity block without id",
+        (("nodePools.1.capacity", {"type": "capacity-block"}),),
+        "nodePools[1].capacity.reservationId",
+        "needs the Capacity Block id",
+    ),
+    (
+        "spot types on a capacity block",
+        (
+            (
+                "nodePools.1.capacity",
+                {
+                    "type": "capacity-block",
+                    "reservationId": "cr-0123456789abcdef0",
+                    "spotInstanceTypes": ["p5en.48xlarge"],
+                },
+            ),
+        ),
+        "nodePools[1].capacity.spotInstanceTypes",
+        "spot and capacity blocks cannot be combined",
+    ),
+    (
+        "spot types of another GPU shape",
+        (
+            (
+                "nodePools.1",
+                {
+                    "name": "l40s",
+                    "role": "inference",
+                    "instanceType": "g6e.12xlarge",
+                    "capacity": {"type": "spot", "spotInstanceTypes": ["g5.12xlarge"]},
+                },
+            ),
+        ),
+        "nodePools[1].capacity.spotInstanceTypes[0]",
+        "g6e.24xlarge",
+    ),
+    (
+        "unsupported Kubernetes version",
+        (("cluster.kubernetesVersion", "1.27"),),
+        "cluster.kubernetesVersion",
+        "not a Kubernetes version EKS supports",
+    ),
+    (
+        "public endpoint without allow-list",
+        (("cluster.endpoint", {"public": True}),),
+        "cluster.endpoint.publicAccessCidrs",
+        "allow-list",
+    ),
+    (
+        "allow-list of the whole internet",
+        (("cluster.endpoint", {"public": True, "publicAccessCidrs": ["0.0.0.0/0"]}),),
+        "cluster.endpoint.publicAccessCidrs[0]",
+        "no allow-list",
+    ),
+    (
+        "AZ of another region",
+        (("network.availabilityZones", ["us-east-1a", "us-west-2b"]),),
+        "network.availabilityZones[1]",
+        "not an availability zone of us-east-1",
+    ),
+    (
+        "subnet outside the VPC",
+        (("network.privateSubnetCidrs", ["10.0.0.0/19", "10.9.0.0/19"]),),
+        "network.privateSubnetCidrs[1]",
+        "outside the VPC CIDR",
+    ),
+    (
+        "existing VPC without private subnets",
+        (("network", {"existingVpc": {"vpcId": "vpc-0123456789abcdef0"}}),),
+        "network.existingVpc.privateSubnetIds",
+        "needs its private subnets",
+    ),
+    ("one AZ only", (("network.availabilityZones", ["us-east-1a"]),), "network.availabilityZones", "at least 2 AZs"),
+    ("typo in a key", (("cluster.kubernetesVersoin", "1.35"),), "cluster.kubernetesVersoin", "unknown key"),
+    (
+        "RAID0 without NVMe",
+        (("nodePools.0.localStorage", "RAID0"),),
+        "nodePools[0].localStorage",
+        "no instance-store NVMe",
+    ),
+    (
+        "GPU type as system pool",
+        (("nodePools.0.instanceType", "g6e.xlarge"),),
+        "nodePools[0].instanceType",
+        "use a CPU type",
+    ),
+    (
+        "Lustre capacity off-step",
+        (("storage.lustre.storageCapacityGib", 3000),),
+        "storage.lustre.storageCapacityGib",
+        "nearest valid: 2400 or 4800",
+    ),
+    (
+        "Lustre throughput tier",
+        (("storage.lustre.perUnitStorageThroughput", 300),),
+        "storage.lustre.perUnitStorageThroughput",
+        "valid: 125, 250, 500, 1000",
+    ),
+    (
+        "EFA Lustre on scratch",
+        (
+            ("storage.lustre.deploymentType", "SCRATCH_2"),
+            ("storage.lustre.efaEnabled", True),
+            ("storage.lustre.perUnitStorageThroughput", DELETE),
+        ),
+        "storage.lustre.efaEnabled",
+        "needs deploymentType PERSISTENT_2",
+    ),
+    (
+        "EFA Lustre without metadata",
+        (("storage.lustre.efaEnabled", True), ("storage.lustre.storageCapacityGib", 19200)),
+        "storage.lustre.metadata",
+        "needs a metadata configuration",
+    ),
+    (
+        "EFA Lustre off its larger step",
+        (
+            ("storage.lustre.efaEnabled", True),
+            ("storage.lustre.metadata", {}),
+        ),
+        "storage.lustre.storageCapacityGib",
+        "multiples of 19200 GiB for EFA",
+    ),
+    (
+        "nine data repositories",
+        (("storage.lustre.dataRepositories", [{"fileSystemPath": f"/d{i}"} for i in range(9)]),),
+        "storage.lustre.dataRepositories",
+        "at most 8",
+    ),
+    (
+        "nested data repository paths",
+        (("storage.lustre.dataRepositories", [{"fileSystemPath": "/data"}, {"fileSystemPath": "/data/raw"}]),),
+        "storage.lustre.dataRepositories[1].fileSystemPath",
+        "overlaps /data",
+    ),
+    (
+        "Lustre away from training",
+        (("storage.lustre.availabilityZone", "us-east-1b"),),
+        "storage.lustre.availabilityZone",
+        "has no training pool",
+    ),
+    (
+        "NFS server without share",
+        (("storage.nfs", {"kind": "existing", "server": "nfs.lab"}),),
+        "storage.nfs.share",
+        "exported path",
+    ),
+    (
+        "hybrid pool with an instance type",
+        (("nodePools.2", {**HYBRID, "instanceType": "g6e.12xlarge"}),),
+        "nodePools[2].instanceType",
+        "hybrid pools are your own servers",
+    ),
+    (
+        "remote CIDR overlapping the VPC",
+        (
+            (
+                "nodePools.2",
+                {**HYBRID, "network": {"remoteNodeCidrs": ["10.0.4.0/24"], "remotePodCidrs": ["192.168.0.0/18"]}},
+            ),
+        ),
+        "nodePools[2].network.remoteNodeCidrs[0]",
+        "overlaps the VPC CIDR",
+    ),
+    (
+        "public remote CIDR",
+        (
+            (
+                "nodePools.2",
+                {**HYBRID, "network": {"remoteNodeCidrs": ["8.8.8.0/24"], "remotePodCidrs": ["192.168.0.0/18"]}},
+            ),
+        ),
+        "nodePools[2].network.remoteNodeCidrs[0]",
+        "not RFC 1918",
+    ),
+    (
+        "remote CIDRs overlapping each other",
+        (
+            (
+                "nodePools.2",
+                {**HYBRID, "network": {"remoteNodeCidrs": ["192.168.0.0/16"], "remotePodCidrs": ["192.168.128.0/18"]}},
+            ),
+        ),
+        "nodePools[2].network.remotePodCidrs[0]",
+        "overlaps 192.168.0.0/16",
+    ),
+    (
+        "activation limit below node count",
+        (("nodePools.2", {**HYBRID, "credentials": {"activationLimit": 2}}),),
+        "nodePools[2].credentials.activationLimit",
+        "cannot join 4 nodes",
+    ),
+    (
+        "hybrid pool without pod network",
+        (("nodePools.2", {**HYBRID, "network": {"remoteNodeCidrs": ["192.168.100.0/24"]}}),),
+        "nodePools[2].network.remotePodCidrs",
+        "reach webhooks",
+    ),
+    (
+        "gpu-utilization scaling on CPU",
+        (("nodePools.0.scaling", {"min": 2, "max": 3, "mode": "gpu-utilization"}),),
+        "nodePools[0].scaling.mode",
+        "needs GPUs",
+    ),
+    (
+        "managed add-on pin below minimum",
+        (("addons", {"managed": {"pins": {"vpc-cni": "v1.18.0-eksbuild.1"}}}),),
+        "addons.managed.pins.vpc-cni",
+        "below the minimum",
+    ),
+]
+
+
+@pytest.mark.parametrize(("changes", "path", "fragment"), [case[1:] for case in BROKEN], ids=[c[0] for c in BROKEN])
+def test_broken_config_reports_its_problem(changes: tuple[tuple[str, Any], ...], path: str, fragment: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        validate(with_changes(*changes), region="us-east-1")
+    matching = [p for p in caught.value.problems if p.path == path]
+    assert matching, f"no problem at {path}; got: {caught.value.problems}"
+    assert any(fragment in p.message for p in matching), matching
+
+
+def test_base_config_is_valid() -> None:
+    spec = validate(BASE, region="us-east-1")
+    assert [p.name for p in spec.node_pools] == ["system", "h100"]
+
+
+def test_every_problem_is_reported_at_once() -> None:
+    config = with_changes(
+        ("cluster.kubernetesVersion", "1.27"),
+        ("cluster.bogus", 1),
+        ("nodePools.1.scaling", {"min": 5, "max": 4}),
+        ("storage.lustre.storageCapacityGib", 3000),
+    )
+    with pytest.raises(ConfigError) as caught:
+        validate(config, region="us-east-1")
+    paths = {p.path for p in caught.value.problems}
+    assert {
+        "cluster.kubernetesVersion",
+        "cluster.bogus",
+        "nodePools[1].scaling.min",
+        "storage.lustre.storageCapacityGib",
+    } <= paths
+    assert str(caught.value).count("\n") == len(caught.value.problems)
+
+
+def test_a_system_pool_is_added_when_none_is_named() -> None:
+    config = with_changes(("nodePools", [BASE["nodePools"][1]]))
+    spec = validate(config, region="us-east-1")
+    system = spec.pool("system")
+    assert (system.role, system.instance_type, system.scaling.min) == ("system", "m7i.xlarge", 2)
+
+
+def test_bad_region_is_named() -> None:
+    with pytest.raises(ConfigError) as caught:
+        validate(BASE, region="moon-base-1")
+    assert Problem("aws:region", "'moon-base-1' is not an AWS region name, e.g. us-east-1") in caught.value.problems
+
+
+def test_problem_reads_path_then_message() -> None:
+    assert str(Problem("nodePools[1].efa", "x")) == "nodePools[1].efa: x"
