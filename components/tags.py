@@ -19,6 +19,9 @@ GPU_MODEL = f"{PREFIX}/gpu-model"
 TAINTS = f"{PREFIX}/taints"
 EFA_DEVICES = f"{PREFIX}/efa-devices"
 STATEFUL = f"{PREFIX}/stateful"
+#: The node termination handler (queue mode) only drains instances of ASGs carrying this tag, any value, propagated
+#: at launch ([NTH] aws-node-termination-handler README, aws-gpu-facts.md §7b).
+NTH_MANAGED = "aws-node-termination-handler/managed"
 
 #: AWS tag limits: 50 user tags per resource, keys up to 128 and values up to 256 characters
 #: (https://docs.aws.amazon.com/tag-editor/latest/userguide/tagging.html#tag-conventions).

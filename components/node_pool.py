@@ -1,0 +1,351 @@
+"""One `aws` node pool: a launch template and a self-managed Auto Scaling group, plus its EFA plumbing.
+
+Self-managed rather than EKS managed node groups because a GPU training pool needs what managed node groups hide or
+fight: exact per-card EFA interfaces (peers.md gap 1), capacity-block and reservation targeting without a forced
+placement group (gap 2), and cluster-autoscaler node-template tags on the ASG itself (gap 4). Every decision is
+already made in the pool's `PoolPlan` (components.planning.pools) and the pure renderers (nodeadm,
+autoscaler_tags); this component only turns them into resources.
+
+Resources per pool:
+- launch template: the EKS-optimized AMI (SSM parameter), nodeadm/Bottlerocket user data, IMDSv2, encrypted gp3,
+  network interfaces (every EFA device of the type, or one plain ENA), placement group and capacity targeting;
+- EFA pools: a security group whose members may exchange all traffic with each other, both ways;
+- placement-group pools: a cluster placement group;
+- the Auto Scaling group, with spot diversification, instance refresh, and the tags that the autoscaler, the node
+  termination handler, cost reports and the policy pack read.
+"""
+
+from __future__ import annotations
+
+import base64
+
+import pulumi
+import pulumi_aws as aws
+
+from components import tags
+from components.context import ClusterContext
+from components.planning import nodeadm
+from components.planning.autoscaler_tags import autoscaler_tags
+from components.planning.efa import NetworkInterface
+from components.planning.pools import PoolPlan
+
+#: ASG health check grace period: the AWS console's default (https://docs.aws.amazon.com/autoscaling/ec2/userguide/
+#: health-check-grace-period.html). GPU nodes with the NVIDIA AMI and a RAID0 build take minutes to boot; EC2
+#: status checks must not replace them while they do.
+HEALTH_CHECK_GRACE_SECONDS = 300
+#: Root device names. AL2023 boots from /dev/xvda; Bottlerocket keeps its OS on /dev/xvda and images, pods and logs
+#: on the data volume /dev/xvdb (https://github.com/bottlerocket-os/bottlerocket#default-volumes), so that is the
+#: volume `rootVolumeGiB` sizes there.
+AL2023_ROOT_DEVICE = "/dev/xvda"
+BOTTLEROCKET_OS_DEVICE = "/dev/xvda"
+BOTTLEROCKET_DATA_DEVICE = "/dev/xvdb"
+#: Launch template tag specifications: the instance and everything it creates get the pool's tags.
+TAGGED_AT_LAUNCH = ("instance", "volume", "network-interface")
+
+
+class NodePool(pulumi.ComponentResource):
+    """A self-managed GPU (or CPU) node pool built from a `PoolPlan`."""
+
+    asg: aws.autoscaling.Group
+    launch_template: aws.ec2.LaunchTemplate
+    efa_security_group: aws.ec2.SecurityGroup | None
+    placement_group: aws.ec2.PlacementGroup | None
+
+    def __init__(
+        self,
+        name: str,
+        plan: PoolPlan,
+        ctx: ClusterContext,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("gpu-clusters:index:NodePool", name, None, opts)
+        if plan.kind != "aws" or plan.instance is None:
+            raise ValueError(f"pool {plan.name}: NodePool builds `aws` pools with an instance type; got {plan.kind}")
+        missing = [zone for zone in plan.availability_zones if zone not in ctx.private_subnet_ids]
+        if not plan.availability_zones or missing:
+            raise ValueError(
+                f"pool {plan.name}: no private subnet for AZ(s) {', '.join(missing) or '(none planned)'}; "
+                f"the network has {', '.join(sorted(ctx.private_subnet_ids))}"
+            )
+        self.plan = plan
+        self._ctx = ctx
+        child = pulumi.ResourceOptions(parent=self)
+        self.pool_tags = pool_tags(ctx, plan)
+
+        self.efa_security_group = self._efa_security_group(name, child) if plan.efa else None
+        self.placement_group = (
+            aws.ec2.PlacementGroup(name, strategy="cluster", tags=self.pool_tags, opts=child)
+            if plan.placement_group
+            else None
+        )
+        self.launch_template = self._launch_template(name, child)
+        self.asg = self._auto_scaling_group(name, child)
+        self.register_outputs(
+            {
+                "asgName": self.asg.name,
+                "launchTemplateId": self.launch_template.id,
+                "efaSecurityGroupId": self.efa_security_group.id if self.efa_security_group else None,
+            }
+        )
+
+    # ------------------------------------------------------------------------------------------------ EFA
+    def _efa_security_group(self, name: str, child: pulumi.ResourceOptions) -> aws.ec2.SecurityGroup:
+        """A group whose members may exchange all traffic, both ways: what EFA's OS bypass requires.
+
+        AWS: "the EFA must be a member of a security group that allows all inbound and outbound traffic to and from
+        the security group itself" (facts §2). The egress self rule is needed even next to a 0.0.0.0/0 egress rule:
+        SRD traffic is authorized by group membership, not by CIDR. Standalone rule resources (not inline rules),
+        so nothing else that manages rules of this group is fought over.
+        """
+        sg = aws.ec2.SecurityGroup(
+            f"{name}-efa",
+            vpc_id=self._ctx.vpc_id,
+            description=f"EFA: all traffic between members, pool {self.plan.name} ({self._ctx.cluster_name_plain})",
+            tags={**self.pool_tags, "Name": f"{self._ctx.cluster_name_plain}-{self.plan.name}-efa"},
+            opts=child,
+        )
+        aws.vpc.SecurityGroupIngressRule(
+            f"{name}-efa-in-self",
+            security_group_id=sg.id,
+            referenced_security_group_id=sg.id,
+            ip_protocol="-1",
+            description="EFA: all inbound traffic from members of this group",
+            tags=self.pool_tags,
+            opts=pulumi.ResourceOptions(parent=sg),
+        )
+        aws.vpc.SecurityGroupEgressRule(
+            f"{name}-efa-out-self",
+            security_group_id=sg.id,
+            referenced_security_group_id=sg.id,
+            ip_protocol="-1",
+            description="EFA: all outbound traffic to members of this group",
+            tags=self.pool_tags,
+            opts=pulumi.ResourceOptions(parent=sg),
+        )
+        return sg
+
+    # ------------------------------------------------------------------------------------- launch template
+    def _launch_template(self, name: str, child: pulumi.ResourceOptions) -> aws.ec2.LaunchTemplate:
+        plan, ctx, pool = self.plan, self._ctx, self.plan.pool
+        assert plan.instance is not None  # checked in __init__
+        parameter = nodeadm.ami_ssm_parameter(
+            ctx.spec.cluster.kubernetes_version, pool.ami_family, plan.instance.arch, plan.is_gpu
+        )
+        ami = aws.ssm.get_parameter_output(name=parameter, opts=pulumi.InvokeOutputOptions(parent=self))
+        placement = (
+            aws.ec2.LaunchTemplatePlacementArgs(group_name=self.placement_group.name) if self.placement_group else None
+        )
+        return aws.ec2.LaunchTemplate(
+            name,
+            description=f"{ctx.cluster_name_plain} pool {plan.name}: {plan.instance.name}, {plan.capacity_type}",
+            image_id=ami.value,
+            instance_type=plan.instance.name,
+            user_data=self._user_data(),
+            iam_instance_profile=aws.ec2.LaunchTemplateIamInstanceProfileArgs(arn=ctx.node_instance_profile_arn),
+            network_interfaces=self._network_interfaces(),
+            metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
+                http_endpoint="enabled",
+                http_tokens="required",
+                http_put_response_hop_limit=pool.imds_hop_limit,
+            ),
+            block_device_mappings=self._block_devices(),
+            placement=placement,
+            instance_market_options=(
+                aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(market_type="capacity-block")
+                if plan.capacity_type == "capacity-block"
+                else None
+            ),
+            capacity_reservation_specification=self._capacity_reservation(),
+            tag_specifications=[
+                aws.ec2.LaunchTemplateTagSpecificationArgs(
+                    resource_type=kind,
+                    tags={**self.pool_tags, "Name": f"{ctx.cluster_name_plain}-{plan.name}"}
+                    if kind == "instance"
+                    else self.pool_tags,
+                )
+                for kind in TAGGED_AT_LAUNCH
+            ],
+            update_default_version=True,
+            tags=self.pool_tags,
+            opts=child,
+        )
+
+    def _user_data(self) -> pulumi.Output[str]:
+        """Base64 user data (launch templates take it encoded), rendered once the cluster's coordinates are known."""
+        plan, ctx = self.plan, self._ctx
+        service_cidr = str(ctx.spec.cluster.service_cidr)
+
+        def render(values: list[str]) -> str:
+            cluster_name, endpoint, certificate_authority = values
+            if plan.pool.ami_family == "bottlerocket":
+                text = nodeadm.bottlerocket_user_data(
+                    nodeadm.bottlerocket_settings(cluster_name, endpoint, certificate_authority, service_cidr, plan)
+                )
+            else:
+                text = nodeadm.user_data(
+                    nodeadm.node_config(cluster_name, endpoint, certificate_authority, service_cidr, plan)
+                )
+            return base64.b64encode(text.encode()).decode()
+
+        return pulumi.Output.all(ctx.cluster_name, ctx.endpoint, ctx.certificate_authority).apply(render)
+
+    def _network_interfaces(self) -> list[aws.ec2.LaunchTemplateNetworkInterfaceArgs]:
+        """Every EFA device of the type in AWS's layout (`plan.interfaces`), or one plain ENA for other pools.
+
+        The node and EFA security groups go on every interface: the EFA self-rule only authorizes traffic on
+        interfaces that are members. No public IPs: nodes live in private subnets, and AWS cannot auto-assign a
+        public IP to an instance with several interfaces anyway (facts §2).
+        """
+        groups: list[pulumi.Input[str]] = [self._ctx.node_security_group_id]
+        if self.efa_security_group is not None:
+            groups.append(self.efa_security_group.id)
+        interfaces = self.plan.interfaces or (NetworkInterface(0, 0, "interface"),)
+        return [
+            aws.ec2.LaunchTemplateNetworkInterfaceArgs(
+                network_card_index=interface.network_card_index,
+                device_index=interface.device_index,
+                interface_type=interface.interface_type if self.plan.interfaces else None,
+                security_groups=groups,
+                associate_public_ip_address="false",
+                delete_on_termination="true",
+            )
+            for interface in interfaces
+        ]
+
+    def _block_devices(self) -> list[aws.ec2.LaunchTemplateBlockDeviceMappingArgs]:
+        """gp3 volumes encrypted with the cluster's KMS key, sized by `rootVolumeGiB` (the kubelet/containerd disk)."""
+        pool, kms = self.plan.pool, self._ctx.kms_key_arn
+
+        def volume(device: str, size: int | None) -> aws.ec2.LaunchTemplateBlockDeviceMappingArgs:
+            return aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
+                device_name=device,
+                ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
+                    volume_size=size,
+                    volume_type="gp3",
+                    encrypted="true",
+                    kms_key_id=kms,
+                    delete_on_termination="true",
+                ),
+            )
+
+        if pool.ami_family == "bottlerocket":
+            # The OS volume keeps the AMI's snapshot size; only the data volume is sized.
+            return [volume(BOTTLEROCKET_OS_DEVICE, None), volume(BOTTLEROCKET_DATA_DEVICE, pool.root_volume_gib)]
+        return [volume(AL2023_ROOT_DEVICE, pool.root_volume_gib)]
+
+    def _capacity_reservation(self) -> aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs | None:
+        """Capacity blocks and reservations are targeted explicitly; other pools leave EC2's default (`open`)."""
+        capacity = self.plan.pool.capacity
+        if capacity.type == "capacity-block" or (capacity.type == "reservation" and capacity.reservation_id):
+            target = aws.ec2.LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs(
+                capacity_reservation_id=capacity.reservation_id
+            )
+        elif capacity.type == "reservation":
+            target = aws.ec2.LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs(
+                capacity_reservation_resource_group_arn=capacity.reservation_resource_group_arn
+            )
+        else:
+            return None
+        return aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(capacity_reservation_target=target)
+
+    # ---------------------------------------------------------------------------------- Auto Scaling group
+    def _auto_scaling_group(self, name: str, child: pulumi.ResourceOptions) -> aws.autoscaling.Group:
+        """The group. Three choices matter on later `pulumi up` runs:
+
+        - `desiredCapacity` is set at creation and then ignored, so Pulumi never undoes the autoscaler's work;
+        - the template is referenced by its latest version number (not `$Latest`), so a template change is an ASG
+          change, which is what starts an instance refresh;
+        - `wait_for_capacity_timeout="0"`: a capacity block that starts next week or a spot market without capacity
+          must not fail the deployment; the autoscaler owns reaching the size.
+        """
+        plan, ctx = self.plan, self._ctx
+        version = self.launch_template.latest_version.apply(str)
+        spot = plan.capacity_type == "spot"
+        launch_template = (
+            None if spot else aws.autoscaling.GroupLaunchTemplateArgs(id=self.launch_template.id, version=version)
+        )
+        return aws.autoscaling.Group(
+            name,
+            vpc_zone_identifiers=[ctx.private_subnet_ids[zone] for zone in plan.availability_zones],
+            min_size=plan.min_nodes,
+            max_size=plan.max_nodes,
+            desired_capacity=plan.initial_nodes,
+            launch_template=launch_template,
+            mixed_instances_policy=self._mixed_instances_policy(version) if spot else None,
+            capacity_rebalance=spot,
+            protect_from_scale_in=False,
+            health_check_type="EC2",
+            health_check_grace_period=HEALTH_CHECK_GRACE_SECONDS,
+            wait_for_capacity_timeout="0",
+            instance_refresh=self._instance_refresh(),
+            tags=[
+                aws.autoscaling.GroupTagArgs(
+                    key=str(tag["key"]), value=str(tag["value"]), propagate_at_launch=bool(tag["propagate_at_launch"])
+                )
+                for tag in asg_tags(ctx, plan)
+            ],
+            opts=pulumi.ResourceOptions.merge(child, pulumi.ResourceOptions(ignore_changes=["desiredCapacity"])),
+        )
+
+    def _mixed_instances_policy(self, version: pulumi.Output[str]) -> aws.autoscaling.GroupMixedInstancesPolicyArgs:
+        """Spot across every same-shape type (`plan.instance_types`, primary first) with the configured split."""
+        capacity = self.plan.pool.capacity
+        return aws.autoscaling.GroupMixedInstancesPolicyArgs(
+            instances_distribution=aws.autoscaling.GroupMixedInstancesPolicyInstancesDistributionArgs(
+                on_demand_base_capacity=capacity.on_demand_base_capacity,
+                on_demand_percentage_above_base_capacity=capacity.on_demand_percentage_above_base,
+                spot_allocation_strategy=capacity.spot_allocation_strategy,
+            ),
+            launch_template=aws.autoscaling.GroupMixedInstancesPolicyLaunchTemplateArgs(
+                launch_template_specification=(
+                    aws.autoscaling.GroupMixedInstancesPolicyLaunchTemplateLaunchTemplateSpecificationArgs(
+                        launch_template_id=self.launch_template.id, version=version
+                    )
+                ),
+                overrides=[
+                    aws.autoscaling.GroupMixedInstancesPolicyLaunchTemplateOverrideArgs(instance_type=instance_type)
+                    for instance_type in self.plan.instance_types
+                ],
+            ),
+        )
+
+    def _instance_refresh(self) -> aws.autoscaling.GroupInstanceRefreshArgs | None:
+        """Rolling replacement on template changes, only where the plan wants it (training pools default off)."""
+        if not self.plan.instance_refresh:
+            return None
+        refresh = self.plan.pool.instance_refresh
+        return aws.autoscaling.GroupInstanceRefreshArgs(
+            strategy="Rolling",
+            preferences=aws.autoscaling.GroupInstanceRefreshPreferencesArgs(
+                min_healthy_percentage=refresh.min_healthy_percentage,
+                instance_warmup=str(refresh.instance_warmup_seconds),
+                skip_matching=refresh.skip_matching,
+            ),
+        )
+
+
+def pool_tags(ctx: ClusterContext, plan: PoolPlan) -> dict[str, str]:
+    """Tags of every AWS resource of the pool: the cluster's, plus what cost reports and policies group by."""
+    out = tags.with_tags(ctx.tags, pool=plan.name, role=plan.role, capacity_type=plan.capacity_type)
+    if plan.gpu_model and plan.is_gpu:
+        out[tags.GPU_MODEL] = plan.gpu_model
+    if plan.taints:
+        out[tags.TAINTS] = ",".join(taint.render() for taint in plan.taints)
+    if plan.efa:
+        out[tags.EFA_DEVICES] = str(plan.efa_devices)
+    return out
+
+
+def asg_tags(ctx: ClusterContext, plan: PoolPlan) -> list[dict[str, object]]:
+    """The ASG's tags in its list form.
+
+    The pool's tags (and, on spot pools, the termination handler's opt-in tag) propagate to instances. The
+    autoscaler's tags do not: cluster-autoscaler reads them from the group, and an instance holds at most 50 tags
+    (https://docs.aws.amazon.com/tag-editor/latest/userguide/tagging.html), which dozens of node-template tags
+    copied onto every node would eat into.
+    """
+    propagated = dict(pool_tags(ctx, plan))
+    if plan.capacity_type == "spot":
+        propagated[tags.NTH_MANAGED] = "true"
+    group_only = autoscaler_tags(ctx.cluster_name_plain, plan)
+    return tags.asg_tags(propagated) + tags.asg_tags(group_only, propagate_at_launch=False)

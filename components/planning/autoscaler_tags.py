@@ -1,0 +1,90 @@
+"""Auto Scaling group tags that let cluster-autoscaler find a pool and scale it up from zero.
+
+With zero nodes there is no node object to look at, so cluster-autoscaler builds a template node from the ASG: its
+instance type gives cpu, memory and (from its static table) GPUs, and `k8s.io/cluster-autoscaler/node-template/*`
+tags add labels, taints and extra resources ([CA] `cluster-autoscaler/cloudprovider/aws/README.md` and
+`aws_manager.go`, facts §6). Without the taint and label tags a pending GPU pod that tolerates
+`nvidia.com/gpu:NoSchedule` and selects `gpu-clusters/pool=train` matches no template, and the pool stays at zero
+forever; without the `vpc.amazonaws.com/efa` resource tag a pod asking for 32 EFA devices never triggers a
+scale-up. No peer blueprint writes these tags (peers.md, gap 4; terraform-aws-eks #2597).
+
+Only pools in `cluster-autoscaler` mode carry them: a `fixed` pool must not be resized by the autoscaler, and
+`gpu-utilization` pools are resized by CloudWatch alarms (the add-ons issue), not by pending pods.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from components.planning.pools import PoolPlan
+
+#: Auto-discovery: `--node-group-auto-discovery=asg:tag=k8s.io/cluster-autoscaler/enabled,
+#: k8s.io/cluster-autoscaler/<cluster>` matches ASGs carrying both keys ([CA] §6).
+ENABLED_TAG = "k8s.io/cluster-autoscaler/enabled"
+OWNER_TAG_PREFIX = "k8s.io/cluster-autoscaler/"
+NODE_TEMPLATE = "k8s.io/cluster-autoscaler/node-template"
+GPU_RESOURCE = "nvidia.com/gpu"
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
+EPHEMERAL_STORAGE_RESOURCE = "ephemeral-storage"
+AUTOSCALED_MODE = "cluster-autoscaler"
+
+
+def discovery_tags(cluster_name: str) -> dict[str, str]:
+    """The two tags cluster-autoscaler's auto-discovery matches for this cluster."""
+    return {ENABLED_TAG: "true", f"{OWNER_TAG_PREFIX}{cluster_name}": "owned"}
+
+
+def advertised_gpus(plan: PoolPlan) -> int:
+    """`nvidia.com/gpu` a node of the pool advertises: each GPU times the time-slicing replicas.
+
+    The NVIDIA device plugin advertises `replicas` slices per GPU under the same resource name when
+    `renameByDefault` is false, its default ([NVDP] facts §8: an 8-GPU node with replicas 10 -> 80 allocatable).
+    """
+    return plan.gpus_per_node * plan.pool.device_plugin.time_slicing_replicas
+
+
+def ephemeral_storage(plan: PoolPlan) -> str:
+    """The node's `ephemeral-storage` capacity as a Kubernetes quantity.
+
+    With nodeadm RAID0 the kubelet directory lives on one array of every instance-store disk, so the capacity is
+    their sum; RAID10 mirrors, halving it ([AMI] setup-local-disks, facts §5b). Otherwise (no strategy, or `Mount`,
+    which mounts disks separately and leaves kubelet on the root volume) it is the root volume. Catalog NVMe sizes
+    are decimal GB (`G`), root volumes GiB (`Gi`).
+    """
+    instance = plan.instance
+    if instance is not None and instance.local_nvme_count > 0:
+        if plan.local_storage == "RAID0":
+            return f"{instance.local_nvme_total_gb}G"
+        if plan.local_storage == "RAID10":
+            return f"{instance.local_nvme_total_gb // 2}G"
+    return f"{plan.pool.root_volume_gib}Gi"
+
+
+def node_template_tags(plan: PoolPlan) -> dict[str, str]:
+    """Scale-from-zero template: every kubelet label, every taint with its effect, GPUs, EFA devices, disk.
+
+    The taint tag holds `value:Effect` per key ([CA] aws_manager.go requires the effect suffix), so one key can
+    carry only one taint; two taints with the same key would silently lose one, hence the error.
+    """
+    duplicated = sorted(key for key, count in Counter(t.key for t in plan.taints).items() if count > 1)
+    if duplicated:
+        raise ValueError(
+            f"pool {plan.name}: taint key(s) {', '.join(duplicated)} appear more than once; cluster-autoscaler "
+            "node-template tags hold one taint per key"
+        )
+    tags = {f"{NODE_TEMPLATE}/label/{key}": value for key, value in sorted(plan.labels.items())}
+    for taint in plan.taints:
+        tags[f"{NODE_TEMPLATE}/taint/{taint.key}"] = f"{taint.value}:{taint.effect}"
+    if plan.gpus_per_node > 0:
+        tags[f"{NODE_TEMPLATE}/resources/{GPU_RESOURCE}"] = str(advertised_gpus(plan))
+    if plan.efa_devices > 0:
+        tags[f"{NODE_TEMPLATE}/resources/{EFA_RESOURCE}"] = str(plan.efa_devices)
+    tags[f"{NODE_TEMPLATE}/resources/{EPHEMERAL_STORAGE_RESOURCE}"] = ephemeral_storage(plan)
+    return tags
+
+
+def autoscaler_tags(cluster_name: str, plan: PoolPlan) -> dict[str, str]:
+    """Discovery and node-template tags for a pool in `cluster-autoscaler` mode; nothing in any other mode."""
+    if plan.pool.scaling.mode != AUTOSCALED_MODE:
+        return {}
+    return {**discovery_tags(cluster_name), **node_template_tags(plan)}
