@@ -1,0 +1,269 @@
+"""Pure hybrid-node planning: remote networks, IAM documents, activation sizing, Cilium values, the NodeConfig."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+import yaml
+
+from components.config import StackConfig, Taint
+from components.planning import hybrid
+from components.planning.pools import plan_pools
+from components.validation import validate
+
+CLUSTER_ARN = "arn:aws:eks:us-east-1:123456789012:cluster/gpu"
+A40_POOL: dict[str, Any] = {
+    "name": "a40",
+    "kind": "hybrid",
+    "role": "inference",
+    "gpuModel": "A40",
+    "gpusPerNode": 4,
+    "nodes": 2,
+    "labels": {"site": "fra1"},
+    "network": {"remoteNodeCidrs": ["10.80.0.0/16"], "remotePodCidrs": ["10.85.0.0/16"]},
+}
+
+
+def stack(*pools: dict[str, Any], version: str = "1.35") -> StackConfig:
+    return validate(
+        {
+            "cluster": {"name": "gpu", "kubernetesVersion": version},
+            "network": {"vpcCidr": "10.0.0.0/16", "availabilityZones": ["us-east-1a", "us-east-1b"]},
+            "nodePools": list(pools),
+        },
+        "us-east-1",
+    )
+
+
+def pool(**changes: Any) -> dict[str, Any]:
+    return {**A40_POOL, **changes}
+
+
+# ------------------------------------------------------------------------------------------- remote networks
+def test_remote_network_config_is_one_node_and_one_pod_network_object() -> None:
+    spec = stack(
+        pool(),
+        pool(
+            name="l40s",
+            gpuModel="L40S",
+            network={"remoteNodeCidrs": ["192.168.10.0/24"], "remotePodCidrs": ["192.168.64.0/20"]},
+        ),
+    )
+    assert hybrid.remote_network_config(spec) == {
+        "remoteNodeNetworks": {"cidrs": ["10.80.0.0/16", "192.168.10.0/24"]},
+        "remotePodNetworks": {"cidrs": ["10.85.0.0/16", "192.168.64.0/20"]},
+    }
+
+
+def test_remote_network_config_leaves_out_pods_when_none_are_routed() -> None:
+    spec = stack(pool(network={"remoteNodeCidrs": ["10.80.0.0/16"], "webhooksOnHybridNodes": False}))
+    assert hybrid.remote_network_config(spec) == {"remoteNodeNetworks": {"cidrs": ["10.80.0.0/16"]}}
+
+
+def test_no_hybrid_pool_means_no_remote_network_config() -> None:
+    assert hybrid.remote_network_config(stack()) is None
+
+
+def test_cilium_node_blocks_count_slash_25s() -> None:
+    assert hybrid.cilium_node_blocks(["10.85.0.0/16"]) == 512
+    assert hybrid.cilium_node_blocks(["10.85.0.0/24", "10.86.0.0/25"]) == 3
+    assert hybrid.cilium_node_blocks(["10.85.0.0/26"]) == 0
+
+
+# ----------------------------------------------------------------------------------------------- activation
+def test_registration_limit_is_node_count_unless_configured() -> None:
+    spec = stack(
+        pool(),
+        pool(
+            name="spare",
+            network={"remoteNodeCidrs": ["10.90.0.0/16"], "remotePodCidrs": ["10.95.0.0/16"]},
+            credentials={"activationLimit": 5},
+        ),
+    )
+    assert hybrid.registration_limit(spec.pool("a40")) == 2
+    assert hybrid.registration_limit(spec.pool("spare")) == 5
+
+
+def test_activation_expiry_is_rfc3339_utc_hours_ahead() -> None:
+    now = datetime(2026, 10, 1, 8, 30, tzinfo=timezone(timedelta(hours=2)))
+    assert hybrid.activation_expiry(now, 24) == "2026-10-02T06:30:00Z"
+    assert hybrid.activation_expiry(datetime(2026, 10, 1, tzinfo=UTC), 720) == "2026-10-31T00:00:00Z"
+
+
+def test_activation_expiry_rejects_naive_time() -> None:
+    with pytest.raises(ValueError, match="timezone-aware"):
+        hybrid.activation_expiry(datetime(2026, 10, 1), 24)
+
+
+# ------------------------------------------------------------------------------------------------------ IAM
+def test_managed_policies_per_provider() -> None:
+    assert hybrid.managed_policy_names("ssm") == ("AmazonSSMManagedInstanceCore", "AmazonEC2ContainerRegistryPullOnly")
+    assert hybrid.managed_policy_names("iam-roles-anywhere") == ("AmazonEC2ContainerRegistryPullOnly",)
+
+
+def test_ssm_trust_is_limited_to_this_accounts_ssm() -> None:
+    (statement,) = hybrid.ssm_trust_policy("123456789012", "us-east-1")["Statement"]
+    assert statement["Principal"] == {"Service": "ssm.amazonaws.com"}
+    assert statement["Action"] == "sts:AssumeRole"
+    assert statement["Condition"] == {
+        "StringEquals": {"aws:SourceAccount": "123456789012"},
+        "ArnEquals": {"aws:SourceArn": "arn:aws:ssm:us-east-1:123456789012:*"},
+    }
+
+
+def test_roles_anywhere_trust_binds_session_name_to_certificate_cn_and_anchor() -> None:
+    anchor = "arn:aws:rolesanywhere:us-east-1:123456789012:trust-anchor/abc"
+    statements = hybrid.roles_anywhere_trust_policy(anchor)["Statement"]
+    assert {s["Principal"]["Service"] for s in statements} == {"rolesanywhere.amazonaws.com"}
+    assert all(s["Condition"]["ArnEquals"] == {"aws:SourceArn": anchor} for s in statements)
+    tagging = next(s for s in statements if s["Action"] != "sts:AssumeRole")
+    assert sorted(tagging["Action"]) == ["sts:SetSourceIdentity", "sts:TagSession"]
+    assume = next(s for s in statements if s["Action"] == "sts:AssumeRole")
+    assert assume["Condition"]["StringEquals"] == {"sts:RoleSessionName": "${aws:PrincipalTag/x509Subject/CN}"}
+
+
+def _actions(policy: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    found = {}
+    for statement in policy["Statement"]:
+        actions = statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+        for action in actions:
+            found[action] = statement
+    return found
+
+
+def test_node_policy_scopes_eks_actions_to_the_cluster() -> None:
+    actions = _actions(hybrid.hybrid_node_policy(CLUSTER_ARN, "iam-roles-anywhere"))
+    assert actions["eks:DescribeCluster"]["Resource"] == CLUSTER_ARN
+    assert actions["eks:ListAccessEntries"]["Resource"] == CLUSTER_ARN
+    assert actions["eks-auth:AssumeRoleForPodIdentity"]["Resource"] == CLUSTER_ARN
+    assert not any(action.startswith("ssm:") for action in actions)
+
+
+def test_ssm_node_policy_deregisters_only_this_clusters_instances() -> None:
+    actions = _actions(hybrid.hybrid_node_policy(CLUSTER_ARN, "ssm"))
+    deregister = actions["ssm:DeregisterManagedInstance"]
+    assert deregister["Condition"] == {"StringEquals": {"ssm:resourceTag/EKSClusterARN": CLUSTER_ARN}}
+    # nodeadm uninstall looks its instance up first; Describe* takes no resource-level scoping
+    assert actions["ssm:DescribeInstanceInformation"]["Resource"] == "*"
+
+
+# ----------------------------------------------------------------------------------------------------- Cilium
+HYBRID_ONLY = {
+    "nodeAffinity": {
+        "requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [
+                {
+                    "matchExpressions": [
+                        {"key": "eks.amazonaws.com/compute-type", "operator": "In", "values": ["hybrid"]}
+                    ]
+                }
+            ]
+        }
+    }
+}
+
+
+def test_cilium_runs_on_hybrid_nodes_only() -> None:
+    values = hybrid.cilium_values(plan_pools(stack(pool())))
+    assert values["affinity"] == HYBRID_ONLY
+    assert values["operator"]["affinity"] == HYBRID_ONLY
+
+
+def test_cilium_ipam_uses_every_remote_pod_cidr() -> None:
+    spec = stack(
+        pool(),
+        pool(
+            name="l40s",
+            gpuModel="L40S",
+            network={"remoteNodeCidrs": ["192.168.10.0/24"], "remotePodCidrs": ["192.168.64.0/20"]},
+        ),
+    )
+    values = hybrid.cilium_values(plan_pools(spec))
+    assert values["ipam"] == {
+        "mode": "cluster-pool",
+        "operator": {"clusterPoolIPv4PodCIDRList": ["10.85.0.0/16", "192.168.64.0/20"], "clusterPoolIPv4MaskSize": 25},
+    }
+    assert values["ipam"]["operator"]["clusterPoolIPv4PodCIDRList"] == hybrid.remote_pod_cidrs(spec)
+
+
+def test_cilium_values_aws_lists_for_hybrid_nodes() -> None:
+    values = hybrid.cilium_values(plan_pools(stack(pool())))
+    assert values["operator"]["unmanagedPodWatcher"] == {"restart": False}
+    assert values["envoy"] == {"enabled": False}
+    assert values["kubeProxyReplacement"] == "false"
+    assert values["loadBalancer"] == {"serviceTopology": True}
+
+
+def test_cilium_tolerates_the_gpu_pool_taints() -> None:
+    spec = stack(
+        pool(
+            taints=[{"key": "nvidia.com/gpu", "value": "true"}, {"key": "site", "value": "fra1", "effect": "NoExecute"}]
+        )
+    )
+    (plan,) = [p for p in plan_pools(spec) if p.kind == "hybrid"]
+    values = hybrid.cilium_values(plan_pools(spec))
+    for taint in plan.taints:
+        assert hybrid.tolerates(values["tolerations"], taint)
+        assert hybrid.tolerates(values["operator"]["tolerations"], taint)
+    not_ready = Taint(key="node.kubernetes.io/not-ready", effect="NoSchedule")
+    assert hybrid.tolerates(values["operator"]["tolerations"], not_ready)
+    # the operator is not a catch-all: a taint of no hybrid pool keeps it away (draining works)
+    assert not hybrid.tolerates(values["operator"]["tolerations"], Taint(key="maintenance", value="true"))
+
+
+def test_default_gpu_taint_is_tolerated_by_the_operator() -> None:
+    (plan,) = [p for p in plan_pools(stack(pool())) if p.kind == "hybrid"]
+    assert [t.render() for t in plan.taints] == ["nvidia.com/gpu=true:NoSchedule"]
+    assert hybrid.tolerates(hybrid.cilium_values([plan])["operator"]["tolerations"], plan.taints[0])
+
+
+def test_tolerates_follows_kubernetes_matching() -> None:
+    taint = Taint(key="nvidia.com/gpu", value="true", effect="NoSchedule")
+    assert hybrid.tolerates([{"operator": "Exists"}], taint)
+    assert hybrid.tolerates([{"key": "nvidia.com/gpu", "operator": "Exists"}], taint)
+    assert not hybrid.tolerates([{"key": "nvidia.com/gpu", "operator": "Equal", "value": "false"}], taint)
+    assert not hybrid.tolerates([{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoExecute"}], taint)
+
+
+# ------------------------------------------------------------------------------------------------- NodeConfig
+def test_ssm_node_config_parses_back_with_credentials_and_kubelet_flags() -> None:
+    (plan,) = [p for p in plan_pools(stack(pool())) if p.kind == "hybrid"]
+    text = hybrid.render_node_config(
+        hybrid.hybrid_node_config("gpu", "us-east-1", hybrid.SsmActivation("act-123", "code-xyz"), plan)
+    )
+    doc = yaml.safe_load(text)
+    assert doc["apiVersion"] == "node.eks.aws/v1alpha1"
+    assert doc["kind"] == "NodeConfig"
+    assert doc["spec"]["cluster"] == {"name": "gpu", "region": "us-east-1"}
+    assert doc["spec"]["hybrid"] == {"ssm": {"activationCode": "code-xyz", "activationId": "act-123"}}
+    flags = doc["spec"]["kubelet"]["flags"]
+    (labels_flag,) = [f for f in flags if f.startswith("--node-labels=")]
+    labels = dict(item.split("=", 1) for item in labels_flag.removeprefix("--node-labels=").split(","))
+    assert labels["nvidia.com/gpu.present"] == "true"
+    assert labels["gpu-clusters/pool"] == "a40"
+    assert labels["gpu-clusters/gpu-model"] == "A40"
+    assert labels["site"] == "fra1"
+    assert "--register-with-taints=nvidia.com/gpu=true:NoSchedule" in flags
+
+
+def test_roles_anywhere_node_config_names_the_arns_and_certificate_paths() -> None:
+    (plan,) = [p for p in plan_pools(stack(pool())) if p.kind == "hybrid"]
+    creds = hybrid.RolesAnywhere("arn:ta", "arn:profile", "arn:role")
+    doc = yaml.safe_load(hybrid.render_node_config(hybrid.hybrid_node_config("gpu", "us-east-1", creds, plan)))
+    assert doc["spec"]["hybrid"] == {
+        "iamRolesAnywhere": {
+            "nodeName": hybrid.ROLES_ANYWHERE_NODE_NAME_PLACEHOLDER,
+            "trustAnchorArn": "arn:ta",
+            "profileArn": "arn:profile",
+            "roleArn": "arn:role",
+            "certificatePath": "/etc/iam/pki/server.pem",
+            "privateKeyPath": "/etc/iam/pki/server.key",
+        }
+    }
+
+
+@pytest.mark.parametrize(("provider", "flag"), [("ssm", "ssm"), ("iam-roles-anywhere", "iam-ra")])
+def test_nodeadm_install_command(provider: hybrid.Provider, flag: str) -> None:
+    assert hybrid.nodeadm_install_command("1.34", provider) == f"nodeadm install 1.34 --credential-provider {flag}"
