@@ -1,0 +1,105 @@
+"""cluster-autoscaler tags: discovery plus the scale-from-zero node template, and nothing outside autoscaler mode."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from components.config import StackConfig
+from components.planning.autoscaler_tags import autoscaler_tags, discovery_tags
+from components.planning.pools import PoolPlan, plan_pools
+
+NT = "k8s.io/cluster-autoscaler/node-template"
+
+
+def plan_of(**pool: Any) -> PoolPlan:
+    spec = StackConfig.model_validate(
+        {
+            "region": "us-east-1",
+            "cluster": {"name": "train"},
+            "network": {"availabilityZones": ["us-east-1a", "us-east-1b"]},
+            "nodePools": [{"name": "pool", "scaling": {"max": 4}, **pool}],
+        }
+    )
+    return plan_pools(spec)[0]
+
+
+def test_discovery_tags_match_the_auto_discovery_flag() -> None:
+    assert discovery_tags("train") == {
+        "k8s.io/cluster-autoscaler/enabled": "true",
+        "k8s.io/cluster-autoscaler/train": "owned",
+    }
+
+
+def test_p5_pool_scales_from_zero_for_gpu_and_efa_pods() -> None:
+    plan = plan_of(role="training", instanceType="p5.48xlarge", labels={"team": "llm"})
+    tags = autoscaler_tags("train", plan)
+    assert tags["k8s.io/cluster-autoscaler/enabled"] == "true"
+    assert tags["k8s.io/cluster-autoscaler/train"] == "owned"
+    labels = {k.removeprefix(f"{NT}/label/"): v for k, v in tags.items() if k.startswith(f"{NT}/label/")}
+    assert labels == plan.labels, "every kubelet label is in the template"
+    assert labels["nvidia.com/gpu.present"] == "true"
+    assert labels["k8s.amazonaws.com/accelerator"] == "nvidia-h100"
+    assert labels["team"] == "llm"
+    assert tags[f"{NT}/taint/nvidia.com/gpu"] == "true:NoSchedule"
+    assert tags[f"{NT}/resources/nvidia.com/gpu"] == "8"
+    assert tags[f"{NT}/resources/vpc.amazonaws.com/efa"] == "32"
+    assert tags[f"{NT}/resources/ephemeral-storage"] == "30400G", "RAID0 over 8 x 3800 GB instance store"
+
+
+@pytest.mark.parametrize("mode", ["fixed", "gpu-utilization"])
+def test_no_autoscaler_tags_outside_autoscaler_mode(mode: str) -> None:
+    plan = plan_of(role="inference", instanceType="g6e.12xlarge", scaling={"min": 1, "max": 4, "mode": mode})
+    assert autoscaler_tags("train", plan) == {}
+
+
+def test_every_taint_is_tagged_with_its_effect() -> None:
+    plan = plan_of(
+        role="inference",
+        instanceType="g6e.12xlarge",
+        taints=[
+            {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"},
+            {"key": "dedicated", "value": "", "effect": "NoExecute"},
+            {"key": "spot", "value": "yes", "effect": "PreferNoSchedule"},
+        ],
+    )
+    taints = {k.removeprefix(f"{NT}/taint/"): v for k, v in autoscaler_tags("t", plan).items() if "/taint/" in k}
+    assert taints == {"nvidia.com/gpu": "true:NoSchedule", "dedicated": ":NoExecute", "spot": "yes:PreferNoSchedule"}
+
+
+def test_duplicate_taint_keys_are_refused() -> None:
+    plan = plan_of(
+        role="inference",
+        instanceType="g6e.12xlarge",
+        taints=[{"key": "a", "value": "1"}, {"key": "a", "value": "2", "effect": "NoExecute"}],
+    )
+    with pytest.raises(ValueError, match="one taint per key"):
+        autoscaler_tags("t", plan)
+
+
+def test_cpu_pool_has_no_gpu_or_efa_resources_and_root_volume_storage() -> None:
+    plan = plan_of(role="system", instanceType="m7i.xlarge", rootVolumeGib=120)
+    tags = autoscaler_tags("t", plan)
+    assert not any(k.endswith("/nvidia.com/gpu") or k.endswith("/vpc.amazonaws.com/efa") for k in tags)
+    assert not any("/taint/" in k for k in tags)
+    assert tags[f"{NT}/resources/ephemeral-storage"] == "120Gi"
+
+
+def test_inference_pool_without_efa_advertises_gpus_only() -> None:
+    tags = autoscaler_tags("t", plan_of(role="inference", instanceType="g6e.48xlarge"))
+    assert tags[f"{NT}/resources/nvidia.com/gpu"] == "8"
+    assert f"{NT}/resources/vpc.amazonaws.com/efa" not in tags
+    assert tags[f"{NT}/resources/ephemeral-storage"] == "200Gi", "no local-storage strategy: the root volume"
+
+
+def test_time_slicing_multiplies_the_advertised_gpus() -> None:
+    plan = plan_of(role="inference", instanceType="g6e.12xlarge", devicePlugin={"timeSlicingReplicas": 4})
+    assert autoscaler_tags("t", plan)[f"{NT}/resources/nvidia.com/gpu"] == "16"
+    assert autoscaler_tags("t", plan)[f"{NT}/label/nvidia.com/device-plugin.config"] == "pool"
+
+
+@pytest.mark.parametrize(("strategy", "expected"), [("RAID0", "7600G"), ("RAID10", "3800G"), ("Mount", "200Gi")])
+def test_ephemeral_storage_follows_the_local_storage_strategy(strategy: str, expected: str) -> None:
+    plan = plan_of(role="inference", instanceType="g6e.48xlarge", localStorage=strategy)
+    assert autoscaler_tags("t", plan)[f"{NT}/resources/ephemeral-storage"] == expected
