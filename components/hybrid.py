@@ -1,0 +1,262 @@
+"""EKS Hybrid Nodes: the cloud side of joining on-prem GPU servers (e.g. 4xA40 boxes) to the cluster.
+
+Per hybrid pool: an IAM role the servers' temporary credentials resolve to, the credentials' source (an SSM hybrid
+activation sized to the pool, or an IAM Roles Anywhere trust anchor and profile), an access entry of type
+`HYBRID_LINUX` so the role authenticates as a node, cluster security group rules admitting the pool's node and pod
+networks to the API server, and the nodeadm `NodeConfig` the server owner runs `nodeadm init` with, exported as a
+secret. Once for all pools: Cilium, the only CNI AWS supports on hybrid nodes, pinned to them by affinity.
+
+What is NOT here: the cluster's `remoteNetworkConfig` and authentication mode are properties of the EKS cluster and
+are set by `components.cluster` (from `components.planning.hybrid.remote_network_config`); keeping the VPC CNI off
+hybrid nodes is the managed add-on's affinity; the NVIDIA device plugin (add-ons) schedules onto hybrid GPU nodes
+through the `nvidia.com/gpu.present=true` label their kubelet flags set. Every value is planned in
+`components.planning.hybrid`; this module only turns the plan into resources.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from components import tags
+from components.catalog import versions
+from components.context import ClusterContext
+from components.identity import aws_managed_policy_arn
+from components.planning import hybrid as plan_hybrid
+from components.planning.pools import PoolPlan
+
+Clock = Callable[[], datetime]
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class HybridPool:
+    """What one hybrid pool's servers need, as built. `node_config` is the secret YAML for `nodeadm init`."""
+
+    plan: PoolPlan
+    role: aws.iam.Role
+    access_entry: aws.eks.AccessEntry
+    api_ingress: list[aws.vpc.SecurityGroupIngressRule]
+    node_config: pulumi.Output[str]
+    install_command: str
+    activation: aws.ssm.Activation | None = None
+    trust_anchor: aws.rolesanywhere.TrustAnchor | None = None
+    profile: aws.rolesanywhere.Profile | None = None
+    policy_attachments: list[aws.iam.RolePolicyAttachment] = field(default_factory=list)
+
+
+def _cidr_name(cidr: str) -> str:
+    """`10.80.0.0/16` -> `10-80-0-0-16`: resource names may not contain dots or slashes everywhere."""
+    return cidr.replace(".", "-").replace("/", "-")
+
+
+class HybridNodes(pulumi.ComponentResource):
+    """Hybrid pools of one cluster. `clock` is injectable so the SSM activation's expiry is deterministic in tests."""
+
+    def __init__(
+        self,
+        name: str,
+        ctx: ClusterContext,
+        plans: Sequence[PoolPlan],
+        clock: Clock = utc_now,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("gpu-clusters:index:HybridNodes", name, None, opts)
+        self._ctx = ctx
+        self._clock = clock
+        hybrid = plan_hybrid.hybrid_plans(plans)
+        if not hybrid:
+            raise ValueError("HybridNodes needs at least one `kind: hybrid` pool plan")
+        self.pools: dict[str, HybridPool] = {plan.name: self._pool(plan) for plan in hybrid}
+        self.cilium = self._cilium(hybrid)
+        self.register_outputs({"roleArns": {name: pool.role.arn for name, pool in self.pools.items()}})
+
+    # ------------------------------------------------------------------------------------------------- per pool
+    def _pool(self, plan: PoolPlan) -> HybridPool:
+        ctx = self._ctx
+        prefix = f"{ctx.cluster_name_plain}-{plan.name}"
+        pool_tags = tags.with_tags(
+            ctx.tags, pool=plan.name, role=plan.role, **({"gpu_model": plan.gpu_model} if plan.gpu_model else {})
+        )
+        child = pulumi.ResourceOptions(parent=self)
+        provider: plan_hybrid.Provider = plan.pool.credentials.provider
+
+        trust_anchor = profile = None
+        if provider == "iam-roles-anywhere":
+            trust_anchor = aws.rolesanywhere.TrustAnchor(
+                f"{prefix}-trust-anchor",
+                enabled=True,
+                source=aws.rolesanywhere.TrustAnchorSourceArgs(
+                    source_type="CERTIFICATE_BUNDLE",
+                    source_data=aws.rolesanywhere.TrustAnchorSourceSourceDataArgs(
+                        x509_certificate_data=plan.pool.credentials.trust_anchor_certificate
+                    ),
+                ),
+                tags=pool_tags,
+                opts=child,
+            )
+            trust_policy = trust_anchor.arn.apply(lambda arn: json.dumps(plan_hybrid.roles_anywhere_trust_policy(arn)))
+        else:
+            region = ctx.spec.region
+            trust_policy = pulumi.Output.all(ctx.account_id, ctx.partition).apply(
+                lambda v: json.dumps(plan_hybrid.ssm_trust_policy(v[0], region, v[1]))
+            )
+
+        role = aws.iam.Role(
+            f"{prefix}-hybrid-node",
+            description=f"EKS hybrid nodes of pool {plan.name} ({provider}), cluster {ctx.cluster_name_plain}",
+            assume_role_policy=trust_policy,
+            max_session_duration=(
+                plan_hybrid.ROLES_ANYWHERE_ROLE_MAX_SESSION_SECONDS if provider == "iam-roles-anywhere" else None
+            ),
+            tags=pool_tags,
+            opts=child,
+        )
+        attachments = [
+            aws.iam.RolePolicyAttachment(
+                f"{prefix}-hybrid-node-{policy}",
+                role=role.name,
+                policy_arn=aws_managed_policy_arn(ctx.partition, policy),
+                opts=child,
+            )
+            for policy in plan_hybrid.managed_policy_names(provider)
+        ]
+        inline = aws.iam.RolePolicy(
+            f"{prefix}-hybrid-node",
+            role=role.id,
+            policy=ctx.cluster_arn.apply(lambda arn: json.dumps(plan_hybrid.hybrid_node_policy(arn, provider))),
+            opts=child,
+        )
+        access_entry = aws.eks.AccessEntry(
+            f"{prefix}-hybrid-node",
+            cluster_name=ctx.cluster_name,
+            principal_arn=role.arn,
+            type=plan_hybrid.ACCESS_ENTRY_TYPE,
+            tags=pool_tags,
+            opts=child,
+        )
+
+        activation = None
+        credentials: pulumi.Output[plan_hybrid.SsmActivation | plan_hybrid.RolesAnywhere]
+        if trust_anchor is not None:
+            profile = aws.rolesanywhere.Profile(
+                f"{prefix}-hybrid-node",
+                enabled=True,
+                role_arns=[role.arn],
+                # nodeadm uses the node name as role session name; the trust policy ties it to the cert CN.
+                accept_role_session_name=True,
+                duration_seconds=plan_hybrid.ROLES_ANYWHERE_SESSION_SECONDS,
+                tags=pool_tags,
+                opts=child,
+            )
+            credentials = pulumi.Output.all(trust_anchor.arn, profile.arn, role.arn).apply(
+                lambda v: plan_hybrid.RolesAnywhere(trust_anchor_arn=v[0], profile_arn=v[1], role_arn=v[2])
+            )
+        else:
+            activation = aws.ssm.Activation(
+                f"{prefix}-hybrid-node",
+                name=prefix,
+                description=f"EKS hybrid nodes of pool {plan.name}, cluster {ctx.cluster_name_plain}",
+                iam_role=role.name,
+                registration_limit=plan_hybrid.registration_limit(plan.pool),
+                expiration_date=plan_hybrid.activation_expiry(
+                    self._clock(), plan.pool.credentials.activation_expiry_hours
+                ),
+                # Registered instances inherit the activation's tags; the role may deregister only those.
+                tags={**pool_tags, plan_hybrid.SSM_DEREGISTER_TAG_KEY: ctx.cluster_arn},
+                # The expiry is computed from the clock: without this, every `pulumi up` would replace the
+                # activation (a new code for servers that already joined). Replace it on purpose to re-issue.
+                opts=pulumi.ResourceOptions(
+                    parent=self, depends_on=[*attachments, inline], ignore_changes=["expirationDate"]
+                ),
+            )
+            credentials = pulumi.Output.all(activation.id, activation.activation_code).apply(
+                lambda v: plan_hybrid.SsmActivation(activation_id=v[0], activation_code=v[1])
+            )
+
+        cluster_name, region = ctx.cluster_name_plain, ctx.spec.region
+        rendered: pulumi.Output[str] = credentials.apply(
+            lambda creds: plan_hybrid.render_node_config(
+                plan_hybrid.hybrid_node_config(cluster_name, region, creds, plan)
+            )
+        )
+        node_config: pulumi.Output[str] = pulumi.Output.secret(rendered)
+        return HybridPool(
+            plan=plan,
+            role=role,
+            access_entry=access_entry,
+            api_ingress=self._api_ingress(plan, prefix, pool_tags),
+            node_config=node_config,
+            install_command=plan_hybrid.nodeadm_install_command(
+                ctx.spec.cluster.kubernetes_version, plan.pool.credentials.provider
+            ),
+            activation=activation,
+            trust_anchor=trust_anchor,
+            profile=profile,
+            policy_attachments=attachments,
+        )
+
+    def _api_ingress(
+        self, plan: PoolPlan, prefix: str, pool_tags: dict[str, str]
+    ) -> list[aws.vpc.SecurityGroupIngressRule]:
+        """TCP 443 into the cluster security group from the pool's node and pod networks (facts §5f)."""
+        network = plan.pool.network
+        if network is None:
+            return []
+        sources = [("nodes", str(c)) for c in network.remote_node_cidrs]
+        sources += [("pods", str(c)) for c in network.remote_pod_cidrs]
+        return [
+            aws.vpc.SecurityGroupIngressRule(
+                f"{prefix}-api-from-{kind}-{_cidr_name(cidr)}",
+                security_group_id=self._ctx.cluster_security_group_id,
+                cidr_ipv4=cidr,
+                ip_protocol="tcp",
+                from_port=plan_hybrid.API_SERVER_PORT,
+                to_port=plan_hybrid.API_SERVER_PORT,
+                description=f"Kubernetes API from hybrid pool {plan.name} remote {kind} {cidr}",
+                tags=pool_tags,
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            for kind, cidr in sources
+        ]
+
+    # ------------------------------------------------------------------------------------------------- Cilium
+    def _cilium(self, plans: Sequence[PoolPlan]) -> k8s.helm.v3.Release:
+        """Cilium from the AWS-maintained chart (pin in the catalog), for every hybrid pool at once.
+
+        `skip_await`: Helm's wait would block `pulumi up` until Cilium runs, but it can only run once servers
+        have joined, which they do after this stack exists, with the NodeConfig it outputs.
+        """
+        ctx = self._ctx
+        pin = versions.chart("cilium")
+        return k8s.helm.v3.Release(
+            f"{ctx.cluster_name_plain}-cilium",
+            name="cilium",
+            chart=pin.chart_ref,
+            version=pin.version,
+            repository_opts=None if pin.is_oci else k8s.helm.v3.RepositoryOptsArgs(repo=pin.repository),
+            namespace=plan_hybrid.CILIUM_NAMESPACE,
+            values=plan_hybrid.cilium_values(plans),
+            skip_await=True,
+            opts=pulumi.ResourceOptions(parent=self, provider=ctx.k8s_provider, depends_on=ctx.kubernetes_ready),
+        )
+
+    # ------------------------------------------------------------------------------------------------ outputs
+    def exports(self) -> dict[str, Any]:
+        """Per pool: the NodeConfig (secret) and the `nodeadm install` command line the server owner runs."""
+        out: dict[str, Any] = {}
+        for name, pool in self.pools.items():
+            out[f"hybridNodeConfig-{name}"] = pool.node_config
+            out[f"hybridNodeadmInstall-{name}"] = pool.install_command
+            out[f"hybridNodeRoleArn-{name}"] = pool.role.arn
+        return out

@@ -1,0 +1,274 @@
+"""The HybridNodes component under Pulumi mocks: what it registers for the 4xA40 pool, and what it exports."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+import yaml
+
+from components import tags
+from components.catalog import versions
+from components.config import StackConfig
+from components.hybrid import HybridNodes
+from components.plan.runner import ProgramRun, run_mocked
+from components.planning import hybrid as plan_hybrid
+from components.planning.pools import plan_pools
+from components.validation import validate
+from tests.fakes import CLUSTER_SECURITY_GROUP_ID, fake_context
+
+NOW = datetime(2026, 10, 1, 9, 0, tzinfo=UTC)
+CLUSTER_ARN = "arn:aws:eks:us-east-1:123456789012:cluster/gpu"
+CA_PEM = "-----BEGIN CERTIFICATE-----\nMIIBonprem\n-----END CERTIFICATE-----\n"
+A40: dict[str, Any] = {
+    "name": "a40",
+    "kind": "hybrid",
+    "role": "inference",
+    "gpuModel": "A40",
+    "gpusPerNode": 4,
+    "nodes": 2,
+    "network": {"remoteNodeCidrs": ["10.80.0.0/16"], "remotePodCidrs": ["10.85.0.0/16"]},
+}
+ROLE = "aws:iam/role:Role"
+ACTIVATION = "aws:ssm/activation:Activation"
+INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
+RELEASE = "kubernetes:helm.sh/v3:Release"
+
+
+def stack(*pools: dict[str, Any]) -> StackConfig:
+    return validate(
+        {
+            "cluster": {"name": "gpu", "kubernetesVersion": "1.35"},
+            "network": {"vpcCidr": "10.0.0.0/16", "availabilityZones": ["us-east-1a", "us-east-1b"]},
+            "nodePools": list(pools) or [A40],
+        },
+        "us-east-1",
+    )
+
+
+def build(spec: StackConfig) -> tuple[ProgramRun, dict[str, Any]]:
+    """Run HybridNodes under mocks; returns the registrations and each export resolved (+ `<key>:secret`)."""
+    seen: dict[str, Any] = {}
+
+    def program() -> Any:
+        component = HybridNodes("gpu-hybrid", fake_context(spec), plan_pools(spec), clock=lambda: NOW)
+
+        async def resolve() -> None:
+            for key, value in component.exports().items():
+                if hasattr(value, "future"):
+                    seen[f"{key}:secret"] = await value.is_secret()
+                    seen[key] = await value.future()
+                else:
+                    seen[key] = value
+            for name, pool in component.pools.items():
+                if pool.activation is not None:
+                    seen[f"activationId-{name}"] = await pool.activation.id.future()
+                if pool.trust_anchor is not None and pool.profile is not None:
+                    seen[f"trustAnchorArn-{name}"] = await pool.trust_anchor.arn.future()
+                    seen[f"profileArn-{name}"] = await pool.profile.arn.future()
+
+        return asyncio.ensure_future(resolve())
+
+    return run_mocked(program), seen
+
+
+@pytest.fixture(scope="module")
+def ssm() -> tuple[ProgramRun, dict[str, Any]]:
+    return build(stack())
+
+
+@pytest.fixture(scope="module")
+def roles_anywhere() -> tuple[ProgramRun, dict[str, Any]]:
+    return build(stack({**A40, "credentials": {"provider": "iam-roles-anywhere", "trustAnchorCertificate": CA_PEM}}))
+
+
+# ------------------------------------------------------------------------------------------------- IAM role
+def test_ssm_role_trusts_ssm_of_this_account(ssm: tuple[ProgramRun, dict[str, Any]]) -> None:
+    role = ssm[0].one(ROLE, "gpu-a40-hybrid-node")
+    (statement,) = json.loads(role.inputs["assumeRolePolicy"])["Statement"]
+    assert statement["Principal"] == {"Service": "ssm.amazonaws.com"}
+    assert statement["Condition"]["StringEquals"] == {"aws:SourceAccount": "123456789012"}
+    assert role.inputs["tags"][tags.POOL] == "a40"
+    assert role.inputs["tags"][tags.GPU_MODEL] == "A40"
+
+
+def test_ssm_role_gets_ssm_core_and_ecr_pull_only(ssm: tuple[ProgramRun, dict[str, Any]]) -> None:
+    arns = sorted(r.inputs["policyArn"] for r in ssm[0].of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment"))
+    assert arns == [
+        "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryPullOnly",
+        "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore",
+    ]
+    assert {r.inputs["role"] for r in ssm[0].of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")} == {
+        "gpu-a40-hybrid-node"
+    }
+
+
+def test_inline_policy_describes_this_cluster_only(ssm: tuple[ProgramRun, dict[str, Any]]) -> None:
+    policy = json.loads(ssm[0].one("aws:iam/rolePolicy:RolePolicy", "gpu-a40-hybrid-node").inputs["policy"])
+    describe = next(s for s in policy["Statement"] if "eks:DescribeCluster" in s["Action"])
+    assert describe["Resource"] == CLUSTER_ARN
+    deregister = next(s for s in policy["Statement"] if s["Action"] == "ssm:DeregisterManagedInstance")
+    assert deregister["Condition"] == {"StringEquals": {"ssm:resourceTag/EKSClusterARN": CLUSTER_ARN}}
+
+
+def test_roles_anywhere_role_trusts_the_pools_trust_anchor(
+    roles_anywhere: tuple[ProgramRun, dict[str, Any]],
+) -> None:
+    run, seen = roles_anywhere
+    anchor = run.one("aws:rolesanywhere/trustAnchor:TrustAnchor")
+    assert anchor.inputs["source"] == {
+        "sourceType": "CERTIFICATE_BUNDLE",
+        "sourceData": {"x509CertificateData": CA_PEM},
+    }
+    role = run.one(ROLE, "gpu-a40-hybrid-node")
+    statements = json.loads(role.inputs["assumeRolePolicy"])["Statement"]
+    assert {s["Principal"]["Service"] for s in statements} == {"rolesanywhere.amazonaws.com"}
+    assert seen["trustAnchorArn-a40"].startswith("arn:aws:rolesanywhere:")
+    assert {s["Condition"]["ArnEquals"]["aws:SourceArn"] for s in statements} == {seen["trustAnchorArn-a40"]}
+    assert role.inputs["maxSessionDuration"] > plan_hybrid.ROLES_ANYWHERE_SESSION_SECONDS
+    arns = [r.inputs["policyArn"] for r in run.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")]
+    assert arns == ["arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryPullOnly"]
+    assert not run.of_type(ACTIVATION)
+
+
+def test_roles_anywhere_profile_accepts_node_names_as_session_names(
+    roles_anywhere: tuple[ProgramRun, dict[str, Any]],
+) -> None:
+    profile = roles_anywhere[0].one("aws:rolesanywhere/profile:Profile")
+    assert profile.inputs["acceptRoleSessionName"] is True
+    assert profile.inputs["roleArns"] == ["arn:aws:iam::123456789012:role/gpu-a40-hybrid-node"]
+    assert profile.inputs["durationSeconds"] == plan_hybrid.ROLES_ANYWHERE_SESSION_SECONDS
+
+
+# ----------------------------------------------------------------------------------------------- activation
+def test_activation_admits_exactly_the_pools_nodes_and_expires(ssm: tuple[ProgramRun, dict[str, Any]]) -> None:
+    activation = ssm[0].one(ACTIVATION, "gpu-a40-hybrid-node")
+    assert activation.inputs["registrationLimit"] == 2
+    assert activation.inputs["expirationDate"] == "2026-10-02T09:00:00Z"
+    assert activation.inputs["iamRole"] == "gpu-a40-hybrid-node"
+    assert activation.inputs["tags"]["EKSClusterARN"] == CLUSTER_ARN
+
+
+def test_activation_expiry_is_not_replaced_on_every_run(ssm: tuple[ProgramRun, dict[str, Any]]) -> None:
+    activation = ssm[0].one(ACTIVATION, "gpu-a40-hybrid-node")
+    assert activation.ignore_changes == ["expirationDate"]
+    # created only once the role has its permissions, so a server registering at once can join
+    policies = ssm[0].of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+    policies += ssm[0].of_type("aws:iam/rolePolicy:RolePolicy")
+    assert len(policies) == 3
+    assert {p.urn for p in policies} <= set(activation.depends_on)
+
+
+def test_activation_limit_and_expiry_follow_config() -> None:
+    run, _ = build(stack({**A40, "nodes": 4, "credentials": {"activationLimit": 6, "activationExpiryHours": 72}}))
+    activation = run.one(ACTIVATION, "gpu-a40-hybrid-node")
+    assert activation.inputs["registrationLimit"] == 6
+    assert activation.inputs["expirationDate"] == "2026-10-04T09:00:00Z"
+
+
+# --------------------------------------------------------------------------------------- access and network
+def test_access_entry_is_hybrid_linux_for_the_role(ssm: tuple[ProgramRun, dict[str, Any]]) -> None:
+    entry = ssm[0].one("aws:eks/accessEntry:AccessEntry", "gpu-a40-hybrid-node")
+    assert entry.inputs["type"] == "HYBRID_LINUX"
+    assert entry.inputs["principalArn"] == "arn:aws:iam::123456789012:role/gpu-a40-hybrid-node"
+    assert entry.inputs["clusterName"] == "gpu"
+    assert "kubernetesGroups" not in entry.inputs  # non-STANDARD entries cannot have groups (facts §5e)
+
+
+def test_cluster_security_group_admits_remote_nodes_and_pods_on_443(
+    ssm: tuple[ProgramRun, dict[str, Any]],
+) -> None:
+    rules = {r.inputs["cidrIpv4"]: r.inputs for r in ssm[0].of_type(INGRESS)}
+    assert sorted(rules) == ["10.80.0.0/16", "10.85.0.0/16"]
+    for rule in rules.values():
+        assert rule["securityGroupId"] == CLUSTER_SECURITY_GROUP_ID
+        assert (rule["ipProtocol"], rule["fromPort"], rule["toPort"]) == ("tcp", 443, 443)
+        assert rule["tags"][tags.POOL] == "a40"
+
+
+def test_every_pool_gets_its_own_credentials_and_rules() -> None:
+    l40s = {
+        **A40,
+        "name": "l40s",
+        "gpuModel": "L40S",
+        "network": {"remoteNodeCidrs": ["192.168.10.0/24"], "webhooksOnHybridNodes": False},
+    }
+    run, seen = build(stack(A40, l40s))
+    assert sorted(r.name for r in run.of_type(ACTIVATION)) == ["gpu-a40-hybrid-node", "gpu-l40s-hybrid-node"]
+    assert sorted(r.inputs["cidrIpv4"] for r in run.of_type(INGRESS)) == [
+        "10.80.0.0/16",
+        "10.85.0.0/16",
+        "192.168.10.0/24",
+    ]
+    assert {"hybridNodeConfig-a40", "hybridNodeConfig-l40s"} <= set(seen)
+
+
+# ----------------------------------------------------------------------------------------------------- Cilium
+def test_cilium_release_is_pinned_and_runs_only_on_hybrid_nodes(ssm: tuple[ProgramRun, dict[str, Any]]) -> None:
+    release = ssm[0].one(RELEASE)
+    pin = versions.chart("cilium")
+    assert release.inputs["chart"] == pin.chart_ref
+    assert release.inputs["version"] == pin.version
+    assert release.inputs["namespace"] == "kube-system"
+    values = release.inputs["values"]
+    term = values["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert term["nodeSelectorTerms"] == [
+        {"matchExpressions": [{"key": "eks.amazonaws.com/compute-type", "operator": "In", "values": ["hybrid"]}]}
+    ]
+    assert values["operator"]["affinity"] == values["affinity"]
+    assert values["ipam"]["mode"] == "cluster-pool"
+    assert values["ipam"]["operator"]["clusterPoolIPv4PodCIDRList"] == ["10.85.0.0/16"]
+    assert values["operator"]["unmanagedPodWatcher"]["restart"] is False
+
+
+def test_cilium_does_not_wait_for_servers_that_join_after_the_stack(ssm: tuple[ProgramRun, dict[str, Any]]) -> None:
+    release = ssm[0].one(RELEASE)
+    assert release.inputs["skipAwait"] is True
+    assert release.provider is not None and "k8s" in release.provider
+
+
+def test_cilium_tolerates_the_a40_gpu_taint(ssm: tuple[ProgramRun, dict[str, Any]]) -> None:
+    values = ssm[0].one(RELEASE).inputs["values"]
+    (plan,) = [p for p in plan_pools(stack()) if p.kind == "hybrid"]
+    assert plan.taints, "GPU pools are tainted by default"
+    for taint in plan.taints:
+        assert plan_hybrid.tolerates(values["tolerations"], taint)
+        assert plan_hybrid.tolerates(values["operator"]["tolerations"], taint)
+
+
+# ------------------------------------------------------------------------------------------------ NodeConfig
+def test_node_config_is_a_secret_output_that_parses_back(ssm: tuple[ProgramRun, dict[str, Any]]) -> None:
+    _, seen = ssm
+    assert seen["hybridNodeConfig-a40:secret"] is True
+    doc = yaml.safe_load(seen["hybridNodeConfig-a40"])
+    assert doc["apiVersion"] == "node.eks.aws/v1alpha1" and doc["kind"] == "NodeConfig"
+    assert doc["spec"]["cluster"] == {"name": "gpu", "region": "us-east-1"}
+    assert doc["spec"]["hybrid"]["ssm"]["activationId"] == seen["activationId-a40"]
+    assert doc["spec"]["hybrid"]["ssm"]["activationCode"] == "offline-activation-code"
+    flags = doc["spec"]["kubelet"]["flags"]
+    assert any(f.startswith("--node-labels=") and "nvidia.com/gpu.present=true" in f for f in flags)
+    assert any(f.startswith("--node-labels=") and "gpu-clusters/pool=a40" in f for f in flags)
+    assert "--register-with-taints=nvidia.com/gpu=true:NoSchedule" in flags
+
+
+def test_roles_anywhere_node_config_carries_the_arns(roles_anywhere: tuple[ProgramRun, dict[str, Any]]) -> None:
+    _, seen = roles_anywhere
+    doc = yaml.safe_load(seen["hybridNodeConfig-a40"])["spec"]["hybrid"]["iamRolesAnywhere"]
+    assert doc["trustAnchorArn"] == seen["trustAnchorArn-a40"]
+    assert doc["profileArn"] == seen["profileArn-a40"]
+    assert doc["nodeName"] == plan_hybrid.ROLES_ANYWHERE_NODE_NAME_PLACEHOLDER  # each server puts its cert CN
+    assert doc["roleArn"] == "arn:aws:iam::123456789012:role/gpu-a40-hybrid-node"
+    assert seen["hybridNodeadmInstall-a40"] == "nodeadm install 1.35 --credential-provider iam-ra"
+
+
+def test_install_command_is_a_plain_output(ssm: tuple[ProgramRun, dict[str, Any]]) -> None:
+    assert ssm[1]["hybridNodeadmInstall-a40"] == "nodeadm install 1.35 --credential-provider ssm"
+
+
+def test_needs_a_hybrid_pool() -> None:
+    spec = stack({"name": "system", "role": "system", "instanceType": "m7i.xlarge", "scaling": {"min": 2, "max": 3}})
+    with pytest.raises(ValueError, match="hybrid"):
+        run_mocked(lambda: HybridNodes("x", fake_context(spec), plan_pools(spec), clock=lambda: NOW))
