@@ -32,6 +32,73 @@ class GpuCluster(pulumi.ComponentResource):
         del child  # each section below builds its components with `pulumi.ResourceOptions(parent=self)`
 
         # -- cluster core (issue 3): network, EKS control plane, identities, managed add-ons, Kubernetes provider
+        # Imported here so each section's imports stay inside its own hunk.
+        import pulumi_aws as aws
+
+        from components import kube
+        from components.cluster import EksCluster
+        from components.context import ClusterContext
+        from components.identity import NodeIdentity, PodIdentityRoles
+        from components.managed_addons import NODE_AGENT_ADDONS, ManagedAddons
+        from components.network import Network
+
+        account_id = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=self)).account_id
+        partition = aws.get_partition_output(opts=pulumi.InvokeOutputOptions(parent=self)).partition
+        self.network = Network(f"{name}-network", spec, self.tags, opts=pulumi.ResourceOptions(parent=self))
+        self.eks = EksCluster(
+            f"{name}-eks",
+            spec,
+            self.network,
+            self.tags,
+            account_id,
+            partition,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.node_identity = NodeIdentity(
+            spec.cluster.name, self.eks.name, partition, self.tags, opts=pulumi.ResourceOptions(parent=self)
+        )
+        kubeconfig = kube.kubeconfig(spec.cluster.name, self.eks.endpoint, self.eks.certificate_authority, spec.region)
+        self.context = ClusterContext(
+            spec=spec,
+            stack=stack,
+            tags=self.tags,
+            account_id=account_id,
+            partition=partition,
+            vpc_id=self.network.vpc_id,
+            vpc_cidr=self.network.vpc_cidr,
+            private_subnet_ids=self.network.private_subnet_ids,
+            cluster_name=self.eks.name,
+            cluster_arn=self.eks.arn,
+            endpoint=self.eks.endpoint,
+            certificate_authority=self.eks.certificate_authority,
+            cluster_security_group_id=self.eks.cluster_security_group_id,
+            node_security_group_id=self.eks.node_security_group_id,
+            node_role_arn=self.node_identity.role_arn,
+            node_instance_profile_arn=self.node_identity.instance_profile_arn,
+            kms_key_arn=self.eks.kms_key.arn,
+            k8s_provider=kube.kubernetes_provider(f"{name}-k8s", kubeconfig, opts=pulumi.ResourceOptions(parent=self)),
+            pod_identity_role=PodIdentityRoles(self.eks.name, spec.cluster.name, partition, self.tags),
+        )
+        # Step 1 of the managed add-ons (CNI, kube-proxy, Pod Identity agent): nodes need them to become Ready.
+        # Step 2 (CoreDNS, EBS CSI) waits for the system pool and is built after the node pools:
+        #   ManagedAddons(f"{name}-system-addons", self.context, SYSTEM_ADDONS, after=[<system pool>, self.node_agents])
+        self.node_agents = ManagedAddons(
+            f"{name}-node-agents", self.context, NODE_AGENT_ADDONS, opts=pulumi.ResourceOptions(parent=self)
+        )
+        secret_kubeconfig: pulumi.Output[str] = pulumi.Output.secret(kubeconfig)
+        self._exports.update(
+            {
+                "kubeconfig": secret_kubeconfig,
+                "vpcId": self.network.vpc_id,
+                "privateSubnetIds": self.network.private_subnet_ids,
+                "clusterArn": self.eks.arn,
+                "clusterEndpoint": self.eks.endpoint,
+                "clusterSecurityGroupId": self.eks.cluster_security_group_id,
+                "nodeSecurityGroupId": self.eks.node_security_group_id,
+                "nodeRoleArn": self.node_identity.role_arn,
+                "kmsKeyArn": self.eks.kms_key.arn,
+            }
+        )
         # -- node pools (issue 4)
         # -- storage (issue 5)
         # -- add-ons (issue 6)

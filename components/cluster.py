@@ -1,0 +1,360 @@
+"""The EKS control plane: cluster role, secrets encryption key, the cluster itself, admin access, security groups.
+
+Defaults that peers get wrong (peers.md, feature matrix) are the safe ones here: a private API endpoint unless the
+stack asks for a public one with an allow-list, envelope encryption of Kubernetes secrets with a customer-managed
+KMS key (rotation on, protected), control-plane logs on, and authentication mode `API` (access entries, no
+`aws-auth` ConfigMap), which EKS Hybrid Nodes require anyway (aws-gpu-facts.md §5e, §5f).
+
+The node security group lives here too, because its rules are about the control plane: every `aws` node joins it,
+nodes talk to each other freely (EFA needs all traffic to and from the group itself, in and out, §2), the control
+plane reaches kubelets and webhooks, and nodes reach the API server. Nothing is open to 0.0.0.0/0 inbound.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+
+from components import tags as tag_keys
+from components.catalog import versions
+from components.config import AdminAccess, StackConfig
+from components.identity import aws_managed_policy_arn
+from components.network import Network
+
+#: Kubernetes resources EKS envelope-encrypts with the cluster's KMS key (EKS API: EncryptionConfig.resources).
+ENCRYPTED_RESOURCES = ("secrets",)
+#: Authentication mode: access entries only. Hybrid Nodes need API or API_AND_CONFIG_MAP (aws-gpu-facts.md §5f).
+AUTHENTICATION_MODE = "API"
+#: KMS waiting period before a deleted key is gone (7-30 days; the longest gives the most time to undo a mistake,
+#: https://docs.aws.amazon.com/kms/latest/developerguide/deleting-keys.html).
+KMS_DELETION_WINDOW_DAYS = 30
+#: Access entry type for human and CI principals; access policies can only be associated with STANDARD entries (§5e).
+ADMIN_ACCESS_ENTRY_TYPE = "STANDARD"
+#: Ports the control plane opens towards nodes: 443 for webhooks served on 443, and 1025-65535 for the kubelet
+#: (10250) and webhooks / aggregated APIs on high ports (EKS user guide, "View Amazon EKS security group
+#: requirements for clusters", https://docs.aws.amazon.com/eks/latest/userguide/sec-group-reqs.html).
+CONTROL_PLANE_TO_NODE_PORTS: tuple[tuple[int, int, str], ...] = (
+    (443, 443, "control plane to webhooks on 443"),
+    (1025, 65535, "control plane to kubelet (10250) and webhooks on high ports"),
+)
+KUBELET_PORT = 10250
+API_SERVER_PORT = 443
+
+
+def admin_resource_name(cluster_name: str, admin: AdminAccess) -> str:
+    """`<cluster>-admin-role-platform` for `arn:aws:iam::123:role/platform`: stable when the admin list is reordered."""
+    kind_and_name = admin.principal_arn.split(":", 5)[5]  # "role/path/name" or "user/name"
+    kind, _, rest = kind_and_name.partition("/")
+    return f"{cluster_name}-admin-{kind}-{rest.rsplit('/', 1)[-1]}"
+
+
+def access_policy_arn(partition: pulumi.Input[str], policy: str) -> pulumi.Output[str]:
+    """EKS access policy ARN, `arn:<partition>:eks::aws:cluster-access-policy/<Name>` (aws-gpu-facts.md §5e)."""
+    return pulumi.Output.concat("arn:", partition, ":eks::aws:cluster-access-policy/", policy)
+
+
+def remote_networks(spec: StackConfig) -> tuple[list[str], list[str]]:
+    """Remote node and pod CIDRs of every hybrid pool, deduplicated in config order.
+
+    EKS takes them as single-element lists (`remoteNodeNetworks`/`remotePodNetworks`, max 1 object each holding
+    all CIDRs, aws-gpu-facts.md §5f), so every pool's networks are merged into that one object. The merge is
+    `components.planning.hybrid`'s, the same the hybrid component's security group rules and Cilium IPAM use.
+    """
+    from components.planning import hybrid
+
+    return hybrid.remote_node_cidrs(spec), hybrid.remote_pod_cidrs(spec)
+
+
+def kms_key_policy(account_id: str, partition: str) -> str:
+    """Key policy: the account administers the key through IAM (the default key policy,
+    https://docs.aws.amazon.com/kms/latest/developerguide/key-policy-default.html), and the EC2 Auto Scaling
+    service-linked role may use it, which it must to launch nodes whose EBS volumes use this key
+    (https://docs.aws.amazon.com/autoscaling/ec2/userguide/key-policy-requirements-EBS-encryption.html).
+    """
+    autoscaling = (
+        f"arn:{partition}:iam::{account_id}:role/aws-service-role/autoscaling.amazonaws.com/"
+        "AWSServiceRoleForAutoScaling"
+    )
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Sid": "AccountAdministersKeyThroughIam",
+                    "Effect": "Allow",
+                    "Principal": {"AWS": f"arn:{partition}:iam::{account_id}:root"},
+                    "Action": "kms:*",
+                    "Resource": "*",
+                },
+                {
+                    "Sid": "AutoScalingUsesKeyForEncryptedVolumes",
+                    "Effect": "Allow",
+                    "Principal": {"AWS": autoscaling},
+                    "Action": [
+                        "kms:Encrypt",
+                        "kms:Decrypt",
+                        "kms:ReEncrypt*",
+                        "kms:GenerateDataKey*",
+                        "kms:DescribeKey",
+                    ],
+                    "Resource": "*",
+                },
+                {
+                    "Sid": "AutoScalingGrantsForAttachedVolumes",
+                    "Effect": "Allow",
+                    "Principal": {"AWS": autoscaling},
+                    "Action": "kms:CreateGrant",
+                    "Resource": "*",
+                    "Condition": {"Bool": {"kms:GrantIsForAWSResource": True}},
+                },
+            ],
+        }
+    )
+
+
+class EksCluster(pulumi.ComponentResource):
+    """IAM role, KMS key, `aws.eks.Cluster`, admin access entries and the node security group.
+
+    Attributes: `cluster` (aws.eks.Cluster), `name`, `arn`, `endpoint`, `certificate_authority` (base64),
+    `cluster_security_group_id` (EKS-managed), `node_security_group` / `node_security_group_id`, `kms_key`,
+    `role`, `admin_entries` ({resource name: AccessEntry}).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        spec: StackConfig,
+        network: Network,
+        tags: Mapping[str, str],
+        account_id: pulumi.Input[str],
+        partition: pulumi.Input[str],
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("gpu-clusters:index:EksCluster", name, None, opts)
+        cfg = spec.cluster
+        supported = versions.supported_kubernetes_versions()
+        if cfg.kubernetes_version not in supported:
+            # components.validation reports this with its key path first; this guards direct construction.
+            raise ValueError(
+                f"Kubernetes {cfg.kubernetes_version} is not supported by EKS; supported: {', '.join(supported)}"
+            )
+        self.spec = spec
+        self.tags = dict(tags)
+        child = pulumi.ResourceOptions(parent=self)
+        cluster_name = cfg.name
+
+        # -- cluster IAM role (https://docs.aws.amazon.com/eks/latest/userguide/cluster-iam-role.html)
+        self.role = aws.iam.Role(
+            f"{cluster_name}-cluster",
+            assume_role_policy=json.dumps(
+                {
+                    "Version": "2012-10-17",
+                    "Statement": [
+                        {
+                            "Effect": "Allow",
+                            "Principal": {"Service": "eks.amazonaws.com"},
+                            "Action": "sts:AssumeRole",
+                        }
+                    ],
+                }
+            ),
+            description=f"EKS control plane of {cluster_name}",
+            tags=self.tags,
+            opts=child,
+        )
+        cluster_policy = aws.iam.RolePolicyAttachment(
+            f"{cluster_name}-cluster-AmazonEKSClusterPolicy",
+            role=self.role.name,
+            policy_arn=aws_managed_policy_arn(partition, "AmazonEKSClusterPolicy"),
+            opts=child,
+        )
+
+        # -- KMS key for secrets envelope encryption, reused for volumes and file systems. Losing it makes every
+        #    object encrypted with it unreadable, so it is protected and retained unless the stack opts out.
+        stateful = cfg.protect_stateful
+        self.kms_key = aws.kms.Key(
+            f"{cluster_name}-eks",
+            description=f"EKS secrets and data encryption for cluster {cluster_name}",
+            enable_key_rotation=True,
+            deletion_window_in_days=KMS_DELETION_WINDOW_DAYS,
+            policy=pulumi.Output.all(account_id, partition).apply(lambda v: kms_key_policy(v[0], v[1])),
+            tags={**self.tags, tag_keys.STATEFUL: "true"},
+            opts=pulumi.ResourceOptions(parent=self, protect=stateful, retain_on_delete=stateful),
+        )
+        aws.kms.Alias(
+            f"{cluster_name}-eks",
+            name=f"alias/{cluster_name}-eks",
+            target_key_id=self.kms_key.key_id,
+            opts=child,
+        )
+        # The control plane encrypts and decrypts secrets with the key (as terraform-aws-eks grants it).
+        encryption_policy = aws.iam.RolePolicy(
+            f"{cluster_name}-cluster-encryption",
+            role=self.role.id,
+            policy=self.kms_key.arn.apply(
+                lambda arn: json.dumps(
+                    {
+                        "Version": "2012-10-17",
+                        "Statement": [
+                            {
+                                "Effect": "Allow",
+                                "Action": ["kms:Encrypt", "kms:Decrypt", "kms:ListGrants", "kms:DescribeKey"],
+                                "Resource": arn,
+                            }
+                        ],
+                    }
+                )
+            ),
+            opts=child,
+        )
+
+        # -- the cluster
+        endpoint = cfg.endpoint
+        vpc_config: dict[str, Any] = {
+            "subnet_ids": network.private_subnet_id_list,
+            "endpoint_private_access": endpoint.private,
+            "endpoint_public_access": endpoint.public,
+        }
+        if endpoint.public:
+            vpc_config["public_access_cidrs"] = [str(c) for c in endpoint.public_access_cidrs]
+        node_cidrs, pod_cidrs = remote_networks(spec)
+        remote = None
+        if node_cidrs:
+            remote = aws.eks.ClusterRemoteNetworkConfigArgs(
+                remote_node_networks=aws.eks.ClusterRemoteNetworkConfigRemoteNodeNetworksArgs(cidrs=node_cidrs),
+                remote_pod_networks=(
+                    aws.eks.ClusterRemoteNetworkConfigRemotePodNetworksArgs(cidrs=pod_cidrs) if pod_cidrs else None
+                ),
+            )
+        self.cluster = aws.eks.Cluster(
+            f"{cluster_name}-eks",
+            name=cluster_name,
+            version=cfg.kubernetes_version,
+            role_arn=self.role.arn,
+            vpc_config=aws.eks.ClusterVpcConfigArgs(**vpc_config),
+            access_config=aws.eks.ClusterAccessConfigArgs(
+                authentication_mode=AUTHENTICATION_MODE,
+                # Whoever runs `pulumi up` keeps cluster-admin, so the program can create Kubernetes objects.
+                bootstrap_cluster_creator_admin_permissions=True,
+            ),
+            # The add-ons are EKS managed add-ons (ManagedAddons); EKS's self-managed copies would only have to be
+            # overwritten, and the bootstrap VPC CNI would land on hybrid nodes where it does not work (§5f).
+            bootstrap_self_managed_addons=False,
+            encryption_config=aws.eks.ClusterEncryptionConfigArgs(
+                provider=aws.eks.ClusterEncryptionConfigProviderArgs(key_arn=self.kms_key.arn),
+                resources=list(ENCRYPTED_RESOURCES),
+            ),
+            enabled_cluster_log_types=list(cfg.logging),
+            upgrade_policy=aws.eks.ClusterUpgradePolicyArgs(support_type=cfg.support_type),
+            kubernetes_network_config=aws.eks.ClusterKubernetesNetworkConfigArgs(
+                ip_family="ipv4", service_ipv4_cidr=str(cfg.service_cidr)
+            ),
+            remote_network_config=remote,
+            tags=self.tags,
+            # EKS cannot clean up its ENIs and security groups if the role loses its policies first.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[cluster_policy, encryption_policy]),
+        )
+        self.name: pulumi.Output[str] = self.cluster.name
+        self.arn: pulumi.Output[str] = self.cluster.arn
+        self.endpoint: pulumi.Output[str] = self.cluster.endpoint
+        self.certificate_authority: pulumi.Output[str] = self.cluster.certificate_authority.apply(
+            lambda ca: ca.data if ca is not None and ca.data is not None else ""
+        )
+        self.cluster_security_group_id: pulumi.Output[str] = self.cluster.vpc_config.apply(
+            lambda v: v.cluster_security_group_id or ""
+        )
+
+        # -- admin access entries
+        self.admin_entries: dict[str, aws.eks.AccessEntry] = {}
+        for admin in cfg.admins:
+            resource = admin_resource_name(cluster_name, admin)
+            entry = aws.eks.AccessEntry(
+                resource,
+                cluster_name=self.cluster.name,
+                principal_arn=admin.principal_arn,
+                type=ADMIN_ACCESS_ENTRY_TYPE,
+                tags=self.tags,
+                opts=child,
+            )
+            aws.eks.AccessPolicyAssociation(
+                resource,
+                cluster_name=self.cluster.name,
+                principal_arn=entry.principal_arn,
+                policy_arn=access_policy_arn(partition, admin.policy),
+                access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"),
+                opts=child,
+            )
+            self.admin_entries[resource] = entry
+
+        # -- node security group
+        self.node_security_group = aws.ec2.SecurityGroup(
+            f"{cluster_name}-node",
+            vpc_id=network.vpc_id,
+            description=f"EKS nodes of {cluster_name}: node-to-node (EFA), control plane to nodes",
+            tags={**self.tags, "Name": f"{cluster_name}-node", f"kubernetes.io/cluster/{cluster_name}": "owned"},
+            opts=child,
+        )
+        node_sg = self.node_security_group.id
+        self.node_security_group_id: pulumi.Output[str] = node_sg
+        aws.vpc.SecurityGroupIngressRule(
+            f"{cluster_name}-node-from-nodes",
+            security_group_id=node_sg,
+            referenced_security_group_id=node_sg,
+            ip_protocol="-1",
+            description="all traffic between nodes (pods, EFA; EFA needs the group itself in and out)",
+            tags=self.tags,
+            opts=child,
+        )
+        aws.vpc.SecurityGroupEgressRule(
+            f"{cluster_name}-node-to-nodes",
+            security_group_id=node_sg,
+            referenced_security_group_id=node_sg,
+            ip_protocol="-1",
+            description="all traffic between nodes; EFA requires an explicit self egress rule",
+            tags=self.tags,
+            opts=child,
+        )
+        aws.vpc.SecurityGroupEgressRule(
+            f"{cluster_name}-node-to-anywhere",
+            security_group_id=node_sg,
+            cidr_ipv4="0.0.0.0/0",
+            ip_protocol="-1",
+            description="nodes reach AWS APIs, registries and the internet through NAT",
+            tags=self.tags,
+            opts=child,
+        )
+        for from_port, to_port, why in CONTROL_PLANE_TO_NODE_PORTS:
+            aws.vpc.SecurityGroupIngressRule(
+                f"{cluster_name}-node-from-control-plane-{from_port}",
+                security_group_id=node_sg,
+                referenced_security_group_id=self.cluster_security_group_id,
+                ip_protocol="tcp",
+                from_port=from_port,
+                to_port=to_port,
+                description=why,
+                tags=self.tags,
+                opts=child,
+            )
+        aws.vpc.SecurityGroupIngressRule(
+            f"{cluster_name}-control-plane-from-nodes",
+            security_group_id=self.cluster_security_group_id,
+            referenced_security_group_id=node_sg,
+            ip_protocol="tcp",
+            from_port=API_SERVER_PORT,
+            to_port=API_SERVER_PORT,
+            description="nodes to the Kubernetes API server",
+            tags=self.tags,
+            opts=child,
+        )
+        self.register_outputs(
+            {
+                "name": self.name,
+                "endpoint": self.endpoint,
+                "kmsKeyArn": self.kms_key.arn,
+                "nodeSecurityGroupId": node_sg,
+            }
+        )

@@ -1,0 +1,207 @@
+"""IAM identities of the cluster: the node role every `aws` pool shares, and one Pod Identity role per controller.
+
+Nodes: one IAM role and instance profile for every `aws` node pool, with the managed policies an EKS node needs and
+an `EC2_LINUX` access entry, so nodes authenticate to the API without the deprecated `aws-auth` ConfigMap (the
+cluster runs authentication mode `API`). Pools differ in hardware, not in what the node itself may call.
+
+Controllers (EBS CSI driver, cluster-autoscaler, node termination handler, ...): each gets its own role through
+EKS Pod Identity, never the node role. `PodIdentityRoles` is the one helper that builds them; its trust policy is
+scoped to the cluster, namespace and service account through the session tags Pod Identity sets, so a role cannot
+be borrowed by another service account or cluster in the account.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+
+#: Managed policies of the node role (EKS user guide, "Amazon EKS node IAM role",
+#: https://docs.aws.amazon.com/eks/latest/userguide/create-node-role.html): worker node (DescribeCluster,
+#: eks-auth:AssumeRoleForPodIdentity), ECR pull-only (images), VPC CNI (ENIs and IPs for pods); and SSM core so nodes
+#: can be reached with Session Manager instead of SSH keys and open ports
+#: (https://docs.aws.amazon.com/systems-manager/latest/userguide/setup-instance-permissions.html).
+NODE_MANAGED_POLICIES: tuple[str, ...] = (
+    "AmazonEKSWorkerNodePolicy",
+    "AmazonEC2ContainerRegistryPullOnly",
+    "AmazonEKS_CNI_Policy",
+    "AmazonSSMManagedInstanceCore",
+)
+#: Access entry type for EC2 Linux nodes; EKS maps it to `system:node:{{EC2PrivateDNSName}}` in `system:nodes`
+#: (aws-gpu-facts.md §5e, [BC] + [EKSUG] grant-k8s-access).
+NODE_ACCESS_ENTRY_TYPE = "EC2_LINUX"
+#: Session tags EKS Pod Identity adds when it assumes a role; trust conditions on them restrict a role to one
+#: cluster, namespace and service account (https://docs.aws.amazon.com/eks/latest/userguide/pod-id-role.html,
+#: https://docs.aws.amazon.com/eks/latest/userguide/pod-id-abac.html).
+POD_IDENTITY_PRINCIPAL = "pods.eks.amazonaws.com"
+POD_IDENTITY_ACTIONS = ("sts:AssumeRole", "sts:TagSession")
+SESSION_TAG_CLUSTER = "aws:RequestTag/eks-cluster-name"
+SESSION_TAG_NAMESPACE = "aws:RequestTag/kubernetes-namespace"
+SESSION_TAG_SERVICE_ACCOUNT = "aws:RequestTag/kubernetes-service-account"
+
+
+def aws_managed_policy_arn(partition: pulumi.Input[str], policy: str) -> pulumi.Output[str]:
+    """`AmazonEKSWorkerNodePolicy` or `service-role/AmazonEBSCSIDriverPolicy` -> its ARN in the partition."""
+    return pulumi.Output.concat("arn:", partition, ":iam::aws:policy/", policy)
+
+
+def ec2_trust_policy() -> str:
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}
+            ],
+        }
+    )
+
+
+def pod_identity_trust_policy(cluster_name: str, namespace: str, service_account: str) -> dict[str, Any]:
+    """Trust for one service account of one cluster, through EKS Pod Identity (pure; the tests read it)."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "EksPodIdentity",
+                "Effect": "Allow",
+                "Principal": {"Service": POD_IDENTITY_PRINCIPAL},
+                "Action": list(POD_IDENTITY_ACTIONS),
+                "Condition": {
+                    "StringEquals": {
+                        SESSION_TAG_CLUSTER: cluster_name,
+                        SESSION_TAG_NAMESPACE: namespace,
+                        SESSION_TAG_SERVICE_ACCOUNT: service_account,
+                    }
+                },
+            }
+        ],
+    }
+
+
+class NodeIdentity(pulumi.ComponentResource):
+    """The node role, its instance profile and its `EC2_LINUX` access entry, shared by every `aws` pool.
+
+    `role_arn` and `instance_profile_arn` resolve only once the access entry exists: a launch template or node
+    group that reads them therefore waits for the entry, and nodes never boot into a cluster that rejects them.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        cluster_name: pulumi.Input[str],
+        partition: pulumi.Input[str],
+        tags: Mapping[str, str],
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("gpu-clusters:index:NodeIdentity", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        self.role = aws.iam.Role(
+            f"{name}-node",
+            assume_role_policy=ec2_trust_policy(),
+            description=f"EKS nodes of cluster {name}",
+            tags=dict(tags),
+            opts=child,
+        )
+        self.policy_attachments = [
+            aws.iam.RolePolicyAttachment(
+                f"{name}-node-{policy}",
+                role=self.role.name,
+                policy_arn=aws_managed_policy_arn(partition, policy),
+                opts=child,
+            )
+            for policy in NODE_MANAGED_POLICIES
+        ]
+        self.instance_profile = aws.iam.InstanceProfile(
+            f"{name}-node", role=self.role.name, tags=dict(tags), opts=child
+        )
+        self.access_entry = aws.eks.AccessEntry(
+            f"{name}-node",
+            cluster_name=cluster_name,
+            principal_arn=self.role.arn,
+            type=NODE_ACCESS_ENTRY_TYPE,
+            tags=dict(tags),
+            opts=child,
+        )
+        ready = pulumi.Output.all(self.access_entry.access_entry_arn, *[a.id for a in self.policy_attachments])
+        self.role_arn: pulumi.Output[str] = pulumi.Output.all(self.role.arn, ready).apply(lambda v: v[0])
+        self.instance_profile_arn: pulumi.Output[str] = pulumi.Output.all(self.instance_profile.arn, ready).apply(
+            lambda v: v[0]
+        )
+        self.register_outputs({"roleArn": self.role.arn, "instanceProfileArn": self.instance_profile.arn})
+
+
+class PodIdentityRoles:
+    """Builds least-privilege IAM roles for Kubernetes service accounts through EKS Pod Identity.
+
+    Called as `ClusterContext.pod_identity_role(name, namespace, service_account, policy_json,
+    managed_policy_arns, parent)`. Each call registers, parented to `parent`:
+      * an IAM role trusting `pods.eks.amazonaws.com` (`sts:AssumeRole` + `sts:TagSession`) for exactly this
+        cluster, namespace and service account;
+      * the inline policy `policy_json` when given, and one attachment per managed policy. A managed policy is
+        given as a full ARN or as an AWS managed policy path (`service-role/AmazonEBSCSIDriverPolicy`), which is
+        qualified with the stack's partition;
+      * the `aws.eks.PodIdentityAssociation` that binds the role to the service account.
+
+    Pods receive Pod Identity credentials only if the association exists when they start: a workload should wait
+    for the association (`associations[name]`) or for `ClusterContext.kubernetes_ready`, which comes later anyway.
+    """
+
+    def __init__(
+        self,
+        cluster_name: pulumi.Input[str],
+        cluster_name_plain: str,
+        partition: pulumi.Input[str],
+        tags: Mapping[str, str],
+    ) -> None:
+        self.cluster_name = cluster_name
+        self.cluster_name_plain = cluster_name_plain
+        self.partition = partition
+        self.tags = dict(tags)
+        self.roles: dict[str, aws.iam.Role] = {}
+        self.associations: dict[str, aws.eks.PodIdentityAssociation] = {}
+
+    def __call__(
+        self,
+        name: str,
+        namespace: str,
+        service_account: str,
+        policy_json: pulumi.Input[str] | None,
+        managed_policy_arns: Sequence[str],
+        parent: pulumi.Resource,
+    ) -> aws.iam.Role:
+        if name in self.roles:
+            raise ValueError(f"a Pod Identity role named {name!r} already exists in this cluster")
+        child = pulumi.ResourceOptions(parent=parent)
+        prefix = f"{self.cluster_name_plain}-{name}"
+        role = aws.iam.Role(
+            prefix,
+            assume_role_policy=json.dumps(
+                pod_identity_trust_policy(self.cluster_name_plain, namespace, service_account)
+            ),
+            description=f"Pod Identity role of {namespace}/{service_account} in cluster {self.cluster_name_plain}",
+            tags={**self.tags, "kubernetes-namespace": namespace, "kubernetes-service-account": service_account},
+            opts=child,
+        )
+        if policy_json is not None:
+            aws.iam.RolePolicy(prefix, role=role.id, policy=policy_json, opts=child)
+        for policy in managed_policy_arns:
+            arn: pulumi.Input[str] = (
+                policy if policy.startswith("arn:") else aws_managed_policy_arn(self.partition, policy)
+            )
+            aws.iam.RolePolicyAttachment(
+                f"{prefix}-{policy.rsplit('/', 1)[-1]}", role=role.name, policy_arn=arn, opts=child
+            )
+        self.associations[name] = aws.eks.PodIdentityAssociation(
+            prefix,
+            cluster_name=self.cluster_name,
+            namespace=namespace,
+            service_account=service_account,
+            role_arn=role.arn,
+            tags=dict(self.tags),
+            opts=child,
+        )
+        self.roles[name] = role
+        return role

@@ -1,0 +1,214 @@
+"""EKS managed add-ons: VPC CNI, kube-proxy, Pod Identity agent, CoreDNS, EBS CSI driver.
+
+They are built in two steps because EKS only reports an add-on ACTIVE once its pods run:
+
+1. node agents (`NODE_AGENT_ADDONS`, DaemonSets: vpc-cni, kube-proxy, eks-pod-identity-agent) right after the
+   control plane. A DaemonSet with no nodes is healthy, and nodes need the CNI to become Ready at all, so these
+   must not wait for any node;
+2. system add-ons (`SYSTEM_ADDONS`, Deployments: coredns, aws-ebs-csi-driver) once the system pool exists. Their
+   pods are pinned to the system pool (`gpu-clusters/role=system`), so CoreDNS and the EBS controller never land on
+   (or wait for) a GPU node. Created before any node, they would sit DEGRADED until the create times out.
+
+`GpuCluster` builds step 1 with the cluster core and step 2 after the node pools:
+
+    ManagedAddons(f"{name}-system-addons", ctx, SYSTEM_ADDONS, after=[system_pool, node_agents])
+
+Versions: the stack's pin (`addons.managed.pins`) when given, else the default version EKS publishes for the
+cluster's Kubernetes version, resolved at deploy time (`aws.eks.get_addon_version(most_recent=False)`), the policy
+recorded in `components/catalog/versions.yaml`. Pins are checked against the catalog minimum (vpc-cni >= v1.18.4
+for efa-only interfaces). For every Kubernetes version the catalog supports (1.31+), EKS's default vpc-cni is
+already v1.19 or newer (EKS user guide, managing-vpc-cni, version table), so unpinned stacks meet the minimum.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+
+from components import tags
+from components.catalog import versions
+from components.context import ClusterContext
+from components.errors import ConfigError, Problem
+from components.identity import PodIdentityRoles
+
+NODE_AGENT_ADDONS: tuple[str, ...] = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")
+SYSTEM_ADDONS: tuple[str, ...] = ("coredns", "aws-ebs-csi-driver")
+#: Existing add-on objects (e.g. a self-managed copy) are taken over; the stack is the source of truth.
+RESOLVE_CONFLICTS = "OVERWRITE"
+
+#: Label every system-pool node carries (components.planning.pools.node_labels): controllers run there.
+SYSTEM_NODE_SELECTOR = {tags.ROLE: "system"}
+#: Node label EKS sets on hybrid nodes; the VPC CNI does not work there (Cilium does), aws-gpu-facts.md §5f.
+COMPUTE_TYPE_LABEL = "eks.amazonaws.com/compute-type"
+#: Compute types the VPC CNI must stay off: Fargate (pulumi-eks PR #291 keeps aws-node off Fargate) and hybrid (§5f).
+VPC_CNI_EXCLUDED_COMPUTE_TYPES = ("fargate", "hybrid")
+#: CoreDNS replicas: two, so DNS survives a node drain; the system pool has two nodes by default.
+COREDNS_REPLICAS = 2
+#: Lets cluster-critical add-ons onto a system pool tainted `CriticalAddonsOnly` (the usual system-pool taint).
+CRITICAL_ADDONS_TOLERATION = {"key": "CriticalAddonsOnly", "operator": "Exists"}
+
+#: The EBS CSI controller's service account and the AWS managed policy it needs
+#: (https://docs.aws.amazon.com/eks/latest/userguide/ebs-csi.html).
+EBS_CSI_NAMESPACE = "kube-system"
+EBS_CSI_SERVICE_ACCOUNT = "ebs-csi-controller-sa"
+EBS_CSI_MANAGED_POLICY = "service-role/AmazonEBSCSIDriverPolicy"
+
+
+def addon_configuration(name: str) -> dict[str, Any] | None:
+    """The `configuration_values` of an add-on (pure; validated by EKS against the add-on's JSON schema)."""
+    if name == "vpc-cni":
+        # Replaces the add-on's default affinity, so it restates linux/amd64|arm64 and adds the exclusions.
+        return {
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [
+                            {
+                                "matchExpressions": [
+                                    {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
+                                    {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64", "arm64"]},
+                                    {
+                                        "key": COMPUTE_TYPE_LABEL,
+                                        "operator": "NotIn",
+                                        "values": list(VPC_CNI_EXCLUDED_COMPUTE_TYPES),
+                                    },
+                                ]
+                            }
+                        ]
+                    }
+                }
+            }
+        }
+    if name == "coredns":
+        return {
+            "replicaCount": COREDNS_REPLICAS,
+            "nodeSelector": dict(SYSTEM_NODE_SELECTOR),
+            "tolerations": [dict(CRITICAL_ADDONS_TOLERATION)],
+        }
+    if name == "aws-ebs-csi-driver":
+        # The controller runs on the system pool; the node DaemonSet keeps its default of tolerating every taint,
+        # so GPU pods can mount EBS volumes too.
+        return {
+            "controller": {
+                "nodeSelector": dict(SYSTEM_NODE_SELECTOR),
+                "tolerations": [dict(CRITICAL_ADDONS_TOLERATION)],
+            }
+        }
+    return None
+
+
+def pinned_version(name: str, pins: dict[str, str]) -> str | None:
+    """The stack's pin for an add-on, checked against the catalog minimum (raises ConfigError below it)."""
+    pin = pins.get(name)
+    if pin is None:
+        return None
+    catalog_pin = versions.managed_addon(name)
+    if not catalog_pin.accepts(pin):
+        raise ConfigError(
+            [
+                Problem(
+                    f"addons.managed.pins.{name}",
+                    f"{pin} is below the minimum {catalog_pin.minimum_version} "
+                    f"({catalog_pin.reason}; source {catalog_pin.source})",
+                )
+            ]
+        )
+    return pin
+
+
+def ebs_csi_kms_policy(key_arn: str) -> str:
+    """What the EBS CSI controller needs to create volumes encrypted with the cluster's key (EKS user guide,
+    ebs-csi.html, "custom KMS key" policy): grants for attached volumes, and the data-key operations."""
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Effect": "Allow",
+                    "Action": ["kms:CreateGrant", "kms:ListGrants", "kms:RevokeGrant"],
+                    "Resource": key_arn,
+                    "Condition": {"Bool": {"kms:GrantIsForAWSResource": True}},
+                },
+                {
+                    "Effect": "Allow",
+                    "Action": [
+                        "kms:Encrypt",
+                        "kms:Decrypt",
+                        "kms:ReEncrypt*",
+                        "kms:GenerateDataKey*",
+                        "kms:DescribeKey",
+                    ],
+                    "Resource": key_arn,
+                },
+            ],
+        }
+    )
+
+
+class ManagedAddons(pulumi.ComponentResource):
+    """A set of EKS managed add-ons, each an `aws.eks.Addon` named `<cluster>-<add-on>`.
+
+    `addons` picks the set (NODE_AGENT_ADDONS or SYSTEM_ADDONS, or any catalog add-on); `after` lists what they
+    must wait for (the system pool for SYSTEM_ADDONS). Attributes: `addons` ({name: aws.eks.Addon}) and
+    `roles` ({name: IAM role} for add-ons with a Pod Identity role).
+    """
+
+    def __init__(
+        self,
+        name: str,
+        ctx: ClusterContext,
+        addons: Sequence[str],
+        after: Sequence[pulumi.Resource] = (),
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("gpu-clusters:index:ManagedAddons", name, None, opts)
+        spec = ctx.spec
+        pins = dict(spec.addons.managed.pins)
+        self.addons: dict[str, aws.eks.Addon] = {}
+        self.roles: dict[str, aws.iam.Role] = {}
+        for addon in addons:
+            versions.managed_addon(addon)  # unknown names fail here, with the known ones listed
+            version: pulumi.Input[str] | None = pinned_version(addon, pins)
+            if version is None:
+                version = aws.eks.get_addon_version_output(
+                    addon_name=addon,
+                    kubernetes_version=spec.cluster.kubernetes_version,
+                    most_recent=False,
+                    opts=pulumi.InvokeOutputOptions(parent=self),
+                ).version
+            wait_for: list[pulumi.Resource] = list(after)
+            if addon == "aws-ebs-csi-driver":
+                wait_for.extend(self._ebs_csi_identity(ctx))
+            config = addon_configuration(addon)
+            self.addons[addon] = aws.eks.Addon(
+                f"{ctx.cluster_name_plain}-{addon}",
+                cluster_name=ctx.cluster_name,
+                addon_name=addon,
+                addon_version=version,
+                configuration_values=json.dumps(config, sort_keys=True) if config is not None else None,
+                resolve_conflicts_on_create=RESOLVE_CONFLICTS,
+                resolve_conflicts_on_update=RESOLVE_CONFLICTS,
+                tags=dict(ctx.tags),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=wait_for),
+            )
+        self.register_outputs({name: a.addon_version for name, a in self.addons.items()})
+
+    def _ebs_csi_identity(self, ctx: ClusterContext) -> list[pulumi.Resource]:
+        """The EBS CSI controller's Pod Identity role (managed policy + the cluster key); returns what to wait for."""
+        role = ctx.pod_identity_role(
+            "ebs-csi",
+            EBS_CSI_NAMESPACE,
+            EBS_CSI_SERVICE_ACCOUNT,
+            pulumi.Output.from_input(ctx.kms_key_arn).apply(ebs_csi_kms_policy),
+            [EBS_CSI_MANAGED_POLICY],
+            self,
+        )
+        self.roles["aws-ebs-csi-driver"] = role
+        # The controller's pods get credentials only if the association exists when they start.
+        if isinstance(ctx.pod_identity_role, PodIdentityRoles):
+            return [role, ctx.pod_identity_role.associations["ebs-csi"]]
+        return [role]

@@ -1,0 +1,305 @@
+"""EKS cluster component: encryption, endpoint access, logging, access entries, hybrid networks, security groups,
+plus the cluster core as GpuCluster wires it (context, kubeconfig export)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+import pytest
+
+from components import kube
+from components.catalog import versions
+from components.cluster import EksCluster, remote_networks
+from components.config import StackConfig
+from components.gpu_cluster import GpuCluster
+from components.network import Network
+from components.plan.mocks import SECRET
+from components.plan.runner import ProgramRun, run_mocked
+
+SYSTEM_POOL = {"name": "system", "role": "system", "instanceType": "m7i.xlarge"}
+
+
+def spec(cluster: dict[str, Any] | None = None, pools: list[dict[str, Any]] | None = None) -> StackConfig:
+    return StackConfig.model_validate(
+        {
+            "region": "us-east-1",
+            "cluster": {"name": "demo", **(cluster or {})},
+            "network": {"availabilityZones": ["us-east-1a", "us-east-1b"]},
+            "nodePools": pools if pools is not None else [SYSTEM_POOL],
+        }
+    )
+
+
+def build(config: StackConfig) -> tuple[ProgramRun, dict[str, Any]]:
+    seen: dict[str, Any] = {}
+
+    def program() -> None:
+        tags = {"gpu-clusters/cluster": config.cluster.name}
+        partition = aws.get_partition_output().partition
+        account = aws.get_caller_identity_output().account_id
+        net = Network("demo-network", config, tags)
+        eks = EksCluster("demo-eks", config, net, tags, account, partition)
+        pulumi.Output.all(
+            key=eks.kms_key.arn,
+            cluster_sg=eks.cluster_security_group_id,
+            node_sg=eks.node_security_group_id,
+            private=pulumi.Output.all(*net.private_subnet_id_list),
+            endpoint=eks.endpoint,
+            ca=eks.certificate_authority,
+        ).apply(seen.update)
+
+    return run_mocked(program), seen
+
+
+def cluster_inputs(run: ProgramRun) -> dict[str, Any]:
+    return run.one("aws:eks/cluster:Cluster").inputs
+
+
+def test_secrets_are_envelope_encrypted_with_a_rotating_protected_key() -> None:
+    run, seen = build(spec())
+    encryption = cluster_inputs(run)["encryptionConfig"]
+    assert encryption["resources"] == ["secrets"]
+    assert encryption["provider"]["keyArn"] == seen["key"]
+    key = run.one("aws:kms/key:Key")
+    assert key.inputs["enableKeyRotation"] is True
+    assert key.protect is True
+    assert key.retain_on_delete is True
+
+
+def test_unprotected_stacks_may_delete_the_key() -> None:
+    key = build(spec({"protectStateful": False}))[0].one("aws:kms/key:Key")
+    assert key.protect is False
+    assert key.retain_on_delete is False
+
+
+def test_key_policy_lets_auto_scaling_launch_nodes_with_encrypted_volumes() -> None:
+    policy = json.loads(build(spec())[0].one("aws:kms/key:Key").inputs["policy"])
+    principals = {s["Sid"]: s["Principal"]["AWS"] for s in policy["Statement"]}
+    assert principals["AccountAdministersKeyThroughIam"] == "arn:aws:iam::123456789012:root"
+    assert principals["AutoScalingUsesKeyForEncryptedVolumes"].endswith(
+        ":role/aws-service-role/autoscaling.amazonaws.com/AWSServiceRoleForAutoScaling"
+    )
+
+
+def test_cluster_role_may_use_the_key_and_has_the_cluster_policy() -> None:
+    run, seen = build(spec())
+    inline = json.loads(run.one("aws:iam/rolePolicy:RolePolicy", "demo-cluster-encryption").inputs["policy"])
+    assert inline["Statement"][0]["Resource"] == seen["key"]
+    assert "kms:Decrypt" in inline["Statement"][0]["Action"]
+    attachment = run.one("aws:iam/rolePolicyAttachment:RolePolicyAttachment", "demo-cluster-AmazonEKSClusterPolicy")
+    assert attachment.inputs["policyArn"] == "arn:aws:iam::aws:policy/AmazonEKSClusterPolicy"
+    assert attachment.urn in run.one("aws:eks/cluster:Cluster").depends_on
+
+
+def test_private_endpoint_by_default() -> None:
+    run, seen = build(spec())
+    vpc = cluster_inputs(run)["vpcConfig"]
+    assert vpc["endpointPrivateAccess"] is True
+    assert vpc["endpointPublicAccess"] is False
+    assert "publicAccessCidrs" not in vpc
+    assert vpc["subnetIds"] == seen["private"]
+
+
+def test_public_endpoint_only_for_the_allow_list() -> None:
+    run, _ = build(spec({"endpoint": {"public": True, "publicAccessCidrs": ["203.0.113.0/24", "198.51.100.7/32"]}}))
+    vpc = cluster_inputs(run)["vpcConfig"]
+    assert vpc["endpointPublicAccess"] is True
+    assert vpc["endpointPrivateAccess"] is True
+    assert vpc["publicAccessCidrs"] == ["203.0.113.0/24", "198.51.100.7/32"]
+
+
+def test_control_plane_logging_types() -> None:
+    assert cluster_inputs(build(spec())[0])["enabledClusterLogTypes"] == ["api", "audit", "authenticator"]
+    custom = build(spec({"logging": ["api", "audit", "authenticator", "scheduler"]}))[0]
+    assert cluster_inputs(custom)["enabledClusterLogTypes"] == ["api", "audit", "authenticator", "scheduler"]
+
+
+def test_version_access_mode_upgrade_policy_and_service_cidr_from_config() -> None:
+    run, _ = build(spec({"kubernetesVersion": "1.34", "supportType": "EXTENDED", "serviceCidr": "10.100.0.0/16"}))
+    inputs = cluster_inputs(run)
+    assert inputs["name"] == "demo"
+    assert inputs["version"] == "1.34"
+    assert inputs["accessConfig"] == {"authenticationMode": "API", "bootstrapClusterCreatorAdminPermissions": True}
+    assert inputs["upgradePolicy"] == {"supportType": "EXTENDED"}
+    assert inputs["kubernetesNetworkConfig"]["serviceIpv4Cidr"] == "10.100.0.0/16"
+    assert inputs["bootstrapSelfManagedAddons"] is False
+
+
+def test_unsupported_kubernetes_version_is_refused() -> None:
+    config = spec({"kubernetesVersion": "1.20"})
+    assert "1.20" not in versions.supported_kubernetes_versions()
+    with pytest.raises(ValueError, match=r"Kubernetes 1\.20 is not supported"):
+        build(config)
+
+
+def test_admins_get_standard_access_entries_with_their_access_policy() -> None:
+    admins = [
+        {"principalArn": "arn:aws:iam::123456789012:role/platform-admins"},
+        {"principalArn": "arn:aws:iam::123456789012:user/ci", "policy": "AmazonEKSViewPolicy"},
+    ]
+    run, _ = build(spec({"admins": admins}))
+    entries = {e.inputs["principalArn"]: e for e in run.of_type("aws:eks/accessEntry:AccessEntry")}
+    assert set(entries) == {a["principalArn"] for a in admins}
+    assert {e.inputs["type"] for e in entries.values()} == {"STANDARD"}
+    associations = {
+        a.inputs["principalArn"]: a.inputs
+        for a in run.of_type("aws:eks/accessPolicyAssociation:AccessPolicyAssociation")
+    }
+    assert associations["arn:aws:iam::123456789012:role/platform-admins"]["policyArn"] == (
+        "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
+    )
+    assert associations["arn:aws:iam::123456789012:user/ci"]["policyArn"] == (
+        "arn:aws:eks::aws:cluster-access-policy/AmazonEKSViewPolicy"
+    )
+    assert all(a["accessScope"] == {"type": "cluster"} for a in associations.values())
+
+
+HYBRID = {
+    "kind": "hybrid",
+    "role": "inference",
+    "gpuModel": "A40",
+    "gpusPerNode": 4,
+    "nodes": 2,
+}
+
+
+def test_hybrid_pools_become_one_remote_network_object_with_every_cidr() -> None:
+    pools: list[dict[str, Any]] = [
+        SYSTEM_POOL,
+        {
+            **HYBRID,
+            "name": "site-a",
+            "network": {"remoteNodeCidrs": ["192.168.100.0/24"], "remotePodCidrs": ["192.168.128.0/18"]},
+        },
+        {
+            **HYBRID,
+            "name": "site-b",
+            "network": {"remoteNodeCidrs": ["172.16.0.0/24", "192.168.100.0/24"], "remotePodCidrs": ["172.16.64.0/18"]},
+        },
+    ]
+    config = spec(pools=pools)
+    assert remote_networks(config) == (
+        ["192.168.100.0/24", "172.16.0.0/24"],
+        ["192.168.128.0/18", "172.16.64.0/18"],
+    )
+    remote = cluster_inputs(build(config)[0])["remoteNetworkConfig"]
+    assert remote == {
+        "remoteNodeNetworks": {"cidrs": ["192.168.100.0/24", "172.16.0.0/24"]},
+        "remotePodNetworks": {"cidrs": ["192.168.128.0/18", "172.16.64.0/18"]},
+    }
+
+
+def test_no_remote_network_config_without_hybrid_pools() -> None:
+    assert "remoteNetworkConfig" not in cluster_inputs(build(spec())[0])
+
+
+def rules(run: ProgramRun, kind: str) -> list[dict[str, Any]]:
+    token = f"aws:vpc/securityGroup{kind}Rule:SecurityGroup{kind}Rule"
+    return [r.inputs for r in run.of_type(token)]
+
+
+def test_no_security_group_ingress_from_anywhere() -> None:
+    run, _ = build(spec({"endpoint": {"public": True, "publicAccessCidrs": ["203.0.113.0/24"]}}))
+    ingress = rules(run, "Ingress")
+    assert ingress
+    assert all("cidrIpv4" not in r for r in ingress)
+
+
+def test_nodes_talk_to_each_other_both_ways_for_efa() -> None:
+    run, seen = build(spec())
+    node_sg = seen["node_sg"]
+    self_rules = [
+        (kind, r["ipProtocol"])
+        for kind in ("Ingress", "Egress")
+        for r in rules(run, kind)
+        if r["securityGroupId"] == node_sg and r.get("referencedSecurityGroupId") == node_sg
+    ]
+    assert sorted(self_rules) == [("Egress", "-1"), ("Ingress", "-1")]
+
+
+def covers(rule: dict[str, Any], port: int) -> bool:
+    return rule["ipProtocol"] == "tcp" and rule["fromPort"] <= port <= rule["toPort"]
+
+
+def test_control_plane_reaches_kubelet_and_webhooks_and_nodes_reach_the_api() -> None:
+    run, seen = build(spec())
+    from_control_plane = [
+        r
+        for r in rules(run, "Ingress")
+        if r["securityGroupId"] == seen["node_sg"] and r.get("referencedSecurityGroupId") == seen["cluster_sg"]
+    ]
+    for port in (443, 10250, 9443):
+        assert any(covers(r, port) for r in from_control_plane), port
+    assert not any(covers(r, 22) for r in from_control_plane)
+    to_api = [
+        r
+        for r in rules(run, "Ingress")
+        if r["securityGroupId"] == seen["cluster_sg"] and r.get("referencedSecurityGroupId") == seen["node_sg"]
+    ]
+    assert len(to_api) == 1 and covers(to_api[0], 443) and not covers(to_api[0], 444)
+
+
+def test_security_group_rules_carry_the_cluster_tags() -> None:
+    run, _ = build(spec())
+    assert all(r["tags"]["gpu-clusters/cluster"] == "demo" for r in rules(run, "Ingress") + rules(run, "Egress"))
+
+
+def test_kubeconfig_uses_aws_eks_get_token_against_the_cluster() -> None:
+    doc = kube.kubeconfig_document("demo", "https://example.eks.amazonaws.com", "Q0E=", "eu-west-1")
+    assert doc["clusters"][0]["cluster"] == {
+        "server": "https://example.eks.amazonaws.com",
+        "certificate-authority-data": "Q0E=",
+    }
+    user = doc["users"][0]["user"]["exec"]
+    assert user["command"] == "aws"
+    assert user["args"][:2] == ["eks", "get-token"]
+    assert user["args"][user["args"].index("--cluster-name") + 1] == "demo"
+    assert user["args"][user["args"].index("--region") + 1] == "eu-west-1"
+    assert doc["current-context"] == "demo"
+
+
+# ------------------------------------------------------------------------------- the core as GpuCluster wires it
+def run_gpu_cluster(config: StackConfig) -> tuple[ProgramRun, dict[str, Any]]:
+    seen: dict[str, Any] = {}
+
+    def program() -> None:
+        cluster = GpuCluster("demo", config, stack="test")
+        exports = cluster.exports()
+        seen["exports"] = exports
+        seen["context"] = cluster.context
+        # A probe resource whose input is the exported kubeconfig: secrets show up masked in its inputs.
+        aws.ssm.Parameter("kubeconfig-probe", type="SecureString", value=exports["kubeconfig"])
+        pulumi.Output.all(
+            kubeconfig=exports["kubeconfig"],
+            endpoint=exports["clusterEndpoint"],
+            vpc=exports["vpcId"],
+            role=cluster.context.node_role_arn,
+            node_sg=cluster.context.node_security_group_id,
+        ).apply(seen.update)
+
+    return run_mocked(program), seen
+
+
+def test_gpu_cluster_exports_the_kubeconfig_as_a_secret_and_the_core_outputs() -> None:
+    run, seen = run_gpu_cluster(spec())
+    assert run.one("aws:ssm/parameter:Parameter", "kubeconfig-probe").inputs["value"] == SECRET
+    kubeconfig = json.loads(seen["kubeconfig"])
+    assert kubeconfig["clusters"][0]["cluster"]["server"] == seen["endpoint"]
+    assert seen["endpoint"].startswith("https://")
+    assert seen["vpc"].startswith("vpc-")
+    assert seen["role"] == "arn:aws:iam::123456789012:role/demo-node"
+    assert {"vpcId", "clusterEndpoint", "clusterArn", "nodeSecurityGroupId", "kmsKeyArn"} <= set(seen["exports"])
+
+
+def test_gpu_cluster_context_and_kubernetes_provider() -> None:
+    run, seen = run_gpu_cluster(spec())
+    ctx = seen["context"]
+    assert ctx.cluster_name_plain == "demo"
+    assert sorted(ctx.private_subnet_ids) == ["us-east-1a", "us-east-1b"]
+    provider = run.one("pulumi:providers:kubernetes", "demo-k8s")
+    assert json.loads(provider.inputs["kubeconfig"])["users"][0]["user"]["exec"]["command"] == "aws"
+    addons = {a.inputs["addonName"] for a in run.of_type("aws:eks/addon:Addon")}
+    assert {"vpc-cni", "kube-proxy", "eks-pod-identity-agent"} <= addons

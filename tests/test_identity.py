@@ -1,0 +1,135 @@
+"""Node identity (role, instance profile, EC2_LINUX access entry) and the Pod Identity role helper."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pulumi
+import pytest
+
+from components.identity import NODE_MANAGED_POLICIES, NodeIdentity, PodIdentityRoles
+from components.plan.runner import ProgramRun, run_mocked
+
+TAGS = {"gpu-clusters/cluster": "demo"}
+
+
+def build_nodes() -> tuple[ProgramRun, dict[str, Any]]:
+    seen: dict[str, Any] = {}
+
+    def program() -> None:
+        nodes = NodeIdentity("demo", pulumi.Output.from_input("demo"), pulumi.Output.from_input("aws"), TAGS)
+        pulumi.Output.all(
+            role=nodes.role.arn,
+            role_arn=nodes.role_arn,
+            profile=nodes.instance_profile.arn,
+            profile_arn=nodes.instance_profile_arn,
+        ).apply(seen.update)
+
+    return run_mocked(program), seen
+
+
+def test_node_role_is_assumed_by_ec2_and_has_the_node_policies() -> None:
+    run, _ = build_nodes()
+    role = run.one("aws:iam/role:Role", "demo-node")
+    trust = json.loads(role.inputs["assumeRolePolicy"])
+    assert trust["Statement"] == [
+        {"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}
+    ]
+    attached = {a.inputs["policyArn"] for a in run.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")}
+    assert attached == {
+        "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
+        "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryPullOnly",
+        "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy",
+        "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore",
+    }
+    assert len(NODE_MANAGED_POLICIES) == len(attached)
+
+
+def test_instance_profile_and_ec2_linux_access_entry_for_the_node_role() -> None:
+    run, seen = build_nodes()
+    profile = run.one("aws:iam/instanceProfile:InstanceProfile")
+    assert profile.inputs["role"] == "demo-node"
+    entry = run.one("aws:eks/accessEntry:AccessEntry")
+    assert entry.inputs["type"] == "EC2_LINUX"
+    assert entry.inputs["principalArn"] == seen["role"]
+    assert entry.inputs["clusterName"] == "demo"
+    # What pools read resolves to the same role and profile (after the access entry exists).
+    assert seen["role_arn"] == seen["role"]
+    assert seen["profile_arn"] == seen["profile"]
+
+
+def build_pod_roles(calls: list[tuple[str, str, str, str | None, list[str]]]) -> tuple[ProgramRun, PodIdentityRoles]:
+    holder: dict[str, PodIdentityRoles] = {}
+
+    def program() -> None:
+        roles = PodIdentityRoles(pulumi.Output.from_input("demo"), "demo", pulumi.Output.from_input("aws"), TAGS)
+        holder["roles"] = roles
+        parent = pulumi.ComponentResource("test:index:Owner", "owner")
+        for name, namespace, account, policy, managed in calls:
+            roles(name, namespace, account, policy, managed, parent)
+
+    return run_mocked(program), holder["roles"]
+
+
+AUTOSCALER_POLICY = json.dumps(
+    {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "autoscaling:Describe*", "Resource": "*"}]}
+)
+
+
+def test_pod_identity_role_trusts_only_its_service_account_in_this_cluster() -> None:
+    run, _ = build_pod_roles([("autoscaler", "kube-system", "cluster-autoscaler", AUTOSCALER_POLICY, [])])
+    trust = json.loads(run.one("aws:iam/role:Role", "demo-autoscaler").inputs["assumeRolePolicy"])
+    (statement,) = trust["Statement"]
+    assert statement["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+    assert statement["Action"] == ["sts:AssumeRole", "sts:TagSession"]
+    assert statement["Condition"]["StringEquals"] == {
+        "aws:RequestTag/eks-cluster-name": "demo",
+        "aws:RequestTag/kubernetes-namespace": "kube-system",
+        "aws:RequestTag/kubernetes-service-account": "cluster-autoscaler",
+    }
+
+
+def test_pod_identity_role_gets_its_inline_policy_and_association() -> None:
+    run, roles = build_pod_roles([("autoscaler", "kube-system", "cluster-autoscaler", AUTOSCALER_POLICY, [])])
+    inline = run.one("aws:iam/rolePolicy:RolePolicy", "demo-autoscaler")
+    assert json.loads(inline.inputs["policy"]) == json.loads(AUTOSCALER_POLICY)
+    association = run.one("aws:eks/podIdentityAssociation:PodIdentityAssociation", "demo-autoscaler")
+    assert association.inputs["clusterName"] == "demo"
+    assert association.inputs["namespace"] == "kube-system"
+    assert association.inputs["serviceAccount"] == "cluster-autoscaler"
+    assert association.inputs["roleArn"] == "arn:aws:iam::123456789012:role/demo-autoscaler"
+    assert "disableSessionTags" not in association.inputs  # the trust conditions need the session tags
+    assert set(roles.associations) == {"autoscaler"}
+    parent = run.one("test:index:Owner", "owner").urn
+    assert run.one("aws:iam/role:Role", "demo-autoscaler").parent == parent
+
+
+def test_managed_policies_by_path_or_arn_and_no_inline_policy_when_none() -> None:
+    run, _ = build_pod_roles(
+        [
+            (
+                "ebs-csi",
+                "kube-system",
+                "ebs-csi-controller-sa",
+                None,
+                ["service-role/AmazonEBSCSIDriverPolicy", "arn:aws:iam::123456789012:policy/custom"],
+            )
+        ]
+    )
+    assert run.of_type("aws:iam/rolePolicy:RolePolicy") == []
+    attached = {a.inputs["policyArn"] for a in run.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")}
+    assert attached == {
+        "arn:aws:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicy",
+        "arn:aws:iam::123456789012:policy/custom",
+    }
+
+
+def test_a_role_name_is_used_once() -> None:
+    with pytest.raises(ValueError, match="already exists"):
+        build_pod_roles(
+            [
+                ("autoscaler", "kube-system", "cluster-autoscaler", None, []),
+                ("autoscaler", "kube-system", "other", None, []),
+            ]
+        )

@@ -1,0 +1,165 @@
+"""EKS managed add-ons: names, versions (pinned or resolved), configuration values, the EBS CSI role, ordering."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any
+
+import pulumi_aws as aws
+import pytest
+
+from components import plan
+from components.config import StackConfig
+from components.errors import ConfigError
+from components.identity import PodIdentityRoles
+from components.managed_addons import NODE_AGENT_ADDONS, SYSTEM_ADDONS, ManagedAddons
+from components.plan.mocks import PlanMocks
+from components.plan.runner import ProgramRun, run_mocked
+from components.planning.pools import plan_pools
+from tests.fakes import KMS_KEY_ARN, fake_context
+
+SYSTEM_POOL = {"name": "system", "role": "system", "instanceType": "m7i.xlarge"}
+
+
+def spec(pins: dict[str, str] | None = None, version: str = "1.35") -> StackConfig:
+    return StackConfig.model_validate(
+        {
+            "region": "us-east-1",
+            "cluster": {"name": "demo", "kubernetesVersion": version},
+            "network": {"availabilityZones": ["us-east-1a", "us-east-1b"]},
+            "nodePools": [SYSTEM_POOL],
+            "addons": {"managed": {"pins": pins or {}}},
+        }
+    )
+
+
+class RecordingMocks(PlanMocks):
+    """PlanMocks that also keep every invoke's arguments."""
+
+    invokes: list[tuple[str, dict[str, Any]]] = []
+
+    def call(self, args: Any) -> Any:
+        RecordingMocks.invokes.append((args.token, dict(args.args)))
+        return super().call(args)
+
+
+@pytest.fixture
+def invokes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, dict[str, Any]]]:
+    RecordingMocks.invokes = []
+    monkeypatch.setattr(plan.runner, "PlanMocks", RecordingMocks)
+    return RecordingMocks.invokes
+
+
+def build(config: StackConfig, addons: tuple[str, ...], with_system_pool: bool = False) -> ProgramRun:
+    def program() -> None:
+        ctx = fake_context(config)
+        ctx = dataclasses.replace(
+            ctx, pod_identity_role=PodIdentityRoles(ctx.cluster_name, "demo", ctx.partition, ctx.tags)
+        )
+        # Stands in for the system pool's Auto Scaling group (a custom resource, as node pools hand over).
+        after = [aws.autoscaling.Group("system-pool", max_size=2, min_size=2)] if with_system_pool else []
+        ManagedAddons("demo-addons", ctx, addons, after=after)
+
+    return run_mocked(program)
+
+
+def addon(run: ProgramRun, name: str) -> dict[str, Any]:
+    return run.one("aws:eks/addon:Addon", f"demo-{name}").inputs
+
+
+def configuration(run: ProgramRun, name: str) -> dict[str, Any]:
+    return dict(json.loads(addon(run, name)["configurationValues"]))
+
+
+def test_node_agents_and_system_addons_by_name() -> None:
+    agents = build(spec(), NODE_AGENT_ADDONS)
+    assert {a.inputs["addonName"] for a in agents.of_type("aws:eks/addon:Addon")} == {
+        "vpc-cni",
+        "kube-proxy",
+        "eks-pod-identity-agent",
+    }
+    system = build(spec(), SYSTEM_ADDONS)
+    assert {a.inputs["addonName"] for a in system.of_type("aws:eks/addon:Addon")} == {"coredns", "aws-ebs-csi-driver"}
+    for a in [*agents.of_type("aws:eks/addon:Addon"), *system.of_type("aws:eks/addon:Addon")]:
+        assert a.inputs["resolveConflictsOnCreate"] == "OVERWRITE"
+        assert a.inputs["clusterName"] == "demo"
+
+
+def test_unpinned_versions_resolve_to_the_eks_default_for_the_cluster_version(invokes: list[Any]) -> None:
+    run = build(spec(version="1.34"), NODE_AGENT_ADDONS)
+    lookups = [a for token, a in invokes if token == "aws:eks/getAddonVersion:getAddonVersion"]
+    assert {a["addonName"] for a in lookups} == set(NODE_AGENT_ADDONS)
+    assert all(a["kubernetesVersion"] == "1.34" and a["mostRecent"] is False for a in lookups)
+    # The add-on takes the version the lookup answered (the offline mocks answer "...default-for-<k8s>").
+    assert addon(run, "kube-proxy")["addonVersion"].endswith("default-for-1.34")
+
+
+def test_a_pin_wins_and_is_not_looked_up(invokes: list[Any]) -> None:
+    run = build(spec({"vpc-cni": "v1.20.4-eksbuild.1"}), NODE_AGENT_ADDONS)
+    assert addon(run, "vpc-cni")["addonVersion"] == "v1.20.4-eksbuild.1"
+    looked_up = {a["addonName"] for token, a in invokes if token == "aws:eks/getAddonVersion:getAddonVersion"}
+    assert looked_up == {"kube-proxy", "eks-pod-identity-agent"}
+
+
+def test_a_vpc_cni_pin_below_the_efa_only_minimum_is_refused() -> None:
+    with pytest.raises(ConfigError) as raised:
+        build(spec({"vpc-cni": "v1.18.3-eksbuild.1"}), NODE_AGENT_ADDONS)
+    (problem,) = raised.value.problems
+    assert problem.path == "addons.managed.pins.vpc-cni"
+    assert "v1.18.4" in problem.message
+
+
+def test_vpc_cni_stays_off_hybrid_and_fargate_nodes() -> None:
+    config = configuration(build(spec(), NODE_AGENT_ADDONS), "vpc-cni")
+    terms = config["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    (term,) = terms
+    exclusion = next(e for e in term["matchExpressions"] if e["key"] == "eks.amazonaws.com/compute-type")
+    assert exclusion["operator"] == "NotIn"
+    assert set(exclusion["values"]) == {"hybrid", "fargate"}
+    assert "configurationValues" not in addon(build(spec(), NODE_AGENT_ADDONS), "kube-proxy")
+
+
+def test_coredns_runs_two_replicas_on_the_system_pool() -> None:
+    config = configuration(build(spec(), SYSTEM_ADDONS), "coredns")
+    assert config["replicaCount"] == 2
+    system_labels = next(p for p in plan_pools(spec()) if p.role == "system").labels
+    # The selector matches the labels the system pool's nodes register with, and nothing a GPU pool adds.
+    assert config["nodeSelector"].items() <= system_labels.items()
+    assert {"key": "CriticalAddonsOnly", "operator": "Exists"} in config["tolerations"]
+
+
+def test_ebs_csi_controller_on_the_system_pool() -> None:
+    config = configuration(build(spec(), SYSTEM_ADDONS), "aws-ebs-csi-driver")
+    system_labels = next(p for p in plan_pools(spec()) if p.role == "system").labels
+    assert config["controller"]["nodeSelector"].items() <= system_labels.items()
+    assert "node" not in config  # the node DaemonSet keeps tolerating every taint (GPU pods mount EBS too)
+
+
+def test_ebs_csi_gets_its_pod_identity_role_with_the_managed_policy_and_the_cluster_key() -> None:
+    run = build(spec(), SYSTEM_ADDONS)
+    association = run.one("aws:eks/podIdentityAssociation:PodIdentityAssociation", "demo-ebs-csi")
+    assert (association.inputs["namespace"], association.inputs["serviceAccount"]) == (
+        "kube-system",
+        "ebs-csi-controller-sa",
+    )
+    attachment = run.one("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+    assert attachment.inputs["policyArn"] == "arn:aws:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicy"
+    inline = json.loads(run.one("aws:iam/rolePolicy:RolePolicy", "demo-ebs-csi").inputs["policy"])
+    assert {s["Resource"] for s in inline["Statement"]} == {KMS_KEY_ARN}
+    # The add-on starts its controller only once the association exists, so the pods get credentials.
+    assert association.urn in run.one("aws:eks/addon:Addon", "demo-aws-ebs-csi-driver").depends_on
+
+
+def test_system_addons_wait_for_what_they_are_given() -> None:
+    run = build(spec(), SYSTEM_ADDONS, with_system_pool=True)
+    pool = run.one("aws:autoscaling/group:Group", "system-pool").urn
+    for name in SYSTEM_ADDONS:
+        assert pool in run.one("aws:eks/addon:Addon", f"demo-{name}").depends_on
+    agents = build(spec(), NODE_AGENT_ADDONS)
+    assert all(a.depends_on == [] for a in agents.of_type("aws:eks/addon:Addon"))
+
+
+def test_unknown_addon_names_are_refused() -> None:
+    with pytest.raises(KeyError, match="vpc-cin"):
+        build(spec(), ("vpc-cin",))
