@@ -1,0 +1,241 @@
+"""`blueprint check`: the policy pack over the offline plan, without the Pulumi CLI.
+
+It runs the very policy objects `pulumi preview --policy-pack policies` serves (`policies.pack.POLICIES`), through
+the argument types the policy SDK builds at run time (`ResourceValidationArgs`, `StackValidationArgs`,
+`PolicyResource`, properties wrapped in `unknown_checking_proxy`), and it resolves enforcement levels and
+parameters the way the CLI does (`ReconcilePolicyPackConfig`): schema defaults and each policy's own level first,
+then the config's `all` level, then each policy's entry. So a stack that passes here passes the preview's policy
+check, as far as the offline plan's inputs match what the providers will see.
+
+A plan record may carry, beyond the plan contract, `id` (the mock id, which stack policies see among outputs as the
+engine's would have it), `dependencies` and `propertyDependencies` (URN lists); references between resources
+resolve best with them (see policies.resources).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+from pulumi_policy import (
+    EnforcementLevel,
+    Policy,
+    PolicyCustomTimeouts,
+    PolicyResource,
+    PolicyResourceOptions,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+    StackValidationArgs,
+    StackValidationPolicy,
+)
+from pulumi_policy.proxy import UnknownValueError, unknown_checking_proxy
+
+from policies.pack import BY_NAME, CONFIG_FILE, POLICIES, schema_defaults
+
+Violation = dict[str, str]
+Format = Literal["table", "json", "markdown"]
+LEVELS = {level.value for level in EnforcementLevel}
+
+
+def load_config(path: str | Path | None = None) -> dict[str, Any]:
+    """A policy config file (`--policy-pack-config` format); None reads the pack's shipped policy-config.json.
+
+    Raises ValueError on names no policy has (the CLI ignores them silently; a typo should not pass) and on
+    enforcement levels that do not exist.
+    """
+    file = Path(path) if path is not None else CONFIG_FILE
+    loaded = json.loads(file.read_text())
+    if not isinstance(loaded, dict):
+        raise ValueError(f"{file}: a policy config is a JSON object of policy name -> level or settings")
+    validate_config(loaded, source=str(file))
+    return loaded
+
+
+def validate_config(config: Mapping[str, Any], source: str = "policy config") -> None:
+    problems = []
+    for name, entry in config.items():
+        if name != "all" and name not in BY_NAME:
+            problems.append(f"unknown policy '{name}' (policies: {', '.join(sorted(BY_NAME))})")
+            continue
+        level = (
+            entry if isinstance(entry, str) else entry.get("enforcementLevel") if isinstance(entry, Mapping) else None
+        )
+        if level is not None and level not in LEVELS:
+            problems.append(f"{name}: enforcement level '{level}' is not one of {sorted(LEVELS)}")
+        if not isinstance(entry, str | Mapping):
+            problems.append(f"{name}: expected a level or an object, got {entry!r}")
+    if problems:
+        raise ValueError(f"{source}: " + "; ".join(problems))
+
+
+def _level_of(entry: Any) -> str | None:
+    if isinstance(entry, str):
+        return entry
+    if isinstance(entry, Mapping):
+        level = entry.get("enforcementLevel")
+        return str(level) if level is not None else None
+    return None
+
+
+def effective(policy: Policy, config: Mapping[str, Any]) -> tuple[EnforcementLevel, dict[str, Any]]:
+    """A policy's level and parameters under `config`, in the CLI's order: policy default, `all`, the policy's entry.
+
+    REMEDIATE reports as MANDATORY for validate-only and stack policies (pulumi-testing-notes §2.1).
+    """
+    level = policy.enforcement_level or EnforcementLevel.ADVISORY
+    for entry in (config.get("all"), config.get(policy.name)):
+        named = _level_of(entry)
+        if named:
+            level = EnforcementLevel(named)
+    if level == EnforcementLevel.REMEDIATE:
+        level = EnforcementLevel.MANDATORY
+    params = schema_defaults(policy)
+    entry = config.get(policy.name)
+    if isinstance(entry, Mapping):
+        params.update({k: v for k, v in entry.items() if k != "enforcementLevel"})
+    return level, params
+
+
+def _options(record: Mapping[str, Any]) -> PolicyResourceOptions:
+    options = record.get("options") or {}
+    return PolicyResourceOptions(
+        bool(options.get("protect", False)),
+        list(options.get("ignoreChanges") or []),
+        None,
+        [],
+        PolicyCustomTimeouts(0, 0, 0),
+        [],
+        record.get("parent"),
+    )
+
+
+def _stack_resources(records: Sequence[Mapping[str, Any]]) -> list[PolicyResource]:
+    """`PolicyResource`s as the analyzer builds them for `AnalyzeStack`: parents and dependencies as objects."""
+    built: dict[str, PolicyResource] = {}
+    for record in records:
+        outputs = copy.deepcopy(dict(record.get("inputs") or {}))
+        if record.get("id") is not None:
+            outputs.setdefault("id", record["id"])
+        built[record["urn"]] = PolicyResource(
+            record["type"],
+            unknown_checking_proxy(outputs),
+            record["urn"],
+            record["name"],
+            _options(record),
+            None,
+            None,
+            [],
+            {},
+        )
+    for record in records:
+        resource = built[record["urn"]]
+        parent = record.get("parent")
+        resource.parent = built.get(parent) if parent else None
+        options = record.get("options") or {}
+        for urn in dict.fromkeys([*(options.get("dependsOn") or []), *(record.get("dependencies") or [])]):
+            if urn in built:
+                resource.dependencies.append(built[urn])
+        for prop, urns in (record.get("propertyDependencies") or {}).items():
+            resource.property_dependencies[prop] = [built[u] for u in urns if u in built]
+    return list(built.values())
+
+
+def check(resources: Sequence[Mapping[str, Any]], config: Mapping[str, Any] | None = None) -> list[Violation]:
+    """Every violation of the policy pack in a plan's resource records, mandatory ones first.
+
+    `config` is a policy config as `load_config` returns it; None means the shipped policy-config.json. Each
+    violation is `{"policy", "level", "urn", "resource", "message"}`; a stack-wide one has an empty urn.
+    """
+    config = load_config(None) if config is None else config
+    validate_config(config)
+    names = {r["urn"]: r["name"] for r in resources}
+    found: list[Violation] = []
+
+    def collect(policy: Policy, level: EnforcementLevel, default_urn: str) -> Any:
+        def report(message: str, urn: str | None = None) -> None:
+            where = urn or default_urn
+            found.append(
+                {
+                    "policy": policy.name,
+                    "level": level.value,
+                    "urn": where,
+                    "resource": names.get(where, ""),
+                    "message": message,
+                }
+            )
+
+        return report
+
+    def cannot_run(policy: Policy, urn: str, error: UnknownValueError) -> None:
+        # What the analyzer does with an unknown value: an advisory note instead of a verdict.
+        found.append(
+            {
+                "policy": policy.name,
+                "level": "advisory",
+                "urn": urn,
+                "resource": names.get(urn, ""),
+                "message": f"can't run policy '{policy.name}' during preview: {error.message}",
+            }
+        )
+
+    for policy in POLICIES:
+        level, params = effective(policy, config)
+        if level == EnforcementLevel.DISABLED:
+            continue
+        if isinstance(policy, ResourceValidationPolicy):
+            for record in resources:
+                args = ResourceValidationArgs(
+                    record["type"],
+                    unknown_checking_proxy(copy.deepcopy(dict(record.get("inputs") or {}))),
+                    record["urn"],
+                    record["name"],
+                    _options(record),
+                    None,
+                    dict(params),
+                )
+                try:
+                    policy.validate(args, collect(policy, level, record["urn"]))
+                except UnknownValueError as e:
+                    cannot_run(policy, record["urn"], e)
+        elif isinstance(policy, StackValidationPolicy):
+            stack_args = StackValidationArgs(_stack_resources(resources), dict(params))
+            try:
+                policy.validate(stack_args, collect(policy, level, ""))
+            except UnknownValueError as e:
+                cannot_run(policy, "", e)
+    order = {"mandatory": 0, "advisory": 1}
+    return sorted(found, key=lambda v: (order.get(v["level"], 2), v["policy"], v["urn"], v["message"]))
+
+
+def has_mandatory(violations: Iterable[Mapping[str, str]]) -> bool:
+    """`blueprint check` exits 1 when this is true."""
+    return any(v["level"] == "mandatory" for v in violations)
+
+
+def format_violations(violations: Sequence[Mapping[str, str]], fmt: Format = "table") -> str:
+    """Violations as a plain-text table, JSON, or a Markdown table (for a pull-request comment)."""
+    if fmt == "json":
+        return json.dumps(list(violations), indent=2)
+    rows = [(v["level"], v["policy"], v.get("resource") or "(stack)", v["message"]) for v in violations]
+    mandatory = sum(1 for v in violations if v["level"] == "mandatory")
+    summary = f"{len(violations)} policy violation(s), {mandatory} mandatory"
+    if fmt == "markdown":
+        if not rows:
+            return "No policy violations."
+        cell = lambda text: text.replace("|", "\\|").replace("\n", " ")  # noqa: E731
+        lines = [f"**{summary}**", "", "| level | policy | resource | message |", "| --- | --- | --- | --- |"]
+        lines += [f"| {' | '.join(cell(c) for c in row)} |" for row in rows]
+        return "\n".join(lines)
+    if fmt != "table":
+        raise ValueError(f"unknown format {fmt!r}: table, json or markdown")
+    if not rows:
+        return "No policy violations."
+    header = ("LEVEL", "POLICY", "RESOURCE", "MESSAGE")
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(3)]
+    out = [
+        "  ".join(c.ljust(w) for c, w in zip(row[:3], widths, strict=True)) + "  " + row[3] for row in [header, *rows]
+    ]
+    return "\n".join([*out, "", summary])

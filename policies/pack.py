@@ -1,0 +1,218 @@
+"""The rules of `policies.rules` as policy SDK objects: names, descriptions, enforcement levels, config schemas.
+
+`POLICIES` is what `policies/__main__.py` serves to the Pulumi engine and what `components.plan.check` runs over the
+offline plan, so `pulumi preview --policy-pack policies` and `blueprint check` judge a stack with the same code.
+
+One source for each setting: a policy's description (and URL) is the first paragraph of its rule's docstring;
+its default enforcement level and parameter defaults come from `policy-config.json`, the file also handed to
+`pulumi preview --policy-pack-config`. The schema here only says what each parameter means and which values are
+valid; the engine fills in its `default`s when no config is given, and so do the wrappers below when a test or
+the offline checker passes none.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Collection, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from pulumi_policy import (
+    EnforcementLevel,
+    Policy,
+    PolicyConfigSchema,
+    ReportViolation,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+    StackValidationArgs,
+    StackValidationPolicy,
+)
+
+from policies import rules
+from policies.resources import (
+    EFS,
+    EKS_CLUSTER,
+    HELM_TYPES,
+    LAUNCH_TEMPLATE,
+    LUSTRE,
+    SECURITY_GROUP,
+    SG_INGRESS_RULE,
+    SG_RULE,
+    Resource,
+    Stack,
+)
+
+PACK_NAME = "gpu-clusters-guardrails"
+CONFIG_FILE = Path(__file__).with_name("policy-config.json")
+#: The shipped policy config: `{policy: {"enforcementLevel": ..., <parameter>: <default>}}`.
+DEFAULT_CONFIG: dict[str, Any] = json.loads(CONFIG_FILE.read_text())
+
+ResourceRule = Callable[[Resource, Mapping[str, Any]], Iterable[str]]
+StackRule = Callable[[Stack, Mapping[str, Any]], Iterable[tuple[str, str | None]]]
+
+_REQUIRE_KMS = {
+    "requireKmsKey": {
+        "type": "boolean",
+        "description": "Require a customer-managed KMS key (kmsKeyId / SSE-KMS), not only AWS-managed encryption.",
+    }
+}
+#: What each policy's parameters mean (JSON Schema); defaults come from policy-config.json.
+PARAMETERS: dict[str, dict[str, dict[str, Any]]] = {
+    "imdsv2-required": {
+        "maxHopLimit": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 64,
+            "description": "Highest IMDS hop limit allowed (AWS: 2 for containers; 1 keeps pods off IMDS).",
+        }
+    },
+    "encrypted-root-volume": _REQUIRE_KMS,
+    "storage-encrypted": _REQUIRE_KMS,
+    "s3-bucket-hardened": _REQUIRE_KMS,
+    "eks-control-plane-logging": {
+        "requiredLogTypes": {
+            "type": "array",
+            "items": {"type": "string", "enum": ["api", "audit", "authenticator", "controllerManager", "scheduler"]},
+            "description": "EKS control-plane log types that must be enabled.",
+        }
+    },
+    "spot-instance-diversification": {
+        "minInstanceTypes": {
+            "type": "integer",
+            "minimum": 1,
+            "description": "Fewest instance types a spot pool may offer.",
+        }
+    },
+    "cost-allocation-tags": {
+        "requiredTags": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "Tag keys every taggable AWS resource must carry (cost allocation).",
+        }
+    },
+    "gpu-budget": {
+        "maxGpus": {
+            "type": "integer",
+            "minimum": 0,
+            "description": "Most GPUs the node pools may reach at maximum size.",
+        },
+        "maxUsdPerHour": {
+            "type": "number",
+            "minimum": 0,
+            "description": "Most USD per hour the node pools may cost at maximum size (on-demand list prices).",
+        },
+    },
+}
+
+_URL = re.compile(r"https?://[^\s)`\"']+")
+
+
+def describe(rule: Callable[..., Any]) -> tuple[str, str | None]:
+    """(description, first URL) from a rule's docstring: its first paragraph, on one line."""
+    doc = (rule.__doc__ or "").strip()
+    first = " ".join(line.strip() for line in doc.split("\n\n")[0].splitlines())
+    url = _URL.search(doc)
+    return first, url.group(0).rstrip(".,") if url else None
+
+
+def default_level(name: str) -> EnforcementLevel:
+    return EnforcementLevel(DEFAULT_CONFIG[name]["enforcementLevel"])
+
+
+def schema(name: str) -> PolicyConfigSchema | None:
+    params = PARAMETERS.get(name)
+    if not params:
+        return None
+    defaults = DEFAULT_CONFIG.get(name, {})
+    return PolicyConfigSchema(
+        properties={k: {**v, **({"default": defaults[k]} if k in defaults else {})} for k, v in params.items()}
+    )
+
+
+def schema_defaults(policy: Policy) -> dict[str, Any]:
+    """The parameter defaults the engine applies before any policy config (`default` of each schema property)."""
+    if policy.config_schema is None:
+        return {}
+    return {k: v["default"] for k, v in policy.config_schema.properties.items() if "default" in v}
+
+
+def resource_policy(name: str, rule: ResourceRule, types: Collection[str] | None) -> ResourceValidationPolicy:
+    """Wrap a resource rule: it runs on resources of `types` (None: every resource) and reports each message."""
+    description, url = describe(rule)
+
+    def validate(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
+        if types is not None and args.resource_type not in types:
+            return
+        config = {**schema_defaults(policy), **args.get_config()}
+        for message in rule(Resource.from_args(args), config):
+            report_violation(message, None)
+
+    policy = ResourceValidationPolicy(
+        name=name,
+        description=description,
+        validate=validate,
+        enforcement_level=default_level(name),
+        config_schema=schema(name),
+        url=url,
+    )
+    return policy
+
+
+def stack_policy(name: str, rule: StackRule) -> StackValidationPolicy:
+    """Wrap a stack rule: it sees every resource and reports each message against the resource it names."""
+    description, url = describe(rule)
+
+    def validate(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+        config = {**schema_defaults(policy), **args.get_config()}
+        stack = Stack(Resource.from_policy_resource(r) for r in args.resources)
+        for message, urn in rule(stack, config):
+            report_violation(message, urn)
+
+    policy = StackValidationPolicy(
+        name=name,
+        description=description,
+        validate=validate,
+        enforcement_level=default_level(name),
+        config_schema=schema(name),
+        url=url,
+    )
+    return policy
+
+
+POLICIES: list[Policy] = [
+    # GPU fabric
+    resource_policy("efa-interfaces-complete", rules.efa_interfaces_complete, [LAUNCH_TEMPLATE]),
+    stack_policy("efa-security-group-self-referencing", rules.efa_security_group_self_referencing),
+    stack_policy("efa-pool-single-az", rules.efa_pool_single_az),
+    stack_policy("efa-placement-group", rules.efa_placement_group),
+    stack_policy("efa-device-plugin-deployed", rules.efa_device_plugin_deployed),
+    # Nodes
+    resource_policy("imdsv2-required", rules.imdsv2_required, [LAUNCH_TEMPLATE]),
+    resource_policy("no-public-ip", rules.no_public_ip, [LAUNCH_TEMPLATE]),
+    resource_policy("encrypted-root-volume", rules.encrypted_root_volume, [LAUNCH_TEMPLATE]),
+    stack_policy("gpu-pools-tainted-and-tolerated", rules.gpu_pools_tainted_and_tolerated),
+    # Data
+    resource_policy("storage-encrypted", rules.storage_encrypted, [LUSTRE, EFS]),
+    stack_policy("s3-bucket-hardened", rules.s3_bucket_hardened),
+    resource_policy("stateful-resources-protected", rules.stateful_protected, None),
+    resource_policy("lustre-valid-size", rules.lustre_valid_size, [LUSTRE]),
+    # Control plane
+    resource_policy("eks-endpoint-private", rules.eks_endpoint_private, [EKS_CLUSTER]),
+    resource_policy("eks-secrets-encryption", rules.eks_secrets_encryption, [EKS_CLUSTER]),
+    resource_policy("eks-control-plane-logging", rules.eks_control_plane_logging, [EKS_CLUSTER]),
+    # Network
+    resource_policy("no-public-ingress", rules.no_public_ingress, [SECURITY_GROUP, SG_INGRESS_RULE, SG_RULE]),
+    # Spot
+    stack_policy("spot-instance-diversification", rules.spot_instance_diversification),
+    stack_policy("spot-capacity-rebalance", rules.spot_capacity_rebalance),
+    stack_policy("spot-interruption-handler", rules.spot_interruption_handler),
+    # Supply chain
+    resource_policy("helm-chart-pinned", rules.helm_chart_pinned, HELM_TYPES),
+    # Cost
+    resource_policy("cost-allocation-tags", rules.cost_allocation_tags, None),
+    stack_policy("gpu-budget", rules.gpu_budget),
+]
+
+#: Policies by name.
+BY_NAME: dict[str, Policy] = {p.name: p for p in POLICIES}

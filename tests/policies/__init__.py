@@ -1,0 +1,135 @@
+"""Helpers that call the pack's policies exactly as the policy SDK does at run time.
+
+The analyzer builds `ResourceValidationArgs` / `StackValidationArgs` / `PolicyResource` with properties wrapped in
+`unknown_checking_proxy` (pulumi-testing-notes §2.3); these helpers do the same, so a rule that only works on
+plain dicts (say, `isinstance(x, list)`) fails here as it would under `pulumi preview`.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from pulumi_policy import (
+    PolicyCustomTimeouts,
+    PolicyProviderResource,
+    PolicyResource,
+    PolicyResourceOptions,
+    ResourceValidationArgs,
+    ResourceValidationPolicy,
+    StackValidationArgs,
+    StackValidationPolicy,
+)
+from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, unknown_checking_proxy
+
+from policies.pack import BY_NAME
+
+Link = Literal["dependencies", "ids", "property-dependencies"]
+
+
+def urn(type_: str, name: str) -> str:
+    return f"urn:pulumi:test::gpu-clusters::{type_}::{name}"
+
+
+def options(protect: bool = False, parent: str | None = None) -> PolicyResourceOptions:
+    return PolicyResourceOptions(protect, [], None, [], PolicyCustomTimeouts(0, 0, 0), [], parent)
+
+
+def resource_args(
+    type_: str,
+    props: Mapping[str, Any],
+    name: str = "res",
+    config: Mapping[str, Any] | None = None,
+    protect: bool = False,
+    provider_default_tags: Mapping[str, str] | None = None,
+) -> ResourceValidationArgs:
+    provider = None
+    if provider_default_tags is not None:
+        provider = PolicyProviderResource(
+            "pulumi:providers:aws",
+            unknown_checking_proxy({"defaultTags": {"tags": dict(provider_default_tags)}}),
+            urn("pulumi:providers:aws", "default"),
+            "default",
+        )
+    return ResourceValidationArgs(
+        type_,
+        unknown_checking_proxy(copy.deepcopy(dict(props))),
+        urn(type_, name),
+        name,
+        options(protect),
+        provider,
+        dict(config) if config is not None else None,
+    )
+
+
+def validate(policy: str, args: ResourceValidationArgs) -> list[str]:
+    """The messages a resource policy reports for one resource."""
+    found: list[str] = []
+    resource_policy = BY_NAME[policy]
+    assert isinstance(resource_policy, ResourceValidationPolicy), f"{policy} is not a resource policy"
+
+    def report(message: str, urn: str | None = None) -> None:
+        found.append(message)
+
+    resource_policy.validate(args, report)
+    return found
+
+
+def policy_resources(records: Sequence[Mapping[str, Any]], link: Link = "dependencies") -> list[PolicyResource]:
+    """`PolicyResource`s from plan records, linked the way one source of truth would link them.
+
+    `dependencies`: as the offline plan records them (every resource a record consumed, no ids);
+    `ids`: each resource's props carry its `id`, as stack outputs do; `property-dependencies`: as the engine
+    reports them, with every id unknown (a preview of a new stack: reading one raises `UnknownValueError`).
+    """
+    ids = {r["id"] for r in records if "id" in r}
+    by_urn: dict[str, PolicyResource] = {}
+    for r in records:
+        props = copy.deepcopy(dict(r["inputs"]))
+        if link == "ids" and "id" in r:
+            props["id"] = r["id"]
+        if link == "property-dependencies":
+            props = unknown_ids(props, ids)
+        by_urn[r["urn"]] = PolicyResource(
+            r["type"], unknown_checking_proxy(props), r["urn"], r["name"],
+            options(r["options"]["protect"], r.get("parent")), None, None, [], {},
+        )  # fmt: skip
+    for r in records:
+        resource = by_urn[r["urn"]]
+        if link == "dependencies":
+            resource.dependencies = [by_urn[u] for u in r["options"]["dependsOn"] if u in by_urn]
+        if link == "property-dependencies":
+            deps = r.get("propertyDependencies", {})
+            resource.property_dependencies = {k: [by_urn[u] for u in v if u in by_urn] for k, v in deps.items()}
+            resource.dependencies = [by_urn[u] for v in deps.values() for u in v if u in by_urn]
+    return list(by_urn.values())
+
+
+def validate_stack(
+    policy: str,
+    records: Sequence[Mapping[str, Any]],
+    config: Mapping[str, Any] | None = None,
+    link: Link = "dependencies",
+) -> list[tuple[str, str]]:
+    """(resource name or "" for the stack, message) for each violation a stack policy reports."""
+    names = {r["urn"]: r["name"] for r in records}
+    found: list[tuple[str, str]] = []
+    args = StackValidationArgs(policy_resources(records, link), dict(config) if config is not None else None)
+    stack_policy = BY_NAME[policy]
+    assert isinstance(stack_policy, StackValidationPolicy), f"{policy} is not a stack policy"
+
+    def report(message: str, urn: str | None = None) -> None:
+        found.append((names.get(urn or "", ""), message))
+
+    stack_policy.validate(args, report)
+    return found
+
+
+def unknown_ids(value: Any, ids: set[str]) -> Any:
+    """`value` with every string that is a resource id replaced by the SDK's unknown-string sentinel."""
+    if isinstance(value, dict):
+        return {k: unknown_ids(v, ids) for k, v in value.items()}
+    if isinstance(value, list):
+        return [unknown_ids(v, ids) for v in value]
+    return UNKNOWN_STRING_VALUE if isinstance(value, str) and value in ids else value

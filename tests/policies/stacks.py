@@ -1,0 +1,283 @@
+"""A small, compliant GPU stack as offline-plan records, for stack-policy tests to break one thing at a time.
+
+It holds what the blueprint builds: an EFA training pool of p5.48xlarge (interfaces laid out by the planner, so the
+fixture follows `components.planning.efa`), a spot inference pool of L40S types, the device plugins and the
+termination handler at the versions pinned in `components.catalog.versions`, Lustre, EFS and a checkpoint bucket.
+Records follow the plan contract (design.md) plus `id` and `propertyDependencies`, which the helpers in
+`tests.policies` use to link resources the three ways the engine and the offline plan can.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from components import tags
+from components.catalog import instance_type
+from components.catalog.versions import chart
+from components.planning.efa import efa_interfaces
+from tests.policies import urn
+
+KMS_ARN = "arn:aws:kms:us-east-1:123456789012:key/11111111-2222-3333-4444-555555555555"
+COST_TAGS = {"team": "ml-platform", "cost-center": "cc-4242"}
+TAGS = {tags.CLUSTER: "good", tags.STACK: "test", **COST_TAGS}
+
+Record = dict[str, Any]
+
+
+def record(
+    type_: str,
+    name: str,
+    inputs: Mapping[str, Any],
+    *,
+    id_: str | None = None,
+    refs: Mapping[str, list[Record]] | None = None,
+    protect: bool = False,
+) -> Record:
+    """A plan record; `refs` maps each referencing property to the records it points at."""
+    refs = refs or {}
+    deps = list(dict.fromkeys(t["urn"] for targets in refs.values() for t in targets))
+    out: Record = {
+        "urn": urn(type_, name),
+        "type": type_,
+        "name": name,
+        "parent": None,
+        "custom": True,
+        "inputs": copy.deepcopy(dict(inputs)),
+        "options": {"protect": protect, "retainOnDelete": False, "dependsOn": deps, "ignoreChanges": []},
+        "propertyDependencies": {prop: [t["urn"] for t in targets] for prop, targets in refs.items()},
+    }
+    if id_ is not None:
+        out["id"] = id_
+    return out
+
+
+def asg_tags(pool: str, role: str, capacity: str, taints: str | None) -> list[dict[str, Any]]:
+    values = {**TAGS, tags.POOL: pool, tags.ROLE: role, tags.CAPACITY_TYPE: capacity}
+    if taints is not None:
+        values[tags.TAINTS] = taints
+    return [{"key": k, "value": v, "propagateAtLaunch": True} for k, v in sorted(values.items())]
+
+
+def helm_release(name: str, values: Mapping[str, Any]) -> Record:
+    pin = chart(name)
+    return record(
+        "kubernetes:helm.sh/v3:Release",
+        name,
+        {
+            "chart": pin.chart_ref,
+            "version": pin.version,
+            "repositoryOpts": {} if pin.is_oci else {"repo": pin.repository},
+            "namespace": "kube-system",
+            "values": dict(values),
+        },
+    )
+
+
+def good_stack() -> list[Record]:
+    """Every record of the compliant stack, in registration order."""
+    key = record("aws:kms/key:Key", "good-key", {"enableKeyRotation": True, "tags": TAGS}, id_="mrk-1", protect=True)
+    subnet_a = record(
+        "aws:ec2/subnet:Subnet", "good-private-a", {"availabilityZone": "us-east-1a", "tags": TAGS}, id_="subnet-0a"
+    )
+    subnet_b = record(
+        "aws:ec2/subnet:Subnet", "good-private-b", {"availabilityZone": "us-east-1b", "tags": TAGS}, id_="subnet-0b"
+    )
+    cluster = record(
+        "aws:eks/cluster:Cluster",
+        "good",
+        {
+            "vpcConfig": {
+                "endpointPrivateAccess": True,
+                "endpointPublicAccess": False,
+                "subnetIds": ["subnet-0a", "subnet-0b"],
+            },
+            "encryptionConfig": {"provider": {"keyArn": KMS_ARN}, "resources": ["secrets"]},
+            "enabledClusterLogTypes": ["api", "audit", "authenticator"],
+            "tags": TAGS,
+        },
+        id_="good-cluster-id",
+        refs={"vpcConfig": [subnet_a, subnet_b], "encryptionConfig": [key]},
+    )
+    efa_sg = record("aws:ec2/securityGroup:SecurityGroup", "good-efa", {"vpcId": "vpc-1", "tags": TAGS}, id_="sg-0efa")
+    node_sg = record(
+        "aws:ec2/securityGroup:SecurityGroup",
+        "good-node",
+        {
+            "vpcId": "vpc-1",
+            "ingress": [{"protocol": "tcp", "fromPort": 443, "toPort": 443, "cidrBlocks": ["10.0.0.0/16"]}],
+            "tags": TAGS,
+        },
+        id_="sg-0node",
+    )
+    self_rules = [
+        record(
+            f"aws:vpc/securityGroup{direction}Rule:SecurityGroup{direction}Rule",
+            f"good-efa-self-{direction.lower()}",
+            {"securityGroupId": "sg-0efa", "referencedSecurityGroupId": "sg-0efa", "ipProtocol": "-1", "tags": TAGS},
+            refs={"securityGroupId": [efa_sg], "referencedSecurityGroupId": [efa_sg]},
+        )
+        for direction in ("Ingress", "Egress")
+    ]
+    group = record(
+        "aws:ec2/placementGroup:PlacementGroup",
+        "good-train-placement",
+        {"name": "good-train-pg", "strategy": "cluster", "tags": TAGS},
+        id_="good-train-pg",
+    )
+    root_volume = {
+        "deviceName": "/dev/xvda",
+        "ebs": {"encrypted": "true", "kmsKeyId": KMS_ARN, "volumeSize": 200, "volumeType": "gp3"},
+    }
+    metadata = {"httpTokens": "required", "httpPutResponseHopLimit": 1, "httpEndpoint": "enabled"}
+    train_lt = record(
+        "aws:ec2/launchTemplate:LaunchTemplate",
+        "good-train-lt",
+        {
+            "instanceType": "p5.48xlarge",
+            "networkInterfaces": [
+                {
+                    "networkCardIndex": nic.network_card_index,
+                    "deviceIndex": nic.device_index,
+                    "interfaceType": nic.interface_type,
+                    "securityGroups": ["sg-0efa"],
+                    "deleteOnTermination": "true",
+                }
+                for nic in efa_interfaces(instance_type("p5.48xlarge"))
+            ],
+            "metadataOptions": metadata,
+            "blockDeviceMappings": [root_volume],
+            "placement": {"groupName": "good-train-pg"},
+            "tags": TAGS,
+        },
+        id_="lt-0train",
+        refs={"networkInterfaces": [efa_sg], "blockDeviceMappings": [key], "placement": [group]},
+    )
+    train_asg = record(
+        "aws:autoscaling/group:Group",
+        "good-train",
+        {
+            "vpcZoneIdentifiers": ["subnet-0a"],
+            "minSize": 0,
+            "maxSize": 4,
+            "launchTemplate": {"id": "lt-0train", "version": "$Latest"},
+            "placementGroup": "good-train-pg",
+            "tags": asg_tags("train", "training", "on-demand", "nvidia.com/gpu=true:NoSchedule"),
+        },
+        refs={"vpcZoneIdentifiers": [subnet_a], "launchTemplate": [train_lt], "placementGroup": [group]},
+    )
+    infer_lt = record(
+        "aws:ec2/launchTemplate:LaunchTemplate",
+        "good-infer-lt",
+        {
+            "instanceType": "g6e.12xlarge",
+            "vpcSecurityGroupIds": ["sg-0node"],
+            "metadataOptions": metadata,
+            "blockDeviceMappings": [root_volume],
+            "tags": TAGS,
+        },
+        id_="lt-0infer",
+        refs={"vpcSecurityGroupIds": [node_sg], "blockDeviceMappings": [key]},
+    )
+    infer_asg = record(
+        "aws:autoscaling/group:Group",
+        "good-infer",
+        {
+            "vpcZoneIdentifiers": ["subnet-0a", "subnet-0b"],
+            "minSize": 0,
+            "maxSize": 4,
+            "capacityRebalance": True,
+            "mixedInstancesPolicy": {
+                "instancesDistribution": {
+                    "onDemandBaseCapacity": 0,
+                    "onDemandPercentageAboveBaseCapacity": 0,
+                    "spotAllocationStrategy": "price-capacity-optimized",
+                },
+                "launchTemplate": {
+                    "launchTemplateSpecification": {"launchTemplateId": "lt-0infer", "version": "$Latest"},
+                    "overrides": [{"instanceType": "g6e.12xlarge"}, {"instanceType": "g6e.24xlarge"}],
+                },
+            },
+            "tags": asg_tags("infer", "inference", "spot", "nvidia.com/gpu=true:NoSchedule"),
+        },
+        refs={"vpcZoneIdentifiers": [subnet_a, subnet_b], "mixedInstancesPolicy": [infer_lt]},
+    )
+    gpu_toleration = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    releases = [
+        helm_release("nvidia-device-plugin", {"tolerations": gpu_toleration}),
+        helm_release("aws-efa-k8s-device-plugin", {"tolerations": gpu_toleration}),
+        helm_release("aws-node-termination-handler", {"enableSqsTerminationDraining": True}),
+    ]
+    lustre = record(
+        "aws:fsx/lustreFileSystem:LustreFileSystem",
+        "good-lustre",
+        {
+            "deploymentType": "PERSISTENT_2",
+            "storageCapacity": 4800,
+            "perUnitStorageThroughput": 1000,
+            "efaEnabled": True,
+            "metadataConfiguration": {"mode": "AUTOMATIC"},
+            "kmsKeyId": KMS_ARN,
+            "subnetIds": ["subnet-0a"],
+            "tags": TAGS,
+        },
+        id_="fs-0lustre",
+        refs={"kmsKeyId": [key], "subnetIds": [subnet_a]},
+        protect=True,
+    )
+    efs = record(
+        "aws:efs/fileSystem:FileSystem",
+        "good-models",
+        {"encrypted": True, "kmsKeyId": KMS_ARN, "throughputMode": "elastic", "tags": TAGS},
+        id_="fs-0efs",
+        refs={"kmsKeyId": [key]},
+        protect=True,
+    )
+    bucket = record("aws:s3/bucket:Bucket", "good-checkpoints", {"tags": TAGS}, id_="good-checkpoints-b", protect=True)
+    bucket_settings = [
+        record(
+            "aws:s3/bucketVersioning:BucketVersioning",
+            "good-checkpoints-versioning",
+            {"bucket": "good-checkpoints-b", "versioningConfiguration": {"status": "Enabled"}},
+            refs={"bucket": [bucket]},
+        ),
+        record(
+            "aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock",
+            "good-checkpoints-private",
+            {
+                "bucket": "good-checkpoints-b",
+                "blockPublicAcls": True,
+                "blockPublicPolicy": True,
+                "ignorePublicAcls": True,
+                "restrictPublicBuckets": True,
+            },
+            refs={"bucket": [bucket]},
+        ),
+        record(
+            "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration",
+            "good-checkpoints-sse",
+            {
+                "bucket": "good-checkpoints-b",
+                "rules": [
+                    {
+                        "applyServerSideEncryptionByDefault": {"sseAlgorithm": "aws:kms", "kmsMasterKeyId": KMS_ARN},
+                        "bucketKeyEnabled": True,
+                    }
+                ],
+            },
+            refs={"bucket": [bucket], "rules": [key]},
+        ),
+    ]
+    return [
+        key, subnet_a, subnet_b, cluster, efa_sg, node_sg, *self_rules, group, train_lt, train_asg, infer_lt,
+        infer_asg, *releases, lustre, efs, bucket, *bucket_settings,
+    ]  # fmt: skip
+
+
+def find(records: list[Record], name: str) -> Record:
+    return next(r for r in records if r["name"] == name)
+
+
+def without(records: list[Record], *names: str) -> list[Record]:
+    return [r for r in records if r["name"] not in names]
