@@ -24,6 +24,7 @@ from components.catalog import versions
 from components.config import AdminAccess, StackConfig
 from components.identity import aws_managed_policy_arn
 from components.network import Network
+from components.planning.hybrid import remote_node_cidrs, remote_pod_cidrs
 
 #: Kubernetes resources EKS envelope-encrypts with the cluster's KMS key (EKS API: EncryptionConfig.resources).
 ENCRYPTED_RESOURCES = ("secrets",)
@@ -55,18 +56,6 @@ def admin_resource_name(cluster_name: str, admin: AdminAccess) -> str:
 def access_policy_arn(partition: pulumi.Input[str], policy: str) -> pulumi.Output[str]:
     """EKS access policy ARN, `arn:<partition>:eks::aws:cluster-access-policy/<Name>` (aws-gpu-facts.md §5e)."""
     return pulumi.Output.concat("arn:", partition, ":eks::aws:cluster-access-policy/", policy)
-
-
-def remote_networks(spec: StackConfig) -> tuple[list[str], list[str]]:
-    """Remote node and pod CIDRs of every hybrid pool, deduplicated in config order.
-
-    EKS takes them as single-element lists (`remoteNodeNetworks`/`remotePodNetworks`, max 1 object each holding
-    all CIDRs, aws-gpu-facts.md §5f), so every pool's networks are merged into that one object. The merge is
-    `components.planning.hybrid`'s, the same the hybrid component's security group rules and Cilium IPAM use.
-    """
-    from components.planning import hybrid
-
-    return hybrid.remote_node_cidrs(spec), hybrid.remote_pod_cidrs(spec)
 
 
 def kms_key_policy(account_id: str, partition: str) -> str:
@@ -221,7 +210,8 @@ class EksCluster(pulumi.ComponentResource):
         }
         if endpoint.public:
             vpc_config["public_access_cidrs"] = [str(c) for c in endpoint.public_access_cidrs]
-        node_cidrs, pod_cidrs = remote_networks(spec)
+        # Hybrid pools' on-prem networks, merged into the single objects EKS takes (§5f).
+        node_cidrs, pod_cidrs = remote_node_cidrs(spec), remote_pod_cidrs(spec)
         remote = None
         if node_cidrs:
             remote = aws.eks.ClusterRemoteNetworkConfigArgs(

@@ -12,7 +12,7 @@ import pytest
 
 from components import kube
 from components.catalog import versions
-from components.cluster import EksCluster, remote_networks
+from components.cluster import EksCluster
 from components.config import StackConfig
 from components.gpu_cluster import GpuCluster
 from components.network import Network
@@ -180,12 +180,7 @@ def test_hybrid_pools_become_one_remote_network_object_with_every_cidr() -> None
             "network": {"remoteNodeCidrs": ["172.16.0.0/24", "192.168.100.0/24"], "remotePodCidrs": ["172.16.64.0/18"]},
         },
     ]
-    config = spec(pools=pools)
-    assert remote_networks(config) == (
-        ["192.168.100.0/24", "172.16.0.0/24"],
-        ["192.168.128.0/18", "172.16.64.0/18"],
-    )
-    remote = cluster_inputs(build(config)[0])["remoteNetworkConfig"]
+    remote = cluster_inputs(build(spec(pools=pools))[0])["remoteNetworkConfig"]
     assert remote == {
         "remoteNodeNetworks": {"cidrs": ["192.168.100.0/24", "172.16.0.0/24"]},
         "remotePodNetworks": {"cidrs": ["192.168.128.0/18", "172.16.64.0/18"]},
