@@ -102,7 +102,16 @@ class GpuCluster(pulumi.ComponentResource):
         # -- node pools (issue 4)
         # -- storage (issue 5)
         # -- add-ons (issue 6)
-        # -- hybrid nodes (issue 7)
+        # -- hybrid nodes (issue 7): role + SSM activation or Roles Anywhere, HYBRID_LINUX access entry, API ingress
+        # from the remote networks, Cilium on hybrid nodes, and a secret NodeConfig per pool for `nodeadm init`
+        from components.hybrid import HybridNodes
+
+        self.hybrid: HybridNodes | None = None
+        if spec.hybrid_pools:
+            self.hybrid = HybridNodes(
+                f"{name}-hybrid", self.context, self.pool_plans, opts=pulumi.ResourceOptions(parent=self)
+            )
+            self._exports.update(self.hybrid.exports())
 
         self.register_outputs({})
 

@@ -36,9 +36,6 @@ ACCESS_ENTRY_TYPE = "HYBRID_LINUX"
 #: Remote nodes and pods reach the Kubernetes API on TCP 443; the cluster security group must admit both remote
 #: networks (facts §5f "Cluster SG must allow inbound 443 from remote node (and pod) CIDRs").
 API_SERVER_PORT = 443
-#: The control plane reaches the kubelet on TCP 10250 for logs/exec/port-forward (facts §5f): an on-prem firewall
-#: rule, documented for the server owner, not an AWS resource.
-KUBELET_PORT = 10250
 
 #: `nodeadm install --credential-provider` values per config provider (facts §5f: `ssm|iam-ra`).
 NODEADM_CREDENTIAL_PROVIDER: Mapping[str, str] = {"ssm": "ssm", "iam-roles-anywhere": "iam-ra"}
