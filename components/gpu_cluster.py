@@ -100,7 +100,13 @@ class GpuCluster(pulumi.ComponentResource):
             }
         )
         # -- node pools (issue 4)
-        # -- storage (issue 5)
+        # -- storage (issue 5): FSx for Lustre for training, EFS or an existing NFS server for inference, and claims
+        from components.storage import SharedStorage
+
+        self.storage = SharedStorage(
+            f"{name}-storage", self.context, self.pool_plans, opts=pulumi.ResourceOptions(parent=self)
+        )
+        self._exports.update(self.storage.exports())
         # -- add-ons (issue 6)
         # -- hybrid nodes (issue 7): role + SSM activation or Roles Anywhere, HYBRID_LINUX access entry, API ingress
         # from the remote networks, Cilium on hybrid nodes, and a secret NodeConfig per pool for `nodeadm init`

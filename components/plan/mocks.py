@@ -94,6 +94,11 @@ class PlanMocks(pulumi.runtime.Mocks):
                 "dnsName": f"{resource_id}.fsx.{self.region}.amazonaws.com",
                 "mountName": "abcdefgh",
             }
+        if args.typ == "aws:s3/bucket:Bucket":
+            # A bucket named by prefix gets a unique suffix from the provider; S3 ARNs have no region or account.
+            suffix = hashlib.sha1(args.name.encode()).hexdigest()[:8]
+            bucket = args.inputs.get("bucket") or f"{args.inputs.get('bucketPrefix', name)}{suffix}"
+            return {"bucket": bucket, "arn": f"arn:aws:s3:::{bucket}"}
         if args.typ == "aws:efs/fileSystem:FileSystem":
             return {"dnsName": f"{resource_id}.efs.{self.region}.amazonaws.com"}
         if args.typ == "aws:sqs/queue:Queue":

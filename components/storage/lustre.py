@@ -1,0 +1,449 @@
+"""FSx for Lustre for training: the file system, its security group, its S3 data repositories, and a claim.
+
+Sizing and validity (capacity steps, throughput tiers, metadata IOPS, EFA requirements, association limits) are
+decided in `components.planning.lustre` and enforced by `components.validation`; placement (one AZ, next to the
+training pools) and the security-group rules come from `components.planning.storage`. This component only turns
+those decisions into resources:
+
+* `aws.fsx.LustreFileSystem`: Lustre 2.15 (PERSISTENT_2 with a metadata configuration requires it; 2.10 fails,
+  aws-gpu-facts.md §3a), encrypted with the cluster's KMS key, LZ4, backups kept per config; protected and kept
+  on delete unless the stack says otherwise;
+* a security group with LNET ports (and EFA's all-traffic rules) towards the nodes' group and itself, created
+  before the file system, whose creation checks them;
+* optionally the stack's data bucket (versioned, KMS-encrypted, private, lifecycle-managed) and one
+  `aws.fsx.DataRepositoryAssociation` per configured path: datasets in, checkpoints out;
+* the `aws-fsx-csi-driver` EKS add-on, a static PersistentVolume bound to the file system and the claim pods
+  mount; optionally a StorageClass for dynamic provisioning with the same network and encryption settings.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from components import tags
+from components.config import DataRepository, LustreConfig
+from components.context import ClusterContext
+from components.planning import lustre as lustre_rules
+from components.planning.pools import PoolPlan
+from components.planning.storage import (
+    LUSTRE_CSI_DRIVER,
+    bucket_prefix,
+    claim_name,
+    data_repository_path,
+    lustre_availability_zone,
+    lustre_pools,
+    lustre_security_rules,
+    needs_stack_bucket,
+    path_slug,
+    taint_tolerations,
+)
+from components.storage import kubernetes as kube
+
+#: Lustre version of every file system the stack creates (FSx API `FileSystemTypeVersion`, §3a).
+LUSTRE_VERSION = "2.15"
+#: Static Lustre volumes are mounted with `flock` so applications get coherent POSIX locks across clients
+#: (aws-fsx-csi-driver examples/kubernetes/static_provisioning).
+MOUNT_OPTIONS = ["flock"]
+ADDON = "aws-fsx-csi-driver"
+#: The controller's service account in the add-on (aws-fsx-csi-driver chart values, `controller.serviceAccount`).
+CONTROLLER_SERVICE_ACCOUNT = "fsx-csi-controller-sa"
+#: Lifecycle of the stack's data bucket: failed multipart uploads (interrupted checkpoint exports) stop costing
+#: money after 7 days; overwritten checkpoint versions are kept 30 days for recovery.
+ABORT_MULTIPART_AFTER_DAYS = 7
+NONCURRENT_VERSIONS_EXPIRE_AFTER_DAYS = 30
+
+
+def controller_policy(dynamic_provisioning: bool) -> dict[str, Any]:
+    """Least-privilege policy of the CSI controller.
+
+    Static volumes need no AWS call from the driver at all (the node plugin mounts by DNS and mount name), so the
+    controller may only describe file systems. With a StorageClass it creates, tags, resizes and deletes them, and
+    FSx needs its service-linked roles: the IAM policy the driver documents for that
+    (kubernetes-sigs/aws-fsx-csi-driver docs/install.md), instead of the much broader AmazonFSxFullAccess.
+    """
+    read = {"Effect": "Allow", "Action": ["fsx:DescribeFileSystems"], "Resource": "*"}
+    if not dynamic_provisioning:
+        return {"Version": "2012-10-17", "Statement": [read]}
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Action": ["iam:CreateServiceLinkedRole", "iam:AttachRolePolicy", "iam:PutRolePolicy"],
+                "Resource": "arn:aws:iam::*:role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/*",
+            },
+            {
+                "Effect": "Allow",
+                "Action": "iam:CreateServiceLinkedRole",
+                "Resource": "*",
+                "Condition": {"StringLike": {"iam:AWSServiceName": ["fsx.amazonaws.com"]}},
+            },
+            {
+                "Effect": "Allow",
+                "Action": [
+                    "s3:ListBucket",
+                    "fsx:CreateFileSystem",
+                    "fsx:DeleteFileSystem",
+                    "fsx:DescribeFileSystems",
+                    "fsx:TagResource",
+                    "fsx:UpdateFileSystem",
+                ],
+                "Resource": "*",
+            },
+        ],
+    }
+
+
+def addon_configuration(pool_plans: Sequence[PoolPlan]) -> dict[str, Any]:
+    """Add-on configuration values (the driver chart's `node.*` keys): the node plugin tolerates the pools' taints
+    (GPU nodes are tainted) and stays off hybrid nodes and Fargate, where the driver "isn't supported" (EKS user
+    guide, fsx-csi-create.html). With `tolerateAllTaints` off, the chart adds the driver's own start-up taint
+    `fsx.csi.aws.com/agent-not-ready` to the list (chart template node-daemonset.yaml)."""
+    not_hybrid = {"key": kube.COMPUTE_TYPE_LABEL, "operator": "NotIn", "values": ["fargate", "hybrid"]}
+    return {
+        "node": {
+            "tolerateAllTaints": False,
+            "tolerations": taint_tolerations(pool_plans),
+            "affinity": {
+                "nodeAffinity": {
+                    "requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [{"matchExpressions": [not_hybrid]}]
+                    }
+                }
+            },
+        }
+    }
+
+
+def s3_policies(repository: DataRepository) -> aws.fsx.DataRepositoryAssociationS3Args:
+    """Auto-import (S3 -> Lustre) and auto-export (Lustre -> S3) events of one association."""
+    return aws.fsx.DataRepositoryAssociationS3Args(
+        auto_import_policy=(
+            aws.fsx.DataRepositoryAssociationS3AutoImportPolicyArgs(events=list(repository.import_events))
+            if repository.import_events
+            else None
+        ),
+        auto_export_policy=(
+            aws.fsx.DataRepositoryAssociationS3AutoExportPolicyArgs(events=list(repository.export_events))
+            if repository.export_events
+            else None
+        ),
+    )
+
+
+def deny_insecure_transport(bucket_arn: str) -> str:
+    """Bucket policy: no request over plain HTTP."""
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [
+                {
+                    "Sid": "DenyInsecureTransport",
+                    "Effect": "Deny",
+                    "Principal": "*",
+                    "Action": "s3:*",
+                    "Resource": [bucket_arn, f"{bucket_arn}/*"],
+                    "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+                }
+            ],
+        }
+    )
+
+
+class LustreStorage(pulumi.ComponentResource):
+    """An FSx for Lustre file system for the training pools, and the claim their pods mount."""
+
+    def __init__(
+        self,
+        name: str,
+        ctx: ClusterContext,
+        config: LustreConfig,
+        pool_plans: Sequence[PoolPlan],
+        namespaces: Mapping[str, k8s.core.v1.Namespace] | None = None,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("gpu-clusters:index:LustreStorage", name, None, opts)
+        self.config = config
+        self.pools = lustre_pools(config, pool_plans)
+        self.availability_zone = lustre_availability_zone(config, self.pools, ctx.spec.network)
+        if self.availability_zone not in ctx.private_subnet_ids:
+            raise ValueError(
+                f"storage.lustre: no private subnet in {self.availability_zone}; "
+                f"subnets: {', '.join(sorted(ctx.private_subnet_ids))}"
+            )
+        self.persistent = config.deployment_type == "PERSISTENT_2"
+        base = f"{ctx.cluster_name_plain}-{config.name}"
+        child = pulumi.ResourceOptions(parent=self)
+        self.tags = {**ctx.tags, "Name": base}
+        stateful_tags = {**self.tags, tags.STATEFUL: "true"}
+        stateful = pulumi.ResourceOptions(parent=self, protect=ctx.spec.cluster.protect_stateful, retain_on_delete=True)
+
+        self.security_group = aws.ec2.SecurityGroup(
+            f"{base}-sg",
+            vpc_id=ctx.vpc_id,
+            description=f"FSx for Lustre {base}: LNET from the nodes"
+            + (" and EFA all-traffic" if config.efa_enabled else ""),
+            tags=self.tags,
+            opts=child,
+        )
+        rules = self._security_rules(base, ctx)
+
+        persistent_only: dict[str, Any] = {}
+        if self.persistent:
+            persistent_only = {
+                "per_unit_storage_throughput": config.per_unit_storage_throughput,
+                "kms_key_id": ctx.kms_key_arn,
+                "automatic_backup_retention_days": config.backup_retention_days,
+                "copy_tags_to_backups": True,
+                "efa_enabled": config.efa_enabled,
+            }
+            if config.metadata is not None:
+                persistent_only["metadata_configuration"] = aws.fsx.LustreFileSystemMetadataConfigurationArgs(
+                    mode=config.metadata.mode, iops=config.metadata.iops
+                )
+        self.file_system = aws.fsx.LustreFileSystem(
+            base,
+            subnet_ids=ctx.private_subnet_ids[self.availability_zone],
+            security_group_ids=[self.security_group.id],
+            deployment_type=config.deployment_type,
+            storage_type="SSD",
+            storage_capacity=config.storage_capacity_gib,
+            data_compression_type=config.compression,
+            file_system_type_version=LUSTRE_VERSION,
+            tags=stateful_tags,
+            **persistent_only,
+            # FSx checks the security group's rules when it creates the file system (§3c/3d).
+            opts=pulumi.ResourceOptions.merge(stateful, pulumi.ResourceOptions(depends_on=rules)),
+        )
+        self.file_system_id: pulumi.Output[str] = self.file_system.id
+        self.dns_name: pulumi.Output[str] = self.file_system.dns_name
+        self.mount_name: pulumi.Output[str] = self.file_system.mount_name
+
+        self.bucket: aws.s3.Bucket | None = None
+        if needs_stack_bucket(config):
+            self.bucket = self._data_bucket(ctx, stateful_tags, stateful)
+        self.bucket_name: pulumi.Output[str] | None = self.bucket.bucket if self.bucket is not None else None
+        self.associations = self._data_repositories(base)
+
+        self.role = ctx.pod_identity_role(
+            "fsx-csi-driver",
+            kube.KUBE_SYSTEM,
+            CONTROLLER_SERVICE_ACCOUNT,
+            json.dumps(controller_policy(config.kubernetes.storage_class)),
+            [],
+            self,
+        )
+        self.addon = kube.csi_addon(
+            ADDON, ctx=ctx, configuration=addon_configuration(pool_plans), role=self.role, parent=self
+        )
+        self._claim(ctx, namespaces or {})
+        self.register_outputs(
+            {"fileSystemId": self.file_system_id, "claimName": self.claim_name, "namespace": self.namespace}
+        )
+
+    # ------------------------------------------------------------------------------------------------ network
+    def _security_rules(self, base: str, ctx: ClusterContext) -> list[pulumi.Resource]:
+        groups = {"filesystem": self.security_group.id, "nodes": ctx.node_security_group_id}
+        child = pulumi.ResourceOptions(parent=self)
+        made: list[pulumi.Resource] = []
+        for rule in lustre_security_rules(self.config.efa_enabled):
+            peer = groups["filesystem" if rule.peer == "self" else rule.peer]
+            args: dict[str, Any] = {
+                "security_group_id": groups[rule.on],
+                "referenced_security_group_id": peer,
+                "ip_protocol": rule.protocol,
+                "description": rule.description,
+                "tags": self.tags,
+            }
+            if rule.protocol != "-1":
+                args |= {"from_port": rule.from_port, "to_port": rule.to_port}
+            kind = aws.vpc.SecurityGroupIngressRule if rule.direction == "ingress" else aws.vpc.SecurityGroupEgressRule
+            made.append(kind(f"{base}-{rule.name}", **args, opts=child))
+        return made
+
+    # ------------------------------------------------------------------------------------------ data repositories
+    def _data_bucket(
+        self, ctx: ClusterContext, stateful_tags: Mapping[str, str], stateful: pulumi.ResourceOptions
+    ) -> aws.s3.Bucket:
+        """The stack's bucket for datasets and checkpoints: versioned, encrypted with the cluster key (bucket key
+        on, fewer KMS calls), never public, owner-enforced (no ACLs), TLS only, with a lifecycle that bounds its
+        cost."""
+        name = f"{ctx.cluster_name_plain}-{self.config.name}-data"
+        bucket = aws.s3.Bucket(
+            name,
+            bucket_prefix=bucket_prefix(ctx.cluster_name_plain, self.config.name),
+            force_destroy=False,
+            tags={**stateful_tags, "Name": name},
+            opts=stateful,
+        )
+        child = pulumi.ResourceOptions(parent=self)
+        aws.s3.BucketPublicAccessBlock(
+            name,
+            bucket=bucket.id,
+            block_public_acls=True,
+            block_public_policy=True,
+            ignore_public_acls=True,
+            restrict_public_buckets=True,
+            opts=child,
+        )
+        aws.s3.BucketOwnershipControls(
+            name,
+            bucket=bucket.id,
+            rule=aws.s3.BucketOwnershipControlsRuleArgs(object_ownership="BucketOwnerEnforced"),
+            opts=child,
+        )
+        versioning = aws.s3.BucketVersioning(
+            name,
+            bucket=bucket.id,
+            versioning_configuration=aws.s3.BucketVersioningVersioningConfigurationArgs(status="Enabled"),
+            opts=child,
+        )
+        aws.s3.BucketServerSideEncryptionConfiguration(
+            name,
+            bucket=bucket.id,
+            rules=[
+                aws.s3.BucketServerSideEncryptionConfigurationRuleArgs(
+                    apply_server_side_encryption_by_default=aws.s3.BucketServerSideEncryptionConfigurationRuleApplyServerSideEncryptionByDefaultArgs(
+                        sse_algorithm="aws:kms", kms_master_key_id=ctx.kms_key_arn
+                    ),
+                    bucket_key_enabled=True,
+                )
+            ],
+            opts=child,
+        )
+        aws.s3.BucketLifecycleConfiguration(
+            name,
+            bucket=bucket.id,
+            rules=[
+                aws.s3.BucketLifecycleConfigurationRuleArgs(
+                    id="abort-incomplete-multipart-uploads",
+                    status="Enabled",
+                    filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=""),
+                    abort_incomplete_multipart_upload=aws.s3.BucketLifecycleConfigurationRuleAbortIncompleteMultipartUploadArgs(
+                        days_after_initiation=ABORT_MULTIPART_AFTER_DAYS
+                    ),
+                ),
+                aws.s3.BucketLifecycleConfigurationRuleArgs(
+                    id="expire-noncurrent-versions",
+                    status="Enabled",
+                    filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=""),
+                    noncurrent_version_expiration=aws.s3.BucketLifecycleConfigurationRuleNoncurrentVersionExpirationArgs(
+                        noncurrent_days=NONCURRENT_VERSIONS_EXPIRE_AFTER_DAYS
+                    ),
+                ),
+            ],
+            # S3 applies noncurrent-version rules only once versioning is on.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[versioning]),
+        )
+        aws.s3.BucketPolicy(name, bucket=bucket.id, policy=bucket.arn.apply(deny_insecure_transport), opts=child)
+        return bucket
+
+    def _data_repositories(self, base: str) -> list[aws.fsx.DataRepositoryAssociation]:
+        """One association per configured path, named after the path so reordering the list replaces nothing."""
+        made = []
+        for repository in self.config.data_repositories:
+            path: pulumi.Input[str]
+            if repository.data_repository_path is not None or self.bucket is None:
+                path = data_repository_path(repository, None)
+            else:
+                path = self.bucket.bucket.apply(lambda b, r=repository: data_repository_path(r, b))  # type: ignore[misc]
+            made.append(
+                aws.fsx.DataRepositoryAssociation(
+                    f"{base}-dra-{path_slug(repository.file_system_path)}",
+                    file_system_id=self.file_system.id,
+                    file_system_path=repository.file_system_path,
+                    data_repository_path=path,
+                    batch_import_meta_data_on_create=repository.batch_import_metadata_on_create,
+                    s3=s3_policies(repository),
+                    tags=self.tags,
+                    opts=pulumi.ResourceOptions(parent=self),
+                )
+            )
+        return made
+
+    # ------------------------------------------------------------------------------------------------ Kubernetes
+    def _claim(self, ctx: ClusterContext, namespaces: Mapping[str, k8s.core.v1.Namespace]) -> None:
+        """A static PersistentVolume on the file system and the claim bound to it (storage class "", so no
+        provisioner is involved), plus the optional StorageClass for more file systems on demand."""
+        volume = self.config.kubernetes
+        self.namespace = volume.namespace
+        self.claim_name = claim_name(volume, self.config.name)
+        capacity = self.config.storage_capacity_gib
+        self.volume_name = f"{self.namespace}-{self.claim_name}"
+        waits: list[pulumi.Resource] = [self.addon]
+        if self.namespace in namespaces:
+            waits.append(namespaces[self.namespace])
+        base = f"{ctx.cluster_name_plain}-{self.config.name}"
+        self.persistent_volume = k8s.core.v1.PersistentVolume(
+            f"{base}-pv",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=self.volume_name, labels=kube.storage_labels(self.config.name)),
+            spec=k8s.core.v1.PersistentVolumeSpecArgs(
+                capacity={"storage": kube.quantity(capacity)},
+                volume_mode="Filesystem",
+                access_modes=kube.ACCESS_MODES,
+                persistent_volume_reclaim_policy=kube.RECLAIM_POLICY,
+                storage_class_name="",
+                mount_options=MOUNT_OPTIONS,
+                # Reserved for our claim: no other claim in the cluster can bind the training data by accident.
+                claim_ref=k8s.core.v1.ObjectReferenceArgs(namespace=self.namespace, name=self.claim_name),
+                csi=k8s.core.v1.CSIPersistentVolumeSourceArgs(
+                    driver=LUSTRE_CSI_DRIVER,
+                    volume_handle=self.file_system.id,
+                    volume_attributes={"dnsname": self.file_system.dns_name, "mountname": self.file_system.mount_name},
+                ),
+            ),
+            opts=kube.k8s_options(ctx, self, waits),
+        )
+        self.claim = kube.claim(
+            f"{base}-pvc",
+            claim_name=self.claim_name,
+            namespace=self.namespace,
+            capacity_gib=capacity,
+            storage_class="",
+            volume_name=self.volume_name,
+            file_system=self.config.name,
+            opts=kube.k8s_options(ctx, self, [*waits, self.persistent_volume]),
+        )
+        self.storage_class: k8s.storage.v1.StorageClass | None = None
+        if volume.storage_class:
+            self.storage_class = kube.storage_class(
+                f"{base}-sc",
+                name=f"{self.config.name}-fsx",
+                provisioner=LUSTRE_CSI_DRIVER,
+                parameters=self._dynamic_parameters(ctx),
+                mount_options=MOUNT_OPTIONS,
+                file_system=self.config.name,
+                opts=kube.k8s_options(ctx, self, [self.addon]),
+            )
+
+    def _dynamic_parameters(self, ctx: ClusterContext) -> dict[str, pulumi.Input[str]]:
+        """StorageClass parameters (aws-fsx-csi-driver docs/options.md): file systems the driver provisions get
+        the same subnet, security group, encryption and tier as the stack's own."""
+        config = self.config
+        params: dict[str, pulumi.Input[str]] = {
+            "subnetId": ctx.private_subnet_ids[self.availability_zone],
+            "securityGroupIds": self.security_group.id,
+            "deploymentType": config.deployment_type,
+            "dataCompressionType": config.compression,
+            "fileSystemTypeVersion": LUSTRE_VERSION,
+        }
+        if self.persistent:
+            params |= {
+                "perUnitStorageThroughput": str(lustre_rules.per_unit_throughput(config)),
+                "kmsKeyId": ctx.kms_key_arn,
+                "automaticBackupRetentionDays": str(config.backup_retention_days),
+                "copyTagsToBackups": "true",
+            }
+            if config.metadata is not None:
+                params["metadataConfigurationMode"] = config.metadata.mode
+                if config.metadata.iops is not None:
+                    params["metadataIops"] = str(config.metadata.iops)
+            if config.efa_enabled:
+                params["efaEnabled"] = "true"
+        return params

@@ -1,0 +1,159 @@
+"""EFS for inference: encryption, throughput mode, lifecycle, mount targets per AZ, port 2049, CSI objects."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from components import tags
+from components.config import StackConfig
+from components.plan.runner import ProgramRun, load_stack, run_mocked, run_program
+from components.planning.pools import plan_pools
+from components.program import main
+from components.storage.efs import EfsStorage
+from tests.fakes import KMS_KEY_ARN, NODE_SECURITY_GROUP_ID, fake_context, subnet_id
+
+EFS = "aws:efs/fileSystem:FileSystem"
+MOUNT_TARGET = "aws:efs/mountTarget:MountTarget"
+INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
+ADDON = "aws:eks/addon:Addon"
+PVC = "kubernetes:core/v1:PersistentVolumeClaim"
+SC = "kubernetes:storage.k8s.io/v1:StorageClass"
+ZONES = ["us-east-1a", "us-east-1b", "us-east-1c"]
+
+
+def inference_spec(nfs: dict[str, Any] | None = None, **overrides: Any) -> StackConfig:
+    raw: dict[str, Any] = {
+        "region": "us-east-1",
+        "cluster": {"name": "serve"},
+        "network": {"availabilityZones": ZONES},
+        "nodePools": [
+            {"name": "system", "role": "system", "instanceType": "m7i.xlarge", "scaling": {"min": 2, "max": 3}},
+            {"name": "l40s", "role": "inference", "instanceType": "g6e.12xlarge", "scaling": {"min": 1, "max": 8}},
+        ],
+        "storage": {"nfs": {"kind": "efs", **(nfs or {})}},
+    }
+    raw.update(overrides)
+    return StackConfig.model_validate(raw)
+
+
+def build(spec: StackConfig) -> ProgramRun:
+    def program() -> None:
+        assert spec.storage.nfs is not None
+        EfsStorage("models", fake_context(spec), spec.storage.nfs, plan_pools(spec))
+
+    return run_mocked(program)
+
+
+def test_file_system_is_encrypted_elastic_lifecycled_and_protected() -> None:
+    run = build(inference_spec())
+    fs = run.one(EFS, "serve-models")
+    assert fs.inputs["encrypted"] is True
+    assert fs.inputs["kmsKeyId"] == KMS_KEY_ARN
+    # Elastic by default; the API would default to bursting (aws-gpu-facts.md §4).
+    assert fs.inputs["throughputMode"] == "elastic"
+    assert "provisionedThroughputInMibps" not in fs.inputs
+    assert fs.inputs["performanceMode"] == "generalPurpose"
+    assert fs.inputs["lifecyclePolicies"] == [
+        {"transitionToIa": "AFTER_30_DAYS"},
+        {"transitionToPrimaryStorageClass": "AFTER_1_ACCESS"},
+    ]
+    assert fs.protect and fs.retain_on_delete
+    assert fs.inputs["tags"][tags.STATEFUL] == "true"
+
+
+def test_provisioned_throughput_and_no_lifecycle() -> None:
+    fs = build(
+        inference_spec({"throughputMode": "provisioned", "provisionedThroughputMibps": 256, "transitionToIa": "NONE"})
+    ).one(EFS)
+    assert fs.inputs["throughputMode"] == "provisioned"
+    assert fs.inputs["provisionedThroughputInMibps"] == 256
+    assert "lifecyclePolicies" not in fs.inputs
+
+
+def test_unprotected_when_the_stack_says_so() -> None:
+    fs = build(inference_spec(cluster={"name": "serve", "protectStateful": False})).one(EFS)
+    assert not fs.protect
+
+
+def test_one_mount_target_per_private_subnet_az_behind_port_2049() -> None:
+    run = build(inference_spec())
+    targets = {r.name: r.inputs for r in run.of_type(MOUNT_TARGET)}
+    assert set(targets) == {f"serve-models-{zone}" for zone in ZONES}
+    for zone in ZONES:
+        assert targets[f"serve-models-{zone}"]["subnetId"] == subnet_id(zone)
+    groups = {tuple(t["securityGroups"]) for t in targets.values()}
+    assert len(groups) == 1
+    (rule,) = run.of_type(INGRESS)
+    assert rule.inputs["securityGroupId"] == next(iter(groups))[0]
+    assert rule.inputs["referencedSecurityGroupId"] == NODE_SECURITY_GROUP_ID
+    assert (rule.inputs["ipProtocol"], rule.inputs["fromPort"], rule.inputs["toPort"]) == ("tcp", 2049, 2049)
+    assert "cidrIpv4" not in rule.inputs
+
+
+def test_hybrid_pools_mount_from_their_remote_node_cidrs() -> None:
+    spec = inference_spec(
+        {"pools": ["a40"]},
+        nodePools=[
+            {"name": "system", "role": "system", "instanceType": "m7i.xlarge"},
+            {
+                "name": "a40",
+                "kind": "hybrid",
+                "role": "inference",
+                "gpuModel": "A40",
+                "gpusPerNode": 4,
+                "nodes": 2,
+                "network": {"remoteNodeCidrs": ["192.168.100.0/24"], "remotePodCidrs": ["192.168.128.0/18"]},
+            },
+        ],
+    )
+    cidrs = {r.inputs.get("cidrIpv4") for r in build(spec).of_type(INGRESS)}
+    assert cidrs == {None, "192.168.100.0/24"}
+
+
+def test_storage_class_with_access_points_and_claim() -> None:
+    run = build(inference_spec({"capacityGib": 500, "kubernetes": {"namespace": "inference", "claimName": "weights"}}))
+    fs_id = run.one(MOUNT_TARGET, "serve-models-us-east-1a").inputs["fileSystemId"]
+    sc = run.one(SC).inputs
+    assert sc["metadata"]["name"] == "models-efs"
+    assert sc["provisioner"] == "efs.csi.aws.com"
+    assert sc["parameters"] == {"provisioningMode": "efs-ap", "fileSystemId": fs_id, "directoryPerms": "700"}
+    assert sc["reclaimPolicy"] == "Retain"
+    pvc = run.one(PVC)
+    assert pvc.inputs["metadata"]["name"] == "weights"
+    assert pvc.inputs["metadata"]["namespace"] == "inference"
+    assert pvc.inputs["spec"] == {
+        "accessModes": ["ReadWriteMany"],
+        "storageClassName": "models-efs",
+        "resources": {"requests": {"storage": "500Gi"}},
+    }
+    # A claim is only mountable once every AZ has its mount target and the driver runs.
+    waits = set(pvc.depends_on)
+    assert {r.urn for r in run.of_type(MOUNT_TARGET)} <= waits
+    assert run.one(ADDON).urn in waits
+
+
+def test_csi_addon_role_and_gpu_tolerations() -> None:
+    run = build(inference_spec())
+    role = run.one("aws:iam/role:Role")
+    assert role.inputs["managedPolicyArns"] == ["service-role/AmazonEFSCSIDriverPolicy"]
+    assert role.inputs["tags"] == {"namespace": "kube-system", "service-account": "efs-csi-controller-sa"}
+    addon = run.one(ADDON)
+    assert addon.inputs["addonName"] == "aws-efs-csi-driver"
+    assert role.urn in addon.depends_on
+    values = json.loads(addon.inputs["configurationValues"])
+    assert values == {
+        "node": {"tolerations": [{"effect": "NoSchedule", "key": "nvidia.com/gpu", "operator": "Exists"}]}
+    }
+
+
+def test_inference_stack_plans_efs_with_mount_targets_and_a_claim() -> None:
+    """issue 5, done when: the shipped inference stack, through the whole program."""
+    files = load_stack("inference")
+    run = run_program(main, files)
+    fs = run.one(EFS)
+    assert fs.protect and fs.inputs["throughputMode"] == "elastic"
+    zones = files.config["gpu-clusters:network"]["availabilityZones"]
+    assert len(run.of_type(MOUNT_TARGET)) == len(zones)
+    claim = run.one(PVC).inputs["metadata"]
+    assert (claim["namespace"], claim["name"]) == ("inference", "model-weights")

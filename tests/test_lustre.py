@@ -1,0 +1,382 @@
+"""FSx for Lustre: the file system's settings, its security group, S3 data repositories, CSI objects, protection."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from components import tags
+from components.config import StackConfig
+from components.plan.runner import ProgramRun, load_stack, run_mocked, run_program
+from components.planning.pools import plan_pools
+from components.planning.storage import storage_summary
+from components.program import main
+from components.storage import SharedStorage
+from components.storage.lustre import LustreStorage
+from tests.fakes import KMS_KEY_ARN, NODE_SECURITY_GROUP_ID, fake_context, subnet_id
+
+LUSTRE = "aws:fsx/lustreFileSystem:LustreFileSystem"
+DRA = "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"
+SG = "aws:ec2/securityGroup:SecurityGroup"
+INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
+EGRESS = "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule"
+ADDON = "aws:eks/addon:Addon"
+PV = "kubernetes:core/v1:PersistentVolume"
+PVC = "kubernetes:core/v1:PersistentVolumeClaim"
+SC = "kubernetes:storage.k8s.io/v1:StorageClass"
+NAMESPACE = "kubernetes:core/v1:Namespace"
+
+
+def training_spec(lustre: dict[str, Any] | None = None, **overrides: Any) -> StackConfig:
+    raw: dict[str, Any] = {
+        "region": "us-east-1",
+        "cluster": {"name": "train"},
+        "network": {"availabilityZones": ["us-east-1a", "us-east-1b", "us-east-1c"]},
+        "nodePools": [
+            {"name": "system", "role": "system", "instanceType": "m7i.xlarge", "scaling": {"min": 2, "max": 3}},
+            {
+                "name": "h100",
+                "role": "training",
+                "instanceType": "p5.48xlarge",
+                "scaling": {"min": 0, "max": 4},
+                "placement": {"availabilityZones": ["us-east-1b"]},
+            },
+        ],
+        "storage": {"lustre": lustre if lustre is not None else {}},
+    }
+    raw.update(overrides)
+    return StackConfig.model_validate(raw)
+
+
+def build(spec: StackConfig) -> ProgramRun:
+    def program() -> None:
+        ctx = fake_context(spec)
+        assert spec.storage.lustre is not None
+        LustreStorage("lustre", ctx, spec.storage.lustre, plan_pools(spec))
+
+    return run_mocked(program)
+
+
+def sg_rules(run: ProgramRun) -> set[tuple[str, str, str, str, int | None, int | None]]:
+    """Every rule as (direction, group, peer, protocol, from, to), groups named `fs` (the file system's) or
+    `nodes` (the cluster's node group)."""
+    fs_group = run.one(LUSTRE).inputs["securityGroupIds"][0]
+    names = {fs_group: "fs", NODE_SECURITY_GROUP_ID: "nodes"}
+    out = set()
+    for kind, direction in ((INGRESS, "in"), (EGRESS, "out")):
+        for r in run.of_type(kind):
+            ports = (r.inputs.get("fromPort"), r.inputs.get("toPort"))
+            group, peer = names[r.inputs["securityGroupId"]], names[r.inputs["referencedSecurityGroupId"]]
+            out.add((direction, group, peer, r.inputs["ipProtocol"], *ports))
+    return out
+
+
+def test_persistent_file_system_settings_and_protection() -> None:
+    spec = training_spec({"storageCapacityGib": 4800, "perUnitStorageThroughput": 250, "backupRetentionDays": 14})
+    run = build(spec)
+    fs = run.one(LUSTRE, "train-lustre")
+    assert fs.inputs["deploymentType"] == "PERSISTENT_2"
+    assert fs.inputs["storageCapacity"] == 4800
+    assert fs.inputs["perUnitStorageThroughput"] == 250
+    assert fs.inputs["fileSystemTypeVersion"] == "2.15"
+    assert fs.inputs["dataCompressionType"] == "LZ4"
+    assert fs.inputs["kmsKeyId"] == KMS_KEY_ARN
+    assert fs.inputs["automaticBackupRetentionDays"] == 14
+    assert fs.inputs["efaEnabled"] is False
+    assert "metadataConfiguration" not in fs.inputs
+    # One subnet: the AZ of the training pool that mounts it, not the network's first AZ.
+    assert fs.inputs["subnetIds"] == subnet_id("us-east-1b")
+    assert fs.protect and fs.retain_on_delete
+    assert fs.inputs["tags"][tags.STATEFUL] == "true"
+    assert fs.inputs["tags"][tags.CLUSTER] == "train"
+
+
+def test_protection_follows_the_stack_setting() -> None:
+    spec = training_spec({}, cluster={"name": "train", "protectStateful": False})
+    fs = build(spec).one(LUSTRE)
+    assert not fs.protect
+    assert fs.retain_on_delete
+
+
+def test_configured_availability_zone_wins() -> None:
+    spec = training_spec(
+        {"availabilityZone": "us-east-1c"},
+        nodePools=[
+            {"name": "system", "role": "system", "instanceType": "m7i.xlarge"},
+            {
+                "name": "h100c",
+                "role": "training",
+                "instanceType": "p5.48xlarge",
+                "placement": {"availabilityZones": ["us-east-1c"]},
+            },
+        ],
+    )
+    assert build(spec).one(LUSTRE).inputs["subnetIds"] == subnet_id("us-east-1c")
+
+
+def test_efa_metadata_and_scratch_settings() -> None:
+    efa = build(
+        training_spec(
+            {
+                "storageCapacityGib": 9600,
+                "perUnitStorageThroughput": 500,
+                "efaEnabled": True,
+                "metadata": {"mode": "USER_PROVISIONED", "iops": 12000},
+            }
+        )
+    ).one(LUSTRE)
+    assert efa.inputs["efaEnabled"] is True
+    assert efa.inputs["metadataConfiguration"] == {"mode": "USER_PROVISIONED", "iops": 12000}
+
+    scratch = build(
+        training_spec({"deploymentType": "SCRATCH_2", "storageCapacityGib": 2400, "backupRetentionDays": 0})
+    ).one(LUSTRE)
+    assert scratch.inputs["deploymentType"] == "SCRATCH_2"
+    # PERSISTENT-only settings are left out: FSx rejects them on scratch file systems (§3a).
+    for key in ("perUnitStorageThroughput", "kmsKeyId", "automaticBackupRetentionDays", "efaEnabled"):
+        assert key not in scratch.inputs
+
+
+LNET = {
+    (direction, group, peer, "tcp", low, high)
+    for low, high in ((988, 988), (1018, 1023))
+    for direction, group, peer in (
+        ("in", "fs", "fs"),
+        ("out", "fs", "fs"),
+        ("in", "fs", "nodes"),
+        ("out", "fs", "nodes"),
+        ("in", "nodes", "fs"),
+        ("out", "nodes", "fs"),
+    )
+}
+
+
+def test_security_group_ports_without_efa() -> None:
+    run = build(training_spec({}))
+    assert sg_rules(run) == LNET
+    # Rules exist before the file system, whose creation checks them.
+    fs = run.one(LUSTRE)
+    rule_urns = {r.urn for r in run.of_type(INGRESS) + run.of_type(EGRESS)}
+    assert rule_urns <= set(fs.depends_on)
+    assert len(fs.inputs["securityGroupIds"]) == 1
+    assert all(r.inputs["tags"][tags.CLUSTER] == "train" for r in run.of_type(INGRESS) + run.of_type(EGRESS))
+
+
+def test_security_group_all_traffic_rules_with_efa() -> None:
+    run = build(
+        training_spec(
+            {"storageCapacityGib": 4800, "perUnitStorageThroughput": 1000, "efaEnabled": True, "metadata": {}}
+        )
+    )
+    all_traffic = {
+        (direction, group, peer, "-1", None, None)
+        for direction, group, peer in (
+            ("in", "fs", "fs"),
+            ("out", "fs", "fs"),
+            ("in", "fs", "nodes"),
+            ("out", "fs", "nodes"),
+            ("in", "nodes", "fs"),
+            ("out", "nodes", "fs"),
+        )
+    }
+    assert sg_rules(run) == LNET | all_traffic
+
+
+def test_stack_bucket_and_data_repository_settings() -> None:
+    run = build(
+        training_spec(
+            {
+                "dataRepositories": [
+                    {
+                        "fileSystemPath": "/datasets",
+                        "prefix": "datasets/",
+                        "importEvents": ["NEW", "CHANGED", "DELETED"],
+                    },
+                    {
+                        "fileSystemPath": "/checkpoints",
+                        "prefix": "checkpoints",
+                        "importEvents": [],
+                        "exportEvents": ["NEW", "CHANGED", "DELETED"],
+                        "batchImportMetadataOnCreate": False,
+                    },
+                    {"fileSystemPath": "/public", "dataRepositoryPath": "s3://open-data/imagenet/"},
+                ]
+            }
+        )
+    )
+    bucket = run.one("aws:s3/bucket:Bucket")
+    name = f"{bucket.inputs['bucketPrefix']}"
+    assert name.startswith("train-lustre-data-") and len(name) <= 37
+    assert bucket.protect and bucket.retain_on_delete and bucket.inputs["forceDestroy"] is False
+    dras = {r.inputs["fileSystemPath"]: r.inputs for r in run.of_type(DRA)}
+    assert set(dras) == {"/datasets", "/checkpoints", "/public"}
+    datasets, checkpoints, public = dras["/datasets"], dras["/checkpoints"], dras["/public"]
+    assert datasets["dataRepositoryPath"].startswith("s3://train-lustre-data-")
+    assert datasets["dataRepositoryPath"].endswith("/datasets/")
+    assert datasets["s3"] == {"autoImportPolicy": {"events": ["NEW", "CHANGED", "DELETED"]}}
+    assert datasets["batchImportMetaDataOnCreate"] is True
+    assert checkpoints["dataRepositoryPath"].endswith("/checkpoints/")
+    assert checkpoints["s3"] == {"autoExportPolicy": {"events": ["NEW", "CHANGED", "DELETED"]}}
+    assert checkpoints["batchImportMetaDataOnCreate"] is False
+    assert public["dataRepositoryPath"] == "s3://open-data/imagenet/"
+    # Named by path, so reordering the list replaces no association.
+    assert {r.name for r in run.of_type(DRA)} == {
+        "train-lustre-dra-datasets",
+        "train-lustre-dra-checkpoints",
+        "train-lustre-dra-public",
+    }
+
+
+def test_stack_bucket_is_private_versioned_encrypted_and_lifecycled() -> None:
+    run = build(training_spec({"dataRepositories": [{"fileSystemPath": "/data"}]}))
+    block = run.one("aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock").inputs
+    for key in ("blockPublicAcls", "blockPublicPolicy", "ignorePublicAcls", "restrictPublicBuckets"):
+        assert block[key] is True
+    versioning = run.one("aws:s3/bucketVersioning:BucketVersioning")
+    assert versioning.inputs["versioningConfiguration"] == {"status": "Enabled"}
+    encryption = run.one("aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration")
+    sse = encryption.inputs["rules"][0]
+    assert sse["applyServerSideEncryptionByDefault"] == {"sseAlgorithm": "aws:kms", "kmsMasterKeyId": KMS_KEY_ARN}
+    assert sse["bucketKeyEnabled"] is True
+    ownership = run.one("aws:s3/bucketOwnershipControls:BucketOwnershipControls").inputs["rule"]
+    assert ownership == {"objectOwnership": "BucketOwnerEnforced"}
+    lifecycle = run.one("aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration")
+    rules = {r["id"]: r for r in lifecycle.inputs["rules"]}
+    assert rules["abort-incomplete-multipart-uploads"]["abortIncompleteMultipartUpload"] == {"daysAfterInitiation": 7}
+    assert rules["expire-noncurrent-versions"]["noncurrentVersionExpiration"] == {"noncurrentDays": 30}
+    assert all(r["status"] == "Enabled" for r in rules.values())
+    assert versioning.urn in lifecycle.depends_on
+    policy = json.loads(run.one("aws:s3/bucketPolicy:BucketPolicy").inputs["policy"])
+    assert policy["Statement"][0]["Effect"] == "Deny"
+    assert policy["Statement"][0]["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+
+
+def test_no_bucket_when_every_repository_names_its_own() -> None:
+    run = build(training_spec({"dataRepositories": [{"fileSystemPath": "/d", "dataRepositoryPath": "s3://mine/d/"}]}))
+    assert run.of_type("aws:s3/bucket:Bucket") == []
+    assert run.one(DRA).inputs["dataRepositoryPath"] == "s3://mine/d/"
+
+
+def test_static_volume_and_claim_fields() -> None:
+    run = build(training_spec({"kubernetes": {"namespace": "training", "claimName": "scratch"}}))
+    fs = run.one(LUSTRE)
+    pv = run.one(PV).inputs
+    assert pv["metadata"]["name"] == "training-scratch"
+    spec = pv["spec"]
+    assert spec["accessModes"] == ["ReadWriteMany"]
+    assert spec["capacity"] == {"storage": "4800Gi"}
+    assert spec["persistentVolumeReclaimPolicy"] == "Retain"
+    assert spec["storageClassName"] == ""
+    assert spec["mountOptions"] == ["flock"]
+    assert spec["volumeMode"] == "Filesystem"
+    assert spec["claimRef"] == {"namespace": "training", "name": "scratch"}
+    csi = spec["csi"]
+    assert csi["driver"] == "fsx.csi.aws.com"
+    assert csi["volumeHandle"].startswith("fs-")
+    assert csi["volumeAttributes"] == {
+        "dnsname": f"{csi['volumeHandle']}.fsx.us-east-1.amazonaws.com",
+        "mountname": "abcdefgh",
+    }
+    pvc = run.one(PVC)
+    assert pvc.inputs["metadata"]["name"] == "scratch"
+    assert pvc.inputs["metadata"]["namespace"] == "training"
+    assert pvc.inputs["spec"] == {
+        "accessModes": ["ReadWriteMany"],
+        "storageClassName": "",
+        "volumeName": "training-scratch",
+        "resources": {"requests": {"storage": "4800Gi"}},
+    }
+    assert run.one(PV).urn in pvc.depends_on
+    assert pvc.provider is not None and "k8s" in pvc.provider
+    assert csi["volumeHandle"].startswith("fs-") and fs.type == LUSTRE
+    assert run.of_type(SC) == []
+
+
+def test_optional_storage_class_for_dynamic_provisioning() -> None:
+    run = build(
+        training_spec(
+            {
+                "perUnitStorageThroughput": 500,
+                "metadata": {"mode": "AUTOMATIC"},
+                "kubernetes": {"storageClass": True},
+            }
+        )
+    )
+    sc = run.one(SC).inputs
+    assert sc["provisioner"] == "fsx.csi.aws.com"
+    assert sc["reclaimPolicy"] == "Retain"
+    assert sc["volumeBindingMode"] == "Immediate"
+    assert sc["mountOptions"] == ["flock"]
+    params = sc["parameters"]
+    assert params["subnetId"] == subnet_id("us-east-1b")
+    assert params["securityGroupIds"].startswith("sg-")
+    assert params["deploymentType"] == "PERSISTENT_2"
+    assert params["perUnitStorageThroughput"] == "500"
+    assert params["kmsKeyId"] == KMS_KEY_ARN
+    assert params["fileSystemTypeVersion"] == "2.15"
+    assert params["metadataConfigurationMode"] == "AUTOMATIC"
+    # Dynamic provisioning needs create/delete rights; static volumes only describe.
+    role_policy = json.loads(run.one("aws:iam/role:Role").inputs["inlinePolicies"][0]["policy"])
+    actions: set[str] = set()
+    for statement in role_policy["Statement"]:
+        action = statement["Action"]
+        actions |= {action} if isinstance(action, str) else set(action)
+    assert {"fsx:CreateFileSystem", "fsx:DeleteFileSystem"} <= actions
+
+
+def test_csi_addon_role_and_gpu_tolerations() -> None:
+    run = build(training_spec({}))
+    role = run.one("aws:iam/role:Role")
+    assert role.inputs["tags"] == {"namespace": "kube-system", "service-account": "fsx-csi-controller-sa"}
+    policy = json.loads(role.inputs["inlinePolicies"][0]["policy"])
+    assert policy["Statement"] == [{"Effect": "Allow", "Action": ["fsx:DescribeFileSystems"], "Resource": "*"}]
+    addon = run.one(ADDON)
+    assert addon.inputs["addonName"] == "aws-fsx-csi-driver"
+    assert addon.inputs["addonVersion"].startswith("v1.0.0-eksbuild.1+default-for-1.35")
+    assert role.urn in addon.depends_on
+    values = json.loads(addon.inputs["configurationValues"])
+    assert values["node"]["tolerateAllTaints"] is False
+    assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in values["node"]["tolerations"]
+    term = values["node"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert term["nodeSelectorTerms"][0]["matchExpressions"][0]["values"] == ["fargate", "hybrid"]
+
+
+def test_addon_pin_from_the_stack_is_used() -> None:
+    spec = training_spec({}, addons={"managed": {"pins": {"aws-fsx-csi-driver": "v1.8.0-eksbuild.1"}}})
+    assert build(spec).one(ADDON).inputs["addonVersion"] == "v1.8.0-eksbuild.1"
+
+
+def test_shared_storage_creates_claim_namespace_once() -> None:
+    spec = training_spec(
+        {"kubernetes": {"namespace": "ml"}},
+        storage={
+            "lustre": {"kubernetes": {"namespace": "ml"}},
+            "nfs": {"kind": "efs", "kubernetes": {"namespace": "ml"}},
+        },
+    )
+    run = run_mocked(lambda: SharedStorage("storage", fake_context(spec), plan_pools(spec)))
+    assert [r.inputs["metadata"]["name"] for r in run.of_type(NAMESPACE)] == ["ml"]
+    namespace = run.one(NAMESPACE).urn
+    assert all(namespace in r.depends_on for r in run.of_type(PVC))
+
+
+def test_missing_subnet_in_the_chosen_zone_is_an_error() -> None:
+    spec = training_spec({"availabilityZone": "us-east-1f"})
+    with pytest.raises(Exception, match="no private subnet in us-east-1f"):
+        build(spec)
+
+
+def test_training_stack_plans_a_protected_persistent_file_system_with_s3_and_a_claim() -> None:
+    """issue 5, done when: the shipped training stack, through the whole program."""
+    run = run_program(main, load_stack("training"))
+    fs = run.one(LUSTRE)
+    assert fs.inputs["deploymentType"] == "PERSISTENT_2" and fs.protect
+    assert fs.inputs["fileSystemTypeVersion"] == "2.15"
+    pool = next(p for p in load_stack("training").config["gpu-clusters:nodePools"] if p["role"] == "training")
+    spec = training_spec({}, nodePools=load_stack("training").config["gpu-clusters:nodePools"])
+    assert storage_summary(spec, plan_pools(spec))[0]["availabilityZone"] == pool["placement"]["availabilityZones"][0]
+    assert {r.inputs["fileSystemPath"] for r in run.of_type(DRA)} == {"/datasets", "/checkpoints"}
+    claim = run.one(PVC).inputs
+    assert (claim["metadata"]["namespace"], claim["metadata"]["name"]) == ("training", "lustre-scratch")

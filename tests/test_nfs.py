@@ -1,0 +1,132 @@
+"""An existing NFS server through csi-driver-nfs: the pinned chart, tolerations, StorageClass parameters, claim."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from components import tags
+from components.catalog import versions
+from components.config import StackConfig
+from components.plan.runner import ProgramRun, load_stack, run_mocked, run_program
+from components.planning.pools import plan_pools
+from components.program import main
+from components.storage.nfs import ExistingNfsStorage, storage_class_parameters
+from tests.fakes import fake_context
+
+RELEASE = "kubernetes:helm.sh/v3:Release"
+PVC = "kubernetes:core/v1:PersistentVolumeClaim"
+SC = "kubernetes:storage.k8s.io/v1:StorageClass"
+GPU_TAINT = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def hybrid_spec(nfs: dict[str, Any] | None = None) -> StackConfig:
+    return StackConfig.model_validate(
+        {
+            "region": "us-east-1",
+            "cluster": {"name": "hybrid"},
+            "network": {"availabilityZones": ["us-east-1a", "us-east-1b"]},
+            "nodePools": [
+                {"name": "system", "role": "system", "instanceType": "m7i.xlarge"},
+                {
+                    "name": "a40",
+                    "kind": "hybrid",
+                    "role": "inference",
+                    "gpuModel": "A40",
+                    "gpusPerNode": 4,
+                    "nodes": 4,
+                    "taints": [
+                        {"key": "site", "value": "lab", "effect": "NoExecute"},
+                        {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"},
+                    ],
+                    "network": {"remoteNodeCidrs": ["192.168.100.0/24"], "remotePodCidrs": ["192.168.128.0/18"]},
+                },
+                {"name": "burst", "role": "inference", "instanceType": "g6e.12xlarge", "scaling": {"max": 2}},
+            ],
+            "storage": {
+                "nfs": {
+                    "kind": "existing",
+                    "server": "nfs.lab.example.internal",
+                    "share": "/exports/models",
+                    "pools": ["a40"],
+                    **(nfs or {}),
+                }
+            },
+        }
+    )
+
+
+def build(spec: StackConfig) -> ProgramRun:
+    def program() -> None:
+        assert spec.storage.nfs is not None
+        ExistingNfsStorage("models", fake_context(spec), spec.storage.nfs, plan_pools(spec))
+
+    return run_mocked(program)
+
+
+def test_chart_is_the_catalog_pin() -> None:
+    release = build(hybrid_spec()).one(RELEASE).inputs
+    pin = versions.chart("csi-driver-nfs")
+    assert release["chart"] == pin.chart
+    assert release["version"] == pin.version
+    assert release["repositoryOpts"] == {"repo": pin.repository}
+    assert release["namespace"] == "kube-system"
+
+
+def test_node_plugin_tolerates_gpu_and_hybrid_taints_and_controller_prefers_the_mounting_pools() -> None:
+    values = build(hybrid_spec()).one(RELEASE).inputs["values"]
+    node = values["node"]["tolerations"]
+    assert GPU_TAINT in node
+    assert {"key": "site", "operator": "Exists", "effect": "NoExecute"} in node
+    controller = values["controller"]
+    assert GPU_TAINT in controller["tolerations"]
+    assert {"key": "CriticalAddonsOnly", "operator": "Exists", "effect": "NoSchedule"} in controller["tolerations"]
+    preferred = controller["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert preferred[0]["preference"]["matchExpressions"] == [{"key": tags.POOL, "operator": "In", "values": ["a40"]}]
+
+
+def test_storage_class_parameters_mount_options_and_retain() -> None:
+    run = build(hybrid_spec({"mountOptions": ["nfsvers=4.1", "hard"]}))
+    sc = run.one(SC)
+    assert sc.inputs["metadata"]["name"] == "models-nfs"
+    assert sc.inputs["provisioner"] == "nfs.csi.k8s.io"
+    assert sc.inputs["parameters"] == {"server": "nfs.lab.example.internal", "share": "/exports/models"}
+    assert sc.inputs["mountOptions"] == ["nfsvers=4.1", "hard"]
+    assert sc.inputs["reclaimPolicy"] == "Retain"
+    assert sc.inputs["volumeBindingMode"] == "Immediate"
+    assert run.one(RELEASE).urn in sc.depends_on
+
+
+def test_default_mount_options_are_nfs_4_1() -> None:
+    assert build(hybrid_spec()).one(SC).inputs["mountOptions"] == ["nfsvers=4.1"]
+
+
+def test_claim_fields() -> None:
+    run = build(hybrid_spec({"capacityGib": 2048, "kubernetes": {"namespace": "inference", "claimName": "weights"}}))
+    pvc = run.one(PVC)
+    assert pvc.inputs["metadata"]["name"] == "weights"
+    assert pvc.inputs["metadata"]["namespace"] == "inference"
+    assert pvc.inputs["spec"] == {
+        "accessModes": ["ReadWriteMany"],
+        "storageClassName": "models-nfs",
+        "resources": {"requests": {"storage": "2048Gi"}},
+    }
+    assert run.one(SC).urn in pvc.depends_on
+
+
+def test_a_server_without_a_share_is_refused() -> None:
+    spec = hybrid_spec({"share": None})
+    assert spec.storage.nfs is not None
+    with pytest.raises(ValueError, match="needs `server` and `share`"):
+        storage_class_parameters(spec.storage.nfs)
+
+
+def test_hybrid_stack_uses_the_existing_server_through_csi_driver_nfs() -> None:
+    """issue 5, done when: the shipped hybrid stack, through the whole program."""
+    run = run_program(main, load_stack("hybrid"))
+    assert run.one(RELEASE, "hybrid-models-csi-driver-nfs").inputs["chart"] == "csi-driver-nfs"
+    sc = run.one(SC, "hybrid-models-sc").inputs
+    assert sc["provisioner"] == "nfs.csi.k8s.io"
+    assert sc["parameters"]["share"] == "/exports/models"
+    assert run.of_type("aws:efs/fileSystem:FileSystem") == []
