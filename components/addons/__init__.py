@@ -1,0 +1,94 @@
+"""GPU platform add-ons (issue 6): device plugins, cluster-autoscaler, spot interruption handling, GPU-utilization
+scaling, monitoring and alerts.
+
+`Addons` builds the ones the stack switches on (`components.planning.addons.select_addons` resolves the `auto`
+switches from the pool plans); each is its own component in this package, and every value it installs with is
+computed in `components.planning.addons`. Nothing is built for an add-on that is off.
+
+    Addons(f"{name}-addons", ctx, pool_plans, asg_names={pool: asg.name, ...}, opts=ResourceOptions(parent=self))
+
+`asg_names` maps `aws` pool names to their Auto Scaling group names (hybrid pools have none); the interruption
+handler hooks the spot pools' groups and GPU-utilization scaling resizes its pools' groups.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pulumi
+
+from components.addons.cluster_autoscaler import ClusterAutoscaler
+from components.addons.device_plugins import EfaDevicePlugin, NvidiaDevicePlugin
+from components.addons.gpu_scaling import GpuUtilizationScaling, gpu_utilization_scaling
+from components.addons.interruption import InterruptionHandler
+from components.addons.monitoring import Monitoring
+from components.context import ClusterContext
+from components.errors import ConfigError
+from components.planning.addons import AddonSelection, addon_problems, select_addons
+from components.planning.pools import PoolPlan
+
+__all__ = [
+    "Addons",
+    "ClusterAutoscaler",
+    "EfaDevicePlugin",
+    "GpuUtilizationScaling",
+    "InterruptionHandler",
+    "Monitoring",
+    "NvidiaDevicePlugin",
+]
+
+
+class Addons(pulumi.ComponentResource):
+    """Every enabled add-on of a cluster. Attributes are None (or empty) for add-ons that are off."""
+
+    def __init__(
+        self,
+        name: str,
+        ctx: ClusterContext,
+        pool_plans: Sequence[PoolPlan],
+        asg_names: Mapping[str, pulumi.Input[str]],
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("gpu-clusters:index:Addons", name, None, opts)
+        problems = addon_problems(ctx.spec, pool_plans)
+        if problems:
+            raise ConfigError(problems)
+        self.selection: AddonSelection = select_addons(ctx.spec, pool_plans)
+        selection = self.selection
+        child = pulumi.ResourceOptions(parent=self)
+
+        self.nvidia_device_plugin = (
+            NvidiaDevicePlugin(f"{name}-nvidia-device-plugin", ctx, pool_plans, child)
+            if selection.nvidia_device_plugin
+            else None
+        )
+        self.efa_device_plugin = (
+            EfaDevicePlugin(f"{name}-efa-device-plugin", ctx, pool_plans, child)
+            if selection.efa_device_plugin
+            else None
+        )
+        self.cluster_autoscaler = (
+            ClusterAutoscaler(f"{name}-cluster-autoscaler", ctx, pool_plans, child)
+            if selection.cluster_autoscaler
+            else None
+        )
+        self.interruption_handler = (
+            InterruptionHandler(f"{name}-node-termination-handler", ctx, pool_plans, asg_names, child)
+            if selection.node_termination_handler
+            else None
+        )
+        self.gpu_scaling = gpu_utilization_scaling(f"{name}-gpu-scaling", ctx, pool_plans, asg_names, self)
+        self.monitoring = (
+            Monitoring(f"{name}-monitoring", ctx, pool_plans, selection, child) if selection.monitoring else None
+        )
+        self.register_outputs({"enabled": selection.enabled})
+
+    def exports(self) -> dict[str, Any]:
+        """Stack outputs: which add-ons run, where spot interruptions queue up, where alerts go."""
+        out: dict[str, Any] = {"addons": self.selection.enabled}
+        if self.interruption_handler is not None:
+            out["interruptionQueueUrl"] = self.interruption_handler.queue_url
+        if self.monitoring is not None and self.monitoring.topic_arn is not None:
+            out["alertsTopicArn"] = self.monitoring.topic_arn
+        return out

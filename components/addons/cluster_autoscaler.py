@@ -1,0 +1,51 @@
+"""cluster-autoscaler: resizes the pools in `cluster-autoscaler` mode, including GPU pools from zero.
+
+Node pools tag their ASGs for auto-discovery and with node-template labels, taints and resources
+(`components.planning.autoscaler_tags`); this release finds them by those tags, and its Pod Identity role may
+resize only groups that carry both discovery tags of this cluster ([CA] README IAM policy, aws-gpu-facts.md §6).
+The chart and image follow the cluster's Kubernetes minor (the autoscaler must match the control plane).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.addons.helm import helm_release, service_account_role
+from components.catalog import versions
+from components.context import ClusterContext
+from components.planning import addons as plan
+from components.planning.pools import PoolPlan
+
+
+class ClusterAutoscaler(pulumi.ComponentResource):
+    def __init__(
+        self, name: str, ctx: ClusterContext, plans: Sequence[PoolPlan], opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("gpu-clusters:index:ClusterAutoscaler", name, None, opts)
+        spec = ctx.spec
+        pin = versions.cluster_autoscaler_chart(spec.cluster.kubernetes_version)
+        self.policy = plan.cluster_autoscaler_policy(ctx.cluster_name_plain)
+        self.identity = service_account_role(
+            ctx,
+            "cluster-autoscaler",
+            plan.KUBE_SYSTEM,
+            plan.CLUSTER_AUTOSCALER_SERVICE_ACCOUNT,
+            plan.as_json(self.policy),
+            (),
+            self,
+        )
+        self.values = plan.cluster_autoscaler_values(spec, plans, pin.image_tag)
+        self.release: k8s.helm.v3.Release = helm_release(
+            name,
+            plan.CLUSTER_AUTOSCALER_RELEASE,
+            pin,
+            plan.KUBE_SYSTEM,
+            self.values,
+            ctx,
+            parent=self,
+            depends_on=self.identity,
+        )
+        self.register_outputs({"release": self.release.name})

@@ -1,0 +1,70 @@
+"""One way to install a pinned Helm chart, shared by every add-on.
+
+Every release takes its chart, version and repository from the catalog's `ChartPin` (one place for versions), gets
+an explicit release name (Pulumi would otherwise add a random suffix, and chart-derived names such as service
+accounts would change with it), and waits for `ClusterContext.kubernetes_ready` so it never lands in a cluster
+without a node to run on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.catalog.versions import ChartPin
+from components.context import ClusterContext
+
+
+def helm_release(
+    name: str,
+    release_name: str,
+    pin: ChartPin,
+    namespace: str,
+    values: Mapping[str, Any] | pulumi.Input[Mapping[str, Any]],
+    ctx: ClusterContext,
+    parent: pulumi.Resource,
+    depends_on: Sequence[pulumi.Resource] = (),
+    create_namespace: bool = False,
+    skip_await: bool = False,
+) -> k8s.helm.v3.Release:
+    """A `helm.v3.Release` of a pinned chart. OCI charts are referenced by their full `oci://` URL and take no
+    repository options (Helm resolves them from the URL); https charts name their repository. `skip_await` is for
+    charts whose pods cannot be ready during `pulumi up` (Cilium waits for hybrid servers that join afterwards)."""
+    return k8s.helm.v3.Release(
+        name,
+        name=release_name,
+        chart=pin.chart_ref,
+        version=pin.version,
+        repository_opts=None if pin.is_oci else k8s.helm.v3.RepositoryOptsArgs(repo=pin.repository),
+        namespace=namespace,
+        create_namespace=create_namespace,
+        values=values,
+        skip_await=skip_await,
+        opts=pulumi.ResourceOptions(
+            provider=ctx.k8s_provider,
+            parent=parent,
+            depends_on=[*ctx.kubernetes_ready, *depends_on],
+        ),
+    )
+
+
+def service_account_role(
+    ctx: ClusterContext,
+    name: str,
+    namespace: str,
+    service_account: str,
+    policy_json: pulumi.Input[str] | None,
+    managed_policies: Sequence[str],
+    parent: pulumi.Resource,
+) -> list[pulumi.Resource]:
+    """A Pod Identity role for a chart's service account, and what the release must wait for.
+
+    Pods get Pod Identity credentials only if the association exists when they start, so a release waits for the
+    role and, with the cluster core's `PodIdentityRoles`, for the association itself.
+    """
+    role = ctx.pod_identity_role(name, namespace, service_account, policy_json, list(managed_policies), parent)
+    association = getattr(ctx.pod_identity_role, "associations", {}).get(name)
+    return [role] if association is None else [role, association]

@@ -1,0 +1,112 @@
+"""Spot interruption handling: AWS Node Termination Handler in queue mode ([NTH], aws-gpu-facts.md §7b).
+
+A spot GPU node gets a two-minute notice before EC2 takes it back. In queue mode EventBridge puts that notice (and
+rebalance recommendations, scheduled maintenance, state changes and the ASG's terminate lifecycle action) on an SQS
+queue; the handler, a Deployment on the system pool, reads the queue, cordons and drains the node, and completes
+the lifecycle action so the ASG replaces it. Queue mode instead of the IMDS DaemonSet because it also sees ASG
+scale-ins and rebalancing, and needs no pod on the (tainted, expensive) GPU nodes.
+
+Built here: the SQS queue (SSE-SQS; the handler's docs note SSE-KMS with the AWS managed key does not work with
+EventBridge), its policy (EventBridge/SQS, only from these rules), five EventBridge rules targeting it, a
+terminate lifecycle hook on every spot pool's ASG, the handler's Pod Identity role and its Helm release (an OCI
+chart). Node pools tag spot ASGs with `aws-node-termination-handler/managed`, the tag the handler checks before it
+drains anything (`components.tags.NTH_MANAGED`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from components.addons.helm import helm_release, service_account_role
+from components.catalog import versions
+from components.context import ClusterContext
+from components.planning import addons as plan
+from components.planning.pools import PoolPlan
+
+
+class InterruptionHandler(pulumi.ComponentResource):
+    def __init__(
+        self,
+        name: str,
+        ctx: ClusterContext,
+        plans: Sequence[PoolPlan],
+        asg_names: Mapping[str, pulumi.Input[str]],
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("gpu-clusters:index:InterruptionHandler", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self)
+        spec, cluster = ctx.spec, ctx.cluster_name_plain
+        spot = plan.spot_plans(plans)
+        missing = [p.name for p in spot if p.name not in asg_names]
+        if missing:
+            raise ValueError(f"spot pool(s) {', '.join(missing)} have no Auto Scaling group to hook")
+
+        self.queue = aws.sqs.Queue(
+            f"{cluster}-interruptions",
+            message_retention_seconds=plan.INTERRUPTION_QUEUE_RETENTION_SECONDS,
+            sqs_managed_sse_enabled=True,
+            tags=dict(ctx.tags),
+            opts=child,
+        )
+        self.rules: dict[str, aws.cloudwatch.EventRule] = {}
+        self.targets: dict[str, aws.cloudwatch.EventTarget] = {}
+        for key, pattern in plan.INTERRUPTION_EVENT_PATTERNS.items():
+            rule = aws.cloudwatch.EventRule(
+                f"{cluster}-nth-{key}",
+                description=f"{key} events for the node termination handler of cluster {cluster}",
+                event_pattern=plan.as_json(pattern),
+                tags=dict(ctx.tags),
+                opts=child,
+            )
+            self.rules[key] = rule
+            self.targets[key] = aws.cloudwatch.EventTarget(
+                f"{cluster}-nth-{key}", rule=rule.name, arn=self.queue.arn, opts=child
+            )
+        self.queue_policy = aws.sqs.QueuePolicy(
+            f"{cluster}-interruptions",
+            queue_url=self.queue.url,
+            policy=pulumi.Output.all(self.queue.arn, *[r.arn for r in self.rules.values()]).apply(
+                lambda v: plan.as_json(plan.interruption_queue_policy(v[0], v[1:]))
+            ),
+            opts=child,
+        )
+        self.lifecycle_hooks = {
+            p.name: aws.autoscaling.LifecycleHook(
+                f"{cluster}-{p.name}-terminate",
+                autoscaling_group_name=asg_names[p.name],
+                lifecycle_transition=plan.LIFECYCLE_TRANSITION,
+                default_result=plan.LIFECYCLE_DEFAULT_RESULT,
+                heartbeat_timeout=plan.LIFECYCLE_HEARTBEAT_SECONDS,
+                opts=child,
+            )
+            for p in spot
+        }
+
+        policy = pulumi.Output.all(
+            ctx.partition, ctx.account_id, self.queue.arn, *[asg_names[p.name] for p in spot]
+        ).apply(
+            lambda v: plan.as_json(
+                plan.node_termination_handler_policy(
+                    v[2], [plan.asg_arn_pattern(spec.region, v[1], group, v[0]) for group in v[3:]]
+                )
+            )
+        )
+        self.identity = service_account_role(
+            ctx, "node-termination-handler", plan.KUBE_SYSTEM, plan.NTH_SERVICE_ACCOUNT, policy, (), self
+        )
+        self.release: k8s.helm.v3.Release = helm_release(
+            name,
+            plan.NTH_RELEASE,
+            versions.chart("aws-node-termination-handler"),
+            plan.KUBE_SYSTEM,
+            self.queue.url.apply(lambda url: plan.node_termination_handler_values(spec, plans, url)),
+            ctx,
+            parent=self,
+            depends_on=[*self.identity, self.queue_policy, *self.targets.values()],
+        )
+        self.queue_url: pulumi.Output[str] = self.queue.url
+        self.register_outputs({"queueUrl": self.queue.url})

@@ -1,0 +1,197 @@
+"""Monitoring and alerts: Container Insights with GPU metrics and/or DCGM exporter + kube-prometheus-stack.
+
+Two switches (`addons.monitoring`):
+- `containerInsights` (default on): the `amazon-cloudwatch-observability` EKS add-on ([CWI] aws-gpu-facts.md §7a:
+  node/pod/container GPU metrics from v1.3.0-eksbuild.1), its agent's Pod Identity role, tolerations for every
+  pool taint, the GPU metrics agent for `gpu-utilization` pools, and two CloudWatch alarms: GPU temperature and
+  idle GPU spend;
+- `dcgmPrometheus` (default off): kube-prometheus-stack (first: it brings the ServiceMonitor and PrometheusRule
+  CRDs) and NVIDIA's DCGM exporter on every GPU node, with Prometheus rules for XID errors, uncorrectable ECC
+  errors, temperature and idle spend.
+
+Alerts go to an SNS topic when `alerts.snsTopicArn` is given or `alerts.email` is set (a topic encrypted with its
+own KMS key is created then, with an email subscription).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from components.addons.helm import helm_release, service_account_role
+from components.catalog import versions
+from components.context import ClusterContext
+from components.managed_addons import RESOLVE_CONFLICTS, pinned_version
+from components.planning import addons as plan
+from components.planning.pools import PoolPlan
+
+
+def _with_cluster_name(dimensions: Mapping[str, str], cluster_name: pulumi.Input[str]) -> pulumi.Output[dict[str, str]]:
+    """Alarm dimensions with the EKS cluster's name in place of `plan.CLUSTER_NAME`."""
+    return pulumi.Output.from_input(cluster_name).apply(
+        lambda name: {k: (name if v == plan.CLUSTER_NAME else v) for k, v in dimensions.items()}
+    )
+
+
+class Monitoring(pulumi.ComponentResource):
+    def __init__(
+        self,
+        name: str,
+        ctx: ClusterContext,
+        plans: Sequence[PoolPlan],
+        selection: plan.AddonSelection,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("gpu-clusters:index:Monitoring", name, None, opts)
+        self._ctx = ctx
+        self.topic_arn: pulumi.Output[str] | None = None
+        self.topic_key: aws.kms.Key | None = None
+        self.addon: aws.eks.Addon | None = None
+        self.alarms: dict[str, aws.cloudwatch.MetricAlarm] = {}
+        self.prometheus: k8s.helm.v3.Release | None = None
+        self.dcgm_exporter: k8s.helm.v3.Release | None = None
+
+        self._alerts_topic(selection.alerts_topic)
+        if selection.container_insights:
+            self._container_insights(plans)
+        if selection.dcgm_prometheus:
+            self._dcgm_prometheus(plans)
+        self.register_outputs({"alertsTopicArn": self.topic_arn})
+
+    # ------------------------------------------------------------------------------------------------ SNS topic
+    def _alerts_topic(self, mode: plan.AlertsTopic) -> None:
+        ctx = self._ctx
+        alerts = ctx.spec.addons.monitoring.alerts
+        child = pulumi.ResourceOptions(parent=self)
+        cluster = ctx.cluster_name_plain
+        if mode == "existing" and alerts.sns_topic_arn:
+            self.topic_arn = pulumi.Output.from_input(alerts.sns_topic_arn)
+        elif mode == "create":
+            self.topic_key = aws.kms.Key(
+                f"{cluster}-alerts",
+                description=f"Encrypts the GPU alerts topic of cluster {cluster}",
+                enable_key_rotation=True,
+                deletion_window_in_days=30,
+                policy=pulumi.Output.all(ctx.account_id, ctx.partition).apply(
+                    lambda v: plan.as_json(plan.alerts_key_policy(v[0], v[1]))
+                ),
+                tags=dict(ctx.tags),
+                opts=pulumi.ResourceOptions(parent=self, protect=ctx.spec.cluster.protect_stateful),
+            )
+            topic = aws.sns.Topic(
+                f"{cluster}-alerts", kms_master_key_id=self.topic_key.arn, tags=dict(ctx.tags), opts=child
+            )
+            self.topic_arn = topic.arn
+        if self.topic_arn is not None and alerts.email:
+            aws.sns.TopicSubscription(
+                f"{cluster}-alerts-email", topic=self.topic_arn, protocol="email", endpoint=alerts.email, opts=child
+            )
+
+    @property
+    def _actions(self) -> list[pulumi.Input[str]]:
+        return [] if self.topic_arn is None else [self.topic_arn]
+
+    # ---------------------------------------------------------------------------------------- Container Insights
+    def _container_insights(self, plans: Sequence[PoolPlan]) -> None:
+        ctx = self._ctx
+        spec = ctx.spec
+        cluster = ctx.cluster_name_plain
+        identity = service_account_role(
+            ctx,
+            "cloudwatch-agent",
+            plan.CLOUDWATCH_NAMESPACE,
+            plan.CLOUDWATCH_SERVICE_ACCOUNT,
+            None,
+            [plan.CLOUDWATCH_AGENT_POLICY],
+            self,
+        )
+        version: pulumi.Input[str] | None = pinned_version(plan.CLOUDWATCH_ADDON, dict(spec.addons.managed.pins))
+        if version is None:
+            version = aws.eks.get_addon_version_output(
+                addon_name=plan.CLOUDWATCH_ADDON,
+                kubernetes_version=spec.cluster.kubernetes_version,
+                most_recent=False,
+                opts=pulumi.InvokeOutputOptions(parent=self),
+            ).version
+        self.addon = aws.eks.Addon(
+            f"{cluster}-{plan.CLOUDWATCH_ADDON}",
+            cluster_name=ctx.cluster_name,
+            addon_name=plan.CLOUDWATCH_ADDON,
+            addon_version=version,
+            configuration_values=plan.as_json(plan.cloudwatch_addon_configuration(spec, plans)),
+            resolve_conflicts_on_create=RESOLVE_CONFLICTS,
+            resolve_conflicts_on_update=RESOLVE_CONFLICTS,
+            tags=dict(ctx.tags),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*ctx.kubernetes_ready, *identity]),
+        )
+        for alarm in plan.container_insights_alarms(spec.addons.monitoring.alerts):
+            self.alarms[alarm.suffix] = aws.cloudwatch.MetricAlarm(
+                f"{cluster}-{alarm.suffix}",
+                alarm_description=alarm.description,
+                namespace=alarm.namespace,
+                metric_name=alarm.metric_name,
+                dimensions=_with_cluster_name(alarm.dimensions, ctx.cluster_name),
+                statistic=alarm.statistic,
+                comparison_operator=alarm.comparison,
+                threshold=alarm.threshold,
+                period=alarm.period,
+                evaluation_periods=alarm.evaluation_periods,
+                treat_missing_data=alarm.treat_missing_data,
+                alarm_actions=self._actions,
+                ok_actions=self._actions,
+                tags=dict(ctx.tags),
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.addon]),
+            )
+
+    # --------------------------------------------------------------------------------- DCGM + Prometheus stack
+    def _dcgm_prometheus(self, plans: Sequence[PoolPlan]) -> None:
+        ctx = self._ctx
+        spec = ctx.spec
+        depends: list[pulumi.Resource] = []
+        if self.topic_arn is not None:
+            key_arn = self.topic_key.arn if self.topic_key is not None else None
+            policy = pulumi.Output.all(self.topic_arn, key_arn).apply(
+                lambda v: plan.as_json(plan.alertmanager_sns_policy(v[0], v[1]))
+            )
+            depends = service_account_role(
+                ctx,
+                "alertmanager",
+                plan.MONITORING_NAMESPACE,
+                plan.ALERTMANAGER_SERVICE_ACCOUNT,
+                policy,
+                (),
+                self,
+            )
+        values = (
+            pulumi.Output.from_input(self.topic_arn).apply(
+                lambda arn: plan.kube_prometheus_stack_values(spec, plans, arn)
+            )
+            if self.topic_arn is not None
+            else plan.kube_prometheus_stack_values(spec, plans, None)
+        )
+        self.prometheus = helm_release(
+            f"{ctx.cluster_name_plain}-{plan.KUBE_PROMETHEUS_STACK_RELEASE}",
+            plan.KUBE_PROMETHEUS_STACK_RELEASE,
+            versions.chart("kube-prometheus-stack"),
+            plan.MONITORING_NAMESPACE,
+            values,
+            ctx,
+            parent=self,
+            depends_on=depends,
+            create_namespace=True,
+        )
+        dcgm = versions.chart("dcgm-exporter")
+        self.dcgm_exporter = helm_release(
+            f"{ctx.cluster_name_plain}-{plan.DCGM_EXPORTER_RELEASE}",
+            plan.DCGM_EXPORTER_RELEASE,
+            dcgm,
+            plan.MONITORING_NAMESPACE,
+            plan.dcgm_exporter_values(plans, dcgm.image_tag),
+            ctx,
+            parent=self,
+            # The chart's ServiceMonitor needs the Prometheus Operator CRDs that kube-prometheus-stack installs.
+            depends_on=[self.prometheus],
+        )

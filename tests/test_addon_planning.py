@@ -1,0 +1,271 @@
+"""Pure add-on planning: which add-ons a stack gets, and the values they are installed with."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from components.config import Alerts
+from components.planning import addons as plan
+from components.planning.pools import DEVICE_PLUGIN_CONFIG_LABEL, plan_pools
+from tests.addon_support import HYBRID_POOL, INFERENCE_POOL, SYSTEM_POOL, TRAINING_POOL, pool, stack
+
+
+def select(*pools, **addons):
+    spec = stack(*pools, addons=addons)
+    return plan.select_addons(spec, plan_pools(spec))
+
+
+# ---------------------------------------------------------------------------------------------- selection
+def test_training_stack_gets_both_device_plugins_and_the_autoscaler():
+    s = select(SYSTEM_POOL, TRAINING_POOL)
+    assert s.nvidia_device_plugin and s.efa_device_plugin and s.cluster_autoscaler
+    assert not s.node_termination_handler
+    assert s.gpu_scaling_pools == ()
+    assert s.enabled == [
+        "nvidia-device-plugin",
+        "efa-device-plugin",
+        "cluster-autoscaler",
+        "container-insights",
+    ]
+
+
+def test_inference_stack_gets_the_termination_handler_and_gpu_scaling_but_no_autoscaler():
+    s = select(SYSTEM_POOL, INFERENCE_POOL)
+    assert s.node_termination_handler
+    assert s.gpu_scaling_pools == ("l40s",)
+    assert not s.cluster_autoscaler  # system is fixed, l40s scales on GPU utilization
+    assert not s.efa_device_plugin  # inference pools wire no EFA by default
+
+
+def test_auto_switches_follow_explicit_on_and_off():
+    s = select(
+        SYSTEM_POOL,
+        TRAINING_POOL,
+        efaDevicePlugin={"enabled": "off"},
+        clusterAutoscaler={"enabled": "off"},
+        nodeTerminationHandler={"enabled": "on"},
+    )
+    assert not s.efa_device_plugin and not s.cluster_autoscaler and s.node_termination_handler
+
+
+def test_autoscaler_auto_ignores_pools_that_cannot_scale():
+    fixed_range = pool(TRAINING_POOL, scaling={"min": 2, "max": 2, "mode": "cluster-autoscaler"})
+    assert not select(SYSTEM_POOL, fixed_range).cluster_autoscaler
+
+
+def test_nvidia_plugin_needs_gpus_and_its_switch():
+    assert not select(SYSTEM_POOL).nvidia_device_plugin
+    assert not select(SYSTEM_POOL, TRAINING_POOL, nvidiaDevicePlugin={"enabled": False}).nvidia_device_plugin
+    assert select(SYSTEM_POOL, HYBRID_POOL).nvidia_device_plugin  # on-prem A40s need it too
+
+
+def test_alerts_topic_mode():
+    assert select(SYSTEM_POOL).alerts_topic == "none"
+    assert select(SYSTEM_POOL, monitoring={"alerts": {"email": "ops@example.com"}}).alerts_topic == "create"
+    arn = "arn:aws:sns:us-east-1:123456789012:ops"
+    assert select(SYSTEM_POOL, monitoring={"alerts": {"snsTopicArn": arn}}).alerts_topic == "existing"
+
+
+def test_everything_off_selects_nothing():
+    s = select(
+        SYSTEM_POOL,
+        nvidiaDevicePlugin={"enabled": False},
+        efaDevicePlugin={"enabled": "off"},
+        clusterAutoscaler={"enabled": "off"},
+        nodeTerminationHandler={"enabled": "off"},
+        monitoring={"containerInsights": False, "dcgmPrometheus": False},
+    )
+    assert s.enabled == [] and not s.monitoring
+
+
+def test_gpu_scaling_without_the_cloudwatch_agent_is_a_config_problem():
+    spec = stack(SYSTEM_POOL, INFERENCE_POOL, addons={"monitoring": {"containerInsights": False}})
+    problems = plan.addon_problems(spec, plan_pools(spec))
+    assert [p.path for p in problems] == ["nodePools[1].scaling.mode"]
+    assert "containerInsights" in problems[0].message
+    ok = stack(SYSTEM_POOL, INFERENCE_POOL)
+    assert plan.addon_problems(ok, plan_pools(ok)) == []
+
+
+# ----------------------------------------------------------------------------------------------- tolerations
+def test_tolerations_match_each_taint_once_with_its_value_and_effect():
+    gpu = pool(TRAINING_POOL, taints=[{"key": "dedicated", "value": "training", "effect": "NoExecute"}])
+    other = pool(INFERENCE_POOL, taints=[{"key": "nvidia.com/gpu", "effect": "NoSchedule"}])
+    spec = stack(SYSTEM_POOL, gpu, other)
+    assert plan.tolerations_for(plan_pools(spec)) == [
+        plan.CRITICAL_ADDONS_ONLY,
+        {"key": "dedicated", "operator": "Equal", "value": "training", "effect": "NoExecute"},
+        {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+    ]
+
+
+# ------------------------------------------------------------------------------------- NVIDIA device plugin
+def test_device_plugin_config_map_has_a_default_and_one_entry_per_time_sliced_pool():
+    sliced = pool(INFERENCE_POOL, devicePlugin={"timeSlicingReplicas": 4})
+    spec = stack(SYSTEM_POOL, TRAINING_POOL, sliced, addons={"nvidiaDevicePlugin": {"migStrategy": "single"}})
+    plans = plan_pools(spec)
+    values = plan.nvidia_device_plugin_values(spec, plans)
+    config = values["config"]
+    assert config["default"] == "default"
+    assert sorted(config["map"]) == ["default", "l40s"]
+    # the entry name is what the pool's nodes carry in their per-node config label
+    label = next(p for p in plans if p.name == "l40s").labels[DEVICE_PLUGIN_CONFIG_LABEL]
+    assert label in config["map"]
+    sliced_config = yaml.safe_load(config["map"][label])
+    assert sliced_config["version"] == "v1"
+    assert sliced_config["flags"] == {"migStrategy": "single"}
+    assert sliced_config["sharing"]["timeSlicing"]["resources"] == [{"name": "nvidia.com/gpu", "replicas": 4}]
+    assert sliced_config["sharing"]["timeSlicing"]["renameByDefault"] is False
+    default = yaml.safe_load(config["map"]["default"])
+    assert default == {"version": "v1", "flags": {"migStrategy": "single"}}
+    assert values["migStrategy"] == "single"
+
+
+def test_device_plugin_schedules_on_the_gpu_present_label_without_nfd():
+    spec = stack(SYSTEM_POOL, TRAINING_POOL, HYBRID_POOL)
+    values = plan.nvidia_device_plugin_values(spec, plan_pools(spec))
+    terms = values["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms == [{"matchExpressions": [{"key": "nvidia.com/gpu.present", "operator": "In", "values": ["true"]}]}]
+    assert values["gfd"] == {"enabled": False} and values["nfd"] == {"enabled": False}
+    assert values["priorityClassName"] == "system-node-critical"
+    # every GPU pool (cloud and hybrid) carries the label the affinity requires
+    assert all(p.labels.get("nvidia.com/gpu.present") == "true" for p in plan_pools(spec) if p.is_gpu)
+
+
+# ---------------------------------------------------------------------------------------- cluster-autoscaler
+def test_autoscaler_values_follow_config():
+    spec = stack(
+        SYSTEM_POOL,
+        TRAINING_POOL,
+        addons={"clusterAutoscaler": {"expander": "most-pods", "scaleDownUnneededTime": "20m"}},
+        name="train",
+    )
+    values = plan.cluster_autoscaler_values(spec, plan_pools(spec), "v1.35.2")
+    assert values["autoDiscovery"] == {
+        "clusterName": "train",
+        "tags": ["k8s.io/cluster-autoscaler/enabled", "k8s.io/cluster-autoscaler/train"],
+    }
+    assert values["extraArgs"]["expander"] == "most-pods"
+    assert values["extraArgs"]["scale-down-unneeded-time"] == "20m"
+    assert values["extraArgs"]["skip-nodes-with-local-storage"] is False
+    assert values["extraArgs"]["balance-similar-node-groups"] is True
+    assert values["image"] == {"tag": "v1.35.2"}
+    assert values["nodeSelector"] == {"gpu-clusters/role": "system"}
+
+
+# ----------------------------------------------------------------------------------------- interruptions
+def test_asg_arn_pattern_wildcards_only_the_group_id():
+    assert plan.asg_arn_pattern("us-east-1", "123456789012", "serve-l40s") == (
+        "arn:aws:autoscaling:us-east-1:123456789012:autoScalingGroup:*:autoScalingGroupName/serve-l40s"
+    )
+
+
+def test_termination_handler_policy_without_spot_groups_grants_no_lifecycle_action():
+    document = plan.node_termination_handler_policy("arn:aws:sqs:us-east-1:1:q", [])
+    actions = [a for s in document["Statement"] for a in s["Action"]]
+    assert "autoscaling:CompleteLifecycleAction" not in actions
+
+
+# ---------------------------------------------------------------------------------- GPU-utilization scaling
+def test_default_gpu_scaling_rule():
+    spec = stack(SYSTEM_POOL, INFERENCE_POOL)
+    rule = plan.gpu_scaling_plan(next(p for p in plan_pools(spec) if p.name == "l40s"))
+    high, low = rule.scale_out_alarm, rule.scale_in_alarm
+    assert (high.comparison, high.threshold, high.evaluation_periods, high.period) == (
+        "GreaterThanThreshold",
+        85,
+        15,
+        60,
+    )
+    assert (low.comparison, low.threshold, low.evaluation_periods, low.period) == ("LessThanThreshold", 30, 30, 60)
+    assert rule.scale_out_policy.adjustment == 2 and rule.scale_in_policy.adjustment == -1
+    assert (rule.scale_out_policy.lower_bound, rule.scale_out_policy.upper_bound) == (0.0, None)
+    assert (rule.scale_in_policy.lower_bound, rule.scale_in_policy.upper_bound) == (None, 0.0)
+    assert high.dimensions == {"AutoScalingGroupName": plan.ASG_NAME}
+    assert high.metric_name == "nvidia_smi_utilization_gpu" and high.statistic == "Average"
+
+
+def test_gpu_scaling_rule_is_configurable():
+    custom = pool(
+        INFERENCE_POOL,
+        scaling={
+            "min": 1,
+            "max": 8,
+            "mode": "gpu-utilization",
+            "gpuUtilization": {
+                "scaleOutAbovePercent": 70,
+                "scaleOutAfterMinutes": 5,
+                "scaleOutBy": 3,
+                "scaleInBelowPercent": 20,
+                "scaleInAfterMinutes": 45,
+                "scaleInBy": 2,
+                "cooldownSeconds": 600,
+            },
+        },
+    )
+    spec = stack(SYSTEM_POOL, custom)
+    rule = plan.gpu_scaling_plan(next(p for p in plan_pools(spec) if p.name == "l40s"))
+    assert (rule.scale_out_alarm.threshold, rule.scale_out_alarm.evaluation_periods) == (70, 5)
+    assert (rule.scale_in_alarm.threshold, rule.scale_in_alarm.evaluation_periods) == (20, 45)
+    assert (rule.scale_out_policy.adjustment, rule.scale_in_policy.adjustment) == (3, -2)
+    assert rule.scale_out_policy.estimated_instance_warmup == 600
+
+
+def test_gpu_metrics_agent_runs_only_on_gpu_utilization_pools_with_the_asg_dimension():
+    spec = stack(SYSTEM_POOL, TRAINING_POOL, INFERENCE_POOL)
+    agent = plan.gpu_metrics_agent(plan_pools(spec))
+    terms = agent["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms == [{"matchExpressions": [{"key": "gpu-clusters/pool", "operator": "In", "values": ["l40s"]}]}]
+    metrics = agent["config"]["metrics"]
+    assert metrics["append_dimensions"]["AutoScalingGroupName"] == "${aws:AutoScalingGroupName}"
+    assert metrics["aggregation_dimensions"] == [["AutoScalingGroupName"]]
+    assert metrics["metrics_collected"]["nvidia_gpu"]["measurement"] == ["utilization_gpu"]
+    assert {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"} in agent["env"]
+
+
+def test_cloudwatch_addon_adds_the_gpu_agent_only_when_a_pool_needs_it():
+    without = stack(SYSTEM_POOL, TRAINING_POOL)
+    assert "agents" not in plan.cloudwatch_addon_configuration(without, plan_pools(without))
+    with_scaling = stack(SYSTEM_POOL, INFERENCE_POOL)
+    agents = plan.cloudwatch_addon_configuration(with_scaling, plan_pools(with_scaling))["agents"]
+    # a custom list replaces the chart's default one, so the Container Insights agent must stay first
+    assert [a["name"] for a in agents] == ["cloudwatch-agent", "gpu-utilization-agent"]
+
+
+# ------------------------------------------------------------------------------------------------ monitoring
+@pytest.mark.parametrize(("temperature", "idle", "minutes"), [(85, 30, 30), (80, 10, 60)])
+def test_container_insights_alarms_follow_alerts_config(temperature, idle, minutes):
+    alarms = {
+        a.suffix: a
+        for a in plan.container_insights_alarms(
+            Alerts(gpu_temperature_celsius=temperature, idle_utilization_percent=idle, idle_minutes=minutes)
+        )
+    }
+    hot, idle_alarm = alarms["gpu-temperature"], alarms["gpu-idle"]
+    assert (hot.metric_name, hot.comparison, hot.threshold) == (
+        "node_gpu_temperature",
+        "GreaterThanThreshold",
+        temperature,
+    )
+    assert (idle_alarm.metric_name, idle_alarm.threshold) == ("node_gpu_utilization", idle)
+    assert idle_alarm.evaluation_periods == minutes and idle_alarm.period == 60
+    assert hot.namespace == idle_alarm.namespace == "ContainerInsights"
+    assert hot.dimensions == {"ClusterName": plan.CLUSTER_NAME}
+
+
+def test_dcgm_counters_export_xid_and_ecc_which_the_chart_default_leaves_out():
+    csv = plan.dcgm_counters_csv()
+    fields = [line.split(",")[0] for line in csv.splitlines()]
+    assert {"DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_DEV_GPU_TEMP"} <= set(fields)
+    assert len(fields) == len(set(fields))
+
+
+def test_prometheus_rules_cover_xid_ecc_temperature_and_idle_spend():
+    rules = plan.prometheus_rules(Alerts(gpu_temperature_celsius=83))["gpu-health"]["groups"][0]["rules"]
+    by_name = {r["alert"]: r for r in rules}
+    assert set(by_name) == {"GpuXidError", "GpuEccUncorrectableErrors", "GpuTemperatureHigh", "GpuIdleSpend"}
+    assert "DCGM_FI_DEV_XID_ERRORS" in by_name["GpuXidError"]["expr"]
+    assert "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL" in by_name["GpuEccUncorrectableErrors"]["expr"]
+    assert by_name["GpuTemperatureHigh"]["expr"] == "DCGM_FI_DEV_GPU_TEMP > 83"
+    assert by_name["GpuIdleSpend"]["for"] == "30m"

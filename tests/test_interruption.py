@@ -1,0 +1,167 @@
+"""Spot interruption handling: queue, EventBridge rules, lifecycle hooks, handler role and its OCI release."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from components import tags
+from components.catalog import versions
+from tests.addon_support import (
+    INFERENCE_POOL,
+    SYSTEM_POOL,
+    TRAINING_POOL,
+    asg_name,
+    policy_document,
+    pool,
+    releases,
+    run_addons,
+    stack,
+)
+
+QUEUE = "aws:sqs/queue:Queue"
+RULE = "aws:cloudwatch/eventRule:EventRule"
+TARGET = "aws:cloudwatch/eventTarget:EventTarget"
+HOOK = "aws:autoscaling/lifecycleHook:LifecycleHook"
+
+#: aws-gpu-facts.md §7b, verbatim.
+EXPECTED_PATTERNS = [
+    {"source": ["aws.autoscaling"], "detail-type": ["EC2 Instance-terminate Lifecycle Action"]},
+    {"source": ["aws.ec2"], "detail-type": ["EC2 Spot Instance Interruption Warning"]},
+    {"source": ["aws.ec2"], "detail-type": ["EC2 Instance Rebalance Recommendation"]},
+    {"source": ["aws.ec2"], "detail-type": ["EC2 Instance State-change Notification"]},
+    {
+        "source": ["aws.health"],
+        "detail-type": ["AWS Health Event"],
+        "detail": {"service": ["EC2"], "eventTypeCategory": ["scheduledChange"]},
+    },
+]
+
+ON_DEMAND_INFERENCE = {**INFERENCE_POOL, "name": "od", "capacity": {"type": "on-demand"}}
+
+
+@pytest.fixture(scope="module")
+def spot_run():
+    spec = stack(SYSTEM_POOL, INFERENCE_POOL, ON_DEMAND_INFERENCE, name="serve")
+    return spec, run_addons(spec)
+
+
+def test_queue_is_encrypted_and_keeps_messages_five_minutes(spot_run):
+    _, run = spot_run
+    queue = run.one(QUEUE)
+    assert queue.inputs["sqsManagedSseEnabled"] is True
+    assert queue.inputs["messageRetentionSeconds"] == 300
+
+
+def test_five_rules_with_the_documented_patterns_all_target_the_queue(spot_run):
+    _, run = spot_run
+    patterns = [json.loads(r.inputs["eventPattern"]) for r in run.of_type(RULE)]
+
+    def canonical(pattern):
+        return json.dumps(pattern, sort_keys=True)
+
+    assert sorted(map(canonical, patterns)) == sorted(map(canonical, EXPECTED_PATTERNS))
+    queue_arn = "arn:aws:sqs:us-east-1:123456789012:queue/serve-interruptions"
+    targets = run.of_type(TARGET)
+    assert len(targets) == 5 and {t.inputs["arn"] for t in targets} == {queue_arn}
+    assert {t.inputs["rule"] for t in targets} == {r.inputs.get("name", r.name) for r in run.of_type(RULE)}
+
+
+def test_queue_policy_lets_only_eventbridge_and_sqs_send_from_these_rules(spot_run):
+    _, run = spot_run
+    policy = json.loads(run.one("aws:sqs/queuePolicy:QueuePolicy").inputs["policy"])
+    (statement,) = policy["Statement"]
+    assert statement["Action"] == "sqs:SendMessage"
+    assert statement["Principal"] == {"Service": ["events.amazonaws.com", "sqs.amazonaws.com"]}
+    rule_arns = sorted(statement["Condition"]["ArnEquals"]["aws:SourceArn"])
+    assert len(rule_arns) == 5 and all(":eventrule/serve-nth-" in arn for arn in rule_arns)
+
+
+def test_terminate_lifecycle_hook_on_spot_pools_only(spot_run):
+    spec, run = spot_run
+    (hook,) = run.of_type(HOOK)
+    assert hook.inputs["autoscalingGroupName"] == asg_name(spec, "l40s")
+    assert hook.inputs["lifecycleTransition"] == "autoscaling:EC2_INSTANCE_TERMINATING"
+    assert hook.inputs["defaultResult"] == "CONTINUE"
+    assert hook.inputs["heartbeatTimeout"] == 300
+
+
+def test_handler_release_is_the_pinned_oci_chart_in_queue_mode(spot_run):
+    _, run = spot_run
+    release = releases(run)["aws-node-termination-handler"]
+    pin = versions.chart("aws-node-termination-handler")
+    assert release["chart"] == "oci://public.ecr.aws/aws-ec2/helm/aws-node-termination-handler"
+    assert release["version"] == pin.version == "0.27.6"
+    assert "repositoryOpts" not in release  # OCI: the URL is the reference
+    assert release["namespace"] == "kube-system"
+    values = release["values"]
+    assert values["enableSqsTerminationDraining"] is True
+    assert values["queueURL"] == "https://sqs.us-east-1.amazonaws.com/123456789012/serve-interruptions"
+    assert values["awsRegion"] == "us-east-1"
+    assert values["nodeSelector"] == {"gpu-clusters/role": "system"}
+    # drains only what node pools tag as managed (spot ASGs carry tags.NTH_MANAGED)
+    assert values["checkTagBeforeDraining"] is True and values["managedTag"] == tags.NTH_MANAGED
+
+
+def test_handler_role_has_the_documented_actions_on_the_narrowest_resources(spot_run):
+    spec, run = spot_run
+    role = run.one("aws:iam/role:Role", "node-termination-handler")
+    assert role.inputs["tags"] == {"namespace": "kube-system", "service-account": "aws-node-termination-handler"}
+    statements = {s["Sid"]: s for s in policy_document(run, "node-termination-handler")["Statement"]}
+    actions = sorted(a for s in statements.values() for a in s["Action"])
+    assert actions == sorted(
+        [
+            "autoscaling:CompleteLifecycleAction",
+            "autoscaling:DescribeAutoScalingInstances",
+            "autoscaling:DescribeTags",
+            "ec2:DescribeInstances",
+            "sqs:DeleteMessage",
+            "sqs:ReceiveMessage",
+        ]
+    )
+    assert statements["Queue"]["Resource"] == "arn:aws:sqs:us-east-1:123456789012:queue/serve-interruptions"
+    assert statements["Lifecycle"]["Resource"] == [
+        f"arn:aws:autoscaling:us-east-1:123456789012:autoScalingGroup:*:autoScalingGroupName/{asg_name(spec, 'l40s')}"
+    ]
+    release = next(
+        r for r in run.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "aws-node-termination-handler"
+    )
+    assert role.urn in release.depends_on
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        stack(SYSTEM_POOL, TRAINING_POOL),  # no spot pool
+        stack(SYSTEM_POOL, INFERENCE_POOL, addons={"nodeTerminationHandler": {"enabled": "off"}}),
+    ],
+)
+def test_nothing_deployed_without_spot_or_when_off(spec):
+    run = run_addons(spec)
+    for token in (QUEUE, RULE, TARGET, HOOK, "aws:sqs/queuePolicy:QueuePolicy"):
+        assert run.of_type(token) == []
+    assert "aws-node-termination-handler" not in releases(run)
+
+
+def test_on_without_spot_pools_builds_the_queue_but_hooks_nothing():
+    spec = stack(SYSTEM_POOL, TRAINING_POOL, addons={"nodeTerminationHandler": {"enabled": "on"}})
+    run = run_addons(spec)
+    assert len(run.of_type(RULE)) == 5 and run.of_type(HOOK) == []
+    statements = policy_document(run, "node-termination-handler")["Statement"]
+    assert "Lifecycle" not in {s["Sid"] for s in statements}
+
+
+def test_spot_pool_without_an_asg_is_an_error():
+    from components.addons import Addons
+    from components.plan.runner import run_mocked
+    from components.planning.pools import plan_pools
+    from tests.fakes import fake_context
+
+    spec = stack(SYSTEM_POOL, pool(INFERENCE_POOL, scaling={"min": 1, "max": 4, "mode": "cluster-autoscaler"}))
+
+    def program():
+        Addons("x", fake_context(spec), plan_pools(spec), asg_names={})
+
+    with pytest.raises(ValueError, match="l40s"):
+        run_mocked(program)

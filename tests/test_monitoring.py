@@ -1,0 +1,164 @@
+"""Monitoring and alerts: the CloudWatch observability add-on, GPU alarms, the SNS topic, DCGM + Prometheus."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from components.catalog import versions
+from tests.addon_support import SYSTEM_POOL, TRAINING_POOL, pool, releases, run_addons, stack
+
+ADDON = "aws:eks/addon:Addon"
+ALARM = "aws:cloudwatch/metricAlarm:MetricAlarm"
+TOPIC = "aws:sns/topic:Topic"
+SUBSCRIPTION = "aws:sns/topicSubscription:TopicSubscription"
+KEY = "aws:kms/key:Key"
+EXISTING_TOPIC = "arn:aws:sns:us-east-1:123456789012:gpu-oncall"
+
+
+def test_cloudwatch_addon_with_pod_identity_role_and_gpu_tolerations():
+    tainted = pool(TRAINING_POOL, taints=[{"key": "dedicated", "value": "training", "effect": "NoSchedule"}])
+    run = run_addons(stack(SYSTEM_POOL, tainted, name="train"))
+    addon = run.one(ADDON)
+    assert addon.inputs["addonName"] == "amazon-cloudwatch-observability"
+    assert addon.inputs["clusterName"] == "train"
+    # unpinned: EKS's default version for the cluster's Kubernetes version, resolved at deploy time
+    assert addon.inputs["addonVersion"].endswith("default-for-1.35")
+    config = json.loads(addon.inputs["configurationValues"])
+    assert {"key": "dedicated", "operator": "Equal", "value": "training", "effect": "NoSchedule"} in config[
+        "tolerations"
+    ]
+    assert {"key": "CriticalAddonsOnly", "operator": "Exists"} in config["tolerations"]
+    role = run.one("aws:iam/role:Role", "cloudwatch-agent")
+    assert role.inputs["managedPolicyArns"] == ["CloudWatchAgentServerPolicy"]
+    assert role.inputs["tags"] == {"namespace": "amazon-cloudwatch", "service-account": "cloudwatch-agent"}
+    assert role.urn in addon.depends_on
+
+
+def test_pinned_addon_version_is_used_and_checked_against_the_gpu_metrics_minimum():
+    pin = "v4.7.0-eksbuild.1"
+    spec = stack(SYSTEM_POOL, TRAINING_POOL, addons={"managed": {"pins": {"amazon-cloudwatch-observability": pin}}})
+    assert run_addons(spec).one(ADDON).inputs["addonVersion"] == pin
+    minimum = versions.managed_addon("amazon-cloudwatch-observability").minimum_version
+    assert minimum == "v1.3.0-eksbuild.1"  # Container Insights GPU metrics, facts §7a
+
+
+def test_gpu_alarms_on_container_insights_metrics():
+    spec = stack(
+        SYSTEM_POOL,
+        TRAINING_POOL,
+        name="train",
+        addons={
+            "monitoring": {"alerts": {"gpuTemperatureCelsius": 80, "idleUtilizationPercent": 25, "idleMinutes": 45}}
+        },
+    )
+    run = run_addons(spec)
+    hot = run.one(ALARM, "train-gpu-temperature").inputs
+    idle = run.one(ALARM, "train-gpu-idle").inputs
+    for alarm in (hot, idle):
+        assert alarm["namespace"] == "ContainerInsights"
+        assert alarm["dimensions"] == {"ClusterName": "train"}
+        assert alarm["period"] == 60
+        assert "alarmActions" not in alarm or alarm["alarmActions"] == []  # no topic configured
+    assert (hot["metricName"], hot["comparisonOperator"], hot["threshold"]) == (
+        "node_gpu_temperature",
+        "GreaterThanThreshold",
+        80,
+    )
+    assert (idle["metricName"], idle["comparisonOperator"], idle["threshold"], idle["evaluationPeriods"]) == (
+        "node_gpu_utilization",
+        "LessThanThreshold",
+        25,
+        45,
+    )
+
+
+def test_email_creates_a_kms_encrypted_topic_and_alarms_notify_it():
+    spec = stack(
+        SYSTEM_POOL, TRAINING_POOL, name="train", addons={"monitoring": {"alerts": {"email": "ops@example.com"}}}
+    )
+    run = run_addons(spec)
+    key = run.one(KEY)
+    topic = run.one(TOPIC)
+    assert topic.inputs["kmsMasterKeyId"].startswith("arn:aws:kms:")
+    assert key.protect is True  # stateful by the design's convention (protectStateful defaults to true)
+    statements = {s["Sid"]: s for s in json.loads(key.inputs["policy"])["Statement"]}
+    assert statements["CloudWatchAlarmsEncrypt"]["Principal"] == {"Service": "cloudwatch.amazonaws.com"}
+    subscription = run.one(SUBSCRIPTION).inputs
+    assert (subscription["protocol"], subscription["endpoint"]) == ("email", "ops@example.com")
+    topic_arn = subscription["topic"]
+    for alarm in (run.one(ALARM, "train-gpu-temperature"), run.one(ALARM, "train-gpu-idle")):
+        assert alarm.inputs["alarmActions"] == [topic_arn]
+
+
+def test_existing_topic_is_used_not_created():
+    spec = stack(
+        SYSTEM_POOL, TRAINING_POOL, name="train", addons={"monitoring": {"alerts": {"snsTopicArn": EXISTING_TOPIC}}}
+    )
+    run = run_addons(spec)
+    assert run.of_type(TOPIC) == [] and run.of_type(KEY) == [] and run.of_type(SUBSCRIPTION) == []
+    assert run.one(ALARM, "train-gpu-idle").inputs["alarmActions"] == [EXISTING_TOPIC]
+
+
+def test_dcgm_prometheus_path():
+    spec = stack(
+        SYSTEM_POOL,
+        TRAINING_POOL,
+        name="train",
+        addons={
+            "monitoring": {
+                "containerInsights": False,
+                "dcgmPrometheus": True,
+                "alerts": {"snsTopicArn": EXISTING_TOPIC},
+            }
+        },
+    )
+    run = run_addons(spec)
+    assert run.of_type(ADDON) == []  # Container Insights off
+    by_name = releases(run)
+    kps, dcgm = by_name["kube-prometheus-stack"], by_name["dcgm-exporter"]
+    for release, chart in ((kps, "kube-prometheus-stack"), (dcgm, "dcgm-exporter")):
+        pin = versions.chart(chart)
+        assert release["chart"] == chart and release["version"] == pin.version
+        assert release["repositoryOpts"] == {"repo": pin.repository}
+        assert release["namespace"] == "monitoring"
+    assert kps["createNamespace"] is True
+    # DCGM exporter: every GPU node, GPU taints tolerated, ServiceMonitor on, ECC counters exported
+    values = dcgm["values"]
+    assert values["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    assert {"key": "nvidia.com/gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"} in values[
+        "tolerations"
+    ]
+    assert values["serviceMonitor"] == {"enabled": True}
+    assert "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL" in values["customMetrics"]
+    # installed after kube-prometheus-stack, whose CRDs its ServiceMonitor needs
+    kps_urn = next(
+        r.urn for r in run.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "kube-prometheus-stack"
+    )
+    dcgm_reg = next(r for r in run.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "dcgm-exporter")
+    assert kps_urn in dcgm_reg.depends_on
+    # rules and routing to the topic
+    rules = kps["values"]["additionalPrometheusRulesMap"]["gpu-health"]["groups"][0]["rules"]
+    assert {r["alert"] for r in rules} >= {"GpuXidError", "GpuEccUncorrectableErrors"}
+    receivers = {r["name"]: r for r in kps["values"]["alertmanager"]["config"]["receivers"]}
+    assert receivers["sns"]["sns_configs"][0]["topic_arn"] == EXISTING_TOPIC
+    assert kps["values"]["prometheus"]["prometheusSpec"]["nodeSelector"] == {"gpu-clusters/role": "system"}
+    # Alertmanager may publish to that topic only
+    role = run.one("aws:iam/role:Role", "alertmanager")
+    (inline,) = role.inputs["inlinePolicies"]
+    assert json.loads(inline["policy"])["Statement"] == [
+        {"Sid": "Publish", "Effect": "Allow", "Action": "sns:Publish", "Resource": EXISTING_TOPIC}
+    ]
+
+
+@pytest.mark.parametrize("dcgm", [False, True])
+def test_nothing_deployed_when_monitoring_is_off(dcgm):
+    spec = stack(
+        SYSTEM_POOL, TRAINING_POOL, addons={"monitoring": {"containerInsights": False, "dcgmPrometheus": dcgm}}
+    )
+    run = run_addons(spec)
+    assert run.of_type(ADDON) == [] and run.of_type(ALARM) == [] and run.of_type(TOPIC) == []
+    names = set(releases(run))
+    assert ("kube-prometheus-stack" in names) is dcgm and ("dcgm-exporter" in names) is dcgm
+    assert (run.of_type("gpu-clusters:index:Monitoring") != []) is dcgm
