@@ -99,7 +99,28 @@ class GpuCluster(pulumi.ComponentResource):
                 "kmsKeyArn": self.eks.kms_key.arn,
             }
         )
-        # -- node pools (issue 4)
+        # -- node pools (issue 4): one launch template + ASG per `aws` pool, the system pool included
+        from components.node_pool import NodePool
+
+        self.node_pools: dict[str, NodePool] = {
+            plan.name: NodePool(f"{name}-{plan.name}", plan, self.context, opts=pulumi.ResourceOptions(parent=self))
+            for plan in self.pool_plans
+            if plan.kind == "aws"
+        }
+        # Controllers and charts need somewhere to run: Kubernetes objects wait for the system pool's group, and so
+        # does step 2 of the managed add-ons (CoreDNS, EBS CSI), as the cluster core section above plans it.
+        system_asgs = [np.asg for np in self.node_pools.values() if np.plan.role == "system"]
+        self.context.kubernetes_ready.extend(system_asgs)
+        from components.managed_addons import SYSTEM_ADDONS
+
+        self.system_addons = ManagedAddons(
+            f"{name}-system-addons",
+            self.context,
+            SYSTEM_ADDONS,
+            after=[*system_asgs, self.node_agents],
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self._exports["nodePoolAsgNames"] = {pool: np.asg.name for pool, np in self.node_pools.items()}
         # -- storage (issue 5): FSx for Lustre for training, EFS or an existing NFS server for inference, and claims
         from components.storage import SharedStorage
 

@@ -26,6 +26,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components import tags
+from components.addons.helm import helm_release
 from components.catalog import versions
 from components.context import ClusterContext
 from components.identity import aws_managed_policy_arn
@@ -237,18 +238,15 @@ class HybridNodes(pulumi.ComponentResource):
         `skip_await`: Helm's wait would block `pulumi up` until Cilium runs, but it can only run once servers
         have joined, which they do after this stack exists, with the NodeConfig it outputs.
         """
-        ctx = self._ctx
-        pin = versions.chart("cilium")
-        return k8s.helm.v3.Release(
-            f"{ctx.cluster_name_plain}-cilium",
-            name="cilium",
-            chart=pin.chart_ref,
-            version=pin.version,
-            repository_opts=None if pin.is_oci else k8s.helm.v3.RepositoryOptsArgs(repo=pin.repository),
-            namespace=plan_hybrid.CILIUM_NAMESPACE,
-            values=plan_hybrid.cilium_values(plans),
+        return helm_release(
+            f"{self._ctx.cluster_name_plain}-cilium",
+            "cilium",
+            versions.chart("cilium"),
+            plan_hybrid.CILIUM_NAMESPACE,
+            plan_hybrid.cilium_values(plans),
+            self._ctx,
+            parent=self,
             skip_await=True,
-            opts=pulumi.ResourceOptions(parent=self, provider=ctx.k8s_provider, depends_on=ctx.kubernetes_ready),
         )
 
     # ------------------------------------------------------------------------------------------------ outputs

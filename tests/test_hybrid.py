@@ -14,9 +14,10 @@ from components import tags
 from components.catalog import versions
 from components.config import StackConfig
 from components.hybrid import HybridNodes
-from components.plan.runner import ProgramRun, run_mocked
+from components.plan.runner import ProgramRun, load_stack, run_mocked, run_program
 from components.planning import hybrid as plan_hybrid
 from components.planning.pools import plan_pools
+from components.program import main
 from components.validation import validate
 from tests.fakes import CLUSTER_SECURITY_GROUP_ID, fake_context
 
@@ -272,3 +273,32 @@ def test_needs_a_hybrid_pool() -> None:
     spec = stack({"name": "system", "role": "system", "instanceType": "m7i.xlarge", "scaling": {"min": 2, "max": 3}})
     with pytest.raises(ValueError, match="hybrid"):
         run_mocked(lambda: HybridNodes("x", fake_context(spec), plan_pools(spec), clock=lambda: NOW))
+
+
+# --------------------------------------------------------------------------------------- the shipped stack
+def test_hybrid_stack_joins_the_4x_a40_pool() -> None:
+    """stacks/Pulumi.hybrid.yaml through the real program: everything a server owner needs is planned."""
+    seen: dict[str, Any] = {}
+
+    def program() -> Any:
+        cluster = main()
+
+        async def resolve() -> None:
+            seen["nodeConfig"] = await cluster.exports()["hybridNodeConfig-a40"].future()
+
+        return asyncio.ensure_future(resolve())
+
+    run = run_program(program, load_stack("hybrid"))
+    remote = run.one("aws:eks/cluster:Cluster").inputs["remoteNetworkConfig"]
+    assert remote == {
+        "remoteNodeNetworks": {"cidrs": ["192.168.100.0/24"]},
+        "remotePodNetworks": {"cidrs": ["192.168.128.0/18"]},
+    }
+    assert run.one("aws:eks/cluster:Cluster").inputs["accessConfig"]["authenticationMode"] != "CONFIG_MAP"
+    assert run.one(ACTIVATION, "hybrid-a40-hybrid-node").inputs["registrationLimit"] == 4
+    assert run.one("aws:eks/accessEntry:AccessEntry", "hybrid-a40-hybrid-node").inputs["type"] == "HYBRID_LINUX"
+    cilium = run.one(RELEASE, "hybrid-cilium").inputs["values"]
+    assert cilium["ipam"]["operator"]["clusterPoolIPv4PodCIDRList"] == ["192.168.128.0/18"]
+    node_config = yaml.safe_load(seen["nodeConfig"])
+    assert node_config["spec"]["cluster"] == {"name": "hybrid", "region": "us-east-1"}
+    assert "ssm" in node_config["spec"]["hybrid"]
