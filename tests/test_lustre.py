@@ -15,7 +15,7 @@ from components.planning.storage import storage_summary
 from components.program import main
 from components.storage import SharedStorage
 from components.storage.lustre import LustreStorage
-from tests.fakes import KMS_KEY_ARN, NODE_SECURITY_GROUP_ID, fake_context, subnet_id
+from tests.fakes import ACCOUNT_ID, KMS_KEY_ARN, NODE_SECURITY_GROUP_ID, fake_context, subnet_id
 
 LUSTRE = "aws:fsx/lustreFileSystem:LustreFileSystem"
 DRA = "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"
@@ -253,9 +253,26 @@ def test_stack_bucket_is_private_versioned_encrypted_and_lifecycled() -> None:
     assert policy["Statement"][0]["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
 
 
+def test_fsx_may_use_the_cluster_key_for_the_stack_bucket_only() -> None:
+    run = build(training_spec({"dataRepositories": [{"fileSystemPath": "/data"}]}))
+    grant = run.one("aws:kms/grant:Grant")
+    fs_id = run.one(DRA).inputs["fileSystemId"]
+    bucket_name = run.one(DRA).inputs["dataRepositoryPath"].removeprefix("s3://").rstrip("/")
+    assert grant.inputs["keyId"] == KMS_KEY_ARN
+    assert grant.inputs["granteePrincipal"] == (
+        f"arn:aws:iam::{ACCOUNT_ID}:role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/"
+        f"AWSServiceRoleForFSxS3Access_{fs_id}"
+    )
+    assert grant.inputs["constraints"] == [{"encryptionContextEquals": {"aws:s3:arn": f"arn:aws:s3:::{bucket_name}"}}]
+    assert {"Encrypt", "Decrypt", "GenerateDataKey"} <= set(grant.inputs["operations"])
+    # FSx creates its S3 access role when it links the bucket.
+    assert run.one(DRA).urn in grant.depends_on
+
+
 def test_no_bucket_when_every_repository_names_its_own() -> None:
     run = build(training_spec({"dataRepositories": [{"fileSystemPath": "/d", "dataRepositoryPath": "s3://mine/d/"}]}))
     assert run.of_type("aws:s3/bucket:Bucket") == []
+    assert run.of_type("aws:kms/grant:Grant") == []
     assert run.one(DRA).inputs["dataRepositoryPath"] == "s3://mine/d/"
 
 

@@ -56,6 +56,21 @@ CONTROLLER_SERVICE_ACCOUNT = "fsx-csi-controller-sa"
 #: Lifecycle of the stack's data bucket: failed multipart uploads (interrupted checkpoint exports) stop costing
 #: money after 7 days; overwritten checkpoint versions are kept 30 days for recovery.
 ABORT_MULTIPART_AFTER_DAYS = 7
+#: The role FSx uses to reach a linked S3 bucket, one per file system:
+#: `aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/AWSServiceRoleForFSxS3Access_<file system id>`
+#: (FSx for Lustre guide, s3-server-side-encryption-support.html).
+FSX_S3_ACCESS_ROLE_PATH = "aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/"
+FSX_S3_ACCESS_ROLE_PREFIX = "AWSServiceRoleForFSxS3Access_"
+#: What S3 does with the key on FSx's behalf (same page); DescribeKey is left out because KMS refuses
+#: encryption-context constraints on operations that take no encryption context.
+S3_ACCESS_KEY_OPERATIONS = (
+    "Encrypt",
+    "Decrypt",
+    "ReEncryptFrom",
+    "ReEncryptTo",
+    "GenerateDataKey",
+    "GenerateDataKeyWithoutPlaintext",
+)
 NONCURRENT_VERSIONS_EXPIRE_AFTER_DAYS = 30
 
 
@@ -230,6 +245,9 @@ class LustreStorage(pulumi.ComponentResource):
             self.bucket = self._data_bucket(ctx, stateful_tags, stateful)
         self.bucket_name: pulumi.Output[str] | None = self.bucket.bucket if self.bucket is not None else None
         self.associations = self._data_repositories(base)
+        self.bucket_key_grant: aws.kms.Grant | None = None
+        if self.bucket is not None and self.associations:
+            self.bucket_key_grant = self._bucket_key_grant(base, ctx, self.bucket)
 
         self.role = ctx.pod_identity_role(
             "fsx-csi-driver",
@@ -366,6 +384,35 @@ class LustreStorage(pulumi.ComponentResource):
                 )
             )
         return made
+
+    def _bucket_key_grant(self, base: str, ctx: ClusterContext, bucket: aws.s3.Bucket) -> aws.kms.Grant:
+        """Let FSx read and write the stack's bucket, which is encrypted with the cluster's KMS key.
+
+        FSx moves data through its per-file-system S3 access role, which a customer-managed key must allow ("Working
+        with server-side encrypted Amazon S3 buckets", FSx for Lustre guide,
+        https://docs.aws.amazon.com/fsx/latest/LustreGuide/s3-server-side-encryption-support.html). A grant keeps
+        that permission here, next to the bucket, instead of in the cluster key's policy. FSx creates the role when
+        the file system is linked to S3, so the grant follows the associations. It is limited to the cryptographic
+        operations S3 performs, and only for this bucket: with bucket keys on, S3's encryption context is the
+        bucket's ARN (same page).
+        """
+        grantee = pulumi.Output.concat(
+            "arn:",
+            ctx.partition,
+            ":iam::",
+            ctx.account_id,
+            f":role/{FSX_S3_ACCESS_ROLE_PATH}{FSX_S3_ACCESS_ROLE_PREFIX}",
+            self.file_system.id,
+        )
+        return aws.kms.Grant(
+            f"{base}-s3-access",
+            key_id=ctx.kms_key_arn,
+            grantee_principal=grantee,
+            operations=list(S3_ACCESS_KEY_OPERATIONS),
+            constraints=[aws.kms.GrantConstraintArgs(encryption_context_equals={"aws:s3:arn": bucket.arn})],
+            retire_on_delete=True,
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(self.associations)),
+        )
 
     # ------------------------------------------------------------------------------------------------ Kubernetes
     def _claim(self, ctx: ClusterContext, namespaces: Mapping[str, k8s.core.v1.Namespace]) -> None:
