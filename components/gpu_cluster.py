@@ -128,7 +128,18 @@ class GpuCluster(pulumi.ComponentResource):
             f"{name}-storage", self.context, self.pool_plans, opts=pulumi.ResourceOptions(parent=self)
         )
         self._exports.update(self.storage.exports())
-        # -- add-ons (issue 6)
+        # -- add-ons (issue 6): NVIDIA/EFA device plugins, cluster-autoscaler, spot interruption handling,
+        # GPU-utilization scaling, monitoring and alerts; each only when switched (or `auto`-resolved) on
+        from components.addons import Addons
+
+        self.addons = Addons(
+            f"{name}-addons",
+            self.context,
+            self.pool_plans,
+            asg_names={pool: np.asg.name for pool, np in self.node_pools.items()},
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self._exports.update(self.addons.exports())
         # -- hybrid nodes (issue 7): role + SSM activation or Roles Anywhere, HYBRID_LINUX access entry, API ingress
         # from the remote networks, Cilium on hybrid nodes, and a secret NodeConfig per pool for `nodeadm init`
         from components.hybrid import HybridNodes
