@@ -360,6 +360,45 @@ def aws_pool_rules(p: _Parsed) -> Iterator[Problem]:
             yield Problem(f"{path}.scaling.mode", "gpu-utilization scaling needs GPUs; use cluster-autoscaler or fixed")
         if pool.nodes is not None or pool.network is not None:
             yield Problem(path, "`nodes` and `network` are for hybrid pools; aws pools size with `scaling`")
+        yield from _node_settings(p, pool, path)
+        if efa and pool.capacity.type == "spot":
+            for j, name in enumerate(pool.capacity.spot_instance_types):
+                other = catalog.instance_types().get(name)
+                if other is not None and not set(instance.efa_cards) <= set(other.efa_cards):
+                    yield Problem(
+                        f"{path}.capacity.spotInstanceTypes[{j}]",
+                        f"{name} lacks EFA cards {instance.name} has; the launch template wires the primary type's "
+                        "network cards and EC2 rejects a NetworkCardIndex the type does not have",
+                    )
+
+
+#: Launch template names allow 128 characters (EC2 CreateLaunchTemplate); Pulumi appends an 8-character suffix.
+MAX_POOL_RESOURCE_NAME = 120
+#: kubelet refuses `--node-labels` in these namespaces except a few allowed keys (kubelet reference, --node-labels).
+RESERVED_LABEL_DOMAINS = ("kubernetes.io", "k8s.io")
+KUBELET_ALLOWED_LABEL_PREFIXES = ("kubelet.kubernetes.io/", "node.kubernetes.io/")
+
+
+def _node_settings(p: _Parsed, pool: NodePool, path: str) -> Iterator[Problem]:
+    """Labels, taints and names that kubelet, cluster-autoscaler and EC2 would refuse at launch."""
+    if p.cluster is not None and len(p.cluster.name) + 1 + len(pool.name) > MAX_POOL_RESOURCE_NAME:
+        yield Problem(f"{path}.name", f"cluster name + pool name exceed {MAX_POOL_RESOURCE_NAME} characters")
+    for key in pool.labels:
+        domain = key.split("/")[0] if "/" in key else ""
+        reserved = any(domain == d or domain.endswith("." + d) for d in RESERVED_LABEL_DOMAINS)
+        if reserved and not key.startswith(KUBELET_ALLOWED_LABEL_PREFIXES):
+            yield Problem(
+                f"{path}.labels.{key}", "kubelet refuses labels under kubernetes.io / k8s.io; use your domain"
+            )
+    keys = Counter(t.key for t in pool.taints or [])
+    for key, count in keys.items():
+        if count > 1 and pool.scaling.mode == "cluster-autoscaler":
+            yield Problem(
+                f"{path}.taints",
+                f"{key} appears {count} times; cluster-autoscaler's node-template tag holds one value:Effect per key",
+            )
+    if pool.ami_family == "bottlerocket" and pool.local_storage in ("RAID10", "Mount"):
+        yield Problem(f"{path}.localStorage", "Bottlerocket offers RAID0 ephemeral storage only; use RAID0 or none")
 
 
 def _pool_instance(pool: NodePool, path: str) -> Generator[Problem, None, catalog.InstanceType | None]:
