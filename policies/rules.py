@@ -619,9 +619,14 @@ def efa_security_group_self_referencing(stack: Stack, config: Config) -> StackVi
         if known and known <= cluster_sgs and not engine_linked:
             continue
         values = sorted(known - cluster_sgs)
-        groups = stack.referenced(lt, "networkInterfaces", values, [SECURITY_GROUP, EKS_CLUSTER])
-        managed = [g for g in groups if g.type == SECURITY_GROUP]
-        if not managed and not any(g.type == EKS_CLUSTER for g in groups) and values:
+        managed = stack.referenced(lt, "networkInterfaces", values, [SECURITY_GROUP])
+        # Through the engine's property dependencies, the cluster security group shows up as the EKS cluster.
+        via_cluster = engine_linked and any(
+            stack.by_urn[u].type == EKS_CLUSTER
+            for u in lt.property_dependencies["networkInterfaces"]
+            if u in stack.by_urn
+        )
+        if not managed and not via_cluster and values:
             yield (
                 f"launch template '{lt.name}': EFA security groups {values} are not in this stack, so their "
                 "self-referencing rules cannot be checked",

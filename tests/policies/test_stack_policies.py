@@ -77,6 +77,22 @@ def test_efa_security_group_inline_self_rules_count() -> None:
     assert validate_stack("efa-security-group-self-referencing", broken(inline)) == []
 
 
+@pytest.mark.parametrize("link", ["dependencies", "property-dependencies"])
+def test_efa_on_the_eks_cluster_security_group_passes(link: Link) -> None:
+    """EKS creates the cluster security group with all-traffic self rules in and out, so EFA may use it."""
+
+    def cluster_group(records: list[Record]) -> None:
+        records[:] = without(records, "good-efa-self-ingress", "good-efa-self-egress")
+        cluster, lt = find(records, "good"), find(records, "good-train-lt")
+        cluster["inputs"]["vpcConfig"]["clusterSecurityGroupId"] = "sg-0cluster"
+        for nic in lt["inputs"]["networkInterfaces"]:
+            nic["securityGroups"] = ["sg-0cluster"]
+        lt["options"]["dependsOn"] = [cluster["urn"]]
+        lt["propertyDependencies"]["networkInterfaces"] = [cluster["urn"]]
+
+    assert validate_stack("efa-security-group-self-referencing", broken(cluster_group), link=link) == []
+
+
 def test_efa_security_group_outside_the_stack_is_reported() -> None:
     def external(records: list[Record]) -> None:
         lt = find(records, "good-train-lt")
