@@ -19,6 +19,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components import tags
+from components.addons.helm import service_account_role
 from components.config import NfsConfig
 from components.context import ClusterContext
 from components.planning.pools import PoolPlan
@@ -139,11 +140,12 @@ class EfsStorage(pulumi.ComponentResource):
             for zone, subnet in sorted(ctx.private_subnet_ids.items())
         }
 
-        self.role = ctx.pod_identity_role(
-            "efs-csi-driver", kube.KUBE_SYSTEM, CONTROLLER_SERVICE_ACCOUNT, None, [CONTROLLER_POLICY], self
+        identity = service_account_role(
+            ctx, "efs-csi-driver", kube.KUBE_SYSTEM, CONTROLLER_SERVICE_ACCOUNT, None, [CONTROLLER_POLICY], self
         )
+        self.role = identity[0]
         self.addon = kube.csi_addon(
-            ADDON, ctx=ctx, configuration=addon_configuration(pool_plans), role=self.role, parent=self
+            ADDON, ctx=ctx, configuration=addon_configuration(pool_plans), identity=identity, parent=self
         )
 
         volume = config.kubernetes

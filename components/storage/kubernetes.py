@@ -17,8 +17,8 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from components.catalog.versions import ChartPin
 from components.context import ClusterContext
+from components.managed_addons import pinned_version
 
 #: Every shared volume is mounted by many pods on many nodes at once.
 ACCESS_MODES = ["ReadWriteMany"]
@@ -110,17 +110,18 @@ def storage_class(
     )
 
 
-def addon_version(name: str, ctx: ClusterContext) -> pulumi.Input[str]:
-    """The stack's pin for an EKS add-on, else EKS's default version for the cluster's Kubernetes version.
-
-    Policy of the versions catalog (`components.catalog.versions`, `managed_addon_policy`): resolve the default at
-    deploy time unless the stack pins one; `components.validation` checks pins against the catalog minimums.
-    """
-    pinned = ctx.spec.addons.managed.pins.get(name)
+def addon_version(name: str, ctx: ClusterContext, parent: pulumi.Resource) -> pulumi.Input[str]:
+    """The stack's pin for an EKS add-on (checked against the catalog minimum by the cluster core's
+    `pinned_version`), else EKS's default version for the cluster's Kubernetes version, resolved at deploy time:
+    the versions catalog's policy for managed add-ons."""
+    pinned = pinned_version(name, dict(ctx.spec.addons.managed.pins))
     if pinned is not None:
         return pinned
     return aws.eks.get_addon_version_output(
-        addon_name=name, kubernetes_version=ctx.spec.cluster.kubernetes_version, most_recent=False
+        addon_name=name,
+        kubernetes_version=ctx.spec.cluster.kubernetes_version,
+        most_recent=False,
+        opts=pulumi.InvokeOutputOptions(parent=parent),
     ).version
 
 
@@ -129,52 +130,25 @@ def csi_addon(
     *,
     ctx: ClusterContext,
     configuration: Mapping[str, Any],
-    role: aws.iam.Role,
+    identity: Sequence[pulumi.Resource],
     parent: pulumi.Resource,
 ) -> aws.eks.Addon:
     """An EKS-managed CSI driver add-on with its configuration values.
 
     Its IAM role comes from `ClusterContext.pod_identity_role`, which also binds it to the controller's service
     account, so the add-on carries no association of its own (a second one for the same service account would
-    conflict). It waits for the role and for the nodes (`kubernetes_ready`): EKS reports a CSI add-on healthy only
-    once its node DaemonSet and controller pods run.
+    conflict). It waits for that identity (`components.addons.helm.service_account_role`: pods get Pod Identity
+    credentials only if the association exists when they start) and for the nodes (`kubernetes_ready`): EKS
+    reports a CSI add-on healthy only once its node DaemonSet and controller pods run.
     """
     return aws.eks.Addon(
         f"{ctx.cluster_name_plain}-{name}",
         cluster_name=ctx.cluster_name,
         addon_name=name,
-        addon_version=addon_version(name, ctx),
+        addon_version=addon_version(name, ctx, parent),
         configuration_values=json.dumps(configuration, sort_keys=True),
         resolve_conflicts_on_create="OVERWRITE",
         resolve_conflicts_on_update="OVERWRITE",
         tags=dict(ctx.tags),
-        opts=pulumi.ResourceOptions(parent=parent, depends_on=[role, *ctx.kubernetes_ready]),
-    )
-
-
-def helm_release(
-    resource_name: str,
-    *,
-    pin: ChartPin,
-    namespace: str,
-    values: Mapping[str, Any],
-    opts: pulumi.ResourceOptions,
-) -> k8s.helm.v3.Release:
-    """A Helm release of a chart pinned in the versions catalog (the one place chart versions live).
-
-    OCI charts are addressed by `oci://registry/path/chart`; classic repositories by repository URL + chart name.
-    """
-    if pin.repository.startswith("oci://"):
-        chart, repository_opts = f"{pin.repository.rstrip('/')}/{pin.chart}", None
-    else:
-        chart, repository_opts = pin.chart, k8s.helm.v3.RepositoryOptsArgs(repo=pin.repository)
-    return k8s.helm.v3.Release(
-        resource_name,
-        name=pin.name,
-        chart=chart,
-        version=pin.version,
-        repository_opts=repository_opts,
-        namespace=namespace,
-        values=dict(values),
-        opts=opts,
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=[*identity, *ctx.kubernetes_ready]),
     )

@@ -27,6 +27,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components import tags
+from components.addons.helm import service_account_role
 from components.config import DataRepository, LustreConfig
 from components.context import ClusterContext
 from components.planning import lustre as lustre_rules
@@ -249,7 +250,8 @@ class LustreStorage(pulumi.ComponentResource):
         if self.bucket is not None and self.associations:
             self.bucket_key_grant = self._bucket_key_grant(base, ctx, self.bucket)
 
-        self.role = ctx.pod_identity_role(
+        identity = service_account_role(
+            ctx,
             "fsx-csi-driver",
             kube.KUBE_SYSTEM,
             CONTROLLER_SERVICE_ACCOUNT,
@@ -257,8 +259,9 @@ class LustreStorage(pulumi.ComponentResource):
             [],
             self,
         )
+        self.role = identity[0]
         self.addon = kube.csi_addon(
-            ADDON, ctx=ctx, configuration=addon_configuration(pool_plans), role=self.role, parent=self
+            ADDON, ctx=ctx, configuration=addon_configuration(pool_plans), identity=identity, parent=self
         )
         self._claim(ctx, namespaces or {})
         self.register_outputs(

@@ -22,6 +22,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import tags
+from components.addons.helm import helm_release
 from components.catalog import versions
 from components.config import NfsConfig
 from components.context import ClusterContext
@@ -86,12 +87,14 @@ class ExistingNfsStorage(pulumi.ComponentResource):
         parameters = storage_class_parameters(config)
         self.server = f"{parameters['server']}:{parameters['share']}"
 
-        self.release = kube.helm_release(
+        self.release = helm_release(
             f"{base}-{CHART}",
-            pin=versions.chart(CHART),
-            namespace=kube.KUBE_SYSTEM,
-            values=chart_values(pool_plans, self.pools),
-            opts=kube.k8s_options(ctx, self),
+            CHART,
+            versions.chart(CHART),
+            kube.KUBE_SYSTEM,
+            chart_values(pool_plans, self.pools),
+            ctx,
+            self,
         )
         volume = config.kubernetes
         self.namespace = volume.namespace
