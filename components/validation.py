@@ -33,6 +33,7 @@ from components.config import (
 )
 from components.errors import ConfigError, Problem
 from components.planning import lustre as lustre_rules
+from components.planning.hybrid import cilium_node_blocks
 from components.planning.pools import pool_zones, resolve_instance, wants_efa, wants_placement_group
 from components.planning.subnets import subnet_layout
 
@@ -575,6 +576,17 @@ def hybrid_pool_rules(p: _Parsed) -> Iterator[Problem]:
                 f"{path}.credentials.activationLimit",
                 f"{creds.activation_limit} registrations cannot join {pool.nodes} nodes; set it >= {pool.nodes}",
             )
+        if creds.provider == "iam-roles-anywhere":
+            for key in ("activation_limit", "activation_expiry_hours"):
+                if key in creds.model_fields_set:
+                    yield Problem(f"{path}.credentials", f"{key} applies to SSM activations, not IAM Roles Anywhere")
+        elif creds.trust_anchor_certificate:
+            yield Problem(f"{path}.credentials.trustAnchorCertificate", "only used with provider: iam-roles-anywhere")
+        pem = creds.trust_anchor_certificate
+        if pem and "-----BEGIN CERTIFICATE-----" not in pem:
+            yield Problem(
+                f"{path}.credentials.trustAnchorCertificate", "expected a PEM certificate (BEGIN CERTIFICATE)"
+            )
         if creds.provider == "iam-roles-anywhere" and not creds.trust_anchor_certificate:
             yield Problem(
                 f"{path}.credentials.trustAnchorCertificate",
@@ -589,6 +601,13 @@ def hybrid_pool_rules(p: _Parsed) -> Iterator[Problem]:
                 f"{path}.network.remotePodCidrs",
                 "the control plane must reach webhooks on hybrid nodes: give the routable pod CIDRs (e.g. "
                 "[10.85.0.0/16]) or set webhooksOnHybridNodes: false (EKS hybrid nodes networking)",
+            )
+        blocks = cilium_node_blocks(net.remote_pod_cidrs)
+        if net.remote_pod_cidrs and pool.nodes and blocks < pool.nodes:
+            yield Problem(
+                f"{path}.network.remotePodCidrs",
+                f"room for {blocks} node pod blocks (/25 each, Cilium cluster-pool as in AWS's hybrid CNI example) "
+                f"but {pool.nodes} nodes join; give a larger pod CIDR",
             )
         for key, cidrs in (
             ("remoteNodeCidrs", net.remote_node_cidrs),

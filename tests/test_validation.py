@@ -315,6 +315,66 @@ BROKEN: list[tuple[str, tuple[tuple[str, Any], ...], str, str]] = [
         "addons.managed.pins.vpc-cni",
         "below the minimum",
     ),
+    (
+        "spot override without the EFA cards",
+        (
+            (
+                "nodePools.1",
+                {
+                    "name": "l40s",
+                    "role": "training",
+                    "instanceType": "g6e.24xlarge",
+                    "capacity": {"type": "spot", "spotInstanceTypes": ["g6e.12xlarge"]},
+                },
+            ),
+        ),
+        "nodePools[1].capacity.spotInstanceTypes[0]",
+        "lacks EFA cards",
+    ),
+    (
+        "label in a kubelet-reserved domain",
+        (("nodePools.1.labels", {"node-role.kubernetes.io/gpu": "true"}),),
+        "nodePools[1].labels.node-role.kubernetes.io/gpu",
+        "kubelet refuses",
+    ),
+    (
+        "taint key twice with the autoscaler",
+        (("nodePools.1.taints", [{"key": "gpu", "effect": "NoSchedule"}, {"key": "gpu", "effect": "NoExecute"}]),),
+        "nodePools[1].taints",
+        "one value:Effect per key",
+    ),
+    (
+        "pod CIDR too small for the servers",
+        (
+            (
+                "nodePools.2",
+                {
+                    **HYBRID,
+                    "network": {"remoteNodeCidrs": ["192.168.100.0/24"], "remotePodCidrs": ["192.168.128.0/25"]},
+                },
+            ),
+        ),
+        "nodePools[2].network.remotePodCidrs",
+        "room for 1 node pod blocks",
+    ),
+    (
+        "activation settings with Roles Anywhere",
+        (
+            (
+                "nodePools.2",
+                {
+                    **HYBRID,
+                    "credentials": {
+                        "provider": "iam-roles-anywhere",
+                        "activationLimit": 4,
+                        "trustAnchorCertificate": "-----BEGIN CERTIFICATE-----x",
+                    },
+                },
+            ),
+        ),
+        "nodePools[2].credentials",
+        "applies to SSM activations",
+    ),
 ]
 
 
