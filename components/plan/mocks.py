@@ -21,9 +21,7 @@ from pulumi.runtime import rpc
 from pulumi.runtime.mocks import MockCallArgs, MockMonitor, MockResourceArgs
 
 ACCOUNT_ID = "123456789012"
-FAKE_CA = base64.b64encode(
-    b"-----BEGIN CERTIFICATE-----\nMIIBofflineplan\n-----END CERTIFICATE-----\n"
-).decode()
+FAKE_CA = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nMIIBofflineplan\n-----END CERTIFICATE-----\n").decode()
 
 
 def _fake_id(typ: str, name: str) -> str:
@@ -84,9 +82,7 @@ class PlanMocks(pulumi.runtime.Mocks):
                     **args.inputs.get("vpcConfig", {}),
                     "clusterSecurityGroupId": "sg-0c1u5t3r5g00000",
                 },
-                "identities": [
-                    {"oidcs": [{"issuer": f"https://oidc.eks.{self.region}.amazonaws.com/id/OFFLINE"}]}
-                ],
+                "identities": [{"oidcs": [{"issuer": f"https://oidc.eks.{self.region}.amazonaws.com/id/OFFLINE"}]}],
                 "status": "ACTIVE",
             }
         if args.typ == "aws:fsx/lustreFileSystem:LustreFileSystem":
@@ -198,10 +194,15 @@ class Registration:
     depends_on: list[str] = field(default_factory=list)
     ignore_changes: list[str] = field(default_factory=list)
     provider: str | None = None
+    id: str | None = None
+    #: Input property -> URNs it depends on: how policies link a launch template to its security group even
+    #: where ids are unknown (as in a real preview).
+    property_dependencies: dict[str, list[str]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "urn": self.urn,
+            "id": self.id,
             "type": self.type,
             "name": self.name,
             "parent": self.parent,
@@ -213,6 +214,7 @@ class Registration:
                 "dependsOn": self.depends_on,
                 "ignoreChanges": self.ignore_changes,
             },
+            "propertyDependencies": self.property_dependencies,
         }
 
 
@@ -259,6 +261,8 @@ class RecordingMonitor(MockMonitor):
                 depends_on=list(request.dependencies),
                 ignore_changes=list(request.ignoreChanges),
                 provider=request.provider or None,
+                id=response.id or None,
+                property_dependencies={k: list(v.urns) for k, v in request.propertyDependencies.items()},
             )
         )
         return response
