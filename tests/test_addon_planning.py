@@ -133,6 +133,17 @@ def test_device_plugin_schedules_on_the_gpu_present_label_without_nfd():
     assert all(p.labels.get("nvidia.com/gpu.present") == "true" for p in plan_pools(spec) if p.is_gpu)
 
 
+def test_device_plugin_stays_off_bottlerocket_nodes_which_bundle_their_own():
+    bottlerocket = pool(INFERENCE_POOL, amiFamily="bottlerocket")
+    spec = stack(SYSTEM_POOL, TRAINING_POOL, bottlerocket)
+    values = plan.nvidia_device_plugin_values(spec, plan_pools(spec))
+    (term,) = values["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert term["matchExpressions"] == [
+        {"key": "nvidia.com/gpu.present", "operator": "In", "values": ["true"]},
+        {"key": "gpu-clusters/pool", "operator": "NotIn", "values": ["l40s"]},
+    ]
+
+
 # ---------------------------------------------------------------------------------------- cluster-autoscaler
 def test_autoscaler_values_follow_config():
     spec = stack(
@@ -269,3 +280,41 @@ def test_prometheus_rules_cover_xid_ecc_temperature_and_idle_spend():
     assert "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL" in by_name["GpuEccUncorrectableErrors"]["expr"]
     assert by_name["GpuTemperatureHigh"]["expr"] == "DCGM_FI_DEV_GPU_TEMP > 83"
     assert by_name["GpuIdleSpend"]["for"] == "30m"
+
+
+# ------------------------------------------------------------------------------------------ shipped stacks
+@pytest.mark.parametrize(
+    ("stack_name", "expected_releases", "expected_alarms"),
+    [
+        (
+            "training",
+            {"nvidia-device-plugin", "aws-efa-k8s-device-plugin", "cluster-autoscaler"},
+            {"train-gpu-temperature", "train-gpu-idle"},
+        ),
+        (
+            "inference",
+            {"nvidia-device-plugin", "aws-node-termination-handler"},
+            {"serve-gpu-temperature", "serve-gpu-idle", "serve-l40s-gpu-high", "serve-l40s-gpu-low"},
+        ),
+    ],
+)
+def test_shipped_stacks_plan_their_addons(stack_name, expected_releases, expected_alarms):
+    from components.plan.runner import load_stack, run_program
+    from components.program import main
+
+    run = run_program(main, load_stack(stack_name))
+    release_names = {r.inputs["name"] for r in run.of_type("kubernetes:helm.sh/v3:Release")}
+    assert expected_releases <= release_names
+    alarms = {r.name: r.inputs for r in run.of_type("aws:cloudwatch/metricAlarm:MetricAlarm")}
+    assert expected_alarms <= set(alarms)
+    assert [a.inputs["addonName"] for a in run.of_type("aws:eks/addon:Addon")].count(plan.CLOUDWATCH_ADDON) == 1
+    if stack_name == "inference":  # the default rule: > 85% for 15 min, < 30% for 30 min
+        assert (alarms["serve-l40s-gpu-high"]["threshold"], alarms["serve-l40s-gpu-high"]["evaluationPeriods"]) == (
+            85,
+            15,
+        )
+        assert (alarms["serve-l40s-gpu-low"]["threshold"], alarms["serve-l40s-gpu-low"]["evaluationPeriods"]) == (
+            30,
+            30,
+        )
+        assert len(run.of_type("aws:autoscaling/lifecycleHook:LifecycleHook")) == 1

@@ -243,14 +243,21 @@ def nvidia_device_plugin_values(spec: StackConfig, plans: Sequence[PoolPlan]) ->
     would add a cluster-wide DaemonSet for nothing.
     Tolerations: every taint of every GPU pool (the chart's default tolerates only `nvidia.com/gpu` with any
     value), plus CriticalAddonsOnly.
+    Bottlerocket NVIDIA nodes run the device plugin bundled in the OS (`settings.kubelet-device-plugins.nvidia`,
+    aws-gpu-facts.md §5a); a second plugin there would fight it for `nvidia.com/gpu`, so those pools are excluded.
     """
     mig = spec.addons.nvidia_device_plugin.mig_strategy
     gpu = gpu_plans(plans)
+    affinity = node_affinity(GPU_PRESENT_LABEL, ["true"])
+    bundled = sorted(p.name for p in gpu if p.kind == "aws" and p.pool.ami_family == "bottlerocket")
+    if bundled:
+        term = affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]
+        term["matchExpressions"].append({"key": tags.POOL, "operator": "NotIn", "values": bundled})
     return {
         "migStrategy": mig,
         "priorityClassName": NODE_CRITICAL,
         "tolerations": tolerations_for(gpu),
-        "affinity": node_affinity(GPU_PRESENT_LABEL, ["true"]),
+        "affinity": affinity,
         "gfd": {"enabled": False},
         "nfd": {"enabled": False},
         "config": {"map": device_plugin_config_map(mig, gpu), "default": DEVICE_PLUGIN_DEFAULT_CONFIG},
