@@ -357,8 +357,8 @@ def aws_pool_rules(p: _Parsed) -> Iterator[Problem]:
         yield from _capacity(pool, instance, path)
         yield from _placement(p, pool, efa, path)
         yield from _local_storage(pool, instance, path)
-        if pool.scaling.mode == "gpu-utilization" and not instance.is_gpu:
-            yield Problem(f"{path}.scaling.mode", "gpu-utilization scaling needs GPUs; use cluster-autoscaler or fixed")
+        if pool.scaling.mode == "gpu-utilization":
+            yield from _gpu_utilization(p, pool, instance, path)
         if pool.nodes is not None or pool.network is not None:
             yield Problem(path, "`nodes` and `network` are for hybrid pools; aws pools size with `scaling`")
         yield from _node_settings(p, pool, path)
@@ -371,6 +371,25 @@ def aws_pool_rules(p: _Parsed) -> Iterator[Problem]:
                         f"{name} lacks EFA cards {instance.name} has; the launch template wires the primary type's "
                         "network cards and EC2 rejects a NetworkCardIndex the type does not have",
                     )
+
+
+def _gpu_utilization(p: _Parsed, pool: NodePool, instance: catalog.InstanceType, path: str) -> Iterator[Problem]:
+    """GPU-utilization scaling reads `nvidia_smi_utilization_gpu` per ASG, published by the CloudWatch agent."""
+    if not instance.is_gpu:
+        yield Problem(f"{path}.scaling.mode", "gpu-utilization scaling needs GPUs; use cluster-autoscaler or fixed")
+    if p.addons is not None and not p.addons.monitoring.container_insights:
+        yield Problem(
+            f"{path}.scaling.mode",
+            "gpu-utilization scaling reads nvidia_smi_utilization_gpu, which the CloudWatch agent of the "
+            "amazon-cloudwatch-observability add-on publishes; set addons.monitoring.containerInsights: true "
+            "or use mode cluster-autoscaler",
+        )
+    if pool.scaling.min < 1:
+        yield Problem(
+            f"{path}.scaling.min",
+            "a gpu-utilization pool at zero nodes publishes no GPU metric and can never scale out; set min >= 1 "
+            "or use mode cluster-autoscaler (scale from zero)",
+        )
 
 
 #: Launch template names allow 128 characters (EC2 CreateLaunchTemplate); Pulumi appends an 8-character suffix.
@@ -629,10 +648,34 @@ def hybrid_pool_rules(p: _Parsed) -> Iterator[Problem]:
                 seen.append((where, cidr))
 
 
+#: Kubernetes object names (namespaces, claims): DNS-1123 labels, at most 63 characters (Kubernetes "Object Names").
+DNS_1123 = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
 @rule
 def storage_rules(p: _Parsed) -> Iterator[Problem]:
     if p.storage is None:
         return
+    systems = [(key, fs) for key, fs in (("lustre", p.storage.lustre), ("nfs", p.storage.nfs)) if fs is not None]
+    for key, fs in systems:
+        volume = fs.kubernetes
+        for field_name, value in (("namespace", volume.namespace), ("claimName", volume.claim_name)):
+            if value is not None and not DNS_1123.match(value):
+                yield Problem(
+                    f"storage.{key}.kubernetes.{field_name}",
+                    f"{value!r} is not a Kubernetes name: at most 63 lowercase letters, digits and hyphens",
+                )
+    if len(systems) == 2:
+        (_, lustre), (_, nfs) = systems
+        if lustre.name == nfs.name:
+            yield Problem("storage.nfs.name", f"{nfs.name!r} is also the Lustre file system's name; pick another")
+        same_namespace = lustre.kubernetes.namespace == nfs.kubernetes.namespace
+        if (
+            same_namespace
+            and lustre.kubernetes.claim_name
+            and lustre.kubernetes.claim_name == nfs.kubernetes.claim_name
+        ):
+            yield Problem("storage.nfs.kubernetes.claimName", "the Lustre claim has the same name in that namespace")
     if p.storage.lustre is not None:
         yield from _lustre(p, p.storage.lustre)
     if p.storage.nfs is not None:
@@ -709,7 +752,7 @@ def _lustre(p: _Parsed, fs: LustreConfig) -> Iterator[Problem]:
                 f"{path}.dataRepositories[{j}].dataRepositoryPath",
                 "give s3://bucket/prefix/ or set createBucket: true",
             )
-    yield from _mounting_pools(p, fs.pools, f"{path}.pools")
+    yield from _mounting_pools(p, fs.pools, f"{path}.pools", aws_only=True)
     training = [
         pool
         for _, pool in p.pools
@@ -740,12 +783,19 @@ def _instance_or_none(pool: NodePool) -> catalog.InstanceType | None:
         return None
 
 
-def _mounting_pools(p: _Parsed, names: list[str] | None, path: str) -> Iterator[Problem]:
+def _mounting_pools(p: _Parsed, names: list[str] | None, path: str, aws_only: bool = False) -> Iterator[Problem]:
     if names is None or not p.pools_complete:
         return
+    kinds = {pool.name: pool.kind for _, pool in p.pools}
     for j, name in enumerate(names):
-        if name not in p.pool_names:
-            yield Problem(f"{path}[{j}]", f"no node pool named {name!r}; pools: {', '.join(sorted(p.pool_names))}")
+        if name not in kinds:
+            yield Problem(f"{path}[{j}]", f"no node pool named {name!r}; pools: {', '.join(sorted(kinds))}")
+        elif aws_only and kinds[name] != "aws":
+            yield Problem(
+                f"{path}[{j}]",
+                f"{name} is a hybrid pool; the FSx CSI driver does not run on EKS Hybrid Nodes (EKS user guide, "
+                "fsx-csi-create); serve on-prem pools from storage.nfs",
+            )
 
 
 def _nfs(p: _Parsed, fs: NfsConfig) -> Iterator[Problem]:
@@ -779,6 +829,17 @@ def addon_rules(p: _Parsed) -> Iterator[Problem]:
         minimum = versions.managed_addon(name).minimum_version
         if minimum and not versions.version_at_least(version, minimum):
             yield Problem(where, f"{version} is below the minimum {minimum} ({versions.managed_addon(name).source})")
+    expander = p.addons.cluster_autoscaler.expander
+    if expander == "price":
+        yield Problem(
+            "addons.clusterAutoscaler.expander",
+            "the price expander works only on GCE, GKE and Equinix Metal (cluster-autoscaler FAQ); use least-waste",
+        )
+    elif expander == "priority":
+        yield Problem(
+            "addons.clusterAutoscaler.expander",
+            "the priority expander needs a priorities ConfigMap this blueprint does not manage; use least-waste",
+        )
     email = p.addons.monitoring.alerts.email
     if email is not None and not re.fullmatch(r"[^@\s]+@[^@\s]+\.[^@\s]+", email):
         yield Problem("addons.monitoring.alerts.email", f"{email!r} is not an email address")

@@ -79,15 +79,6 @@ def test_everything_off_selects_nothing():
     assert s.enabled == [] and not s.monitoring
 
 
-def test_gpu_scaling_without_the_cloudwatch_agent_is_a_config_problem():
-    spec = stack(SYSTEM_POOL, INFERENCE_POOL, addons={"monitoring": {"containerInsights": False}})
-    problems = plan.addon_problems(spec, plan_pools(spec))
-    assert [p.path for p in problems] == ["nodePools[1].scaling.mode"]
-    assert "containerInsights" in problems[0].message
-    ok = stack(SYSTEM_POOL, INFERENCE_POOL)
-    assert plan.addon_problems(ok, plan_pools(ok)) == []
-
-
 # ----------------------------------------------------------------------------------------------- tolerations
 def test_tolerations_match_each_taint_once_with_its_value_and_effect():
     gpu = pool(TRAINING_POOL, taints=[{"key": "dedicated", "value": "training", "effect": "NoExecute"}])

@@ -6,7 +6,6 @@ import json
 
 import pytest
 
-from components.errors import ConfigError
 from tests.addon_support import INFERENCE_POOL, SYSTEM_POOL, TRAINING_POOL, asg_name, pool, run_addons, stack
 
 ALARM = "aws:cloudwatch/metricAlarm:MetricAlarm"
@@ -102,10 +101,3 @@ def test_nothing_for_pools_in_other_modes():
     assert run.of_type(POLICY) == []
     assert [a.name for a in run.of_type(ALARM) if "-gpu-high" in a.name or "-gpu-low" in a.name] == []
     assert run.of_type("gpu-clusters:index:GpuUtilizationScaling") == []
-
-
-def test_gpu_scaling_without_container_insights_is_rejected():
-    spec = stack(SYSTEM_POOL, INFERENCE_POOL, addons={"monitoring": {"containerInsights": False}})
-    with pytest.raises(ConfigError) as error:
-        run_addons(spec)
-    assert [p.path for p in error.value.problems] == ["nodePools[1].scaling.mode"]

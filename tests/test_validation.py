@@ -375,6 +375,59 @@ BROKEN: list[tuple[str, tuple[tuple[str, Any], ...], str, str]] = [
         "nodePools[2].credentials",
         "applies to SSM activations",
     ),
+    (
+        "gpu-utilization without Container Insights",
+        (
+            (
+                "nodePools.1",
+                {
+                    "name": "l40s",
+                    "role": "inference",
+                    "instanceType": "g6e.12xlarge",
+                    "scaling": {"min": 1, "max": 4, "mode": "gpu-utilization"},
+                },
+            ),
+            ("addons", {"monitoring": {"containerInsights": False}}),
+            ("storage", {}),
+        ),
+        "nodePools[1].scaling.mode",
+        "containerInsights: true",
+    ),
+    (
+        "gpu-utilization from zero",
+        (
+            (
+                "nodePools.1",
+                {
+                    "name": "l40s",
+                    "role": "inference",
+                    "instanceType": "g6e.12xlarge",
+                    "scaling": {"min": 0, "max": 4, "mode": "gpu-utilization"},
+                },
+            ),
+            ("storage", {}),
+        ),
+        "nodePools[1].scaling.min",
+        "can never scale out",
+    ),
+    (
+        "price expander",
+        (("addons", {"clusterAutoscaler": {"expander": "price"}}),),
+        "addons.clusterAutoscaler.expander",
+        "only on GCE",
+    ),
+    (
+        "Lustre mounted by a hybrid pool",
+        (("nodePools.2", HYBRID), ("storage.lustre.pools", ["h100", "a40"])),
+        "storage.lustre.pools[1]",
+        "does not run on EKS Hybrid Nodes",
+    ),
+    (
+        "claim name not a Kubernetes name",
+        (("storage.lustre.kubernetes", {"claimName": "Lustre_Claim"}),),
+        "storage.lustre.kubernetes.claimName",
+        "not a Kubernetes name",
+    ),
 ]
 
 

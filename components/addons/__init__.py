@@ -24,8 +24,7 @@ from components.addons.gpu_scaling import GpuUtilizationScaling, gpu_utilization
 from components.addons.interruption import InterruptionHandler
 from components.addons.monitoring import Monitoring
 from components.context import ClusterContext
-from components.errors import ConfigError
-from components.planning.addons import AddonSelection, addon_problems, select_addons
+from components.planning.addons import AddonSelection, select_addons
 from components.planning.pools import PoolPlan
 
 __all__ = [
@@ -51,9 +50,6 @@ class Addons(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpu-clusters:index:Addons", name, None, opts)
-        problems = addon_problems(ctx.spec, pool_plans)
-        if problems:
-            raise ConfigError(problems)
         self.selection: AddonSelection = select_addons(ctx.spec, pool_plans)
         selection = self.selection
         child = pulumi.ResourceOptions(parent=self)

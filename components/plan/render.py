@@ -30,6 +30,11 @@ def _fabric(pool: dict[str, Any]) -> str:
     return f"{pool['efaDevicesPerNode']}/{pool['maxEfaDevicesPerNode']} EFA, {pool['fabricGbpsPerNode']:g} Gbps"
 
 
+def _mbps(value: float | None) -> str:
+    """Throughput figure; None where nobody can know it (bursting EFS, an NFS server of unknown bandwidth)."""
+    return "-" if value is None else f"{value:,.0f}"
+
+
 def _where(pool: dict[str, Any]) -> str:
     if pool["kind"] == "hybrid":
         return "on-prem"
@@ -140,7 +145,7 @@ def markdown(plan: dict[str, Any]) -> str:
             per_gpu = f"{s['throughputPerGpuMBps']:,.1f}" if s.get("throughputPerGpuMBps") else "-"
             capacity = f"{s['capacityGiB']:,}" if s.get("capacityGiB") else "elastic"
             lines.append(
-                f"| {s['name']} | {s['kind']} | {capacity} | {s['throughputMBps']:,.0f} | "
+                f"| {s['name']} | {s['kind']} | {capacity} | {_mbps(s['throughputMBps'])} | "
                 f"{', '.join(s.get('mountedBy', [])) or '-'} | {per_gpu} |"
             )
     lines += ["", "```mermaid", *mermaid(plan), "```", ""]
@@ -175,7 +180,7 @@ def mermaid(plan: dict[str, Any]) -> list[str]:
         out.append(f'    pool_{_id(p["name"])}["{p["name"]}<br/>{detail}"]')
     for s in summary["storage"]:
         if s["kind"] != "nfs":
-            out.append(f'    st_{_id(s["name"])}[("{s["name"]}: {s["kind"]}<br/>{s["throughputMBps"]:,.0f} MB/s")]')
+            out.append(f'    st_{_id(s["name"])}[("{s["name"]}: {s["kind"]}<br/>{_mbps(s["throughputMBps"])} MB/s")]')
     out.append("  end")
     if hybrid_pools:
         out.append('  subgraph site["On-prem site (EKS Hybrid Nodes)"]')
@@ -183,12 +188,12 @@ def mermaid(plan: dict[str, Any]) -> list[str]:
             out.append(f'    pool_{_id(p["name"])}["{p["name"]}<br/>{_nodes(p)} servers x {_gpus(p)}"]')
         for s in summary["storage"]:
             if s["kind"] == "nfs":
-                out.append(f'    st_{_id(s["name"])}[("{s["name"]}: NFS<br/>{s["throughputMBps"]:,.0f} MB/s")]')
+                out.append(f'    st_{_id(s["name"])}[("{s["name"]}: NFS<br/>{_mbps(s["throughputMBps"])} MB/s")]')
         out.append("  end")
     else:
         for s in summary["storage"]:
             if s["kind"] == "nfs":
-                out.append(f'  st_{_id(s["name"])}[("{s["name"]}: NFS<br/>{s["throughputMBps"]:,.0f} MB/s")]')
+                out.append(f'  st_{_id(s["name"])}[("{s["name"]}: NFS<br/>{_mbps(s["throughputMBps"])} MB/s")]')
     for p in summary["nodePools"]:
         link = "-. VPN/DX .-" if p["kind"] == "hybrid" else "---"
         out.append(f"  cp {link} pool_{_id(p['name'])}")

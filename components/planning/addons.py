@@ -22,7 +22,6 @@ import yaml
 
 from components import tags
 from components.config import Alerts, GpuUtilizationScaling, StackConfig, Taint
-from components.errors import Problem
 from components.planning.autoscaler_tags import AUTOSCALED_MODE, ENABLED_TAG, OWNER_TAG_PREFIX, discovery_tags
 from components.planning.pools import DEVICE_PLUGIN_CONFIG_LABEL, EFA_LABEL, GPU_PRESENT_LABEL, PoolPlan
 
@@ -152,28 +151,6 @@ def spot_plans(plans: Iterable[PoolPlan]) -> list[PoolPlan]:
 
 def gpu_scaling_plans(plans: Iterable[PoolPlan]) -> list[PoolPlan]:
     return [p for p in plans if p.kind == "aws" and p.pool.scaling.mode == "gpu-utilization"]
-
-
-def addon_problems(spec: StackConfig, plans: Sequence[PoolPlan]) -> list[Problem]:
-    """Combinations the add-ons cannot build, with the config key to change.
-
-    `components.validation` should report these first; the `Addons` component checks again so a stack can never
-    deploy GPU-utilization alarms on a metric nobody publishes.
-    """
-    problems: list[Problem] = []
-    monitoring = spec.addons.monitoring
-    for plan in gpu_scaling_plans(plans):
-        index = spec.node_pools.index(plan.pool)
-        if not monitoring.container_insights:
-            problems.append(
-                Problem(
-                    f"nodePools[{index}].scaling.mode",
-                    "gpu-utilization scaling reads nvidia_smi_utilization_gpu, which the CloudWatch agent of the "
-                    "amazon-cloudwatch-observability add-on publishes; set addons.monitoring.containerInsights: "
-                    "true or use mode cluster-autoscaler",
-                )
-            )
-    return problems
 
 
 def select_addons(spec: StackConfig, plans: Sequence[PoolPlan]) -> AddonSelection:
