@@ -87,7 +87,7 @@ def table(plan: dict[str, Any], console: Console) -> None:
                 s["name"],
                 s["kind"],
                 f"{s['capacityGiB']:,}" if s.get("capacityGiB") else "elastic",
-                f"{s['throughputMBps']:,.0f}",
+                _mbps(s["throughputMBps"]),
                 ", ".join(s.get("mountedBy", [])) or "-",
                 f"{s['throughputPerGpuMBps']:,.1f}" if s.get("throughputPerGpuMBps") else "-",
             )
