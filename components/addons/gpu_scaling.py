@@ -15,6 +15,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components import tags
+from components.addons.alarms import metric_alarm
 from components.context import ClusterContext
 from components.planning import addons as plan
 from components.planning.pools import PoolPlan
@@ -23,12 +24,6 @@ from components.planning.pools import PoolPlan
 def _bound(value: float | None) -> str | None:
     """Step bounds are strings in the provider (a float rendered without a trailing `.0`)."""
     return None if value is None else f"{value:g}"
-
-
-def _dimensions(dimensions: Mapping[str, str], asg_name: pulumi.Input[str]) -> pulumi.Output[dict[str, str]]:
-    return pulumi.Output.from_input(asg_name).apply(
-        lambda name: {k: (name if v == plan.ASG_NAME else v) for k, v in dimensions.items()}
-    )
 
 
 class GpuUtilizationScaling(pulumi.ComponentResource):
@@ -70,19 +65,11 @@ class GpuUtilizationScaling(pulumi.ComponentResource):
                 opts=child,
             )
             self.policies[step.suffix] = policy
-            self.alarms[alarm.suffix] = aws.cloudwatch.MetricAlarm(
+            self.alarms[alarm.suffix] = metric_alarm(
                 f"{prefix}-{alarm.suffix}",
-                alarm_description=alarm.description,
-                namespace=alarm.namespace,
-                metric_name=alarm.metric_name,
-                dimensions=_dimensions(alarm.dimensions, asg_name),
-                statistic=alarm.statistic,
-                comparison_operator=alarm.comparison,
-                threshold=alarm.threshold,
-                period=alarm.period,
-                evaluation_periods=alarm.evaluation_periods,
-                treat_missing_data=alarm.treat_missing_data,
-                alarm_actions=[policy.arn],
+                alarm,
+                {plan.ASG_NAME: asg_name},
+                actions=[policy.arn],
                 tags=resource_tags,
                 opts=child,
             )

@@ -15,25 +15,19 @@ own KMS key is created then, with an email subscription).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from components.addons.alarms import metric_alarm
 from components.addons.helm import helm_release, service_account_role
 from components.catalog import versions
 from components.context import ClusterContext
 from components.managed_addons import RESOLVE_CONFLICTS, pinned_version
 from components.planning import addons as plan
 from components.planning.pools import PoolPlan
-
-
-def _with_cluster_name(dimensions: Mapping[str, str], cluster_name: pulumi.Input[str]) -> pulumi.Output[dict[str, str]]:
-    """Alarm dimensions with the EKS cluster's name in place of `plan.CLUSTER_NAME`."""
-    return pulumi.Output.from_input(cluster_name).apply(
-        lambda name: {k: (name if v == plan.CLUSTER_NAME else v) for k, v in dimensions.items()}
-    )
 
 
 class Monitoring(pulumi.ComponentResource):
@@ -128,21 +122,13 @@ class Monitoring(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[*ctx.kubernetes_ready, *identity]),
         )
         for alarm in plan.container_insights_alarms(spec.addons.monitoring.alerts):
-            self.alarms[alarm.suffix] = aws.cloudwatch.MetricAlarm(
+            self.alarms[alarm.suffix] = metric_alarm(
                 f"{cluster}-{alarm.suffix}",
-                alarm_description=alarm.description,
-                namespace=alarm.namespace,
-                metric_name=alarm.metric_name,
-                dimensions=_with_cluster_name(alarm.dimensions, ctx.cluster_name),
-                statistic=alarm.statistic,
-                comparison_operator=alarm.comparison,
-                threshold=alarm.threshold,
-                period=alarm.period,
-                evaluation_periods=alarm.evaluation_periods,
-                treat_missing_data=alarm.treat_missing_data,
-                alarm_actions=self._actions,
+                alarm,
+                {plan.CLUSTER_NAME: ctx.cluster_name},
+                actions=self._actions,
                 ok_actions=self._actions,
-                tags=dict(ctx.tags),
+                tags=ctx.tags,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[self.addon]),
             )
 

@@ -1,0 +1,52 @@
+"""One way to turn a planned CloudWatch alarm (`MetricAlarmPlan`) into a resource.
+
+Plans name their dimensions with placeholders (`planning.addons.ASG_NAME`, `CLUSTER_NAME`) because the real values
+are outputs known only at deploy time; this module substitutes them and registers the alarm.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import pulumi
+import pulumi_aws as aws
+
+from components.planning.addons import MetricAlarmPlan
+
+
+def resolved_dimensions(
+    dimensions: Mapping[str, str], placeholders: Mapping[str, pulumi.Input[str]]
+) -> pulumi.Output[dict[str, str]]:
+    """The dimensions with every placeholder value replaced by its (output) value."""
+    keys = list(placeholders)
+    return pulumi.Output.all(*(placeholders[k] for k in keys)).apply(
+        lambda values: {name: dict(zip(keys, values, strict=True)).get(v, v) for name, v in dimensions.items()}
+    )
+
+
+def metric_alarm(
+    name: str,
+    alarm: MetricAlarmPlan,
+    placeholders: Mapping[str, pulumi.Input[str]],
+    actions: Sequence[pulumi.Input[str]],
+    tags: Mapping[str, str],
+    opts: pulumi.ResourceOptions,
+    ok_actions: Sequence[pulumi.Input[str]] | None = None,
+) -> aws.cloudwatch.MetricAlarm:
+    return aws.cloudwatch.MetricAlarm(
+        name,
+        alarm_description=alarm.description,
+        namespace=alarm.namespace,
+        metric_name=alarm.metric_name,
+        dimensions=resolved_dimensions(alarm.dimensions, placeholders),
+        statistic=alarm.statistic,
+        comparison_operator=alarm.comparison,
+        threshold=alarm.threshold,
+        period=alarm.period,
+        evaluation_periods=alarm.evaluation_periods,
+        treat_missing_data=alarm.treat_missing_data,
+        alarm_actions=list(actions),
+        ok_actions=list(ok_actions) if ok_actions is not None else None,
+        tags=dict(tags),
+        opts=opts,
+    )
