@@ -25,6 +25,7 @@ from components.config import AdminAccess, StackConfig
 from components.identity import aws_managed_policy_arn
 from components.network import Network
 from components.planning.hybrid import remote_node_cidrs, remote_pod_cidrs
+from components.security_groups import allow_all_within
 
 #: Kubernetes resources EKS envelope-encrypts with the cluster's KMS key (EKS API: EncryptionConfig.resources).
 ENCRYPTED_RESOURCES = ("secrets",)
@@ -290,24 +291,8 @@ class EksCluster(pulumi.ComponentResource):
         )
         node_sg = self.node_security_group.id
         self.node_security_group_id: pulumi.Output[str] = node_sg
-        aws.vpc.SecurityGroupIngressRule(
-            f"{cluster_name}-node-from-nodes",
-            security_group_id=node_sg,
-            referenced_security_group_id=node_sg,
-            ip_protocol="-1",
-            description="all traffic between nodes (pods, EFA; EFA needs the group itself in and out)",
-            tags=self.tags,
-            opts=child,
-        )
-        aws.vpc.SecurityGroupEgressRule(
-            f"{cluster_name}-node-to-nodes",
-            security_group_id=node_sg,
-            referenced_security_group_id=node_sg,
-            ip_protocol="-1",
-            description="all traffic between nodes; EFA requires an explicit self egress rule",
-            tags=self.tags,
-            opts=child,
-        )
+        # pods and EFA: EFA needs the group itself allowed in and out
+        allow_all_within(f"{cluster_name}-node", node_sg, "node-to-node (pods, EFA)", self.tags, child)
         aws.vpc.SecurityGroupEgressRule(
             f"{cluster_name}-node-to-anywhere",
             security_group_id=node_sg,

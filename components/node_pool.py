@@ -28,6 +28,7 @@ from components.planning import nodeadm
 from components.planning.autoscaler_tags import autoscaler_tags
 from components.planning.efa import NetworkInterface
 from components.planning.pools import PoolPlan
+from components.security_groups import allow_all_within
 
 #: ASG health check grace period: the AWS console's default (https://docs.aws.amazon.com/autoscaling/ec2/userguide/
 #: health-check-grace-period.html). GPU nodes with the NVIDIA AMI and a RAID0 build take minutes to boot; EC2
@@ -104,24 +105,7 @@ class NodePool(pulumi.ComponentResource):
             tags={**self.pool_tags, "Name": f"{self._ctx.cluster_name_plain}-{self.plan.name}-efa"},
             opts=child,
         )
-        aws.vpc.SecurityGroupIngressRule(
-            f"{name}-efa-in-self",
-            security_group_id=sg.id,
-            referenced_security_group_id=sg.id,
-            ip_protocol="-1",
-            description="EFA: all inbound traffic from members of this group",
-            tags=self.pool_tags,
-            opts=pulumi.ResourceOptions(parent=sg),
-        )
-        aws.vpc.SecurityGroupEgressRule(
-            f"{name}-efa-out-self",
-            security_group_id=sg.id,
-            referenced_security_group_id=sg.id,
-            ip_protocol="-1",
-            description="EFA: all outbound traffic to members of this group",
-            tags=self.pool_tags,
-            opts=pulumi.ResourceOptions(parent=sg),
-        )
+        allow_all_within(f"{name}-efa", sg.id, "EFA", self.pool_tags, pulumi.ResourceOptions(parent=sg))
         return sg
 
     # ------------------------------------------------------------------------------------- launch template
