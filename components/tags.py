@@ -49,6 +49,4 @@ def with_tags(base: Mapping[str, str], **more: str) -> dict[str, str]:
 
 def asg_tags(tags: Mapping[str, str], propagate_at_launch: bool = True) -> list[dict[str, object]]:
     """Auto Scaling groups take tags as a list of {key, value, propagateAtLaunch} objects, not a map."""
-    return [
-        {"key": k, "value": v, "propagate_at_launch": propagate_at_launch} for k, v in sorted(tags.items())
-    ]
+    return [{"key": k, "value": v, "propagate_at_launch": propagate_at_launch} for k, v in sorted(tags.items())]

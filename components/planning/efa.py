@@ -37,18 +37,12 @@ class NetworkInterface:
 def efa_interfaces(instance: InstanceType, layout: Layout = "efa-only") -> list[NetworkInterface]:
     """Every interface a launch template needs to wire all of the type's EFA devices, primary first."""
     if not instance.efa_supported:
-        raise ValueError(
-            f"{instance.name} has no EFA; EFA types: see components.catalog.efa_instance_type_names()"
-        )
+        raise ValueError(f"{instance.name} has no EFA; EFA types: see components.catalog.efa_instance_type_names()")
     cards = sorted(instance.efa_cards)
     if layout == "efa":
         if 0 not in cards:
-            raise ValueError(
-                f"{instance.name}: network card 0 carries no EFA, so the `efa` layout cannot work"
-            )
-        return [NetworkInterface(0, 0, "efa")] + [
-            NetworkInterface(card, 1, "efa") for card in cards if card != 0
-        ]
+            raise ValueError(f"{instance.name}: network card 0 carries no EFA, so the `efa` layout cannot work")
+        return [NetworkInterface(0, 0, "efa")] + [NetworkInterface(card, 1, "efa") for card in cards if card != 0]
     interfaces = [NetworkInterface(0, 0, "interface")]
     for card in cards:
         interfaces.append(NetworkInterface(card, 1 if card == 0 else 0, "efa-only"))
