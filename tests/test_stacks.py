@@ -1,0 +1,132 @@
+"""The shipped stacks deliver what their scenarios promise, and pass the policy pack with no violation."""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+import pytest
+
+from components.plan.plan import make_plan
+from components.plan.runner import list_stacks
+
+
+@cache
+def plan(stack: str) -> dict[str, Any]:
+    return make_plan(stack)
+
+
+def pool(stack: str, name: str) -> dict[str, Any]:
+    return next(p for p in plan(stack)["summary"]["nodePools"] if p["name"] == name)
+
+
+def resources(stack: str, type_token: str) -> list[dict[str, Any]]:
+    return [r for r in plan(stack)["resources"] if r["type"] == type_token]
+
+
+def storage(stack: str, kind: str) -> dict[str, Any]:
+    return next(s for s in plan(stack)["summary"]["storage"] if s["kind"] == kind)
+
+
+@pytest.mark.parametrize("stack", list_stacks())
+def test_no_policy_violation(stack: str) -> None:
+    assert plan(stack)["violations"] == []
+
+
+@pytest.mark.parametrize("stack", list_stacks())
+def test_every_stack_has_a_two_node_system_pool(stack: str) -> None:
+    system = pool(stack, "system")
+    assert (system["role"], system["gpusPerNode"], system["minNodes"], system["capacityType"]) == (
+        "system",
+        0,
+        2,
+        "on-demand",
+    )
+
+
+def test_training_pool_gets_all_32_efa_devices_in_one_az_with_a_placement_group() -> None:
+    h100 = pool("training", "h100")
+    assert (h100["instanceType"], h100["gpuModel"], h100["gpusPerNode"]) == ("p5.48xlarge", "H100", 8)
+    assert (h100["minNodes"], h100["efaDevicesPerNode"], h100["maxEfaDevicesPerNode"]) == (0, 32, 32)
+    assert h100["fabricGbpsPerNode"] == 3200
+    assert h100["availabilityZones"] == ["us-east-1a"]
+    assert h100["placementGroup"] is True and h100["localStorage"] == "RAID0"
+    assert h100["scalingMode"] == "cluster-autoscaler"
+    (group,) = resources("training", "aws:ec2/placementGroup:PlacementGroup")
+    assert group["inputs"]["strategy"] == "cluster"
+
+
+def test_training_lustre_is_protected_persistent_2_in_the_pool_az_with_s3_links() -> None:
+    (fs,) = resources("training", "aws:fsx/lustreFileSystem:LustreFileSystem")
+    assert fs["inputs"]["deploymentType"] == "PERSISTENT_2"
+    assert fs["options"]["protect"] is True
+    lustre = storage("training", "lustre")
+    assert lustre["availabilityZone"] == "us-east-1a" and lustre["mountedBy"] == ["h100"]
+    assert lustre["throughputMBps"] == pytest.approx(9600 / 1024 * 500)
+    paths = sorted(
+        r["inputs"]["fileSystemPath"]
+        for r in resources("training", "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation")
+    )
+    assert paths == ["/checkpoints", "/datasets"]
+    (claim,) = resources("training", "kubernetes:core/v1:PersistentVolumeClaim")
+    assert claim["inputs"]["metadata"] | {"labels": None} == {
+        "namespace": "training",
+        "name": "lustre-scratch",
+        "labels": None,
+    }
+    assert claim["inputs"]["spec"]["accessModes"] == ["ReadWriteMany"]
+
+
+def test_training_plans_device_plugins_and_cluster_autoscaler() -> None:
+    charts = {r["inputs"]["chart"].rsplit("/", 1)[-1] for r in resources("training", "kubernetes:helm.sh/v3:Release")}
+    assert {"nvidia-device-plugin", "aws-efa-k8s-device-plugin", "cluster-autoscaler"} <= charts
+
+
+def test_inference_pool_is_4x48gb_on_spot_with_gpu_utilization_scaling() -> None:
+    l40s = pool("inference", "l40s")
+    assert (l40s["instanceType"], l40s["gpusPerNode"], l40s["capacityType"]) == ("g6e.12xlarge", 4, "spot")
+    assert l40s["instanceTypes"] == ["g6e.12xlarge", "g6e.24xlarge"]
+    assert l40s["scalingMode"] == "gpu-utilization"
+    (asg,) = [r for r in resources("inference", "aws:autoscaling/group:Group") if "l40s" in r["name"]]
+    distribution = asg["inputs"]["mixedInstancesPolicy"]["instancesDistribution"]
+    assert distribution["onDemandBaseCapacity"] == 1
+    assert distribution["spotAllocationStrategy"] == "price-capacity-optimized"
+    assert asg["inputs"]["capacityRebalance"] is True
+    thresholds = sorted(
+        (r["inputs"]["comparisonOperator"], r["inputs"]["threshold"], r["inputs"]["evaluationPeriods"])
+        for r in resources("inference", "aws:cloudwatch/metricAlarm:MetricAlarm")
+        if r["inputs"]["metricName"] == "nvidia_smi_utilization_gpu"
+    )
+    assert thresholds == [("GreaterThanThreshold", 85, 15), ("LessThanThreshold", 30, 30)]
+    summary = plan("inference")["summary"]["hourlyUsd"]
+    assert summary["spotSaving"] > 0 and summary["max"] < summary["maxOnDemand"]
+
+
+def test_inference_uses_efs_and_the_termination_handler() -> None:
+    efs = storage("inference", "efs")
+    assert efs["mountedBy"] == ["l40s"]
+    (fs,) = resources("inference", "aws:efs/fileSystem:FileSystem")
+    assert fs["inputs"]["throughputMode"] == "elastic" and fs["options"]["protect"] is True
+    assert len(resources("inference", "aws:efs/mountTarget:MountTarget")) == 3
+    charts = {r["inputs"]["chart"].rsplit("/", 1)[-1] for r in resources("inference", "kubernetes:helm.sh/v3:Release")}
+    assert "aws-node-termination-handler" in charts
+
+
+def test_hybrid_joins_four_a40_servers_next_to_the_cloud_training_side() -> None:
+    a40 = pool("hybrid", "a40")
+    assert (a40["kind"], a40["gpuModel"], a40["gpusPerNode"], a40["minNodes"], a40["maxNodes"]) == (
+        "hybrid",
+        "A40",
+        4,
+        4,
+        4,
+    )
+    assert pool("hybrid", "h100")["efaDevicesPerNode"] == 32
+    assert pool("hybrid", "burst")["capacityType"] == "spot"
+    (cluster,) = resources("hybrid", "aws:eks/cluster:Cluster")
+    remote = cluster["inputs"]["remoteNetworkConfig"]
+    assert remote["remoteNodeNetworks"]["cidrs"] == ["192.168.100.0/24"]
+    assert remote["remotePodNetworks"]["cidrs"] == ["192.168.128.0/18"]
+    assert "HYBRID_LINUX" in {r["inputs"]["type"] for r in resources("hybrid", "aws:eks/accessEntry:AccessEntry")}
+    nfs = storage("hybrid", "nfs")
+    assert nfs["mountedBy"] == ["a40"] and nfs["throughputMBps"] == 1250
