@@ -137,6 +137,17 @@ def schema_defaults(policy: Policy) -> dict[str, Any]:
     return {k: v["default"] for k, v in policy.config_schema.properties.items() if "default" in v}
 
 
+def _metadata(name: str, description: str, url: str | None) -> dict[str, Any]:
+    """What every policy declares besides its check: name, description, default level, config schema, link."""
+    return {
+        "name": name,
+        "description": description,
+        "enforcement_level": default_level(name),
+        "config_schema": schema(name),
+        "url": url,
+    }
+
+
 def resource_policy(name: str, rule: ResourceRule, types: Collection[str] | None) -> ResourceValidationPolicy:
     """Wrap a resource rule: it runs on resources of `types` (None: every resource) and reports each message."""
     description, url = describe(rule)
@@ -148,14 +159,7 @@ def resource_policy(name: str, rule: ResourceRule, types: Collection[str] | None
         for message in rule(Resource.from_args(args), config):
             report_violation(message, None)
 
-    policy = ResourceValidationPolicy(
-        name=name,
-        description=description,
-        validate=validate,
-        enforcement_level=default_level(name),
-        config_schema=schema(name),
-        url=url,
-    )
+    policy = ResourceValidationPolicy(validate=validate, **_metadata(name, description, url))
     return policy
 
 
@@ -169,14 +173,7 @@ def stack_policy(name: str, rule: StackRule) -> StackValidationPolicy:
         for message, urn in rule(stack, config):
             report_violation(message, urn)
 
-    policy = StackValidationPolicy(
-        name=name,
-        description=description,
-        validate=validate,
-        enforcement_level=default_level(name),
-        config_schema=schema(name),
-        url=url,
-    )
+    policy = StackValidationPolicy(validate=validate, **_metadata(name, description, url))
     return policy
 
 
