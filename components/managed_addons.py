@@ -29,27 +29,23 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from components import tags
 from components.catalog import versions
 from components.context import ClusterContext
 from components.errors import ConfigError, Problem
 from components.identity import PodIdentityRoles
+from components.planning.addons import CRITICAL_ADDONS_ONLY, SYSTEM_NODE_SELECTOR
 
 NODE_AGENT_ADDONS: tuple[str, ...] = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")
 SYSTEM_ADDONS: tuple[str, ...] = ("coredns", "aws-ebs-csi-driver")
 #: Existing add-on objects (e.g. a self-managed copy) are taken over; the stack is the source of truth.
 RESOLVE_CONFLICTS = "OVERWRITE"
 
-#: Label every system-pool node carries (components.planning.pools.node_labels): controllers run there.
-SYSTEM_NODE_SELECTOR = {tags.ROLE: "system"}
 #: Node label EKS sets on hybrid nodes; the VPC CNI does not work there (Cilium does), aws-gpu-facts.md §5f.
 COMPUTE_TYPE_LABEL = "eks.amazonaws.com/compute-type"
 #: Compute types the VPC CNI must stay off: Fargate (pulumi-eks PR #291 keeps aws-node off Fargate) and hybrid (§5f).
 VPC_CNI_EXCLUDED_COMPUTE_TYPES = ("fargate", "hybrid")
 #: CoreDNS replicas: two, so DNS survives a node drain; the system pool has two nodes by default.
 COREDNS_REPLICAS = 2
-#: Lets cluster-critical add-ons onto a system pool tainted `CriticalAddonsOnly` (the usual system-pool taint).
-CRITICAL_ADDONS_TOLERATION = {"key": "CriticalAddonsOnly", "operator": "Exists"}
 
 #: The EBS CSI controller's service account and the AWS managed policy it needs
 #: (https://docs.aws.amazon.com/eks/latest/userguide/ebs-csi.html).
@@ -87,7 +83,7 @@ def addon_configuration(name: str) -> dict[str, Any] | None:
         return {
             "replicaCount": COREDNS_REPLICAS,
             "nodeSelector": dict(SYSTEM_NODE_SELECTOR),
-            "tolerations": [dict(CRITICAL_ADDONS_TOLERATION)],
+            "tolerations": [dict(CRITICAL_ADDONS_ONLY)],
         }
     if name == "aws-ebs-csi-driver":
         # The controller runs on the system pool; the node DaemonSet keeps its default of tolerating every taint,
@@ -95,7 +91,7 @@ def addon_configuration(name: str) -> dict[str, Any] | None:
         return {
             "controller": {
                 "nodeSelector": dict(SYSTEM_NODE_SELECTOR),
-                "tolerations": [dict(CRITICAL_ADDONS_TOLERATION)],
+                "tolerations": [dict(CRITICAL_ADDONS_ONLY)],
             }
         }
     return None
