@@ -128,26 +128,26 @@ def lustre_security_rules(efa_enabled: bool) -> list[SecurityRule]:
     """
     rules: list[SecurityRule] = []
     for low, high in LUSTRE_TCP_PORTS:
-        what = f"Lustre LNET TCP {low}" + (f"-{high}" if high != low else "")
-        rules += [
-            SecurityRule("filesystem", "ingress", "self", "tcp", low, high, f"{what} between file servers"),
-            SecurityRule("filesystem", "egress", "self", "tcp", low, high, f"{what} between file servers"),
-            SecurityRule("filesystem", "ingress", "nodes", "tcp", low, high, f"{what} from Lustre clients"),
-            SecurityRule("filesystem", "egress", "nodes", "tcp", low, high, f"{what} to Lustre clients"),
-            SecurityRule("nodes", "ingress", "filesystem", "tcp", low, high, f"{what} from the file servers"),
-            SecurityRule("nodes", "egress", "filesystem", "tcp", low, high, f"{what} to the file servers"),
-        ]
+        rules += _between_servers_and_clients(
+            "tcp", low, high, f"Lustre LNET TCP {low}" + (f"-{high}" if high != low else "")
+        )
     if efa_enabled:
-        what = "EFA-enabled Lustre: all traffic"
-        rules += [
-            SecurityRule("filesystem", "ingress", "self", "-1", None, None, f"{what} within the group"),
-            SecurityRule("filesystem", "egress", "self", "-1", None, None, f"{what} within the group"),
-            SecurityRule("filesystem", "ingress", "nodes", "-1", None, None, f"{what} from the clients"),
-            SecurityRule("filesystem", "egress", "nodes", "-1", None, None, f"{what} to the clients"),
-            SecurityRule("nodes", "ingress", "filesystem", "-1", None, None, f"{what} from the file servers"),
-            SecurityRule("nodes", "egress", "filesystem", "-1", None, None, f"{what} to the file servers"),
-        ]
+        rules += _between_servers_and_clients("-1", None, None, "EFA-enabled Lustre: all traffic")
     return rules
+
+
+def _between_servers_and_clients(
+    protocol: Literal["tcp", "-1"], low: int | None, high: int | None, what: str
+) -> list[SecurityRule]:
+    """The same traffic allowed both ways among the file servers, and between them and the client nodes."""
+    return [
+        SecurityRule("filesystem", "ingress", "self", protocol, low, high, f"{what} between file servers"),
+        SecurityRule("filesystem", "egress", "self", protocol, low, high, f"{what} between file servers"),
+        SecurityRule("filesystem", "ingress", "nodes", protocol, low, high, f"{what} from Lustre clients"),
+        SecurityRule("filesystem", "egress", "nodes", protocol, low, high, f"{what} to Lustre clients"),
+        SecurityRule("nodes", "ingress", "filesystem", protocol, low, high, f"{what} from the file servers"),
+        SecurityRule("nodes", "egress", "filesystem", protocol, low, high, f"{what} to the file servers"),
+    ]
 
 
 # ---------------------------------------------------------------------------------------------- data repositories
