@@ -21,8 +21,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from blueprint.plan.runner import run_mocked  # noqa: E402
 from components.config import StackConfig  # noqa: E402
-from components.plan.runner import run_mocked  # noqa: E402
 from components.planning import nodeadm  # noqa: E402
 from components.planning.autoscaler_tags import autoscaler_tags  # noqa: E402
 from components.planning.pools import PoolPlan, plan_pools  # noqa: E402

@@ -1,6 +1,6 @@
 """The rules of `policies.rules` as policy SDK objects: names, descriptions, enforcement levels, config schemas.
 
-`POLICIES` is what `policies/__main__.py` serves to the Pulumi engine and what `components.plan.check` runs over the
+`POLICIES` is what `policies/__main__.py` serves to the Pulumi engine and what `blueprint.plan.check` runs over the
 offline plan, so `pulumi preview --policy-pack policies` and `blueprint check` judge a stack with the same code.
 
 One source for each setting: a policy's description (and URL) is the first paragraph of its rule's docstring;

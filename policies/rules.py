@@ -3,7 +3,7 @@
 Each resource rule takes one `Resource` and the policy's config and yields violation messages; each stack rule
 takes the whole `Stack` and the config and yields `(message, urn)` pairs. `policies.pack` wraps them as the
 policy SDK's `ResourceValidationPolicy` / `StackValidationPolicy` objects with names, descriptions and levels;
-`components.plan.check` runs those same objects over the offline plan. Nothing here imports Pulumi's engine, so the
+`blueprint.plan.check` runs those same objects over the offline plan. Nothing here imports Pulumi's engine, so the
 rules are cheap to test and read the same everywhere.
 
 Facts come from shared/reference/aws-gpu-facts.md (tags such as [EFAD], [BC], [NVDP], [NTH]) or from the AWS page

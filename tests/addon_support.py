@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from blueprint.plan.runner import ProgramRun, run_mocked
 from components.addons import Addons
 from components.config import StackConfig
-from components.plan.runner import ProgramRun, run_mocked
 from components.planning.pools import PoolPlan, plan_pools
 from tests.fakes import fake_context
 

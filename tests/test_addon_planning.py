@@ -290,7 +290,7 @@ def test_prometheus_rules_cover_xid_ecc_temperature_and_idle_spend():
     ],
 )
 def test_shipped_stacks_plan_their_addons(stack_name, expected_releases, expected_alarms):
-    from components.plan.runner import load_stack, run_program
+    from blueprint.plan.runner import load_stack, run_program
     from components.program import main
 
     run = run_program(main, load_stack(stack_name))

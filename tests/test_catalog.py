@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
+from blueprint.catalog_table import catalog_rows, catalog_table
 from components.catalog import (
     COMMON_FIELD_GROUPS,
     GPU_FIELD_GROUPS,
@@ -27,7 +28,6 @@ from components.catalog import (
     parse_card_ranges,
     sources,
 )
-from components.catalog.render import catalog_rows, catalog_table
 
 REQUIRED_TYPES = [
     "p5.48xlarge",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from components.plan.runner import PROJECT_ROOT, list_stacks
+from blueprint.plan.runner import PROJECT_ROOT, list_stacks
 
 BROKEN_STACK = """
 config:
@@ -24,7 +24,7 @@ config:
 
 def blueprint(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "components.cli", *args], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300
+        [sys.executable, "-m", "blueprint.cli", *args], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300
     )
 
 

@@ -10,14 +10,14 @@ import pulumi
 import pulumi_aws as aws
 import pytest
 
+from blueprint.plan.mocks import SECRET
+from blueprint.plan.runner import ProgramRun, run_mocked
 from components import kube
 from components.catalog import versions
 from components.cluster import EksCluster
 from components.config import StackConfig
 from components.gpu_cluster import GpuCluster
 from components.network import Network
-from components.plan.mocks import SECRET
-from components.plan.runner import ProgramRun, run_mocked
 
 SYSTEM_POOL = {"name": "system", "role": "system", "instanceType": "m7i.xlarge"}
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from blueprint.plan.runner import ProgramRun, load_stack, run_mocked, run_program
 from components import tags
 from components.config import StackConfig
-from components.plan.runner import ProgramRun, load_stack, run_mocked, run_program
 from components.planning.pools import plan_pools
 from components.program import main
 from components.storage.efs import EfsStorage

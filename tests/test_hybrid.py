@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 import yaml
 
+from blueprint.plan.runner import ProgramRun, load_stack, run_mocked, run_program
 from components import tags
 from components.catalog import versions
 from components.config import StackConfig
 from components.hybrid import HybridNodes
-from components.plan.runner import ProgramRun, load_stack, run_mocked, run_program
 from components.planning import hybrid as plan_hybrid
 from components.planning.pools import plan_pools
 from components.program import main

@@ -8,8 +8,8 @@ from typing import Any
 import pulumi
 import pytest
 
+from blueprint.plan.runner import ProgramRun, run_mocked
 from components.identity import NODE_MANAGED_POLICIES, NodeIdentity, PodIdentityRoles
-from components.plan.runner import ProgramRun, run_mocked
 
 TAGS = {"gpu-clusters/cluster": "demo"}
 

@@ -153,8 +153,8 @@ def test_on_without_spot_pools_builds_the_queue_but_hooks_nothing():
 
 
 def test_spot_pool_without_an_asg_is_an_error():
+    from blueprint.plan.runner import run_mocked
     from components.addons import Addons
-    from components.plan.runner import run_mocked
     from components.planning.pools import plan_pools
     from tests.fakes import fake_context
 

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
+from blueprint.plan.runner import ProgramRun, load_stack, run_mocked, run_program
 from components import tags
 from components.config import StackConfig
-from components.plan.runner import ProgramRun, load_stack, run_mocked, run_program
 from components.planning.pools import plan_pools
 from components.planning.storage import storage_summary
 from components.program import main

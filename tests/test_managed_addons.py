@@ -9,13 +9,13 @@ from typing import Any
 import pulumi_aws as aws
 import pytest
 
-from components import plan
+from blueprint import plan
+from blueprint.plan.mocks import PlanMocks
+from blueprint.plan.runner import ProgramRun, run_mocked
 from components.config import StackConfig
 from components.errors import ConfigError
 from components.identity import PodIdentityRoles
 from components.managed_addons import NODE_AGENT_ADDONS, SYSTEM_ADDONS, ManagedAddons
-from components.plan.mocks import PlanMocks
-from components.plan.runner import ProgramRun, run_mocked
 from components.planning.pools import plan_pools
 from tests.fakes import KMS_KEY_ARN, fake_context
 

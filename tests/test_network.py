@@ -8,9 +8,9 @@ from typing import Any
 import pulumi
 import pytest
 
+from blueprint.plan.runner import ProgramRun, run_mocked
 from components.config import StackConfig
 from components.network import INTERNAL_LB_TAG, PUBLIC_LB_TAG, Network
-from components.plan.runner import ProgramRun, run_mocked
 from components.planning.subnets import subnet_layout
 
 ZONES = ["us-east-1a", "us-east-1b", "us-east-1c"]

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
+from blueprint.plan.runner import ProgramRun, load_stack, run_mocked, run_program
 from components import tags
 from components.catalog import versions
 from components.config import StackConfig
-from components.plan.runner import ProgramRun, load_stack, run_mocked, run_program
 from components.planning.pools import plan_pools
 from components.program import main
 from components.storage.nfs import ExistingNfsStorage, storage_class_parameters

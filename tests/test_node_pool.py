@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 import yaml
 
+from blueprint.plan.mocks import Registration
+from blueprint.plan.runner import ProgramRun, load_stack, run_mocked, run_program
 from components.config import StackConfig
 from components.node_pool import NodePool
-from components.plan.mocks import Registration
-from components.plan.runner import ProgramRun, load_stack, run_mocked, run_program
 from components.planning.pools import plan_pools
 from tests.fakes import CERTIFICATE_AUTHORITY, CLUSTER_ENDPOINT, KMS_KEY_ARN, NODE_SECURITY_GROUP_ID, subnet_id
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from components.plan.plan import make_plan
-from components.plan.runner import list_stacks
+from blueprint.plan.plan import make_plan
+from blueprint.plan.runner import list_stacks
 
 POOL_KEYS = {
     "name",

@@ -1,4 +1,4 @@
-"""`components.plan.check`: the pack over plan records, enforcement levels and parameters from policy config,
+"""`blueprint.plan.check`: the pack over plan records, enforcement levels and parameters from policy config,
 the deliberately broken fixture, and the three output formats."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pulumi_policy.proxy import UNKNOWN_STRING_VALUE
 
-from components.plan.check import check, format_violations, has_mandatory, load_config
+from blueprint.plan.check import check, format_violations, has_mandatory, load_config
 from policies.pack import DEFAULT_CONFIG, POLICIES
 from tests.policies.stacks import find, good_stack
 

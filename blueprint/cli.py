@@ -52,7 +52,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.stack and not args.config:
         print("blueprint: give --stack NAME or --config FILE", file=sys.stderr)
         return EXIT_CONFIG
-    from components.plan.plan import make_plan  # imports pulumi and the providers: only when planning
+    from blueprint.plan.plan import make_plan  # imports pulumi and the providers: only when planning
 
     try:
         plan = make_plan(args.stack, args.config, args.policy_config)
@@ -69,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _print_plan(plan: dict[str, Any], fmt: str) -> None:
-    from components.plan import render
+    from blueprint.plan import render
 
     if fmt == "json":
         print(json.dumps(plan, indent=2, sort_keys=False, default=str))
@@ -80,7 +80,7 @@ def _print_plan(plan: dict[str, Any], fmt: str) -> None:
 
 
 def _print_check(plan: dict[str, Any], fmt: str) -> int:
-    from components.plan.check import format_violations
+    from blueprint.plan.check import format_violations
 
     violations = plan["violations"]
     print(format_violations(violations, fmt))  # type: ignore[arg-type]  # argparse choices guard fmt
@@ -88,7 +88,7 @@ def _print_check(plan: dict[str, Any], fmt: str) -> int:
 
 
 def _catalog(fmt: str) -> int:
-    from components.catalog.render import catalog_rows, catalog_table
+    from blueprint.catalog_table import catalog_rows, catalog_table
 
     if fmt == "json":
         print(json.dumps(catalog_rows(), indent=2))
@@ -98,7 +98,7 @@ def _catalog(fmt: str) -> int:
 
 
 def _schema(write: bool, check: bool) -> int:
-    from components import reference
+    from blueprint import reference
 
     if write:
         reference.write()

@@ -17,7 +17,7 @@ import pulumi
 import yaml
 from pulumi.runtime.mocks import test as run_under_mocks
 
-from components.plan.mocks import PlanMocks, RecordingMonitor, Registration
+from blueprint.plan.mocks import PlanMocks, RecordingMonitor, Registration
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from blueprint.plan.check import check, load_config
+from blueprint.plan.runner import load_stack, run_program
+from blueprint.plan.summary import summarize
 from components.gpu_cluster import GpuCluster
-from components.plan.check import check, load_config
-from components.plan.runner import load_stack, run_program
-from components.plan.summary import summarize
 from components.program import main
 
 
