@@ -35,7 +35,7 @@ class GpuCluster(pulumi.ComponentResource):
         # Imported here so each section's imports stay inside its own hunk.
         import pulumi_aws as aws
 
-        from components import kube
+        from components import kubernetes_access
         from components.cluster import EksCluster
         from components.context import ClusterContext
         from components.identity import NodeIdentity, PodIdentityRoles
@@ -57,7 +57,9 @@ class GpuCluster(pulumi.ComponentResource):
         self.node_identity = NodeIdentity(
             spec.cluster.name, self.eks.name, partition, self.tags, opts=pulumi.ResourceOptions(parent=self)
         )
-        kubeconfig = kube.kubeconfig(spec.cluster.name, self.eks.endpoint, self.eks.certificate_authority, spec.region)
+        kubeconfig = kubernetes_access.kubeconfig(
+            spec.cluster.name, self.eks.endpoint, self.eks.certificate_authority, spec.region
+        )
         self.context = ClusterContext(
             spec=spec,
             stack=stack,
@@ -76,7 +78,9 @@ class GpuCluster(pulumi.ComponentResource):
             node_role_arn=self.node_identity.role_arn,
             node_instance_profile_arn=self.node_identity.instance_profile_arn,
             kms_key_arn=self.eks.kms_key.arn,
-            k8s_provider=kube.kubernetes_provider(f"{name}-k8s", kubeconfig, opts=pulumi.ResourceOptions(parent=self)),
+            k8s_provider=kubernetes_access.kubernetes_provider(
+                f"{name}-k8s", kubeconfig, opts=pulumi.ResourceOptions(parent=self)
+            ),
             pod_identity_role=PodIdentityRoles(self.eks.name, spec.cluster.name, partition, self.tags),
         )
         # Step 1 of the managed add-ons (CNI, kube-proxy, Pod Identity agent): nodes need them to become Ready.

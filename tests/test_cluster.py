@@ -12,7 +12,7 @@ import pytest
 
 from blueprint.plan.mocks import SECRET
 from blueprint.plan.runner import ProgramRun, run_mocked
-from components import kube
+from components import kubernetes_access
 from components.catalog import versions
 from components.cluster import EksCluster
 from components.config import StackConfig
@@ -243,7 +243,7 @@ def test_security_group_rules_carry_the_cluster_tags() -> None:
 
 
 def test_kubeconfig_uses_aws_eks_get_token_against_the_cluster() -> None:
-    doc = kube.kubeconfig_document("demo", "https://example.eks.amazonaws.com", "Q0E=", "eu-west-1")
+    doc = kubernetes_access.kubeconfig_document("demo", "https://example.eks.amazonaws.com", "Q0E=", "eu-west-1")
     assert doc["clusters"][0]["cluster"] == {
         "server": "https://example.eks.amazonaws.com",
         "certificate-authority-data": "Q0E=",

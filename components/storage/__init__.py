@@ -17,9 +17,9 @@ from components.context import ClusterContext
 from components.planning.pools import PoolPlan
 from components.planning.storage import namespaces_to_create
 from components.storage.efs import EfsStorage
-from components.storage.kubernetes import create_namespaces
 from components.storage.lustre import LustreStorage
 from components.storage.nfs import ExistingNfsStorage
+from components.storage.volumes import create_namespaces
 
 __all__ = ["EfsStorage", "ExistingNfsStorage", "LustreStorage", "SharedStorage"]
 

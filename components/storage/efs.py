@@ -24,7 +24,7 @@ from components.config import NfsConfig
 from components.context import ClusterContext
 from components.planning.pools import PoolPlan
 from components.planning.storage import EFS_CSI_DRIVER, NFS_TCP_PORT, claim_name, nfs_pools, taint_tolerations
-from components.storage import kubernetes as kube
+from components.storage import volumes
 
 ADDON = "aws-efs-csi-driver"
 #: The controller's service account in the add-on (aws-efs-csi-driver chart values, `controller.serviceAccount`).
@@ -141,10 +141,10 @@ class EfsStorage(pulumi.ComponentResource):
         }
 
         identity = service_account_role(
-            ctx, "efs-csi-driver", kube.KUBE_SYSTEM, CONTROLLER_SERVICE_ACCOUNT, None, [CONTROLLER_POLICY], self
+            ctx, "efs-csi-driver", volumes.KUBE_SYSTEM, CONTROLLER_SERVICE_ACCOUNT, None, [CONTROLLER_POLICY], self
         )
         self.role = identity[0]
-        self.addon = kube.csi_addon(
+        self.addon = volumes.csi_addon(
             ADDON, ctx=ctx, configuration=addon_configuration(pool_plans), identity=identity, parent=self
         )
 
@@ -155,7 +155,7 @@ class EfsStorage(pulumi.ComponentResource):
         waits: list[pulumi.Resource] = [self.addon, *self.mount_targets.values()]
         if self.namespace in (namespaces or {}):
             waits.append((namespaces or {})[self.namespace])
-        self.storage_class = kube.storage_class(
+        self.storage_class = volumes.storage_class(
             f"{base}-sc",
             name=self.storage_class_name,
             provisioner=EFS_CSI_DRIVER,
@@ -165,16 +165,16 @@ class EfsStorage(pulumi.ComponentResource):
                 "directoryPerms": DIRECTORY_PERMS,
             },
             file_system=config.name,
-            opts=kube.k8s_options(ctx, self, [self.addon]),
+            opts=volumes.k8s_options(ctx, self, [self.addon]),
         )
-        self.claim = kube.claim(
+        self.claim = volumes.claim(
             f"{base}-pvc",
             claim_name=self.claim_name,
             namespace=self.namespace,
             capacity_gib=config.capacity_gib,
             storage_class=self.storage_class_name,
             file_system=config.name,
-            opts=kube.k8s_options(ctx, self, [*waits, self.storage_class]),
+            opts=volumes.k8s_options(ctx, self, [*waits, self.storage_class]),
         )
         self.register_outputs(
             {"fileSystemId": self.file_system_id, "claimName": self.claim_name, "namespace": self.namespace}

@@ -44,7 +44,7 @@ from components.planning.storage import (
     path_slug,
     taint_tolerations,
 )
-from components.storage import kubernetes as kube
+from components.storage import volumes
 
 #: Lustre version of every file system the stack creates (FSx API `FileSystemTypeVersion`, §3a).
 LUSTRE_VERSION = "2.15"
@@ -121,7 +121,7 @@ def addon_configuration(pool_plans: Sequence[PoolPlan]) -> dict[str, Any]:
     (GPU nodes are tainted) and stays off hybrid nodes and Fargate, where the driver "isn't supported" (EKS user
     guide, fsx-csi-create.html). With `tolerateAllTaints` off, the chart adds the driver's own start-up taint
     `fsx.csi.aws.com/agent-not-ready` to the list (chart template node-daemonset.yaml)."""
-    not_hybrid = {"key": kube.COMPUTE_TYPE_LABEL, "operator": "NotIn", "values": ["fargate", "hybrid"]}
+    not_hybrid = {"key": volumes.COMPUTE_TYPE_LABEL, "operator": "NotIn", "values": ["fargate", "hybrid"]}
     return {
         "node": {
             "tolerateAllTaints": False,
@@ -253,14 +253,14 @@ class LustreStorage(pulumi.ComponentResource):
         identity = service_account_role(
             ctx,
             "fsx-csi-driver",
-            kube.KUBE_SYSTEM,
+            volumes.KUBE_SYSTEM,
             CONTROLLER_SERVICE_ACCOUNT,
             json.dumps(controller_policy(config.kubernetes.storage_class)),
             [],
             self,
         )
         self.role = identity[0]
-        self.addon = kube.csi_addon(
+        self.addon = volumes.csi_addon(
             ADDON, ctx=ctx, configuration=addon_configuration(pool_plans), identity=identity, parent=self
         )
         self._claim(ctx, namespaces or {})
@@ -432,12 +432,12 @@ class LustreStorage(pulumi.ComponentResource):
         base = f"{ctx.cluster_name_plain}-{self.config.name}"
         self.persistent_volume = k8s.core.v1.PersistentVolume(
             f"{base}-pv",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=self.volume_name, labels=kube.storage_labels(self.config.name)),
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=self.volume_name, labels=volumes.storage_labels(self.config.name)),
             spec=k8s.core.v1.PersistentVolumeSpecArgs(
-                capacity={"storage": kube.quantity(capacity)},
+                capacity={"storage": volumes.quantity(capacity)},
                 volume_mode="Filesystem",
-                access_modes=kube.ACCESS_MODES,
-                persistent_volume_reclaim_policy=kube.RECLAIM_POLICY,
+                access_modes=volumes.ACCESS_MODES,
+                persistent_volume_reclaim_policy=volumes.RECLAIM_POLICY,
                 storage_class_name="",
                 mount_options=MOUNT_OPTIONS,
                 # Reserved for our claim: no other claim in the cluster can bind the training data by accident.
@@ -448,9 +448,9 @@ class LustreStorage(pulumi.ComponentResource):
                     volume_attributes={"dnsname": self.file_system.dns_name, "mountname": self.file_system.mount_name},
                 ),
             ),
-            opts=kube.k8s_options(ctx, self, waits),
+            opts=volumes.k8s_options(ctx, self, waits),
         )
-        self.claim = kube.claim(
+        self.claim = volumes.claim(
             f"{base}-pvc",
             claim_name=self.claim_name,
             namespace=self.namespace,
@@ -458,18 +458,18 @@ class LustreStorage(pulumi.ComponentResource):
             storage_class="",
             volume_name=self.volume_name,
             file_system=self.config.name,
-            opts=kube.k8s_options(ctx, self, [*waits, self.persistent_volume]),
+            opts=volumes.k8s_options(ctx, self, [*waits, self.persistent_volume]),
         )
         self.storage_class: k8s.storage.v1.StorageClass | None = None
         if volume.storage_class:
-            self.storage_class = kube.storage_class(
+            self.storage_class = volumes.storage_class(
                 f"{base}-sc",
                 name=f"{self.config.name}-fsx",
                 provisioner=LUSTRE_CSI_DRIVER,
                 parameters=self._dynamic_parameters(ctx),
                 mount_options=MOUNT_OPTIONS,
                 file_system=self.config.name,
-                opts=kube.k8s_options(ctx, self, [self.addon]),
+                opts=volumes.k8s_options(ctx, self, [self.addon]),
             )
 
     def _dynamic_parameters(self, ctx: ClusterContext) -> dict[str, pulumi.Input[str]]:

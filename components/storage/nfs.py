@@ -28,7 +28,7 @@ from components.config import NfsConfig
 from components.context import ClusterContext
 from components.planning.pools import PoolPlan
 from components.planning.storage import NFS_CSI_DRIVER, claim_name, nfs_pools, taint_tolerations
-from components.storage import kubernetes as kube
+from components.storage import volumes
 
 CHART = "csi-driver-nfs"
 #: Of the chart's default controller tolerations (csi-driver-nfs chart values, `controller.tolerations`), the ones
@@ -91,7 +91,7 @@ class ExistingNfsStorage(pulumi.ComponentResource):
             f"{base}-{CHART}",
             CHART,
             versions.chart(CHART),
-            kube.KUBE_SYSTEM,
+            volumes.KUBE_SYSTEM,
             chart_values(pool_plans, self.pools),
             ctx,
             self,
@@ -100,25 +100,25 @@ class ExistingNfsStorage(pulumi.ComponentResource):
         self.namespace = volume.namespace
         self.claim_name = claim_name(volume, config.name)
         self.storage_class_name = f"{config.name}-nfs"
-        self.storage_class = kube.storage_class(
+        self.storage_class = volumes.storage_class(
             f"{base}-sc",
             name=self.storage_class_name,
             provisioner=NFS_CSI_DRIVER,
             parameters=parameters,
             mount_options=config.mount_options,
             file_system=config.name,
-            opts=kube.k8s_options(ctx, self, [self.release]),
+            opts=volumes.k8s_options(ctx, self, [self.release]),
         )
         waits: list[pulumi.Resource] = [self.release, self.storage_class]
         if self.namespace in (namespaces or {}):
             waits.append((namespaces or {})[self.namespace])
-        self.claim = kube.claim(
+        self.claim = volumes.claim(
             f"{base}-pvc",
             claim_name=self.claim_name,
             namespace=self.namespace,
             capacity_gib=config.capacity_gib,
             storage_class=self.storage_class_name,
             file_system=config.name,
-            opts=kube.k8s_options(ctx, self, waits),
+            opts=volumes.k8s_options(ctx, self, waits),
         )
         self.register_outputs({"server": self.server, "claimName": self.claim_name, "namespace": self.namespace})
