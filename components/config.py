@@ -15,7 +15,7 @@ from __future__ import annotations
 from ipaddress import IPv4Network
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, StringConstraints
 from pydantic.alias_generators import to_camel
 
 #: The config keys of a stack, in the order they are read and reported.
@@ -23,12 +23,17 @@ SECTIONS = ("cluster", "network", "nodePools", "storage", "addons")
 
 
 class Model(BaseModel):
-    """Base for every config model: camelCase aliases, unknown keys rejected (a typo must not pass silently)."""
+    """Base for every config model: camelCase aliases, unknown keys rejected (a typo must not pass silently).
+
+    Strict types: `true` is no number, `2.5` no integer, `"3"` no count; NaN and infinities are refused.
+    """
 
     model_config = ConfigDict(
         alias_generator=to_camel,
         populate_by_name=True,
         extra="forbid",
+        strict=True,
+        allow_inf_nan=False,
         frozen=True,
         validate_default=True,
         use_attribute_docstrings=True,
@@ -51,13 +56,24 @@ PoolName = Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9-]{0,30}[a-z0
 ClusterName = Annotated[str, StringConstraints(pattern=r"^[0-9A-Za-z][A-Za-z0-9\-_]{0,99}$")]
 
 
+def _cidr_text(value: object) -> object:
+    """CIDRs are written as text (`10.0.0.0/16`); a bare number would silently become a /32."""
+    if isinstance(value, IPv4Network | str):
+        return value
+    raise ValueError("give an IPv4 CIDR as text, e.g. 10.0.0.0/16")
+
+
+#: An IPv4 network written as text; the one lax field type of the strict models.
+Cidr = Annotated[IPv4Network, Strict(False), BeforeValidator(_cidr_text)]
+
+
 # ---------------------------------------------------------------------------------------------------------- cluster
 class EndpointAccess(Model):
     """Who can reach the Kubernetes API. Private by default; public only with an explicit allow-list."""
 
     private: bool = True
     public: bool = False
-    public_access_cidrs: list[IPv4Network] = Field(default_factory=list)
+    public_access_cidrs: list[Cidr] = Field(default_factory=list)
 
 
 class AdminAccess(Model):
@@ -82,7 +98,7 @@ class ClusterConfig(Model):
     policy pack accepts."""
     support_type: Literal["STANDARD", "EXTENDED"] = "STANDARD"
     """EKS upgrade policy: STANDARD ends support after 14 months, EXTENDED adds 12 paid months."""
-    service_cidr: IPv4Network = IPv4Network("172.20.0.0/16")
+    service_cidr: Cidr = IPv4Network("172.20.0.0/16")
     """Kubernetes service CIDR; nodeadm needs it to infer the cluster DNS address."""
     admins: list[AdminAccess] = Field(default_factory=list)
     tags: dict[str, str] = Field(default_factory=dict)
@@ -107,13 +123,13 @@ class ExistingVpc(Model):
 class NetworkConfig(Model):
     """A new VPC (default) or an existing one (`existingVpc`)."""
 
-    vpc_cidr: IPv4Network = IPv4Network("10.0.0.0/16")
+    vpc_cidr: Cidr = IPv4Network("10.0.0.0/16")
     availability_zones: list[str] = Field(default_factory=list)
     nat_gateways: Literal["one-per-az", "single"] = "one-per-az"
     """One NAT gateway per AZ (survives an AZ outage) or a single shared one (cheaper, for dev stacks)."""
-    private_subnet_cidrs: list[IPv4Network] | None = None
+    private_subnet_cidrs: list[Cidr] | None = None
     """Explicit subnet CIDRs, one per AZ in `availabilityZones` order; derived from `vpcCidr` when left out."""
-    public_subnet_cidrs: list[IPv4Network] | None = None
+    public_subnet_cidrs: list[Cidr] | None = None
     existing_vpc: ExistingVpc | None = None
 
     @property
@@ -209,8 +225,8 @@ class HybridCredentials(Model):
 class HybridNetwork(Model):
     """The on-prem networks of a hybrid pool (EKS `remoteNetworkConfig`)."""
 
-    remote_node_cidrs: list[IPv4Network] = Field(default_factory=list)
-    remote_pod_cidrs: list[IPv4Network] = Field(default_factory=list)
+    remote_node_cidrs: list[Cidr] = Field(default_factory=list)
+    remote_pod_cidrs: list[Cidr] = Field(default_factory=list)
     webhooks_on_hybrid_nodes: bool = True
     """Webhooks (e.g. admission controllers) running on hybrid nodes must be reachable from the control plane,
     which needs routable pod CIDRs."""
