@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import pulumi
@@ -28,16 +28,13 @@ import pulumi_kubernetes as k8s
 from components import tags
 from components.addons.helm import helm_release
 from components.catalog import versions
+from components.clock import utc_now
 from components.context import ClusterContext
 from components.identity import aws_managed_policy_arn
 from components.planning import hybrid as plan_hybrid
 from components.planning.pools import PoolPlan
 
 Clock = Callable[[], datetime]
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
 
 
 @dataclass

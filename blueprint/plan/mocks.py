@@ -13,6 +13,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import threading
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,65 +26,160 @@ ACCOUNT_ID = "123456789012"
 FAKE_CA = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nMIIBofflineplan\n-----END CERTIFICATE-----\n").decode()
 
 
-def _fake_id(typ: str, name: str) -> str:
-    """Stable, realistic-looking ids: `<prefix>-<hash>` where AWS uses prefixed ids."""
-    digest = hashlib.sha1(f"{typ}/{name}".encode()).hexdigest()[:17]
-    prefixes = {
-        "aws:ec2/vpc:Vpc": "vpc",
-        "aws:ec2/subnet:Subnet": "subnet",
-        "aws:ec2/securityGroup:SecurityGroup": "sg",
-        "aws:ec2/launchTemplate:LaunchTemplate": "lt",
-        "aws:ec2/natGateway:NatGateway": "nat",
-        "aws:ec2/internetGateway:InternetGateway": "igw",
-        "aws:ec2/routeTable:RouteTable": "rtb",
-        "aws:ec2/eip:Eip": "eipalloc",
-        "aws:ec2/vpcEndpoint:VpcEndpoint": "vpce",
-        "aws:fsx/lustreFileSystem:LustreFileSystem": "fs",
-        "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation": "dra",
-        "aws:efs/fileSystem:FileSystem": "fs",
-        "aws:efs/mountTarget:MountTarget": "fsmt",
-        "aws:efs/accessPoint:AccessPoint": "fsap",
-        "aws:kms/key:Key": "mrk",
-    }
-    prefix = prefixes.get(typ)
-    return f"{prefix}-{digest}" if prefix else f"{name}-id"
+def _digest(typ: str, name: str) -> bytes:
+    """The seed of every mock identifier: the same type and name give the same id and ARN in every run."""
+    return hashlib.sha1(f"{typ}/{name}".encode()).digest()
 
 
-def _arn(typ: str, name: str, region: str) -> str:
-    service = typ.split(":")[1].split("/")[0]
-    return f"arn:aws:{service}:{region}:{ACCOUNT_ID}:{typ.split(':')[-1].lower()}/{name}"
+def _uuid(typ: str, name: str) -> str:
+    """A version-4-shaped UUID, as AWS uses for KMS key ids, SSM activation ids and Auto Scaling group ARNs."""
+    return str(uuid.UUID(bytes=_digest(typ, name)[:16], version=4))
+
+
+def _hex17(typ: str, name: str) -> str:
+    """The 17 hex digits after an EC2 (and FSx, EFS) id prefix: `sg-0123456789abcdef0`."""
+    return _digest(typ, name).hex()[:17]
+
+
+#: EC2-style prefixed ids (`<prefix>-<17 hex>`) and the ARN resource segment each one appears under.
+_PREFIXED: dict[str, tuple[str, str]] = {
+    "aws:ec2/vpc:Vpc": ("vpc", "ec2:vpc"),
+    "aws:ec2/subnet:Subnet": ("subnet", "ec2:subnet"),
+    "aws:ec2/securityGroup:SecurityGroup": ("sg", "ec2:security-group"),
+    "aws:ec2/launchTemplate:LaunchTemplate": ("lt", "ec2:launch-template"),
+    "aws:ec2/natGateway:NatGateway": ("nat", "ec2:natgateway"),
+    "aws:ec2/internetGateway:InternetGateway": ("igw", "ec2:internet-gateway"),
+    "aws:ec2/routeTable:RouteTable": ("rtb", "ec2:route-table"),
+    "aws:ec2/eip:Eip": ("eipalloc", "ec2:elastic-ip"),
+    "aws:ec2/vpcEndpoint:VpcEndpoint": ("vpce", "ec2:vpc-endpoint"),
+    "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule": ("sgr", "ec2:security-group-rule"),
+    "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule": ("sgr", "ec2:security-group-rule"),
+    "aws:fsx/lustreFileSystem:LustreFileSystem": ("fs", "fsx:file-system"),
+    "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation": ("dra", "fsx:association"),
+    "aws:efs/fileSystem:FileSystem": ("fs", "elasticfilesystem:file-system"),
+    "aws:efs/mountTarget:MountTarget": ("fsmt", "elasticfilesystem:mount-target"),
+    "aws:efs/accessPoint:AccessPoint": ("fsap", "elasticfilesystem:access-point"),
+}
 
 
 class PlanMocks(pulumi.runtime.Mocks):
-    """Echo inputs as outputs, and add the computed outputs the program reads (ids, ARNs, endpoints)."""
+    """Echo inputs as outputs, and add the computed outputs the program reads (ids, ARNs, endpoints).
+
+    Ids and ARNs have the shapes AWS documents for each type (a KMS key's UUID and `key/<uuid>` ARN, an IAM role's
+    `arn:aws:iam::<account>:role/<name>`, `sg-<17 hex>`, an SQS queue's URL as its id, ...), derived from a hash of
+    the type and name so every run gives the same values. Types not modelled get `<name>-id` and a generic ARN.
+    """
 
     def __init__(self, region: str) -> None:
         self.region = region
         self.azs = [f"{region}{suffix}" for suffix in "abcdef"]
+        self._decoded = threading.local()
+
+    def last_inputs(self) -> dict[str, Any]:
+        """The inputs of the registration this thread answered last, as the mock monitor decoded them once."""
+        inputs: dict[str, Any] = self._decoded.inputs
+        return inputs
 
     def new_resource(self, args: MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        self._decoded.inputs = args.inputs
         state: dict[str, Any] = dict(args.inputs)
         if not args.custom:
             return None, state
-        resource_id = _fake_id(args.typ, args.name)
-        state.setdefault("arn", _arn(args.typ, state.get("name", args.name), self.region))
+        name = state.get("name", args.name)
+        resource_id, identity = self._identity(args, name)
+        state.setdefault("arn", self._generic_arn(args.typ, name))
         state.setdefault("name", args.name)
-        extra = self._computed_outputs(args, resource_id)
-        state.update(extra)
+        state.update(identity)
+        state.update(self._computed_outputs(args, resource_id))
         return resource_id, state
+
+    def _generic_arn(self, typ: str, name: str) -> str:
+        """`arn:aws:<service>:<region>:<account>:<type>/<name>`, for the types `_identity` does not model."""
+        service = typ.split(":")[1].split("/")[0]
+        return self._arn(service, f"{typ.split(':')[-1].lower()}/{name}")
+
+    def _arn(self, service: str, resource: str, region: bool = True, account: bool = True) -> str:
+        return f"arn:aws:{service}:{self.region if region else ''}:{ACCOUNT_ID if account else ''}:{resource}"
+
+    def _identity(self, args: MockResourceArgs, name: str) -> tuple[str, dict[str, Any]]:
+        """(id, outputs naming the resource: `arn` and the type's own id attributes) as AWS shapes them."""
+        typ, inputs = args.typ, args.inputs
+        if typ in _PREFIXED:
+            prefix, where = _PREFIXED[typ]
+            service, kind = where.split(":")
+            resource_id = f"{prefix}-{_hex17(typ, args.name)}"
+            return resource_id, {"arn": self._arn(service, f"{kind}/{resource_id}")}
+        if typ == "aws:kms/key:Key":
+            key_id = _uuid(typ, args.name)
+            return key_id, {"keyId": key_id, "arn": self._arn("kms", f"key/{key_id}")}
+        if typ == "aws:kms/alias:Alias":
+            target = inputs.get("targetKeyId")
+            target_arn = (
+                target
+                if not isinstance(target, str) or target.startswith("arn:")
+                else (self._arn("kms", f"key/{target}"))
+            )
+            return name, {"arn": self._arn("kms", name), "targetKeyArn": target_arn}
+        if typ == "aws:iam/role:Role":
+            path = inputs.get("path") or "/"
+            unique = "AROA" + _digest(typ, args.name).hex()[:17].upper()
+            return name, {"arn": self._arn("iam", f"role{path}{name}", region=False), "uniqueId": unique}
+        if typ == "aws:iam/instanceProfile:InstanceProfile":
+            return name, {"arn": self._arn("iam", f"instance-profile/{name}", region=False)}
+        if typ == "aws:iam/policy:Policy":
+            arn = self._arn("iam", f"policy/{name}", region=False)
+            return arn, {"arn": arn}
+        if typ == "aws:s3/bucket:Bucket":
+            # A bucket named by prefix gets a unique suffix from the provider; S3 ARNs have no region or account.
+            suffix = hashlib.sha1(args.name.encode()).hexdigest()[:8]
+            bucket = inputs.get("bucket") or f"{inputs.get('bucketPrefix', name)}{suffix}"
+            return bucket, {"bucket": bucket, "arn": self._arn("s3", bucket, region=False, account=False)}
+        if typ == "aws:eks/cluster:Cluster":
+            return name, {"arn": self._arn("eks", f"cluster/{name}")}
+        if typ == "aws:autoscaling/group:Group":
+            group = f"autoScalingGroup:{_uuid(typ, args.name)}:autoScalingGroupName/{name}"
+            return name, {"arn": self._arn("autoscaling", group)}
+        if typ == "aws:sqs/queue:Queue":
+            url = f"https://sqs.{self.region}.amazonaws.com/{ACCOUNT_ID}/{name}"
+            return url, {"url": url, "arn": self._arn("sqs", name)}
+        if typ == "aws:sns/topic:Topic":
+            arn = self._arn("sns", name)
+            return arn, {"arn": arn}
+        if typ == "aws:cloudwatch/logGroup:LogGroup":
+            return name, {"arn": self._arn("logs", f"log-group:{name}")}
+        if typ == "aws:cloudwatch/eventRule:EventRule":
+            return name, {"arn": self._arn("events", f"rule/{name}")}
+        if typ == "aws:cloudwatch/metricAlarm:MetricAlarm":
+            return name, {"arn": self._arn("cloudwatch", f"alarm:{name}")}
+        if typ == "aws:ec2/placementGroup:PlacementGroup":
+            return name, {
+                "arn": self._arn("ec2", f"placement-group/{name}"),
+                "placementGroupId": (f"pg-{_hex17(typ, args.name)}"),
+            }
+        if typ == "aws:ssm/activation:Activation":
+            return _uuid(typ, args.name), {}
+        if typ == "aws:eks/podIdentityAssociation:PodIdentityAssociation":
+            association = f"a-{_hex17(typ, args.name)}"
+            cluster = inputs.get("clusterName", "")
+            return association, {
+                "associationId": association,
+                "associationArn": self._arn("eks", f"podidentityassociation/{cluster}/{association}"),
+            }
+        return f"{args.name}-id", {}
 
     def _computed_outputs(self, args: MockResourceArgs, resource_id: str) -> dict[str, Any]:
         name = args.inputs.get("name", args.name)
         if args.typ == "aws:eks/cluster:Cluster":
+            oidc_id = _digest("eks-oidc-issuer", name).hex()[:32].upper()
             return {
                 "endpoint": f"https://{hashlib.sha1(name.encode()).hexdigest()[:32].upper()}"
                 f".gr7.{self.region}.eks.amazonaws.com",
                 "certificateAuthority": {"data": FAKE_CA},
                 "vpcConfig": {
                     **args.inputs.get("vpcConfig", {}),
-                    "clusterSecurityGroupId": "sg-0c1u5t3r5g00000",
+                    "clusterSecurityGroupId": f"sg-{_hex17('eks-cluster-security-group', name)}",
                 },
-                "identities": [{"oidcs": [{"issuer": f"https://oidc.eks.{self.region}.amazonaws.com/id/OFFLINE"}]}],
+                "identities": [{"oidcs": [{"issuer": f"https://oidc.eks.{self.region}.amazonaws.com/id/{oidc_id}"}]}],
                 "status": "ACTIVE",
             }
         if args.typ == "aws:fsx/lustreFileSystem:LustreFileSystem":
@@ -90,21 +187,10 @@ class PlanMocks(pulumi.runtime.Mocks):
                 "dnsName": f"{resource_id}.fsx.{self.region}.amazonaws.com",
                 "mountName": "abcdefgh",
             }
-        if args.typ == "aws:s3/bucket:Bucket":
-            # A bucket named by prefix gets a unique suffix from the provider; S3 ARNs have no region or account.
-            suffix = hashlib.sha1(args.name.encode()).hexdigest()[:8]
-            bucket = args.inputs.get("bucket") or f"{args.inputs.get('bucketPrefix', name)}{suffix}"
-            return {"bucket": bucket, "arn": f"arn:aws:s3:::{bucket}"}
         if args.typ == "aws:efs/fileSystem:FileSystem":
             return {"dnsName": f"{resource_id}.efs.{self.region}.amazonaws.com"}
-        if args.typ == "aws:sqs/queue:Queue":
-            return {"url": f"https://sqs.{self.region}.amazonaws.com/{ACCOUNT_ID}/{name}"}
         if args.typ == "aws:ec2/launchTemplate:LaunchTemplate":
             return {"latestVersion": 1}
-        if args.typ == "aws:iam/instanceProfile:InstanceProfile":
-            return {"arn": f"arn:aws:iam::{ACCOUNT_ID}:instance-profile/{name}"}
-        if args.typ == "aws:iam/role:Role":
-            return {"arn": f"arn:aws:iam::{ACCOUNT_ID}:role/{name}"}
         if args.typ == "aws:ssm/activation:Activation":
             return {"activationCode": "offline-activation-code"}
         return {}
@@ -237,17 +323,21 @@ def _plain(value: Any) -> Any:
 
 
 class RecordingMonitor(MockMonitor):
-    """A mock monitor that keeps every registration with its options, in registration order."""
+    """A mock monitor that keeps every registration with its options, in the order registrations complete.
 
-    def __init__(self, mocks: pulumi.runtime.Mocks) -> None:
+    The inputs it records are the ones the base monitor already decoded for `PlanMocks.new_resource` (decoding a
+    registration's properties twice was a fifth of a plan's registration time).
+    """
+
+    def __init__(self, mocks: PlanMocks) -> None:
         super().__init__(mocks)
+        self._mocks = mocks
         self.registrations: list[Registration] = []
 
     def RegisterResource(self, request: Any) -> Any:
         response = super().RegisterResource(request)
         if request.type == "pulumi:pulumi:Stack":
             return response
-        inputs = rpc.deserialize_properties(request.object, keep_unknowns=True)
         self.registrations.append(
             Registration(
                 urn=response.urn,
@@ -255,14 +345,17 @@ class RecordingMonitor(MockMonitor):
                 name=request.name,
                 parent=request.parent or None,
                 custom=bool(request.custom),
-                inputs=_plain(inputs),
+                inputs=_plain(self._mocks.last_inputs()),
                 protect=bool(request.protect),
                 retain_on_delete=bool(request.retainOnDelete),
-                depends_on=list(request.dependencies),
-                ignore_changes=list(request.ignoreChanges),
+                # Registrations complete concurrently, so the SDK gathers these in no stable order: sorted here.
+                depends_on=sorted(set(request.dependencies)),
+                ignore_changes=sorted(request.ignoreChanges),
                 provider=request.provider or None,
                 id=response.id or None,
-                property_dependencies={k: list(v.urns) for k, v in request.propertyDependencies.items()},
+                property_dependencies={
+                    key: sorted(request.propertyDependencies[key].urns) for key in sorted(request.propertyDependencies)
+                },
             )
         )
         return response

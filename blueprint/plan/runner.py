@@ -8,8 +8,10 @@ program runs exactly as under `pulumi up`, with `PlanMocks` standing in for the 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +20,12 @@ import yaml
 from pulumi.runtime.mocks import test as run_under_mocks
 
 from blueprint.plan.mocks import PlanMocks, RecordingMonitor, Registration
+from components import clock
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
+#: The time an offline run reads from `components.clock`: fixed, so that values derived from the clock (an SSM
+#: activation's `expirationDate`) are the same in every plan of the same config.
+PLAN_TIME = datetime(2025, 1, 1, tzinfo=UTC)
 
 
 @dataclass
@@ -90,8 +96,27 @@ def as_pulumi_config(config: Mapping[str, Any]) -> dict[str, str]:
     return {key: encode(value) for key, value in config.items()}
 
 
+def in_plan_order(registrations: Iterable[Registration]) -> list[Registration]:
+    """Parents before their children, siblings by URN: a stable order (registrations complete concurrently, so
+    the order they arrive in changes from run to run) that still reads top-down, component by component."""
+    ordered = sorted(registrations, key=lambda r: r.urn)
+    known = {r.urn for r in ordered}
+    children: dict[str | None, list[Registration]] = defaultdict(list)
+    for r in ordered:
+        children[r.parent if r.parent in known else None].append(r)
+    out: list[Registration] = []
+    pending = list(reversed(children[None]))
+    while pending:
+        r = pending.pop()
+        out.append(r)
+        pending.extend(reversed(children[r.urn]))
+    return out
+
+
 @dataclass
 class ProgramRun:
+    """What a mocked run registered, in plan order (`in_plan_order`)."""
+
     registrations: list[Registration]
 
     def of_type(self, type_token: str) -> list[Registration]:
@@ -113,9 +138,10 @@ def run_mocked(
     stack: str = "test",
     region: str | None = None,
 ) -> ProgramRun:
-    """Run `program` under fresh mocks and return every registration, in order, once all of them completed.
+    """Run `program` under fresh mocks and return every registration, in plan order, once all of them completed.
 
-    Exceptions from the program (a `ConfigError` above all) propagate unchanged.
+    The program reads `PLAN_TIME` as the current time. Exceptions from the program (a `ConfigError` above all)
+    propagate unchanged.
     """
     settings = dict(config or {})
     region = region or settings.get("aws:region", "us-east-1")
@@ -125,8 +151,9 @@ def run_mocked(
     pulumi.runtime.reset_options()
     pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=False, monitor=monitor)
     pulumi.runtime.set_all_config(settings)
-    run_under_mocks(program)()
-    return ProgramRun(registrations=list(monitor.registrations))
+    with clock.pinned(PLAN_TIME):
+        run_under_mocks(program)()
+    return ProgramRun(registrations=in_plan_order(monitor.registrations))
 
 
 def run_program(program: Callable[[], Any], files: StackFiles) -> ProgramRun:

@@ -1,0 +1,32 @@
+"""The program's one reading of the wall clock, which offline plans pin so that one config gives one plan.
+
+Under `pulumi up` nothing pins it and `utc_now` is the real time. `blueprint plan` and the tests run the program
+inside `pinned(...)`: every value derived from the time (an SSM activation's `expirationDate`) is then the same in
+every run. A context variable, not a global: each mocked run sees only its own pin.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from datetime import UTC, datetime
+
+_PINNED: ContextVar[datetime | None] = ContextVar("pinned_utc_now", default=None)
+
+
+def utc_now() -> datetime:
+    """Now, timezone-aware in UTC: the pinned time inside `pinned`, the real time otherwise."""
+    return _PINNED.get() or datetime.now(UTC)
+
+
+@contextmanager
+def pinned(at: datetime) -> Iterator[None]:
+    """Make `utc_now` return `at` (which must carry a timezone) for the code run inside the block."""
+    if at.tzinfo is None:
+        raise ValueError("pinned needs a timezone-aware datetime")
+    token = _PINNED.set(at)
+    try:
+        yield
+    finally:
+        _PINNED.reset(token)
