@@ -21,10 +21,11 @@ import pulumi_aws as aws
 
 from components import tags as tag_keys
 from components.catalog import versions
-from components.config import AdminAccess, StackConfig
+from components.config import AdminAccess, ClusterConfig
+from components.context import stateful_options
 from components.identity import aws_managed_policy_arn
 from components.network import Network
-from components.planning.hybrid import remote_node_cidrs, remote_pod_cidrs
+from components.planning.stateful import Protection
 from components.security_groups import allow_all_within
 
 #: Kubernetes resources EKS envelope-encrypts with the cluster's KMS key (EKS API: EncryptionConfig.resources).
@@ -45,6 +46,31 @@ CONTROL_PLANE_TO_NODE_PORTS: tuple[tuple[int, int, str], ...] = (
 )
 KUBELET_PORT = 10250
 API_SERVER_PORT = 443
+
+
+def require_supported_version(kubernetes_version: str) -> None:
+    """Refuse a Kubernetes version EKS does not run. `components.validation` reports this with its key path first;
+    this guards direct construction."""
+    supported = versions.supported_kubernetes_versions()
+    if kubernetes_version not in supported:
+        raise ValueError(f"Kubernetes {kubernetes_version} is not supported by EKS; supported: {', '.join(supported)}")
+
+
+def remote_network_args(
+    remote_network: Mapping[str, Any] | None,
+) -> aws.eks.ClusterRemoteNetworkConfigArgs | None:
+    """The planned `remoteNetworkConfig` (`components.planning.hybrid.remote_network_config`) as pulumi-aws args."""
+    if remote_network is None:
+        return None
+    pods = remote_network.get("remotePodNetworks")
+    return aws.eks.ClusterRemoteNetworkConfigArgs(
+        remote_node_networks=aws.eks.ClusterRemoteNetworkConfigRemoteNodeNetworksArgs(
+            cidrs=list(remote_network["remoteNodeNetworks"]["cidrs"])
+        ),
+        remote_pod_networks=(
+            aws.eks.ClusterRemoteNetworkConfigRemotePodNetworksArgs(cidrs=list(pods["cidrs"])) if pods else None
+        ),
+    )
 
 
 def admin_resource_name(cluster_name: str, admin: AdminAccess) -> str:
@@ -112,32 +138,50 @@ class EksCluster(pulumi.ComponentResource):
     Attributes: `cluster` (aws.eks.Cluster), `name`, `arn`, `endpoint`, `certificate_authority` (base64),
     `cluster_security_group_id` (EKS-managed), `node_security_group` / `node_security_group_id`, `kms_key`,
     `role`, `admin_entries` ({resource name: AccessEntry}).
+
+    `remote_network` is the planned `remoteNetworkConfig` of the hybrid pools
+    (`components.planning.hybrid.remote_network_config`), None without hybrid pools; `key_protection` the
+    options of the cluster's KMS key (`components.planning.stateful`).
     """
 
     def __init__(
         self,
         name: str,
-        spec: StackConfig,
+        config: ClusterConfig,
         network: Network,
+        remote_network: Mapping[str, Any] | None,
+        key_protection: Protection,
         tags: Mapping[str, str],
         account_id: pulumi.Input[str],
         partition: pulumi.Input[str],
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpu-clusters:index:EksCluster", name, None, opts)
-        cfg = spec.cluster
-        supported = versions.supported_kubernetes_versions()
-        if cfg.kubernetes_version not in supported:
-            # components.validation reports this with its key path first; this guards direct construction.
-            raise ValueError(
-                f"Kubernetes {cfg.kubernetes_version} is not supported by EKS; supported: {', '.join(supported)}"
-            )
-        self.spec = spec
+        require_supported_version(config.kubernetes_version)
+        self.config = config
+        self.cluster_name = config.name
         self.tags = dict(tags)
-        child = pulumi.ResourceOptions(parent=self)
-        cluster_name = cfg.name
+        self.partition = partition
+        cluster_policy = self._cluster_role()
+        self._kms_key(key_protection, account_id)
+        encryption_policy = self._encryption_policy()
+        self._control_plane(network, remote_network, depends_on=[cluster_policy, encryption_policy])
+        self._admin_access()
+        self._node_security_group(network.vpc_id)
+        self._node_security_rules()
+        self.register_outputs(
+            {
+                "name": self.name,
+                "endpoint": self.endpoint,
+                "kmsKeyArn": self.kms_key.arn,
+                "nodeSecurityGroupId": self.node_security_group_id,
+            }
+        )
 
-        # -- cluster IAM role (https://docs.aws.amazon.com/eks/latest/userguide/cluster-iam-role.html)
+    def _cluster_role(self) -> aws.iam.RolePolicyAttachment:
+        """The role EKS assumes to run the control plane (https://docs.aws.amazon.com/eks/latest/userguide/
+        cluster-iam-role.html); returns its policy attachment, which the cluster must outlive."""
+        cluster_name = self.cluster_name
         self.role = aws.iam.Role(
             f"{cluster_name}-cluster",
             assume_role_policy=json.dumps(
@@ -154,36 +198,39 @@ class EksCluster(pulumi.ComponentResource):
             ),
             description=f"EKS control plane of {cluster_name}",
             tags=self.tags,
-            opts=child,
+            opts=pulumi.ResourceOptions(parent=self),
         )
-        cluster_policy = aws.iam.RolePolicyAttachment(
+        return aws.iam.RolePolicyAttachment(
             f"{cluster_name}-cluster-AmazonEKSClusterPolicy",
             role=self.role.name,
-            policy_arn=aws_managed_policy_arn(partition, "AmazonEKSClusterPolicy"),
-            opts=child,
+            policy_arn=aws_managed_policy_arn(self.partition, "AmazonEKSClusterPolicy"),
+            opts=pulumi.ResourceOptions(parent=self),
         )
 
-        # -- KMS key for secrets envelope encryption, reused for volumes and file systems. Losing it makes every
-        #    object encrypted with it unreadable, so it is protected and retained unless the stack opts out.
-        stateful = cfg.protect_stateful
+    def _kms_key(self, protection: Protection, account_id: pulumi.Input[str]) -> None:
+        """The key for secrets envelope encryption, reused for volumes and file systems. Losing it makes every
+        object encrypted with it unreadable, so it gets the stateful protection."""
+        cluster_name = self.cluster_name
         self.kms_key = aws.kms.Key(
             f"{cluster_name}-eks",
             description=f"EKS secrets and data encryption for cluster {cluster_name}",
             enable_key_rotation=True,
             deletion_window_in_days=KMS_DELETION_WINDOW_DAYS,
-            policy=pulumi.Output.all(account_id, partition).apply(lambda v: kms_key_policy(v[0], v[1])),
+            policy=pulumi.Output.all(account_id, self.partition).apply(lambda v: kms_key_policy(v[0], v[1])),
             tags={**self.tags, tag_keys.STATEFUL: "true"},
-            opts=pulumi.ResourceOptions(parent=self, protect=stateful, retain_on_delete=stateful),
+            opts=stateful_options(protection, self),
         )
         aws.kms.Alias(
             f"{cluster_name}-eks",
             name=f"alias/{cluster_name}-eks",
             target_key_id=self.kms_key.key_id,
-            opts=child,
+            opts=pulumi.ResourceOptions(parent=self),
         )
-        # The control plane encrypts and decrypts secrets with the key (as terraform-aws-eks grants it).
-        encryption_policy = aws.iam.RolePolicy(
-            f"{cluster_name}-cluster-encryption",
+
+    def _encryption_policy(self) -> aws.iam.RolePolicy:
+        """The control plane encrypts and decrypts secrets with the key (as terraform-aws-eks grants it)."""
+        return aws.iam.RolePolicy(
+            f"{self.cluster_name}-cluster-encryption",
             role=self.role.id,
             policy=self.kms_key.arn.apply(
                 lambda arn: json.dumps(
@@ -199,10 +246,16 @@ class EksCluster(pulumi.ComponentResource):
                     }
                 )
             ),
-            opts=child,
+            opts=pulumi.ResourceOptions(parent=self),
         )
 
-        # -- the cluster
+    def _control_plane(
+        self, network: Network, remote_network: Mapping[str, Any] | None, depends_on: list[pulumi.Resource]
+    ) -> None:
+        """The cluster: private subnets, API endpoint access, access entries only, encrypted secrets, control-plane
+        logs, and the hybrid pools' remote networks. It waits for the role's policies: EKS cannot clean up its ENIs
+        and security groups if the role loses them first."""
+        cfg = self.config
         endpoint = cfg.endpoint
         vpc_config: dict[str, Any] = {
             "subnet_ids": network.private_subnet_id_list,
@@ -211,19 +264,9 @@ class EksCluster(pulumi.ComponentResource):
         }
         if endpoint.public:
             vpc_config["public_access_cidrs"] = [str(c) for c in endpoint.public_access_cidrs]
-        # Hybrid pools' on-prem networks, merged into the single objects EKS takes (§5f).
-        node_cidrs, pod_cidrs = remote_node_cidrs(spec), remote_pod_cidrs(spec)
-        remote = None
-        if node_cidrs:
-            remote = aws.eks.ClusterRemoteNetworkConfigArgs(
-                remote_node_networks=aws.eks.ClusterRemoteNetworkConfigRemoteNodeNetworksArgs(cidrs=node_cidrs),
-                remote_pod_networks=(
-                    aws.eks.ClusterRemoteNetworkConfigRemotePodNetworksArgs(cidrs=pod_cidrs) if pod_cidrs else None
-                ),
-            )
         self.cluster = aws.eks.Cluster(
-            f"{cluster_name}-eks",
-            name=cluster_name,
+            f"{self.cluster_name}-eks",
+            name=self.cluster_name,
             version=cfg.kubernetes_version,
             role_arn=self.role.arn,
             vpc_config=aws.eks.ClusterVpcConfigArgs(**vpc_config),
@@ -244,10 +287,9 @@ class EksCluster(pulumi.ComponentResource):
             kubernetes_network_config=aws.eks.ClusterKubernetesNetworkConfigArgs(
                 ip_family="ipv4", service_ipv4_cidr=str(cfg.service_cidr)
             ),
-            remote_network_config=remote,
+            remote_network_config=remote_network_args(remote_network),
             tags=self.tags,
-            # EKS cannot clean up its ENIs and security groups if the role loses its policies first.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[cluster_policy, encryption_policy]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=depends_on),
         )
         self.name: pulumi.Output[str] = self.cluster.name
         self.arn: pulumi.Output[str] = self.cluster.arn
@@ -259,10 +301,13 @@ class EksCluster(pulumi.ComponentResource):
             lambda v: v.cluster_security_group_id or ""
         )
 
-        # -- admin access entries
+    def _admin_access(self) -> None:
+        """One STANDARD access entry and access policy per configured admin: the API authentication mode has no
+        `aws-auth` ConfigMap, so access entries are the only way in (§5e)."""
+        child = pulumi.ResourceOptions(parent=self)
         self.admin_entries: dict[str, aws.eks.AccessEntry] = {}
-        for admin in cfg.admins:
-            resource = admin_resource_name(cluster_name, admin)
+        for admin in self.config.admins:
+            resource = admin_resource_name(self.cluster_name, admin)
             entry = aws.eks.AccessEntry(
                 resource,
                 cluster_name=self.cluster.name,
@@ -275,23 +320,26 @@ class EksCluster(pulumi.ComponentResource):
                 resource,
                 cluster_name=self.cluster.name,
                 principal_arn=entry.principal_arn,
-                policy_arn=access_policy_arn(partition, admin.policy),
+                policy_arn=access_policy_arn(self.partition, admin.policy),
                 access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"),
                 opts=child,
             )
             self.admin_entries[resource] = entry
 
-        # -- node security group
+    def _node_security_group(self, vpc_id: pulumi.Input[str]) -> None:
+        """The group every `aws` node joins. Nodes talk to each other freely (EFA needs all traffic to and from
+        the group itself, in and out, §2) and reach AWS APIs, registries and the internet through NAT."""
+        cluster_name = self.cluster_name
+        child = pulumi.ResourceOptions(parent=self)
         self.node_security_group = aws.ec2.SecurityGroup(
             f"{cluster_name}-node",
-            vpc_id=network.vpc_id,
+            vpc_id=vpc_id,
             description=f"EKS nodes of {cluster_name}: node-to-node (EFA), control plane to nodes",
             tags={**self.tags, "Name": f"{cluster_name}-node", f"kubernetes.io/cluster/{cluster_name}": "owned"},
             opts=child,
         )
         node_sg = self.node_security_group.id
         self.node_security_group_id: pulumi.Output[str] = node_sg
-        # pods and EFA: EFA needs the group itself allowed in and out
         allow_all_within(f"{cluster_name}-node", node_sg, "node-to-node (pods, EFA)", self.tags, child)
         aws.vpc.SecurityGroupEgressRule(
             f"{cluster_name}-node-to-anywhere",
@@ -302,6 +350,13 @@ class EksCluster(pulumi.ComponentResource):
             tags=self.tags,
             opts=child,
         )
+
+    def _node_security_rules(self) -> None:
+        """Control plane and nodes reach each other: the control plane to kubelets and webhooks, the nodes to the
+        API server. Nothing is open to 0.0.0.0/0 inbound."""
+        cluster_name = self.cluster_name
+        child = pulumi.ResourceOptions(parent=self)
+        node_sg = self.node_security_group_id
         for from_port, to_port, why in CONTROL_PLANE_TO_NODE_PORTS:
             aws.vpc.SecurityGroupIngressRule(
                 f"{cluster_name}-node-from-control-plane-{from_port}",
@@ -324,12 +379,4 @@ class EksCluster(pulumi.ComponentResource):
             description="nodes to the Kubernetes API server",
             tags=self.tags,
             opts=child,
-        )
-        self.register_outputs(
-            {
-                "name": self.name,
-                "endpoint": self.endpoint,
-                "kmsKeyArn": self.kms_key.arn,
-                "nodeSecurityGroupId": node_sg,
-            }
         )

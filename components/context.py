@@ -1,20 +1,22 @@
 """What the cluster core hands to every component built on top of it.
 
 The data flow is one-way (design.md): `GpuCluster` builds the network and the EKS cluster first, packs their
-outputs into a `ClusterContext`, and passes it to node pools, storage, add-ons and hybrid nodes. Those never re-read
-config and never look each other up; whatever they share is here.
+outputs into a `ClusterContext`, and passes it to node pools, storage, add-ons and hybrid nodes. Those never look
+each other up; whatever they share is here. The context carries the few config values every component needs (names,
+region, versions, protection), not the stack config: a component that owns a section of the config (storage,
+add-ons) receives that section from `GpuCluster` as a constructor argument.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from components.config import StackConfig
+from components.planning.stateful import Protection, StatefulKind
 
 #: Builds an IAM role that one Kubernetes service account assumes through EKS Pod Identity:
 #: (name, namespace, service_account, policy_json or None, managed_policy_arns, parent) -> role.
@@ -25,8 +27,17 @@ PodIdentityRoleFactory = Callable[
 
 @dataclass(frozen=True)
 class ClusterContext:
-    spec: StackConfig
     stack: str
+    #: The configured cluster name, known at plan time (resource names and tags derive from it).
+    cluster_name_plain: str
+    region: str
+    kubernetes_version: str
+    #: Kubernetes service CIDR: nodeadm infers the cluster DNS address from it.
+    service_cidr: str
+    #: The stack's EKS add-on version pins (`addons.managed.pins`), by add-on name.
+    managed_addon_pins: Mapping[str, str]
+    #: Resource options of each stateful kind (components.planning.stateful.stateful_protection).
+    stateful: Mapping[StatefulKind, Protection]
     #: Tags every AWS resource carries (components.tags.cluster_tags).
     tags: Mapping[str, str]
     account_id: pulumi.Output[str]
@@ -34,6 +45,8 @@ class ClusterContext:
     # network
     vpc_id: pulumi.Input[str]
     vpc_cidr: str
+    #: Availability zones in config order.
+    zones: Sequence[str]
     #: Private subnet ids by availability zone: EFA pools and their Lustre file system pick one AZ's subnet.
     private_subnet_ids: Mapping[str, pulumi.Input[str]]
     # EKS
@@ -55,7 +68,14 @@ class ClusterContext:
     #: Resources a Kubernetes object must wait for (e.g. the system pool, so controllers have somewhere to run).
     kubernetes_ready: list[pulumi.Resource] = field(default_factory=list)
 
-    @property
-    def cluster_name_plain(self) -> str:
-        """The configured cluster name, known at plan time (resource names and tags derive from it)."""
-        return self.spec.cluster.name
+
+def stateful_options(
+    protection: Protection, parent: pulumi.Resource, depends_on: Sequence[pulumi.Resource] = ()
+) -> pulumi.ResourceOptions:
+    """Resource options of a stateful resource: its kind's protection (`ClusterContext.stateful`) under `parent`."""
+    return pulumi.ResourceOptions(
+        parent=parent,
+        depends_on=list(depends_on),
+        protect=protection.protect,
+        retain_on_delete=protection.retain_on_delete,
+    )

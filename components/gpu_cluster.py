@@ -1,8 +1,8 @@
 """The whole cluster as one component: network, EKS, node pools, storage, add-ons, hybrid nodes.
 
 This module only composes. Every decision is made earlier (config validation, the pure planning functions) or
-inside the component that owns it; this file passes a validated spec and the `ClusterContext` along, in the order
-AWS needs things to exist.
+inside the component that owns it; this file hands each component its section of the validated spec and the
+`ClusterContext`, in the order AWS needs things to exist.
 """
 
 from __future__ import annotations
@@ -10,15 +10,28 @@ from __future__ import annotations
 from typing import Any
 
 import pulumi
+import pulumi_aws as aws
 
-from components import tags
+from components import kubernetes_access, tags
+from components.addons import Addons
+from components.cluster import EksCluster
 from components.config import StackConfig
+from components.context import ClusterContext
+from components.hybrid import HybridNodes
+from components.identity import NodeIdentity, PodIdentityRoles
+from components.managed_addons import NODE_AGENT_ADDONS, SYSTEM_ADDONS, ManagedAddons
+from components.network import Network
+from components.node_pool import NodePool
+from components.planning.hybrid import remote_network_config
 from components.planning.pools import PoolPlan, plan_pools
+from components.planning.stateful import stateful_protection
+from components.storage import SharedStorage
 
 
 class GpuCluster(pulumi.ComponentResource):
     def __init__(self, name: str, spec: StackConfig, stack: str, opts: pulumi.ResourceOptions | None = None):
         super().__init__("gpu-clusters:index:GpuCluster", name, None, opts)
+        self.base_name = name
         self.spec = spec
         self.stack = stack
         self.tags = tags.cluster_tags(spec.cluster.name, stack, spec.cluster.tags)
@@ -28,46 +41,61 @@ class GpuCluster(pulumi.ComponentResource):
             "region": spec.region,
             "nodePools": [p.name for p in self.pool_plans],
         }
-        child = pulumi.ResourceOptions(parent=self)
-        del child  # each section below builds its components with `pulumi.ResourceOptions(parent=self)`
+        self._cluster_core()
+        self._node_pools()
+        self._system_addons()
+        self._storage()
+        self._addons()
+        self._hybrid_nodes()
+        self.register_outputs({})
 
-        # -- cluster core (issue 3): network, EKS control plane, identities, managed add-ons, Kubernetes provider
-        # Imported here so each section's imports stay inside its own hunk.
-        import pulumi_aws as aws
+    def exports(self) -> dict[str, Any]:
+        """Stack outputs: what operators and CI need after `pulumi up` (kubeconfig as a secret)."""
+        return dict(self._exports)
 
-        from components import kubernetes_access
-        from components.cluster import EksCluster
-        from components.context import ClusterContext
-        from components.identity import NodeIdentity, PodIdentityRoles
-        from components.managed_addons import NODE_AGENT_ADDONS, ManagedAddons
-        from components.network import Network
+    def _child(self) -> pulumi.ResourceOptions:
+        return pulumi.ResourceOptions(parent=self)
 
+    def _cluster_core(self) -> None:
+        """Network, EKS control plane, node identity and the Kubernetes provider, packed into the context every
+        later component reads; then the node agents (CNI, kube-proxy, Pod Identity agent), which nodes need to
+        become Ready."""
+        spec, name = self.spec, self.base_name
         account_id = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=self)).account_id
         partition = aws.get_partition_output(opts=pulumi.InvokeOutputOptions(parent=self)).partition
-        self.network = Network(f"{name}-network", spec, self.tags, opts=pulumi.ResourceOptions(parent=self))
+        stateful = stateful_protection(spec.cluster.protect_stateful)
+        self.network = Network(
+            f"{name}-network", spec.network, spec.cluster.name, spec.region, self.tags, opts=self._child()
+        )
         self.eks = EksCluster(
             f"{name}-eks",
-            spec,
+            spec.cluster,
             self.network,
+            remote_network_config(spec),
+            stateful["kms-key"],
             self.tags,
             account_id,
             partition,
-            opts=pulumi.ResourceOptions(parent=self),
+            opts=self._child(),
         )
-        self.node_identity = NodeIdentity(
-            spec.cluster.name, self.eks.name, partition, self.tags, opts=pulumi.ResourceOptions(parent=self)
-        )
+        self.node_identity = NodeIdentity(spec.cluster.name, self.eks.name, partition, self.tags, opts=self._child())
         kubeconfig = kubernetes_access.kubeconfig(
             spec.cluster.name, self.eks.endpoint, self.eks.certificate_authority, spec.region
         )
         self.context = ClusterContext(
-            spec=spec,
-            stack=stack,
+            stack=self.stack,
+            cluster_name_plain=spec.cluster.name,
+            region=spec.region,
+            kubernetes_version=spec.cluster.kubernetes_version,
+            service_cidr=str(spec.cluster.service_cidr),
+            managed_addon_pins=dict(spec.addons.managed.pins),
+            stateful=stateful,
             tags=self.tags,
             account_id=account_id,
             partition=partition,
             vpc_id=self.network.vpc_id,
             vpc_cidr=self.network.vpc_cidr,
+            zones=list(self.network.zones),
             private_subnet_ids=self.network.private_subnet_ids,
             cluster_name=self.eks.name,
             cluster_arn=self.eks.arn,
@@ -78,17 +106,10 @@ class GpuCluster(pulumi.ComponentResource):
             node_role_arn=self.node_identity.role_arn,
             node_instance_profile_arn=self.node_identity.instance_profile_arn,
             kms_key_arn=self.eks.kms_key.arn,
-            k8s_provider=kubernetes_access.kubernetes_provider(
-                f"{name}-k8s", kubeconfig, opts=pulumi.ResourceOptions(parent=self)
-            ),
+            k8s_provider=kubernetes_access.kubernetes_provider(f"{name}-k8s", kubeconfig, opts=self._child()),
             pod_identity_role=PodIdentityRoles(self.eks.name, spec.cluster.name, partition, self.tags),
         )
-        # Step 1 of the managed add-ons (CNI, kube-proxy, Pod Identity agent): nodes need them to become Ready.
-        # Step 2 (CoreDNS, EBS CSI) waits for the system pool and is built after the node pools:
-        #   ManagedAddons(f"{name}-system-addons", self.context, SYSTEM_ADDONS, after=[<system pool>, self.node_agents])
-        self.node_agents = ManagedAddons(
-            f"{name}-node-agents", self.context, NODE_AGENT_ADDONS, opts=pulumi.ResourceOptions(parent=self)
-        )
+        self.node_agents = ManagedAddons(f"{name}-node-agents", self.context, NODE_AGENT_ADDONS, opts=self._child())
         secret_kubeconfig: pulumi.Output[str] = pulumi.Output.secret(kubeconfig)
         self._exports.update(
             {
@@ -103,60 +124,57 @@ class GpuCluster(pulumi.ComponentResource):
                 "kmsKeyArn": self.eks.kms_key.arn,
             }
         )
-        # -- node pools (issue 4): one launch template + ASG per `aws` pool, the system pool included
-        from components.node_pool import NodePool
 
+    def _node_pools(self) -> None:
+        """One launch template and Auto Scaling group per `aws` pool, the system pool included. Kubernetes objects
+        then wait for the system pool's group: controllers and charts need somewhere to run."""
         self.node_pools: dict[str, NodePool] = {
-            plan.name: NodePool(f"{name}-{plan.name}", plan, self.context, opts=pulumi.ResourceOptions(parent=self))
+            plan.name: NodePool(f"{self.base_name}-{plan.name}", plan, self.context, opts=self._child())
             for plan in self.pool_plans
             if plan.kind == "aws"
         }
-        # Controllers and charts need somewhere to run: Kubernetes objects wait for the system pool's group, and so
-        # does step 2 of the managed add-ons (CoreDNS, EBS CSI), as the cluster core section above plans it.
-        system_asgs = [np.asg for np in self.node_pools.values() if np.plan.role == "system"]
-        self.context.kubernetes_ready.extend(system_asgs)
-        from components.managed_addons import SYSTEM_ADDONS
+        self.context.kubernetes_ready.extend(self._system_asgs)
+        self._exports["nodePoolAsgNames"] = {pool: np.asg.name for pool, np in self.node_pools.items()}
 
+    @property
+    def _system_asgs(self) -> list[pulumi.Resource]:
+        return [np.asg for np in self.node_pools.values() if np.plan.role == "system"]
+
+    def _system_addons(self) -> None:
+        """The managed add-ons that run as pods (CoreDNS, EBS CSI): they wait for the system pool and the node
+        agents, or EKS reports them degraded."""
         self.system_addons = ManagedAddons(
-            f"{name}-system-addons",
+            f"{self.base_name}-system-addons",
             self.context,
             SYSTEM_ADDONS,
-            after=[*system_asgs, self.node_agents],
-            opts=pulumi.ResourceOptions(parent=self),
+            after=[*self._system_asgs, self.node_agents],
+            opts=self._child(),
         )
-        self._exports["nodePoolAsgNames"] = {pool: np.asg.name for pool, np in self.node_pools.items()}
-        # -- storage (issue 5): FSx for Lustre for training, EFS or an existing NFS server for inference, and claims
-        from components.storage import SharedStorage
 
+    def _storage(self) -> None:
+        """FSx for Lustre for training, EFS or an existing NFS server for inference, and their claims."""
         self.storage = SharedStorage(
-            f"{name}-storage", self.context, self.pool_plans, opts=pulumi.ResourceOptions(parent=self)
+            f"{self.base_name}-storage", self.context, self.spec.storage, self.pool_plans, opts=self._child()
         )
         self._exports.update(self.storage.exports())
-        # -- add-ons (issue 6): NVIDIA/EFA device plugins, cluster-autoscaler, spot interruption handling,
-        # GPU-utilization scaling, monitoring and alerts; each only when switched (or `auto`-resolved) on
-        from components.addons import Addons
 
+    def _addons(self) -> None:
+        """Device plugins, cluster-autoscaler, spot interruption handling, GPU-utilization scaling, monitoring and
+        alerts; each only when switched (or `auto`-resolved) on."""
         self.addons = Addons(
-            f"{name}-addons",
+            f"{self.base_name}-addons",
             self.context,
+            self.spec,
             self.pool_plans,
             asg_names={pool: np.asg.name for pool, np in self.node_pools.items()},
-            opts=pulumi.ResourceOptions(parent=self),
+            opts=self._child(),
         )
         self._exports.update(self.addons.exports())
-        # -- hybrid nodes (issue 7): role + SSM activation or Roles Anywhere, HYBRID_LINUX access entry, API ingress
-        # from the remote networks, Cilium on hybrid nodes, and a secret NodeConfig per pool for `nodeadm init`
-        from components.hybrid import HybridNodes
 
+    def _hybrid_nodes(self) -> None:
+        """For hybrid pools only: the role and SSM activation or Roles Anywhere, the HYBRID_LINUX access entry, API
+        ingress from the remote networks, Cilium, and a secret NodeConfig per pool for `nodeadm init`."""
         self.hybrid: HybridNodes | None = None
-        if spec.hybrid_pools:
-            self.hybrid = HybridNodes(
-                f"{name}-hybrid", self.context, self.pool_plans, opts=pulumi.ResourceOptions(parent=self)
-            )
+        if self.spec.hybrid_pools:
+            self.hybrid = HybridNodes(f"{self.base_name}-hybrid", self.context, self.pool_plans, opts=self._child())
             self._exports.update(self.hybrid.exports())
-
-        self.register_outputs({})
-
-    def exports(self) -> dict[str, Any]:
-        """Stack outputs: what operators and CI need after `pulumi up` (kubeconfig as a secret)."""
-        return dict(self._exports)

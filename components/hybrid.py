@@ -105,7 +105,7 @@ class HybridNodes(pulumi.ComponentResource):
             )
             trust_policy = trust_anchor.arn.apply(lambda arn: json.dumps(plan_hybrid.roles_anywhere_trust_policy(arn)))
         else:
-            region = ctx.spec.region
+            region = ctx.region
             trust_policy = pulumi.Output.all(ctx.account_id, ctx.partition).apply(
                 lambda v: json.dumps(plan_hybrid.ssm_trust_policy(v[0], region, v[1]))
             )
@@ -182,7 +182,7 @@ class HybridNodes(pulumi.ComponentResource):
                 lambda v: plan_hybrid.SsmActivation(activation_id=v[0], activation_code=v[1])
             )
 
-        cluster_name, region = ctx.cluster_name_plain, ctx.spec.region
+        cluster_name, region = ctx.cluster_name_plain, ctx.region
         rendered: pulumi.Output[str] = credentials.apply(
             lambda creds: plan_hybrid.render_node_config(
                 plan_hybrid.hybrid_node_config(cluster_name, region, creds, plan)
@@ -195,9 +195,7 @@ class HybridNodes(pulumi.ComponentResource):
             access_entry=access_entry,
             api_ingress=self._api_ingress(plan, prefix, pool_tags),
             node_config=node_config,
-            install_command=plan_hybrid.nodeadm_install_command(
-                ctx.spec.cluster.kubernetes_version, plan.pool.credentials.provider
-            ),
+            install_command=plan_hybrid.nodeadm_install_command(ctx.kubernetes_version, plan.pool.credentials.provider),
             activation=activation,
             trust_anchor=trust_anchor,
             profile=profile,

@@ -15,12 +15,13 @@ load balancer tags if load balancers are wanted (documented in the README).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from ipaddress import IPv4Network
 
 import pulumi
 import pulumi_aws as aws
 
-from components.config import StackConfig
+from components.config import ExistingVpc, NetworkConfig
 from components.planning.subnets import subnet_layout
 
 #: Subnet tags read by EKS and the AWS Load Balancer Controller: `kubernetes.io/role/elb` marks subnets for
@@ -59,15 +60,17 @@ class Network(pulumi.ComponentResource):
     def __init__(
         self,
         name: str,
-        spec: StackConfig,
+        network: NetworkConfig,
+        cluster_name: str,
+        region: str,
         tags: Mapping[str, str],
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpu-clusters:index:Network", name, None, opts)
-        self.spec = spec
-        self.cluster_name = spec.cluster.name
+        self.network = network
+        self.cluster_name = cluster_name
+        self.region = region
         self.tags = dict(tags)
-        network = spec.network
         self.vpc_cidr = str(network.vpc_cidr)
         self.zones: list[str] = network.zones
         self.private_subnet_ids: dict[str, pulumi.Input[str]] = {}
@@ -76,11 +79,9 @@ class Network(pulumi.ComponentResource):
         self.vpc = None
         self.s3_endpoint = None
         if network.existing_vpc is not None:
-            self.vpc_id: pulumi.Input[str] = network.existing_vpc.vpc_id
-            self.private_subnet_ids.update(network.existing_vpc.private_subnet_ids)
-            self.public_subnet_ids.update(network.existing_vpc.public_subnet_ids)
+            self._existing_vpc(network.existing_vpc)
         else:
-            self._build_vpc(name)
+            self._new_vpc()
         self.register_outputs(
             {
                 "vpcId": self.vpc_id,
@@ -109,23 +110,42 @@ class Network(pulumi.ComponentResource):
     def _tags(self, suffix: str, **extra: str) -> dict[str, str]:
         return {**self.tags, "Name": self._named(suffix), **extra}
 
-    def _build_vpc(self, name: str) -> None:
-        network = self.spec.network
-        child = pulumi.ResourceOptions(parent=self)
-        layout = subnet_layout(network)
+    def _existing_vpc(self, existing: ExistingVpc) -> None:
+        """Pass an existing VPC's ids through untouched: the stack must never modify a network it does not own."""
+        self.vpc_id: pulumi.Input[str] = existing.vpc_id
+        self.private_subnet_ids.update(existing.private_subnet_ids)
+        self.public_subnet_ids.update(existing.public_subnet_ids)
+
+    def _new_vpc(self) -> None:
+        """A VPC laid out for EKS: public subnets behind an internet gateway, private ones behind NAT, S3 endpoint."""
+        layout = subnet_layout(self.network)
+        vpc = self._vpc()
+        igw = aws.ec2.InternetGateway(
+            self._named("igw"), vpc_id=vpc.id, tags=self._tags("igw"), opts=pulumi.ResourceOptions(parent=self)
+        )
+        public_rt = self._public_route_table(vpc, igw)
+        public_subnets = self._public_subnets(vpc, public_rt, layout.zones, layout.public)
+        nat_zones = self._nat_gateways(igw, public_subnets, layout.zones)
+        private_route_tables = self._private_subnets(vpc, nat_zones, layout.zones, layout.private)
+        self._s3_endpoint(vpc, [*private_route_tables, public_rt.id])
+
+    def _vpc(self) -> aws.ec2.Vpc:
+        """The VPC with DNS hostnames and resolution on: EKS needs both (private endpoint resolution, nodes)."""
         vpc = aws.ec2.Vpc(
             self._named("vpc"),
             cidr_block=self.vpc_cidr,
-            # EKS requires DNS hostnames and DNS resolution in the VPC (private endpoint resolution, nodes).
             enable_dns_hostnames=True,
             enable_dns_support=True,
             tags=self._tags("vpc"),
-            opts=child,
+            opts=pulumi.ResourceOptions(parent=self),
         )
         self.vpc = vpc
         self.vpc_id = vpc.id
-        igw = aws.ec2.InternetGateway(self._named("igw"), vpc_id=vpc.id, tags=self._tags("igw"), opts=child)
+        return vpc
 
+    def _public_route_table(self, vpc: aws.ec2.Vpc, igw: aws.ec2.InternetGateway) -> aws.ec2.RouteTable:
+        """One route table for every public subnet: the default route goes out through the internet gateway."""
+        child = pulumi.ResourceOptions(parent=self)
         public_rt = aws.ec2.RouteTable(self._named("public"), vpc_id=vpc.id, tags=self._tags("public"), opts=child)
         aws.ec2.Route(
             self._named("public-internet"),
@@ -134,9 +154,15 @@ class Network(pulumi.ComponentResource):
             gateway_id=igw.id,
             opts=child,
         )
+        return public_rt
 
+    def _public_subnets(
+        self, vpc: aws.ec2.Vpc, public_rt: aws.ec2.RouteTable, zones: Sequence[str], cidrs: Sequence[IPv4Network]
+    ) -> dict[str, aws.ec2.Subnet]:
+        """One public subnet per AZ, for NAT gateways and internet-facing load balancers only."""
+        child = pulumi.ResourceOptions(parent=self)
         public_subnets: dict[str, aws.ec2.Subnet] = {}
-        for zone, cidr in zip(layout.zones, layout.public, strict=True):
+        for zone, cidr in zip(zones, cidrs, strict=True):
             subnet = aws.ec2.Subnet(
                 self._named(f"public-{zone}"),
                 vpc_id=vpc.id,
@@ -152,11 +178,20 @@ class Network(pulumi.ComponentResource):
             )
             public_subnets[zone] = subnet
             self.public_subnet_ids[zone] = subnet.id
+        return public_subnets
 
-        # NAT gateways: one per AZ in its own public subnet, or a single one in the first AZ.
-        nat_zones = list(layout.zones) if network.nat_gateways == "one-per-az" else list(layout.zones[:1])
+    def _nat_gateways(
+        self, igw: aws.ec2.InternetGateway, public_subnets: Mapping[str, aws.ec2.Subnet], zones: Sequence[str]
+    ) -> list[str]:
+        """NAT gateways, one per AZ (survives an AZ's loss) or a single one in the first AZ; returns their AZs."""
+        nat_zones = list(zones) if self.network.nat_gateways == "one-per-az" else list(zones[:1])
         for zone in nat_zones:
-            eip = aws.ec2.Eip(self._named(f"nat-{zone}"), domain="vpc", tags=self._tags(f"nat-{zone}"), opts=child)
+            eip = aws.ec2.Eip(
+                self._named(f"nat-{zone}"),
+                domain="vpc",
+                tags=self._tags(f"nat-{zone}"),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
             nat = aws.ec2.NatGateway(
                 self._named(f"nat-{zone}"),
                 allocation_id=eip.id,
@@ -167,9 +202,16 @@ class Network(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[igw]),
             )
             self.nat_gateway_ids[zone] = nat.id
+        return nat_zones
 
+    def _private_subnets(
+        self, vpc: aws.ec2.Vpc, nat_zones: Sequence[str], zones: Sequence[str], cidrs: Sequence[IPv4Network]
+    ) -> list[pulumi.Output[str]]:
+        """One private subnet per AZ for nodes and pods, routed through its AZ's NAT gateway (else the single one);
+        returns the route tables, which the S3 endpoint joins."""
+        child = pulumi.ResourceOptions(parent=self)
         private_route_tables: list[pulumi.Output[str]] = []
-        for zone, cidr in zip(layout.zones, layout.private, strict=True):
+        for zone, cidr in zip(zones, cidrs, strict=True):
             subnet = aws.ec2.Subnet(
                 self._named(f"private-{zone}"),
                 vpc_id=vpc.id,
@@ -195,15 +237,17 @@ class Network(pulumi.ComponentResource):
             )
             private_route_tables.append(route_table.id)
             self.private_subnet_ids[zone] = subnet.id
+        return private_route_tables
 
-        # Gateway endpoints are free; S3 traffic through NAT is billed per GB
-        # (https://docs.aws.amazon.com/vpc/latest/privatelink/vpc-endpoints-s3.html).
+    def _s3_endpoint(self, vpc: aws.ec2.Vpc, route_table_ids: Sequence[pulumi.Input[str]]) -> None:
+        """An S3 gateway endpoint on every route table: gateway endpoints are free, S3 traffic through NAT is billed
+        per GB (https://docs.aws.amazon.com/vpc/latest/privatelink/vpc-endpoints-s3.html)."""
         self.s3_endpoint = aws.ec2.VpcEndpoint(
             self._named("s3"),
             vpc_id=vpc.id,
-            service_name=f"com.amazonaws.{self.spec.region}.s3",
+            service_name=f"com.amazonaws.{self.region}.s3",
             vpc_endpoint_type="Gateway",
-            route_table_ids=[*private_route_tables, public_rt.id],
+            route_table_ids=list(route_table_ids),
             tags=self._tags("s3"),
-            opts=child,
+            opts=pulumi.ResourceOptions(parent=self),
         )

@@ -112,9 +112,7 @@ class NodePool(pulumi.ComponentResource):
     def _launch_template(self, name: str, child: pulumi.ResourceOptions) -> aws.ec2.LaunchTemplate:
         plan, ctx, pool = self.plan, self._ctx, self.plan.pool
         assert plan.instance is not None  # checked in __init__
-        parameter = nodeadm.ami_ssm_parameter(
-            ctx.spec.cluster.kubernetes_version, pool.ami_family, plan.instance.arch, plan.is_gpu
-        )
+        parameter = nodeadm.ami_ssm_parameter(ctx.kubernetes_version, pool.ami_family, plan.instance.arch, plan.is_gpu)
         ami = aws.ssm.get_parameter_output(name=parameter, opts=pulumi.InvokeOutputOptions(parent=self))
         placement = (
             aws.ec2.LaunchTemplatePlacementArgs(group_name=self.placement_group.name) if self.placement_group else None
@@ -157,7 +155,7 @@ class NodePool(pulumi.ComponentResource):
     def _user_data(self) -> pulumi.Output[str]:
         """Base64 user data (launch templates take it encoded), rendered once the cluster's coordinates are known."""
         plan, ctx = self.plan, self._ctx
-        service_cidr = str(ctx.spec.cluster.service_cidr)
+        service_cidr = ctx.service_cidr
 
         def render(values: list[str]) -> str:
             cluster_name, endpoint, certificate_authority = values

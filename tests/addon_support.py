@@ -75,7 +75,7 @@ def run_addons(spec: StackConfig, plans: list[PoolPlan] | None = None) -> Progra
     def program() -> None:
         ctx = fake_context(spec)
         asgs = {p.name: asg_name(spec, p.name) for p in pool_plans if p.kind == "aws"}
-        Addons(f"{spec.cluster.name}-addons", ctx, pool_plans, asgs)
+        Addons(f"{spec.cluster.name}-addons", ctx, spec, pool_plans, asgs)
 
     return run_mocked(program)
 

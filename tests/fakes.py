@@ -15,6 +15,7 @@ import pulumi_kubernetes as k8s
 from components import tags
 from components.config import StackConfig
 from components.context import ClusterContext
+from components.planning.stateful import stateful_protection
 
 ACCOUNT_ID = "123456789012"
 CLUSTER_ENDPOINT = "https://0123456789ABCDEF0123456789ABCDEF.gr7.us-east-1.eks.amazonaws.com"
@@ -64,13 +65,19 @@ def fake_context(spec: StackConfig, stack: str = "test") -> ClusterContext:
     """A ClusterContext for `spec` whose outputs are known plain values."""
     zones = spec.network.zones or [f"{spec.region}{suffix}" for suffix in "abc"]
     return ClusterContext(
-        spec=spec,
         stack=stack,
+        cluster_name_plain=spec.cluster.name,
+        region=spec.region,
+        kubernetes_version=spec.cluster.kubernetes_version,
+        service_cidr=str(spec.cluster.service_cidr),
+        managed_addon_pins=dict(spec.addons.managed.pins),
+        stateful=stateful_protection(spec.cluster.protect_stateful),
         tags=tags.cluster_tags(spec.cluster.name, stack, spec.cluster.tags),
         account_id=pulumi.Output.from_input(ACCOUNT_ID),
         partition=pulumi.Output.from_input("aws"),
         vpc_id="vpc-0123456789abcdef0",
         vpc_cidr=str(spec.network.vpc_cidr),
+        zones=list(spec.network.zones),
         private_subnet_ids={zone: subnet_id(zone) for zone in zones},
         cluster_name=pulumi.Output.from_input(spec.cluster.name),
         cluster_arn=pulumi.Output.from_input(f"arn:aws:eks:{spec.region}:{ACCOUNT_ID}:cluster/{spec.cluster.name}"),

@@ -18,6 +18,8 @@ from components.cluster import EksCluster
 from components.config import StackConfig
 from components.gpu_cluster import GpuCluster
 from components.network import Network
+from components.planning.hybrid import remote_network_config
+from components.planning.stateful import stateful_protection
 
 SYSTEM_POOL = {"name": "system", "role": "system", "instanceType": "m7i.xlarge"}
 
@@ -40,8 +42,17 @@ def build(config: StackConfig) -> tuple[ProgramRun, dict[str, Any]]:
         tags = {"gpu-clusters/cluster": config.cluster.name}
         partition = aws.get_partition_output().partition
         account = aws.get_caller_identity_output().account_id
-        net = Network("demo-network", config, tags)
-        eks = EksCluster("demo-eks", config, net, tags, account, partition)
+        net = Network("demo-network", config.network, config.cluster.name, config.region, tags)
+        eks = EksCluster(
+            "demo-eks",
+            config.cluster,
+            net,
+            remote_network_config(config),
+            stateful_protection(config.cluster.protect_stateful)["kms-key"],
+            tags,
+            account,
+            partition,
+        )
         pulumi.Output.all(
             key=eks.kms_key.arn,
             cluster_sg=eks.cluster_security_group_id,

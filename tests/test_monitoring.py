@@ -82,7 +82,7 @@ def test_email_creates_a_kms_encrypted_topic_and_alarms_notify_it():
     key = run.one(KEY)
     topic = run.one(TOPIC)
     assert topic.inputs["kmsMasterKeyId"].startswith("arn:aws:kms:")
-    assert key.protect is True  # stateful by the design's convention (protectStateful defaults to true)
+    assert key.protect and key.retain_on_delete  # a KMS key is stateful (components.planning.stateful)
     statements = {s["Sid"]: s for s in json.loads(key.inputs["policy"])["Statement"]}
     assert statements["CloudWatchAlarmsEncrypt"]["Principal"] == {"Service": "cloudwatch.amazonaws.com"}
     subscription = run.one(SUBSCRIPTION).inputs

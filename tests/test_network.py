@@ -26,7 +26,7 @@ def build(config: StackConfig) -> tuple[ProgramRun, dict[str, Any]]:
     seen: dict[str, Any] = {}
 
     def program() -> None:
-        net = Network("demo-network", config, TAGS)
+        net = Network("demo-network", config.network, config.cluster.name, config.region, TAGS)
         seen["network"] = net
         pulumi.Output.all(
             private=pulumi.Output.all(**{z: pulumi.Output.from_input(i) for z, i in net.private_subnet_ids.items()}),

@@ -138,13 +138,13 @@ def test_lustre_zone_follows_pools_then_config_then_network() -> None:
     s = spec([SYSTEM, pinned], {"lustre": {}})
     assert s.storage.lustre is not None
     pools = lustre_pools(s.storage.lustre, plan_pools(s))
-    assert lustre_availability_zone(s.storage.lustre, pools, s.network) == "us-east-1b"
+    assert lustre_availability_zone(s.storage.lustre, pools, s.network.zones) == "us-east-1b"
     s = spec([SYSTEM, pinned], {"lustre": {"availabilityZone": "us-east-1a"}})
     assert s.storage.lustre is not None
-    assert lustre_availability_zone(s.storage.lustre, pools, s.network) == "us-east-1a"
+    assert lustre_availability_zone(s.storage.lustre, pools, s.network.zones) == "us-east-1a"
     s = spec([SYSTEM], {"lustre": {}}, zones=["us-east-1c", "us-east-1d"])
     assert s.storage.lustre is not None
-    assert lustre_availability_zone(s.storage.lustre, [], s.network) == "us-east-1c"
+    assert lustre_availability_zone(s.storage.lustre, [], s.network.zones) == "us-east-1c"
 
 
 def test_security_rules_lnet_ports_and_efa_all_traffic() -> None:
@@ -184,8 +184,8 @@ def test_namespaces_and_tolerations() -> None:
         [SYSTEM, P5, dict(L40S, taints=[{"key": "dedicated", "value": "serve", "effect": "NoExecute"}])],
         {"lustre": {"kubernetes": {"namespace": "ml"}}, "nfs": {"kind": "efs", "kubernetes": {"namespace": "ml"}}},
     )
-    assert namespaces_to_create(s) == ["ml"]
-    assert namespaces_to_create(spec([SYSTEM], {"lustre": {}})) == []
+    assert namespaces_to_create(s.storage) == ["ml"]
+    assert namespaces_to_create(spec([SYSTEM], {"lustre": {}}).storage) == []
     assert taint_tolerations(plan_pools(s)) == [
         {"key": "dedicated", "operator": "Exists", "effect": "NoExecute"},
         {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},

@@ -19,9 +19,9 @@ from components.config import (
     DataRepository,
     KubernetesVolume,
     LustreConfig,
-    NetworkConfig,
     NfsConfig,
     StackConfig,
+    StorageConfig,
 )
 from components.planning import lustre as lustre_rules
 from components.planning.pools import PoolPlan
@@ -78,7 +78,7 @@ def mounting_zones(pools: Iterable[PoolPlan]) -> list[str]:
     return list(dict.fromkeys(zone for pool in pools for zone in pool.availability_zones))
 
 
-def lustre_availability_zone(config: LustreConfig, pools: Sequence[PoolPlan], network: NetworkConfig) -> str:
+def lustre_availability_zone(config: LustreConfig, pools: Sequence[PoolPlan], network_zones: Sequence[str]) -> str:
     """The one AZ of the file system: as configured, else where its pools run, else the network's first AZ.
 
     FSx for Lustre takes exactly one subnet ([BC] `SubnetIds`, aws-gpu-facts.md §3a), and EFA traffic does not
@@ -87,7 +87,7 @@ def lustre_availability_zone(config: LustreConfig, pools: Sequence[PoolPlan], ne
     """
     if config.availability_zone:
         return config.availability_zone
-    zones = mounting_zones(pools) or list(network.zones)
+    zones = mounting_zones(pools) or list(network_zones)
     if not zones:
         raise ValueError("storage.lustre: no availability zone to place the file system in")
     return zones[0]
@@ -187,9 +187,8 @@ def claim_name(volume: KubernetesVolume, file_system_name: str) -> str:
     return volume.claim_name or file_system_name
 
 
-def namespaces_to_create(spec: StackConfig) -> list[str]:
+def namespaces_to_create(storage: StorageConfig) -> list[str]:
     """The claim namespaces the stack must create (the built-in ones always exist), sorted, without repeats."""
-    storage = spec.storage
     wanted = [fs.kubernetes.namespace for fs in (storage.lustre, storage.nfs) if fs is not None]
     return sorted({ns for ns in wanted if ns not in BUILTIN_NAMESPACES})
 
@@ -261,7 +260,7 @@ def storage_summary(spec: StackConfig, pool_plans: Sequence[PoolPlan]) -> list[d
                 "deploymentType": lustre.deployment_type,
                 "perUnitThroughputMBpsPerTiB": lustre_rules.per_unit_throughput(lustre),
                 "efaEnabled": lustre.efa_enabled,
-                "availabilityZone": lustre_availability_zone(lustre, pools, spec.network),
+                "availabilityZone": lustre_availability_zone(lustre, pools, spec.network.zones),
                 "claim": f"{lustre.kubernetes.namespace}/{claim_name(lustre.kubernetes, lustre.name)}",
             }
         )

@@ -13,6 +13,7 @@ from typing import Any
 
 import pulumi
 
+from components.config import StorageConfig
 from components.context import ClusterContext
 from components.planning.pools import PoolPlan
 from components.planning.storage import namespaces_to_create
@@ -25,17 +26,19 @@ __all__ = ["EfsStorage", "ExistingNfsStorage", "LustreStorage", "SharedStorage"]
 
 
 class SharedStorage(pulumi.ComponentResource):
+    """The file systems `storage:` asks for, built from that section of the config alone."""
+
     def __init__(
         self,
         name: str,
         ctx: ClusterContext,
+        storage: StorageConfig,
         pool_plans: Sequence[PoolPlan],
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpu-clusters:index:SharedStorage", name, None, opts)
-        storage = ctx.spec.storage
         child = pulumi.ResourceOptions(parent=self)
-        self.namespaces = create_namespaces(namespaces_to_create(ctx.spec), ctx, self)
+        self.namespaces = create_namespaces(namespaces_to_create(storage), ctx, self)
         self.lustre: LustreStorage | None = None
         if storage.lustre is not None:
             self.lustre = LustreStorage(

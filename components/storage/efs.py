@@ -21,7 +21,7 @@ import pulumi_kubernetes as k8s
 from components import tags
 from components.addons.helm import service_account_role
 from components.config import NfsConfig
-from components.context import ClusterContext
+from components.context import ClusterContext, stateful_options
 from components.planning.pools import PoolPlan
 from components.planning.storage import EFS_CSI_DRIVER, NFS_TCP_PORT, claim_name, nfs_pools, taint_tolerations
 from components.storage import volumes
@@ -126,7 +126,7 @@ class EfsStorage(pulumi.ComponentResource):
             ),
             lifecycle_policies=lifecycle_policies(config) or None,
             tags={**self.tags, tags.STATEFUL: "true"},
-            opts=pulumi.ResourceOptions(parent=self, protect=ctx.spec.cluster.protect_stateful, retain_on_delete=True),
+            opts=stateful_options(ctx.stateful["file-system"], self),
         )
         self.file_system_id: pulumi.Output[str] = self.file_system.id
         self.mount_targets = {

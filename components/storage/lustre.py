@@ -29,7 +29,7 @@ import pulumi_kubernetes as k8s
 from components import tags
 from components.addons.helm import service_account_role
 from components.config import DataRepository, LustreConfig
-from components.context import ClusterContext
+from components.context import ClusterContext, stateful_options
 from components.planning import lustre as lustre_rules
 from components.planning.pools import PoolPlan
 from components.planning.storage import (
@@ -187,7 +187,7 @@ class LustreStorage(pulumi.ComponentResource):
         super().__init__("gpu-clusters:index:LustreStorage", name, None, opts)
         self.config = config
         self.pools = lustre_pools(config, pool_plans)
-        self.availability_zone = lustre_availability_zone(config, self.pools, ctx.spec.network)
+        self.availability_zone = lustre_availability_zone(config, self.pools, ctx.zones)
         if self.availability_zone not in ctx.private_subnet_ids:
             raise ValueError(
                 f"storage.lustre: no private subnet in {self.availability_zone}; "
@@ -198,7 +198,6 @@ class LustreStorage(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         self.tags = {**ctx.tags, "Name": base}
         stateful_tags = {**self.tags, tags.STATEFUL: "true"}
-        stateful = pulumi.ResourceOptions(parent=self, protect=ctx.spec.cluster.protect_stateful, retain_on_delete=True)
 
         self.security_group = aws.ec2.SecurityGroup(
             f"{base}-sg",
@@ -235,7 +234,7 @@ class LustreStorage(pulumi.ComponentResource):
             tags=stateful_tags,
             **persistent_only,
             # FSx checks the security group's rules when it creates the file system (§3c/3d).
-            opts=pulumi.ResourceOptions.merge(stateful, pulumi.ResourceOptions(depends_on=rules)),
+            opts=stateful_options(ctx.stateful["file-system"], self, depends_on=rules),
         )
         self.file_system_id: pulumi.Output[str] = self.file_system.id
         self.dns_name: pulumi.Output[str] = self.file_system.dns_name
@@ -243,7 +242,7 @@ class LustreStorage(pulumi.ComponentResource):
 
         self.bucket: aws.s3.Bucket | None = None
         if needs_stack_bucket(config):
-            self.bucket = self._data_bucket(ctx, stateful_tags, stateful)
+            self.bucket = self._data_bucket(ctx, stateful_tags)
         self.bucket_name: pulumi.Output[str] | None = self.bucket.bucket if self.bucket is not None else None
         self.associations = self._data_repositories(base)
         self.bucket_key_grant: aws.kms.Grant | None = None
@@ -289,9 +288,7 @@ class LustreStorage(pulumi.ComponentResource):
         return made
 
     # ------------------------------------------------------------------------------------------ data repositories
-    def _data_bucket(
-        self, ctx: ClusterContext, stateful_tags: Mapping[str, str], stateful: pulumi.ResourceOptions
-    ) -> aws.s3.Bucket:
+    def _data_bucket(self, ctx: ClusterContext, stateful_tags: Mapping[str, str]) -> aws.s3.Bucket:
         """The stack's bucket for datasets and checkpoints: versioned, encrypted with the cluster key (bucket key
         on, fewer KMS calls), never public, owner-enforced (no ACLs), TLS only, with a lifecycle that bounds its
         cost."""
@@ -301,7 +298,7 @@ class LustreStorage(pulumi.ComponentResource):
             bucket_prefix=bucket_prefix(ctx.cluster_name_plain, self.config.name),
             force_destroy=False,
             tags={**stateful_tags, "Name": name},
-            opts=stateful,
+            opts=stateful_options(ctx.stateful["bucket"], self),
         )
         child = pulumi.ResourceOptions(parent=self)
         aws.s3.BucketPublicAccessBlock(

@@ -114,12 +114,12 @@ def addon_version(name: str, ctx: ClusterContext, parent: pulumi.Resource) -> pu
     """The stack's pin for an EKS add-on (checked against the catalog minimum by the cluster core's
     `pinned_version`), else EKS's default version for the cluster's Kubernetes version, resolved at deploy time:
     the versions catalog's policy for managed add-ons."""
-    pinned = pinned_version(name, dict(ctx.spec.addons.managed.pins))
+    pinned = pinned_version(name, dict(ctx.managed_addon_pins))
     if pinned is not None:
         return pinned
     return aws.eks.get_addon_version_output(
         addon_name=name,
-        kubernetes_version=ctx.spec.cluster.kubernetes_version,
+        kubernetes_version=ctx.kubernetes_version,
         most_recent=False,
         opts=pulumi.InvokeOutputOptions(parent=parent),
     ).version

@@ -1,0 +1,34 @@
+"""What `pulumi destroy` may delete: one rule for every resource whose loss loses data.
+
+File systems (FSx for Lustre, EFS), buckets (the Lustre data bucket) and KMS keys (the cluster key, the alerts
+topic key) hold or unlock data. With `cluster.protectStateful: true` (the default) each of them is `protect`ed, so
+`pulumi destroy` and a replacement refuse to delete it, and `retainOnDelete`, so removing it from the program (or
+destroying after lifting the protection without `pulumi up`) leaves it in the account. With `false` neither option
+is set and `pulumi destroy` deletes them like anything else (throwaway stacks).
+
+The components take their options from `stateful_protection`, the plan summary and the policy pack read the same
+kinds, so the README's promise is kept in one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+StatefulKind = Literal["file-system", "bucket", "kms-key"]
+#: Every kind of resource that holds or unlocks data.
+STATEFUL_KINDS: tuple[StatefulKind, ...] = ("file-system", "bucket", "kms-key")
+
+
+@dataclass(frozen=True)
+class Protection:
+    """Pulumi's resource options for one stateful kind (`ResourceOptions(protect=..., retain_on_delete=...)`)."""
+
+    protect: bool
+    retain_on_delete: bool
+
+
+def stateful_protection(protect_stateful: bool) -> Mapping[StatefulKind, Protection]:
+    """The options of every stateful kind: protected and kept on delete, unless the stack opts out of both."""
+    return {kind: Protection(protect=protect_stateful, retain_on_delete=protect_stateful) for kind in STATEFUL_KINDS}
