@@ -33,7 +33,7 @@ from components.catalog import versions
 from components.context import ClusterContext
 from components.errors import ConfigError, Problem
 from components.identity import PodIdentityRoles
-from components.planning.addons import CRITICAL_ADDONS_ONLY, SYSTEM_NODE_SELECTOR
+from components.planning.addons.placement import CRITICAL_ADDONS_ONLY, SYSTEM_NODE_SELECTOR
 
 NODE_AGENT_ADDONS: tuple[str, ...] = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")
 SYSTEM_ADDONS: tuple[str, ...] = ("coredns", "aws-ebs-csi-driver")

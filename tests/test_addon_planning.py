@@ -6,14 +6,27 @@ import pytest
 import yaml
 
 from components.config import Alerts
-from components.planning import addons as plan
+from components.planning.addons.cluster_autoscaler import cluster_autoscaler_values
+from components.planning.addons.device_plugins import nvidia_device_plugin_values
+from components.planning.addons.gpu_scaling import ASG_NAME, gpu_metrics_agent, gpu_scaling_plan
+from components.planning.addons.interruption import asg_arn_pattern, node_termination_handler_policy
+from components.planning.addons.monitoring import (
+    CLOUDWATCH_ADDON,
+    CLUSTER_NAME,
+    cloudwatch_addon_configuration,
+    container_insights_alarms,
+    dcgm_counters_csv,
+    prometheus_rules,
+)
+from components.planning.addons.placement import CRITICAL_ADDONS_ONLY, tolerations_for
+from components.planning.addons.selection import select_addons
 from components.planning.pools import DEVICE_PLUGIN_CONFIG_LABEL, plan_pools
 from tests.addon_support import HYBRID_POOL, INFERENCE_POOL, SYSTEM_POOL, TRAINING_POOL, pool, stack
 
 
 def select(*pools, **addons):
     spec = stack(*pools, addons=addons)
-    return plan.select_addons(spec, plan_pools(spec))
+    return select_addons(spec, plan_pools(spec))
 
 
 # ---------------------------------------------------------------------------------------------- selection
@@ -84,8 +97,8 @@ def test_tolerations_match_each_taint_once_with_its_value_and_effect():
     gpu = pool(TRAINING_POOL, taints=[{"key": "dedicated", "value": "training", "effect": "NoExecute"}])
     other = pool(INFERENCE_POOL, taints=[{"key": "nvidia.com/gpu", "effect": "NoSchedule"}])
     spec = stack(SYSTEM_POOL, gpu, other)
-    assert plan.tolerations_for(plan_pools(spec)) == [
-        plan.CRITICAL_ADDONS_ONLY,
+    assert tolerations_for(plan_pools(spec)) == [
+        CRITICAL_ADDONS_ONLY,
         {"key": "dedicated", "operator": "Equal", "value": "training", "effect": "NoExecute"},
         {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
     ]
@@ -96,7 +109,7 @@ def test_device_plugin_config_map_has_a_default_and_one_entry_per_time_sliced_po
     sliced = pool(INFERENCE_POOL, devicePlugin={"timeSlicingReplicas": 4})
     spec = stack(SYSTEM_POOL, TRAINING_POOL, sliced, addons={"nvidiaDevicePlugin": {"migStrategy": "single"}})
     plans = plan_pools(spec)
-    values = plan.nvidia_device_plugin_values(spec, plans)
+    values = nvidia_device_plugin_values(spec, plans)
     config = values["config"]
     assert config["default"] == "default"
     assert sorted(config["map"]) == ["default", "l40s"]
@@ -115,7 +128,7 @@ def test_device_plugin_config_map_has_a_default_and_one_entry_per_time_sliced_po
 
 def test_device_plugin_schedules_on_the_gpu_present_label_without_nfd():
     spec = stack(SYSTEM_POOL, TRAINING_POOL, HYBRID_POOL)
-    values = plan.nvidia_device_plugin_values(spec, plan_pools(spec))
+    values = nvidia_device_plugin_values(spec, plan_pools(spec))
     terms = values["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert terms == [{"matchExpressions": [{"key": "nvidia.com/gpu.present", "operator": "In", "values": ["true"]}]}]
     assert values["gfd"] == {"enabled": False} and values["nfd"] == {"enabled": False}
@@ -127,7 +140,7 @@ def test_device_plugin_schedules_on_the_gpu_present_label_without_nfd():
 def test_device_plugin_stays_off_bottlerocket_nodes_which_bundle_their_own():
     bottlerocket = pool(INFERENCE_POOL, amiFamily="bottlerocket")
     spec = stack(SYSTEM_POOL, TRAINING_POOL, bottlerocket)
-    values = plan.nvidia_device_plugin_values(spec, plan_pools(spec))
+    values = nvidia_device_plugin_values(spec, plan_pools(spec))
     (term,) = values["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert term["matchExpressions"] == [
         {"key": "nvidia.com/gpu.present", "operator": "In", "values": ["true"]},
@@ -143,7 +156,7 @@ def test_autoscaler_values_follow_config():
         addons={"clusterAutoscaler": {"expander": "most-pods", "scaleDownUnneededTime": "20m"}},
         name="train",
     )
-    values = plan.cluster_autoscaler_values(spec, plan_pools(spec), "v1.35.2")
+    values = cluster_autoscaler_values(spec, plan_pools(spec), "v1.35.2")
     assert values["autoDiscovery"] == {
         "clusterName": "train",
         "tags": ["k8s.io/cluster-autoscaler/enabled", "k8s.io/cluster-autoscaler/train"],
@@ -158,13 +171,13 @@ def test_autoscaler_values_follow_config():
 
 # ----------------------------------------------------------------------------------------- interruptions
 def test_asg_arn_pattern_wildcards_only_the_group_id():
-    assert plan.asg_arn_pattern("us-east-1", "123456789012", "serve-l40s") == (
+    assert asg_arn_pattern("us-east-1", "123456789012", "serve-l40s") == (
         "arn:aws:autoscaling:us-east-1:123456789012:autoScalingGroup:*:autoScalingGroupName/serve-l40s"
     )
 
 
 def test_termination_handler_policy_without_spot_groups_grants_no_lifecycle_action():
-    document = plan.node_termination_handler_policy("arn:aws:sqs:us-east-1:1:q", [])
+    document = node_termination_handler_policy("arn:aws:sqs:us-east-1:1:q", [])
     actions = [a for s in document["Statement"] for a in s["Action"]]
     assert "autoscaling:CompleteLifecycleAction" not in actions
 
@@ -172,7 +185,7 @@ def test_termination_handler_policy_without_spot_groups_grants_no_lifecycle_acti
 # ---------------------------------------------------------------------------------- GPU-utilization scaling
 def test_default_gpu_scaling_rule():
     spec = stack(SYSTEM_POOL, INFERENCE_POOL)
-    rule = plan.gpu_scaling_plan(next(p for p in plan_pools(spec) if p.name == "l40s"))
+    rule = gpu_scaling_plan(next(p for p in plan_pools(spec) if p.name == "l40s"))
     high, low = rule.scale_out_alarm, rule.scale_in_alarm
     assert (high.comparison, high.threshold, high.evaluation_periods, high.period) == (
         "GreaterThanThreshold",
@@ -184,7 +197,7 @@ def test_default_gpu_scaling_rule():
     assert rule.scale_out_policy.adjustment == 2 and rule.scale_in_policy.adjustment == -1
     assert (rule.scale_out_policy.lower_bound, rule.scale_out_policy.upper_bound) == (0.0, None)
     assert (rule.scale_in_policy.lower_bound, rule.scale_in_policy.upper_bound) == (None, 0.0)
-    assert high.dimensions == {"AutoScalingGroupName": plan.ASG_NAME}
+    assert high.dimensions == {"AutoScalingGroupName": ASG_NAME}
     assert high.metric_name == "nvidia_smi_utilization_gpu" and high.statistic == "Average"
 
 
@@ -207,7 +220,7 @@ def test_gpu_scaling_rule_is_configurable():
         },
     )
     spec = stack(SYSTEM_POOL, custom)
-    rule = plan.gpu_scaling_plan(next(p for p in plan_pools(spec) if p.name == "l40s"))
+    rule = gpu_scaling_plan(next(p for p in plan_pools(spec) if p.name == "l40s"))
     assert (rule.scale_out_alarm.threshold, rule.scale_out_alarm.evaluation_periods) == (70, 5)
     assert (rule.scale_in_alarm.threshold, rule.scale_in_alarm.evaluation_periods) == (20, 45)
     assert (rule.scale_out_policy.adjustment, rule.scale_in_policy.adjustment) == (3, -2)
@@ -216,7 +229,7 @@ def test_gpu_scaling_rule_is_configurable():
 
 def test_gpu_metrics_agent_runs_only_on_gpu_utilization_pools_with_the_asg_dimension():
     spec = stack(SYSTEM_POOL, TRAINING_POOL, INFERENCE_POOL)
-    agent = plan.gpu_metrics_agent(plan_pools(spec))
+    agent = gpu_metrics_agent(plan_pools(spec))
     terms = agent["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert terms == [{"matchExpressions": [{"key": "gpu-clusters/pool", "operator": "In", "values": ["l40s"]}]}]
     metrics = agent["config"]["metrics"]
@@ -228,9 +241,9 @@ def test_gpu_metrics_agent_runs_only_on_gpu_utilization_pools_with_the_asg_dimen
 
 def test_cloudwatch_addon_adds_the_gpu_agent_only_when_a_pool_needs_it():
     without = stack(SYSTEM_POOL, TRAINING_POOL)
-    assert "agents" not in plan.cloudwatch_addon_configuration(without, plan_pools(without))
+    assert "agents" not in cloudwatch_addon_configuration(without, plan_pools(without))
     with_scaling = stack(SYSTEM_POOL, INFERENCE_POOL)
-    agents = plan.cloudwatch_addon_configuration(with_scaling, plan_pools(with_scaling))["agents"]
+    agents = cloudwatch_addon_configuration(with_scaling, plan_pools(with_scaling))["agents"]
     # a custom list replaces the chart's default one, so the Container Insights agent must stay first
     assert [a["name"] for a in agents] == ["cloudwatch-agent", "gpu-utilization-agent"]
 
@@ -240,7 +253,7 @@ def test_cloudwatch_addon_adds_the_gpu_agent_only_when_a_pool_needs_it():
 def test_container_insights_alarms_follow_alerts_config(temperature, idle, minutes):
     alarms = {
         a.suffix: a
-        for a in plan.container_insights_alarms(
+        for a in container_insights_alarms(
             Alerts(gpu_temperature_celsius=temperature, idle_utilization_percent=idle, idle_minutes=minutes)
         )
     }
@@ -253,18 +266,18 @@ def test_container_insights_alarms_follow_alerts_config(temperature, idle, minut
     assert (idle_alarm.metric_name, idle_alarm.threshold) == ("node_gpu_utilization", idle)
     assert idle_alarm.evaluation_periods == minutes and idle_alarm.period == 60
     assert hot.namespace == idle_alarm.namespace == "ContainerInsights"
-    assert hot.dimensions == {"ClusterName": plan.CLUSTER_NAME}
+    assert hot.dimensions == {"ClusterName": CLUSTER_NAME}
 
 
 def test_dcgm_counters_export_xid_and_ecc_which_the_chart_default_leaves_out():
-    csv = plan.dcgm_counters_csv()
+    csv = dcgm_counters_csv()
     fields = [line.split(",")[0] for line in csv.splitlines()]
     assert {"DCGM_FI_DEV_XID_ERRORS", "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "DCGM_FI_DEV_GPU_TEMP"} <= set(fields)
     assert len(fields) == len(set(fields))
 
 
 def test_prometheus_rules_cover_xid_ecc_temperature_and_idle_spend():
-    rules = plan.prometheus_rules(Alerts(gpu_temperature_celsius=83))["gpu-health"]["groups"][0]["rules"]
+    rules = prometheus_rules(Alerts(gpu_temperature_celsius=83))["gpu-health"]["groups"][0]["rules"]
     by_name = {r["alert"]: r for r in rules}
     assert set(by_name) == {"GpuXidError", "GpuEccUncorrectableErrors", "GpuTemperatureHigh", "GpuIdleSpend"}
     assert "DCGM_FI_DEV_XID_ERRORS" in by_name["GpuXidError"]["expr"]
@@ -298,7 +311,7 @@ def test_shipped_stacks_plan_their_addons(stack_name, expected_releases, expecte
     assert expected_releases <= release_names
     alarms = {r.name: r.inputs for r in run.of_type("aws:cloudwatch/metricAlarm:MetricAlarm")}
     assert expected_alarms <= set(alarms)
-    assert [a.inputs["addonName"] for a in run.of_type("aws:eks/addon:Addon")].count(plan.CLOUDWATCH_ADDON) == 1
+    assert [a.inputs["addonName"] for a in run.of_type("aws:eks/addon:Addon")].count(CLOUDWATCH_ADDON) == 1
     if stack_name == "inference":  # the default rule: > 85% for 15 min, < 30% for 30 min
         assert (alarms["serve-l40s-gpu-high"]["threshold"], alarms["serve-l40s-gpu-high"]["evaluationPeriods"]) == (
             85,

@@ -1,7 +1,7 @@
 """GPU platform add-ons (issue 6): device plugins, cluster-autoscaler, spot interruption handling, GPU-utilization
 scaling, monitoring and alerts.
 
-`Addons` builds the ones the stack switches on (`components.planning.addons.select_addons` resolves the `auto`
+`Addons` builds the ones the stack switches on (`components.planning.addons.selection.select_addons` resolves the `auto`
 switches from the pool plans); each is its own component in this package, and every value it installs with is
 computed in `components.planning.addons`. Nothing is built for an add-on that is off.
 
@@ -24,7 +24,7 @@ from components.addons.gpu_scaling import GpuUtilizationScaling, gpu_utilization
 from components.addons.interruption import InterruptionHandler
 from components.addons.monitoring import Monitoring
 from components.context import ClusterContext
-from components.planning.addons import AddonSelection, select_addons
+from components.planning.addons.selection import AddonSelection, select_addons
 from components.planning.pools import PoolPlan
 
 __all__ = [

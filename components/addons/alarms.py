@@ -1,7 +1,8 @@
 """One way to turn a planned CloudWatch alarm (`MetricAlarmPlan`) into a resource.
 
-Plans name their dimensions with placeholders (`planning.addons.ASG_NAME`, `CLUSTER_NAME`) because the real values
-are outputs known only at deploy time; this module substitutes them and registers the alarm.
+Plans name their dimensions with placeholders (`planning.addons.gpu_scaling.ASG_NAME`,
+`planning.addons.monitoring.CLUSTER_NAME`) because the real values are outputs known only at deploy time;
+this module substitutes them and registers the alarm.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from collections.abc import Mapping, Sequence
 import pulumi
 import pulumi_aws as aws
 
-from components.planning.addons import MetricAlarmPlan
+from components.planning.addons.alarms import MetricAlarmPlan
 
 
 def resolved_dimensions(

@@ -16,7 +16,14 @@ import pulumi_kubernetes as k8s
 from components.addons.helm import helm_release, service_account_role
 from components.catalog import versions
 from components.context import ClusterContext
-from components.planning import addons as plan
+from components.planning.addons.cluster_autoscaler import (
+    CLUSTER_AUTOSCALER_RELEASE,
+    CLUSTER_AUTOSCALER_SERVICE_ACCOUNT,
+    cluster_autoscaler_policy,
+    cluster_autoscaler_values,
+)
+from components.planning.addons.documents import as_json
+from components.planning.addons.placement import KUBE_SYSTEM
 from components.planning.pools import PoolPlan
 
 
@@ -27,22 +34,22 @@ class ClusterAutoscaler(pulumi.ComponentResource):
         super().__init__("gpu-clusters:index:ClusterAutoscaler", name, None, opts)
         spec = ctx.spec
         pin = versions.cluster_autoscaler_chart(spec.cluster.kubernetes_version)
-        self.policy = plan.cluster_autoscaler_policy(ctx.cluster_name_plain)
+        self.policy = cluster_autoscaler_policy(ctx.cluster_name_plain)
         self.identity = service_account_role(
             ctx,
             "cluster-autoscaler",
-            plan.KUBE_SYSTEM,
-            plan.CLUSTER_AUTOSCALER_SERVICE_ACCOUNT,
-            plan.as_json(self.policy),
+            KUBE_SYSTEM,
+            CLUSTER_AUTOSCALER_SERVICE_ACCOUNT,
+            as_json(self.policy),
             (),
             self,
         )
-        self.values = plan.cluster_autoscaler_values(spec, plans, pin.image_tag)
+        self.values = cluster_autoscaler_values(spec, plans, pin.image_tag)
         self.release: k8s.helm.v3.Release = helm_release(
             name,
-            plan.CLUSTER_AUTOSCALER_RELEASE,
+            CLUSTER_AUTOSCALER_RELEASE,
             pin,
-            plan.KUBE_SYSTEM,
+            KUBE_SYSTEM,
             self.values,
             ctx,
             parent=self,

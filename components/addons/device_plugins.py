@@ -2,7 +2,7 @@
 
 The EKS-optimized AL2023 NVIDIA and EFA-capable AMIs ship drivers but no device plugins ([EKSUG]
 ml-eks-optimized-ami, device-management-efa, aws-gpu-facts.md §2 and §5a): without these releases a GPU node joins
-the cluster and advertises zero GPUs. The values are computed in `components.planning.addons`.
+the cluster and advertises zero GPUs. The values are computed in `components.planning.addons.device_plugins`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,13 @@ import pulumi_kubernetes as k8s
 from components.addons.helm import helm_release
 from components.catalog import versions
 from components.context import ClusterContext
-from components.planning import addons as plan
+from components.planning.addons.device_plugins import (
+    EFA_DEVICE_PLUGIN_RELEASE,
+    NVIDIA_DEVICE_PLUGIN_RELEASE,
+    efa_device_plugin_values,
+    nvidia_device_plugin_values,
+)
+from components.planning.addons.placement import KUBE_SYSTEM
 from components.planning.pools import PoolPlan
 
 
@@ -26,12 +32,12 @@ class NvidiaDevicePlugin(pulumi.ComponentResource):
         self, name: str, ctx: ClusterContext, plans: Sequence[PoolPlan], opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("gpu-clusters:index:NvidiaDevicePlugin", name, None, opts)
-        self.values = plan.nvidia_device_plugin_values(ctx.spec, plans)
+        self.values = nvidia_device_plugin_values(ctx.spec, plans)
         self.release: k8s.helm.v3.Release = helm_release(
             name,
-            plan.NVIDIA_DEVICE_PLUGIN_RELEASE,
+            NVIDIA_DEVICE_PLUGIN_RELEASE,
             versions.chart("nvidia-device-plugin"),
-            plan.KUBE_SYSTEM,
+            KUBE_SYSTEM,
             self.values,
             ctx,
             parent=self,
@@ -50,12 +56,12 @@ class EfaDevicePlugin(pulumi.ComponentResource):
         self, name: str, ctx: ClusterContext, plans: Sequence[PoolPlan], opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__("gpu-clusters:index:EfaDevicePlugin", name, None, opts)
-        self.values = plan.efa_device_plugin_values(plans)
+        self.values = efa_device_plugin_values(plans)
         self.release: k8s.helm.v3.Release = helm_release(
             name,
-            plan.EFA_DEVICE_PLUGIN_RELEASE,
+            EFA_DEVICE_PLUGIN_RELEASE,
             versions.chart("aws-efa-k8s-device-plugin"),
-            plan.KUBE_SYSTEM,
+            KUBE_SYSTEM,
             self.values,
             ctx,
             parent=self,

@@ -3,8 +3,9 @@
 cluster-autoscaler adds nodes only for pending pods; an inference pool that serves more traffic on the same pods
 needs to grow on load instead. Per pool: two CloudWatch alarms on the average `nvidia_smi_utilization_gpu` of the
 pool's ASG (published by the GPU metrics agent the monitoring add-on runs on these pools, see
-`components.planning.addons.gpu_metrics_agent`) and two step scaling policies they trigger. Thresholds, minutes and
-steps come from `scaling.gpuUtilization` (default: > 85% for 15 min -> +2, < 30% for 30 min -> -1).
+`components.planning.addons.gpu_scaling.gpu_metrics_agent`) and two step scaling policies they trigger.
+Thresholds, minutes and steps come from `scaling.gpuUtilization`
+(default: > 85% for 15 min -> +2, < 30% for 30 min -> -1).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import pulumi_aws as aws
 from components import tags
 from components.addons.alarms import metric_alarm
 from components.context import ClusterContext
-from components.planning import addons as plan
+from components.planning.addons.gpu_scaling import ASG_NAME, gpu_scaling_plan, gpu_scaling_plans
 from components.planning.pools import PoolPlan
 
 
@@ -39,7 +40,7 @@ class GpuUtilizationScaling(pulumi.ComponentResource):
     ) -> None:
         super().__init__("gpu-clusters:index:GpuUtilizationScaling", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        self.plan = plan.gpu_scaling_plan(pool)
+        self.plan = gpu_scaling_plan(pool)
         resource_tags = tags.with_tags(ctx.tags, pool=pool.name)
         prefix = f"{ctx.cluster_name_plain}-{pool.name}"
         self.policies: dict[str, aws.autoscaling.Policy] = {}
@@ -68,7 +69,7 @@ class GpuUtilizationScaling(pulumi.ComponentResource):
             self.alarms[alarm.suffix] = metric_alarm(
                 f"{prefix}-{alarm.suffix}",
                 alarm,
-                {plan.ASG_NAME: asg_name},
+                {ASG_NAME: asg_name},
                 actions=[policy.arn],
                 tags=resource_tags,
                 opts=child,
@@ -84,7 +85,7 @@ def gpu_utilization_scaling(
     parent: pulumi.Resource,
 ) -> dict[str, GpuUtilizationScaling]:
     """One `GpuUtilizationScaling` per pool in `gpu-utilization` mode (each needs its ASG's name)."""
-    pools = plan.gpu_scaling_plans(plans)
+    pools = gpu_scaling_plans(plans)
     missing = [p.name for p in pools if p.name not in asg_names]
     if missing:
         raise ValueError(f"gpu-utilization pool(s) {', '.join(missing)} have no Auto Scaling group to scale")

@@ -24,7 +24,22 @@ import pulumi_kubernetes as k8s
 from components.addons.helm import helm_release, service_account_role
 from components.catalog import versions
 from components.context import ClusterContext
-from components.planning import addons as plan
+from components.planning.addons.documents import as_json
+from components.planning.addons.interruption import (
+    INTERRUPTION_EVENT_PATTERNS,
+    INTERRUPTION_QUEUE_RETENTION_SECONDS,
+    LIFECYCLE_DEFAULT_RESULT,
+    LIFECYCLE_HEARTBEAT_SECONDS,
+    LIFECYCLE_TRANSITION,
+    NTH_RELEASE,
+    NTH_SERVICE_ACCOUNT,
+    asg_arn_pattern,
+    interruption_queue_policy,
+    node_termination_handler_policy,
+    node_termination_handler_values,
+    spot_plans,
+)
+from components.planning.addons.placement import KUBE_SYSTEM
 from components.planning.pools import PoolPlan
 
 
@@ -40,25 +55,25 @@ class InterruptionHandler(pulumi.ComponentResource):
         super().__init__("gpu-clusters:index:InterruptionHandler", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         spec, cluster = ctx.spec, ctx.cluster_name_plain
-        spot = plan.spot_plans(plans)
+        spot = spot_plans(plans)
         missing = [p.name for p in spot if p.name not in asg_names]
         if missing:
             raise ValueError(f"spot pool(s) {', '.join(missing)} have no Auto Scaling group to hook")
 
         self.queue = aws.sqs.Queue(
             f"{cluster}-interruptions",
-            message_retention_seconds=plan.INTERRUPTION_QUEUE_RETENTION_SECONDS,
+            message_retention_seconds=INTERRUPTION_QUEUE_RETENTION_SECONDS,
             sqs_managed_sse_enabled=True,
             tags=dict(ctx.tags),
             opts=child,
         )
         self.rules: dict[str, aws.cloudwatch.EventRule] = {}
         self.targets: dict[str, aws.cloudwatch.EventTarget] = {}
-        for key, pattern in plan.INTERRUPTION_EVENT_PATTERNS.items():
+        for key, pattern in INTERRUPTION_EVENT_PATTERNS.items():
             rule = aws.cloudwatch.EventRule(
                 f"{cluster}-nth-{key}",
                 description=f"{key} events for the node termination handler of cluster {cluster}",
-                event_pattern=plan.as_json(pattern),
+                event_pattern=as_json(pattern),
                 tags=dict(ctx.tags),
                 opts=child,
             )
@@ -70,7 +85,7 @@ class InterruptionHandler(pulumi.ComponentResource):
             f"{cluster}-interruptions",
             queue_url=self.queue.url,
             policy=pulumi.Output.all(self.queue.arn, *[r.arn for r in self.rules.values()]).apply(
-                lambda v: plan.as_json(plan.interruption_queue_policy(v[0], v[1:]))
+                lambda v: as_json(interruption_queue_policy(v[0], v[1:]))
             ),
             opts=child,
         )
@@ -78,9 +93,9 @@ class InterruptionHandler(pulumi.ComponentResource):
             p.name: aws.autoscaling.LifecycleHook(
                 f"{cluster}-{p.name}-terminate",
                 autoscaling_group_name=asg_names[p.name],
-                lifecycle_transition=plan.LIFECYCLE_TRANSITION,
-                default_result=plan.LIFECYCLE_DEFAULT_RESULT,
-                heartbeat_timeout=plan.LIFECYCLE_HEARTBEAT_SECONDS,
+                lifecycle_transition=LIFECYCLE_TRANSITION,
+                default_result=LIFECYCLE_DEFAULT_RESULT,
+                heartbeat_timeout=LIFECYCLE_HEARTBEAT_SECONDS,
                 opts=child,
             )
             for p in spot
@@ -89,21 +104,21 @@ class InterruptionHandler(pulumi.ComponentResource):
         policy = pulumi.Output.all(
             ctx.partition, ctx.account_id, self.queue.arn, *[asg_names[p.name] for p in spot]
         ).apply(
-            lambda v: plan.as_json(
-                plan.node_termination_handler_policy(
-                    v[2], [plan.asg_arn_pattern(spec.region, v[1], group, v[0]) for group in v[3:]]
+            lambda v: as_json(
+                node_termination_handler_policy(
+                    v[2], [asg_arn_pattern(spec.region, v[1], group, v[0]) for group in v[3:]]
                 )
             )
         )
         self.identity = service_account_role(
-            ctx, "node-termination-handler", plan.KUBE_SYSTEM, plan.NTH_SERVICE_ACCOUNT, policy, (), self
+            ctx, "node-termination-handler", KUBE_SYSTEM, NTH_SERVICE_ACCOUNT, policy, (), self
         )
         self.release: k8s.helm.v3.Release = helm_release(
             name,
-            plan.NTH_RELEASE,
+            NTH_RELEASE,
             versions.chart("aws-node-termination-handler"),
-            plan.KUBE_SYSTEM,
-            self.queue.url.apply(lambda url: plan.node_termination_handler_values(spec, plans, url)),
+            KUBE_SYSTEM,
+            self.queue.url.apply(lambda url: node_termination_handler_values(spec, plans, url)),
             ctx,
             parent=self,
             depends_on=[*self.identity, self.queue_policy, *self.targets.values()],

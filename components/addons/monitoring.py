@@ -26,7 +26,25 @@ from components.addons.helm import helm_release, service_account_role
 from components.catalog import versions
 from components.context import ClusterContext
 from components.managed_addons import RESOLVE_CONFLICTS, pinned_version
-from components.planning import addons as plan
+from components.planning.addons.documents import as_json
+from components.planning.addons.monitoring import (
+    ALERTMANAGER_SERVICE_ACCOUNT,
+    CLOUDWATCH_ADDON,
+    CLOUDWATCH_AGENT_POLICY,
+    CLOUDWATCH_NAMESPACE,
+    CLOUDWATCH_SERVICE_ACCOUNT,
+    CLUSTER_NAME,
+    DCGM_EXPORTER_RELEASE,
+    KUBE_PROMETHEUS_STACK_RELEASE,
+    MONITORING_NAMESPACE,
+    alertmanager_sns_policy,
+    alerts_key_policy,
+    cloudwatch_addon_configuration,
+    container_insights_alarms,
+    dcgm_exporter_values,
+    kube_prometheus_stack_values,
+)
+from components.planning.addons.selection import AddonSelection, AlertsTopic
 from components.planning.pools import PoolPlan
 
 
@@ -36,7 +54,7 @@ class Monitoring(pulumi.ComponentResource):
         name: str,
         ctx: ClusterContext,
         plans: Sequence[PoolPlan],
-        selection: plan.AddonSelection,
+        selection: AddonSelection,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpu-clusters:index:Monitoring", name, None, opts)
@@ -56,7 +74,7 @@ class Monitoring(pulumi.ComponentResource):
         self.register_outputs({"alertsTopicArn": self.topic_arn})
 
     # ------------------------------------------------------------------------------------------------ SNS topic
-    def _alerts_topic(self, mode: plan.AlertsTopic) -> None:
+    def _alerts_topic(self, mode: AlertsTopic) -> None:
         ctx = self._ctx
         alerts = ctx.spec.addons.monitoring.alerts
         child = pulumi.ResourceOptions(parent=self)
@@ -70,7 +88,7 @@ class Monitoring(pulumi.ComponentResource):
                 enable_key_rotation=True,
                 deletion_window_in_days=30,
                 policy=pulumi.Output.all(ctx.account_id, ctx.partition).apply(
-                    lambda v: plan.as_json(plan.alerts_key_policy(v[0], v[1]))
+                    lambda v: as_json(alerts_key_policy(v[0], v[1]))
                 ),
                 tags=dict(ctx.tags),
                 opts=pulumi.ResourceOptions(parent=self, protect=ctx.spec.cluster.protect_stateful),
@@ -96,36 +114,36 @@ class Monitoring(pulumi.ComponentResource):
         identity = service_account_role(
             ctx,
             "cloudwatch-agent",
-            plan.CLOUDWATCH_NAMESPACE,
-            plan.CLOUDWATCH_SERVICE_ACCOUNT,
+            CLOUDWATCH_NAMESPACE,
+            CLOUDWATCH_SERVICE_ACCOUNT,
             None,
-            [plan.CLOUDWATCH_AGENT_POLICY],
+            [CLOUDWATCH_AGENT_POLICY],
             self,
         )
-        version: pulumi.Input[str] | None = pinned_version(plan.CLOUDWATCH_ADDON, dict(spec.addons.managed.pins))
+        version: pulumi.Input[str] | None = pinned_version(CLOUDWATCH_ADDON, dict(spec.addons.managed.pins))
         if version is None:
             version = aws.eks.get_addon_version_output(
-                addon_name=plan.CLOUDWATCH_ADDON,
+                addon_name=CLOUDWATCH_ADDON,
                 kubernetes_version=spec.cluster.kubernetes_version,
                 most_recent=False,
                 opts=pulumi.InvokeOutputOptions(parent=self),
             ).version
         self.addon = aws.eks.Addon(
-            f"{cluster}-{plan.CLOUDWATCH_ADDON}",
+            f"{cluster}-{CLOUDWATCH_ADDON}",
             cluster_name=ctx.cluster_name,
-            addon_name=plan.CLOUDWATCH_ADDON,
+            addon_name=CLOUDWATCH_ADDON,
             addon_version=version,
-            configuration_values=plan.as_json(plan.cloudwatch_addon_configuration(spec, plans)),
+            configuration_values=as_json(cloudwatch_addon_configuration(spec, plans)),
             resolve_conflicts_on_create=RESOLVE_CONFLICTS,
             resolve_conflicts_on_update=RESOLVE_CONFLICTS,
             tags=dict(ctx.tags),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[*ctx.kubernetes_ready, *identity]),
         )
-        for alarm in plan.container_insights_alarms(spec.addons.monitoring.alerts):
+        for alarm in container_insights_alarms(spec.addons.monitoring.alerts):
             self.alarms[alarm.suffix] = metric_alarm(
                 f"{cluster}-{alarm.suffix}",
                 alarm,
-                {plan.CLUSTER_NAME: ctx.cluster_name},
+                {CLUSTER_NAME: ctx.cluster_name},
                 actions=self._actions,
                 ok_actions=self._actions,
                 tags=ctx.tags,
@@ -140,29 +158,27 @@ class Monitoring(pulumi.ComponentResource):
         if self.topic_arn is not None:
             key_arn = self.topic_key.arn if self.topic_key is not None else None
             policy = pulumi.Output.all(self.topic_arn, key_arn).apply(
-                lambda v: plan.as_json(plan.alertmanager_sns_policy(v[0], v[1]))
+                lambda v: as_json(alertmanager_sns_policy(v[0], v[1]))
             )
             depends = service_account_role(
                 ctx,
                 "alertmanager",
-                plan.MONITORING_NAMESPACE,
-                plan.ALERTMANAGER_SERVICE_ACCOUNT,
+                MONITORING_NAMESPACE,
+                ALERTMANAGER_SERVICE_ACCOUNT,
                 policy,
                 (),
                 self,
             )
         values = (
-            pulumi.Output.from_input(self.topic_arn).apply(
-                lambda arn: plan.kube_prometheus_stack_values(spec, plans, arn)
-            )
+            pulumi.Output.from_input(self.topic_arn).apply(lambda arn: kube_prometheus_stack_values(spec, plans, arn))
             if self.topic_arn is not None
-            else plan.kube_prometheus_stack_values(spec, plans, None)
+            else kube_prometheus_stack_values(spec, plans, None)
         )
         self.prometheus = helm_release(
-            f"{ctx.cluster_name_plain}-{plan.KUBE_PROMETHEUS_STACK_RELEASE}",
-            plan.KUBE_PROMETHEUS_STACK_RELEASE,
+            f"{ctx.cluster_name_plain}-{KUBE_PROMETHEUS_STACK_RELEASE}",
+            KUBE_PROMETHEUS_STACK_RELEASE,
             versions.chart("kube-prometheus-stack"),
-            plan.MONITORING_NAMESPACE,
+            MONITORING_NAMESPACE,
             values,
             ctx,
             parent=self,
@@ -171,11 +187,11 @@ class Monitoring(pulumi.ComponentResource):
         )
         dcgm = versions.chart("dcgm-exporter")
         self.dcgm_exporter = helm_release(
-            f"{ctx.cluster_name_plain}-{plan.DCGM_EXPORTER_RELEASE}",
-            plan.DCGM_EXPORTER_RELEASE,
+            f"{ctx.cluster_name_plain}-{DCGM_EXPORTER_RELEASE}",
+            DCGM_EXPORTER_RELEASE,
             dcgm,
-            plan.MONITORING_NAMESPACE,
-            plan.dcgm_exporter_values(plans, dcgm.image_tag),
+            MONITORING_NAMESPACE,
+            dcgm_exporter_values(plans, dcgm.image_tag),
             ctx,
             parent=self,
             # The chart's ServiceMonitor needs the Prometheus Operator CRDs that kube-prometheus-stack installs.

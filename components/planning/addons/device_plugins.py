@@ -1,0 +1,113 @@
+"""Helm values of the device plugins that make GPUs and EFA devices schedulable (pure, no Pulumi).
+
+Sources (shared/reference/aws-gpu-facts.md): [NVDP] NVIDIA/k8s-device-plugin chart 0.20.0 (§8), [EKSCH]
+aws/eks-charts aws-efa-k8s-device-plugin (§8).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import yaml
+
+from components import tags
+from components.config import StackConfig
+from components.planning.addons.placement import NODE_CRITICAL, gpu_plans, node_affinity, tolerations_for
+from components.planning.pools import DEVICE_PLUGIN_CONFIG_LABEL, EFA_LABEL, GPU_PRESENT_LABEL, PoolPlan
+
+#: Helm release names of the two device plugins.
+NVIDIA_DEVICE_PLUGIN_RELEASE = "nvidia-device-plugin"
+EFA_DEVICE_PLUGIN_RELEASE = "aws-efa-k8s-device-plugin"
+#: The config-map entry nodes without a per-node config label get ([NVDP] `config.default`).
+DEVICE_PLUGIN_DEFAULT_CONFIG = "default"
+#: The resource the plugin advertises; time-slicing keeps the name (`renameByDefault: false`) so pod specs that
+#: ask for `nvidia.com/gpu` work unchanged on shared GPUs ([NVDP] time-slicing config, facts §8).
+GPU_RESOURCE = "nvidia.com/gpu"
+
+
+def device_plugin_config(mig_strategy: str, time_slicing_replicas: int = 1) -> dict[str, Any]:
+    """One device-plugin config file ([NVDP] `version: v1` format, facts §8): MIG strategy, and time-slicing
+    when a GPU is advertised more than once."""
+    config: dict[str, Any] = {"version": "v1", "flags": {"migStrategy": mig_strategy}}
+    if time_slicing_replicas > 1:
+        config["sharing"] = {
+            "timeSlicing": {
+                "renameByDefault": False,
+                "failRequestsGreaterThanOne": False,
+                "resources": [{"name": GPU_RESOURCE, "replicas": time_slicing_replicas}],
+            }
+        }
+    return config
+
+
+def device_plugin_config_map(mig_strategy: str, plans: Iterable[PoolPlan]) -> dict[str, str]:
+    """`config.map`: a `default` entry and one entry per time-sliced GPU pool.
+
+    The entry name is the value of the pool's `nvidia.com/device-plugin.config` node label, which
+    `PoolPlan.labels` sets exactly on pools with `timeSlicingReplicas > 1`; reading it from there means the label
+    and the map can never disagree. The chart takes each entry as a YAML string ([NVDP] templates/configmap.yml).
+    """
+    entries = {DEVICE_PLUGIN_DEFAULT_CONFIG: device_plugin_config(mig_strategy)}
+    for plan in gpu_plans(plans):
+        name = plan.labels.get(DEVICE_PLUGIN_CONFIG_LABEL)
+        if name is not None:
+            entries[name] = device_plugin_config(mig_strategy, plan.pool.device_plugin.time_slicing_replicas)
+    return {name: yaml.safe_dump(config, sort_keys=False) for name, config in entries.items()}
+
+
+def nvidia_device_plugin_values(spec: StackConfig, plans: Sequence[PoolPlan]) -> dict[str, Any]:
+    """Helm values of the NVIDIA device plugin.
+
+    Scheduling: the chart's default affinity needs node-feature-discovery labels or `nvidia.com/gpu.present=true`
+    ([NVDP] §8); nodeadm sets that label by itself only from Kubernetes 1.35 ([AMI] §5b). Every GPU pool, cloud
+    or hybrid, sets it through kubelet `--node-labels` (`PoolPlan.labels`), and the affinity here requires exactly
+    that label, so the plugin lands on every GPU node and nowhere else, whatever the Kubernetes version.
+    NFD and GPU feature discovery stay off: the labels they would add are already set at kubelet start, and NFD
+    would add a cluster-wide DaemonSet for nothing.
+    Tolerations: every taint of every GPU pool (the chart's default tolerates only `nvidia.com/gpu` with any
+    value), plus CriticalAddonsOnly.
+    Bottlerocket NVIDIA nodes run the device plugin bundled in the OS (`settings.kubelet-device-plugins.nvidia`,
+    aws-gpu-facts.md §5a); a second plugin there would fight it for `nvidia.com/gpu`, so those pools are excluded.
+    """
+    mig = spec.addons.nvidia_device_plugin.mig_strategy
+    gpu = gpu_plans(plans)
+    affinity = node_affinity(GPU_PRESENT_LABEL, ["true"])
+    bundled = sorted(p.name for p in gpu if p.kind == "aws" and p.pool.ami_family == "bottlerocket")
+    if bundled:
+        term = affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]
+        term["matchExpressions"].append({"key": tags.POOL, "operator": "NotIn", "values": bundled})
+    return {
+        "migStrategy": mig,
+        "priorityClassName": NODE_CRITICAL,
+        "tolerations": tolerations_for(gpu),
+        "affinity": affinity,
+        "gfd": {"enabled": False},
+        "nfd": {"enabled": False},
+        "config": {"map": device_plugin_config_map(mig, gpu), "default": DEVICE_PLUGIN_DEFAULT_CONFIG},
+    }
+
+
+#: The label the chart's `supportedInstanceLabels` affinity matches ([EKSCH] values.yaml).
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+
+
+def efa_plans(plans: Iterable[PoolPlan]) -> list[PoolPlan]:
+    return [p for p in plans if p.efa]
+
+
+def efa_device_plugin_values(plans: Sequence[PoolPlan]) -> dict[str, Any]:
+    """Helm values of the AWS EFA device plugin: only on nodes whose EFA devices are wired.
+
+    The chart tolerates nothing but CriticalAddonsOnly (`tolerations: []`, [EKSCH] §8), so tainted GPU nodes would
+    never get it; we add every taint of the EFA pools. It selects nodes by instance type from a list that lags new
+    types, so the list is replaced by the EFA pools' own types, and `gpu-clusters/efa=true` (set only where the
+    launch template attaches EFA interfaces) keeps it off an EFA-capable type used without EFA.
+    """
+    pools = efa_plans(plans)
+    types = sorted({t for p in pools for t in (p.instance_types or ())})
+    return {
+        "nodeSelector": {EFA_LABEL: "true"},
+        "tolerations": tolerations_for(pools, critical_addons=False),
+        "supportedInstanceLabels": {"keys": [INSTANCE_TYPE_LABEL], "values": types},
+    }

@@ -1,0 +1,109 @@
+"""Spot interruption handling with the AWS Node Termination Handler in queue mode (pure, no Pulumi): EventBridge
+patterns, the queue and its policy, the lifecycle hook, the handler's IAM policy and Helm values.
+
+Source: [NTH] aws-node-termination-handler queue processor (shared/reference/aws-gpu-facts.md §7b).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from components import tags
+from components.config import StackConfig
+from components.planning.addons.placement import SYSTEM_NODE_SELECTOR, system_plans, tolerations_for
+from components.planning.pools import PoolPlan
+
+#: Helm release and service account. Pod Identity binds a role to a (namespace, service account) pair, so the
+#: chart is told the service account's name instead of deriving it from the release name.
+NTH_RELEASE = "aws-node-termination-handler"
+NTH_SERVICE_ACCOUNT = "aws-node-termination-handler"
+
+
+def spot_plans(plans: Iterable[PoolPlan]) -> list[PoolPlan]:
+    return [p for p in plans if p.kind == "aws" and p.capacity_type == "spot"]
+
+
+#: EventBridge rules of the termination handler's queue mode, exactly as [NTH] documents them (facts §7b).
+INTERRUPTION_EVENT_PATTERNS: dict[str, dict[str, Any]] = {
+    "asg-terminate": {"source": ["aws.autoscaling"], "detail-type": ["EC2 Instance-terminate Lifecycle Action"]},
+    "spot-interruption": {"source": ["aws.ec2"], "detail-type": ["EC2 Spot Instance Interruption Warning"]},
+    "rebalance": {"source": ["aws.ec2"], "detail-type": ["EC2 Instance Rebalance Recommendation"]},
+    "state-change": {"source": ["aws.ec2"], "detail-type": ["EC2 Instance State-change Notification"]},
+    "scheduled-change": {
+        "source": ["aws.health"],
+        "detail-type": ["AWS Health Event"],
+        "detail": {"service": ["EC2"], "eventTypeCategory": ["scheduledChange"]},
+    },
+}
+#: [NTH] example queue attributes: events older than the 2-minute spot notice are useless ([NTH] §7b).
+INTERRUPTION_QUEUE_RETENTION_SECONDS = 300
+#: Terminate lifecycle hook: the ASG waits for the handler to drain the node, up to 300 s, then goes on.
+LIFECYCLE_TRANSITION = "autoscaling:EC2_INSTANCE_TERMINATING"
+LIFECYCLE_DEFAULT_RESULT = "CONTINUE"
+LIFECYCLE_HEARTBEAT_SECONDS = 300
+#: Principals that put messages on the queue: EventBridge (the rules) and SQS (([NTH] §7b queue policy).
+QUEUE_SENDERS: tuple[str, ...] = ("events.amazonaws.com", "sqs.amazonaws.com")
+NTH_DESCRIBE_ACTIONS: tuple[str, ...] = (
+    "autoscaling:DescribeAutoScalingInstances",
+    "autoscaling:DescribeTags",
+    "ec2:DescribeInstances",
+)
+NTH_QUEUE_ACTIONS: tuple[str, ...] = ("sqs:DeleteMessage", "sqs:ReceiveMessage")
+NTH_LIFECYCLE_ACTIONS: tuple[str, ...] = ("autoscaling:CompleteLifecycleAction",)
+
+
+def interruption_queue_policy(queue_arn: str, rule_arns: Sequence[str]) -> dict[str, Any]:
+    """Only EventBridge/SQS may send, and only from this stack's rules (`aws:SourceArn`)."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "InterruptionEvents",
+                "Effect": "Allow",
+                "Principal": {"Service": list(QUEUE_SENDERS)},
+                "Action": "sqs:SendMessage",
+                "Resource": queue_arn,
+                "Condition": {"ArnEquals": {"aws:SourceArn": list(rule_arns)}},
+            }
+        ],
+    }
+
+
+def asg_arn_pattern(region: str, account_id: str, asg_name: str, partition: str = "aws") -> str:
+    """An ASG's ARN with its generated id wildcarded (IAM reference, "Amazon EC2 Auto Scaling resource types":
+    `arn:${Partition}:autoscaling:${Region}:${Account}:autoScalingGroup:${GroupId}:autoScalingGroupName/${Name}`)."""
+    return f"arn:{partition}:autoscaling:{region}:{account_id}:autoScalingGroup:*:autoScalingGroupName/{asg_name}"
+
+
+def node_termination_handler_policy(queue_arn: str, asg_arns: Sequence[str]) -> dict[str, Any]:
+    """The [NTH] action list (facts §7b), each on the narrowest resource it supports: describes on `*`, the
+    queue's two actions on this queue, CompleteLifecycleAction on the spot pools' ASGs only."""
+    statements: list[dict[str, Any]] = [
+        {"Sid": "Describe", "Effect": "Allow", "Action": list(NTH_DESCRIBE_ACTIONS), "Resource": "*"},
+        {"Sid": "Queue", "Effect": "Allow", "Action": list(NTH_QUEUE_ACTIONS), "Resource": queue_arn},
+    ]
+    if asg_arns:
+        statements.append(
+            {"Sid": "Lifecycle", "Effect": "Allow", "Action": list(NTH_LIFECYCLE_ACTIONS), "Resource": list(asg_arns)}
+        )
+    return {"Version": "2012-10-17", "Statement": statements}
+
+
+def node_termination_handler_values(spec: StackConfig, plans: Sequence[PoolPlan], queue_url: str) -> dict[str, Any]:
+    """Helm values of the handler in queue mode (a Deployment on the system pool, [NTH] chart values).
+
+    It drains only instances tagged `aws-node-termination-handler/managed` (the chart's `checkTagBeforeDraining`,
+    on by default), which node pools set on spot ASGs (`components.tags.NTH_MANAGED`); the same key is given here
+    so the two can never differ.
+    """
+    return {
+        "enableSqsTerminationDraining": True,
+        "queueURL": queue_url,
+        "awsRegion": spec.region,
+        "checkTagBeforeDraining": True,
+        "managedTag": tags.NTH_MANAGED,
+        "serviceAccount": {"create": True, "name": NTH_SERVICE_ACCOUNT},
+        "nodeSelector": dict(SYSTEM_NODE_SELECTOR),
+        "tolerations": tolerations_for(system_plans(plans)),
+    }

@@ -1,0 +1,275 @@
+"""Monitoring and alerts (pure, no Pulumi): the CloudWatch Observability add-on with Container Insights, its
+alarms, the alerts topic's key and publish policies, the DCGM exporter and kube-prometheus-stack with GPU rules.
+
+Sources (shared/reference/aws-gpu-facts.md): [CWI] Container Insights GPU metrics (§7a), [DCGM]
+NVIDIA/dcgm-exporter chart 4.8.2 (§8).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from components.config import Alerts, StackConfig
+from components.planning.addons.alarms import METRIC_PERIOD_SECONDS, MetricAlarmPlan
+from components.planning.addons.gpu_scaling import gpu_metrics_agent, gpu_scaling_plans
+from components.planning.addons.placement import SYSTEM_NODE_SELECTOR, gpu_plans, system_plans, tolerations_for
+from components.planning.pools import GPU_PRESENT_LABEL, PoolPlan
+
+#: Helm releases and service accounts of the Prometheus path. Pod Identity binds a role to a (namespace, service
+#: account) pair, so the charts are told these names explicitly instead of deriving them from the release name.
+MONITORING_NAMESPACE = "monitoring"
+KUBE_PROMETHEUS_STACK_RELEASE = "kube-prometheus-stack"
+ALERTMANAGER_SERVICE_ACCOUNT = "alertmanager"
+DCGM_EXPORTER_RELEASE = "dcgm-exporter"
+#: The amazon-cloudwatch-observability add-on runs its agent as `amazon-cloudwatch/cloudwatch-agent`
+#: (EKS user guide, "Amazon CloudWatch Observability agent": `eksctl create iamserviceaccount --name
+#: cloudwatch-agent --namespace amazon-cloudwatch`; the add-on's chart values `agent.serviceAccount`).
+CLOUDWATCH_ADDON = "amazon-cloudwatch-observability"
+CLOUDWATCH_NAMESPACE = "amazon-cloudwatch"
+CLOUDWATCH_SERVICE_ACCOUNT = "cloudwatch-agent"
+#: AWS managed policy the CloudWatch agent needs (CloudWatch UG, "Install the Amazon CloudWatch Observability EKS
+#: add-on": `CloudWatchAgentServerPolicy`); a policy path the Pod Identity helper qualifies with the partition.
+CLOUDWATCH_AGENT_POLICY = "CloudWatchAgentServerPolicy"
+
+
+#: The add-on's main Container Insights agent; listed first because a custom `agents` list replaces the default.
+CONTAINER_INSIGHTS_AGENT = "cloudwatch-agent"
+CONTAINER_INSIGHTS_NAMESPACE = "ContainerInsights"
+CLUSTER_DIMENSION = "ClusterName"
+#: Placeholder for the EKS cluster name in alarm dimensions (known only once the cluster exists).
+CLUSTER_NAME = "${cluster}"
+#: GPU temperature must stay high for this many minutes before alerting, so one hot sample does not page anyone.
+TEMPERATURE_MINUTES = 5
+
+
+def cloudwatch_addon_configuration(spec: StackConfig, plans: Sequence[PoolPlan]) -> dict[str, Any]:
+    """`configuration_values` of the amazon-cloudwatch-observability add-on.
+
+    - `tolerations` (the chart's root value, used by the agent, Fluent Bit and the DCGM exporter it runs for GPU
+      metrics): every pool taint plus CriticalAddonsOnly, so GPU nodes are observed. The chart default is
+      `operator: Exists`, but older add-on builds did not tolerate tainted nodes (containers-roadmap #2195), so
+      we state the list explicitly;
+    - `agents`: the Container Insights agent, plus the GPU metrics agent when a pool scales on GPU utilization.
+    """
+    config: dict[str, Any] = {"tolerations": tolerations_for(plans)}
+    if gpu_scaling_plans(plans):
+        config["agents"] = [{"name": CONTAINER_INSIGHTS_AGENT}, gpu_metrics_agent(plans)]
+    return config
+
+
+def container_insights_alarms(alerts: Alerts) -> list[MetricAlarmPlan]:
+    """Alerts on Container Insights GPU metrics ([CWI] §7a, dimension ClusterName):
+
+    - `node_gpu_temperature` Maximum above `gpuTemperatureCelsius` (85 °C) for 5 minutes;
+    - `node_gpu_utilization` Average below `idleUtilizationPercent` (30%) for `idleMinutes` (30): GPUs paid for
+      and idle. No GPU nodes means no data, which is not idle spend (`notBreaching`).
+    Container Insights publishes no XID or ECC metric; those are covered on the DCGM/Prometheus path only.
+    """
+    dims = {CLUSTER_DIMENSION: CLUSTER_NAME}
+    return [
+        MetricAlarmPlan(
+            suffix="gpu-temperature",
+            description=f"a GPU is above {alerts.gpu_temperature_celsius:g} C for {TEMPERATURE_MINUTES} min",
+            namespace=CONTAINER_INSIGHTS_NAMESPACE,
+            metric_name="node_gpu_temperature",
+            statistic="Maximum",
+            comparison="GreaterThanThreshold",
+            threshold=alerts.gpu_temperature_celsius,
+            period=METRIC_PERIOD_SECONDS,
+            evaluation_periods=TEMPERATURE_MINUTES,
+            dimensions=dims,
+            treat_missing_data="notBreaching",
+        ),
+        MetricAlarmPlan(
+            suffix="gpu-idle",
+            description=(
+                f"average GPU utilization below {alerts.idle_utilization_percent:g}% for {alerts.idle_minutes} min "
+                "(idle spend)"
+            ),
+            namespace=CONTAINER_INSIGHTS_NAMESPACE,
+            metric_name="node_gpu_utilization",
+            statistic="Average",
+            comparison="LessThanThreshold",
+            threshold=alerts.idle_utilization_percent,
+            period=METRIC_PERIOD_SECONDS,
+            evaluation_periods=alerts.idle_minutes,
+            dimensions=dims,
+            treat_missing_data="notBreaching",
+        ),
+    ]
+
+
+def alerts_key_policy(account_id: str, partition: str = "aws") -> dict[str, Any]:
+    """Key policy of the alerts topic's KMS key: the account administers it; CloudWatch alarms may encrypt
+    messages for the topic. Alarms cannot publish to a topic encrypted with the AWS managed key `aws/sns`
+    (CloudWatch UG, "Using Amazon SNS topics ... encrypted": the key policy must allow
+    `cloudwatch.amazonaws.com` kms:Decrypt and kms:GenerateDataKey*)."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "AccountAdministers",
+                "Effect": "Allow",
+                "Principal": {"AWS": f"arn:{partition}:iam::{account_id}:root"},
+                "Action": "kms:*",
+                "Resource": "*",
+            },
+            {
+                "Sid": "CloudWatchAlarmsEncrypt",
+                "Effect": "Allow",
+                "Principal": {"Service": "cloudwatch.amazonaws.com"},
+                "Action": ["kms:Decrypt", "kms:GenerateDataKey*"],
+                "Resource": "*",
+            },
+        ],
+    }
+
+
+def alertmanager_sns_policy(topic_arn: str, key_arn: str | None) -> dict[str, Any]:
+    """Alertmanager may publish to the alerts topic only (and use its key when the stack created one)."""
+    statements: list[dict[str, Any]] = [
+        {"Sid": "Publish", "Effect": "Allow", "Action": "sns:Publish", "Resource": topic_arn}
+    ]
+    if key_arn:
+        statements.append(
+            {
+                "Sid": "EncryptForTopic",
+                "Effect": "Allow",
+                "Action": ["kms:GenerateDataKey*", "kms:Decrypt"],
+                "Resource": key_arn,
+            }
+        )
+    return {"Version": "2012-10-17", "Statement": statements}
+
+
+#: DCGM fields exported by our dcgm-exporter: the chart's defaults that matter for GPU health and use, plus the
+#: volatile ECC counters, which the default list ships commented out ([DCGM] etc/default-counters.csv @d5e5f51).
+#: (field, Prometheus type, help); `customMetrics` replaces the whole default list.
+DCGM_COUNTERS: tuple[tuple[str, str, str], ...] = (
+    ("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz)."),
+    ("DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz)."),
+    ("DCGM_FI_DEV_MEMORY_TEMP", "gauge", "Memory temperature (in C)."),
+    ("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C)."),
+    ("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W)."),
+    ("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "counter", "Total energy consumption since boot (in mJ)."),
+    ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "Total number of PCIe retries."),
+    ("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %)."),
+    ("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %)."),
+    ("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered."),
+    ("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB)."),
+    ("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB)."),
+    ("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "counter", "Total number of single-bit volatile ECC errors."),
+    ("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "counter", "Total number of double-bit volatile ECC errors."),
+    ("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "counter", "Number of remapped rows for uncorrectable errors"),
+    ("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "counter", "Number of remapped rows for correctable errors"),
+    ("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "Whether remapping of rows has failed"),
+    ("DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL", "counter", "Total number of NVLink bandwidth counters for all lanes."),
+    ("DCGM_FI_PROF_GR_ENGINE_ACTIVE", "gauge", "Ratio of time the graphics engine is active."),
+    ("DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "gauge", "Ratio of cycles the tensor (HMMA) pipe is active."),
+    ("DCGM_FI_PROF_DRAM_ACTIVE", "gauge", "Ratio of cycles the device memory interface is active."),
+)
+
+
+def dcgm_counters_csv() -> str:
+    return "".join(f"{field}, {kind}, {text}\n" for field, kind, text in DCGM_COUNTERS)
+
+
+def dcgm_exporter_values(plans: Sequence[PoolPlan], image_tag: str | None) -> dict[str, Any]:
+    """Helm values of the DCGM exporter: on every GPU node (the chart tolerates only the control plane and selects
+    nothing, [DCGM] §8), with the counters above and the chart's ServiceMonitor (its CRD comes from
+    kube-prometheus-stack, installed first)."""
+    values: dict[str, Any] = {
+        "nodeSelector": {GPU_PRESENT_LABEL: "true"},
+        "tolerations": tolerations_for(gpu_plans(plans)),
+        "customMetrics": dcgm_counters_csv(),
+        "serviceMonitor": {"enabled": True},
+    }
+    if image_tag:
+        values["image"] = {"tag": image_tag}
+    return values
+
+
+def prometheus_rules(alerts: Alerts) -> dict[str, Any]:
+    """PrometheusRule groups on DCGM metrics (kube-prometheus-stack `additionalPrometheusRulesMap`).
+
+    XID: `DCGM_FI_DEV_XID_ERRORS` holds the last XID code, non-zero after any XID. ECC: an increase of the
+    double-bit (uncorrectable) volatile counter. Temperature and idle spend mirror the CloudWatch alarms.
+    """
+    rules = [
+        {
+            "alert": "GpuXidError",
+            "expr": "DCGM_FI_DEV_XID_ERRORS != 0",
+            "labels": {"severity": "critical"},
+            "annotations": {"summary": "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} reported XID {{ $value }}"},
+        },
+        {
+            "alert": "GpuEccUncorrectableErrors",
+            "expr": "increase(DCGM_FI_DEV_ECC_DBE_VOL_TOTAL[10m]) > 0",
+            "labels": {"severity": "critical"},
+            "annotations": {"summary": "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} had double-bit ECC errors"},
+        },
+        {
+            "alert": "GpuTemperatureHigh",
+            "expr": f"DCGM_FI_DEV_GPU_TEMP > {alerts.gpu_temperature_celsius:g}",
+            "for": f"{TEMPERATURE_MINUTES}m",
+            "labels": {"severity": "warning"},
+            "annotations": {"summary": "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} is at {{ $value }} C"},
+        },
+        {
+            "alert": "GpuIdleSpend",
+            "expr": f"avg(DCGM_FI_DEV_GPU_UTIL) < {alerts.idle_utilization_percent:g}",
+            "for": f"{alerts.idle_minutes}m",
+            "labels": {"severity": "warning"},
+            "annotations": {"summary": "average GPU utilization is {{ $value }}%: GPUs are paid for and idle"},
+        },
+    ]
+    return {"gpu-health": {"groups": [{"name": "gpu-health", "rules": rules}]}}
+
+
+def alertmanager_config(region: str, topic_arn: str | None) -> dict[str, Any] | None:
+    """Alertmanager routing to the alerts topic (Alertmanager `sns_configs` with SigV4 signing); None keeps the
+    chart's default (alerts visible in Alertmanager only)."""
+    if topic_arn is None:
+        return None
+    return {
+        "route": {
+            "receiver": "sns",
+            "group_by": ["alertname"],
+            "routes": [{"receiver": "null", "matchers": ['alertname = "Watchdog"']}],
+        },
+        "receivers": [
+            {"name": "null"},
+            {"name": "sns", "sns_configs": [{"topic_arn": topic_arn, "sigv4": {"region": region}}]},
+        ],
+    }
+
+
+def kube_prometheus_stack_values(spec: StackConfig, plans: Sequence[PoolPlan], topic_arn: str | None) -> dict[str, Any]:
+    """Helm values of kube-prometheus-stack: controllers on the system pool, node-exporter on every node, our
+    GPU rules, Alertmanager to SNS when a topic exists. Prometheus selects every ServiceMonitor/PrometheusRule
+    (not only the release's), so the DCGM exporter's ServiceMonitor is scraped. Grafana stays off: the chart's
+    default admin password is public; enable it with your own secret."""
+    system = {"nodeSelector": dict(SYSTEM_NODE_SELECTOR), "tolerations": tolerations_for(system_plans(plans))}
+    alertmanager: dict[str, Any] = {
+        "serviceAccount": {"create": True, "name": ALERTMANAGER_SERVICE_ACCOUNT},
+        "alertmanagerSpec": dict(system),
+    }
+    routing = alertmanager_config(spec.region, topic_arn)
+    if routing is not None:
+        alertmanager["config"] = routing
+    return {
+        "grafana": {"enabled": False},
+        "prometheusOperator": dict(system),
+        "kube-state-metrics": dict(system),
+        "prometheus-node-exporter": {"tolerations": tolerations_for(plans)},
+        "prometheus": {
+            "prometheusSpec": {
+                **system,
+                "serviceMonitorSelectorNilUsesHelmValues": False,
+                "ruleSelectorNilUsesHelmValues": False,
+            }
+        },
+        "alertmanager": alertmanager,
+        "additionalPrometheusRulesMap": prometheus_rules(spec.addons.monitoring.alerts),
+    }

@@ -1,0 +1,65 @@
+"""Where add-on pods run: facts every add-on shares (pure, no Pulumi).
+
+The namespace system add-ons live in, the system-pool node selector, the CriticalAddonsOnly toleration, the
+priority class of node agents, and the helpers that turn pool plans into tolerations and node affinities. Each
+add-on module builds its Helm values from these, so the pools' taints and labels are read one way for all of them.
+Sources: [NVDP] NVIDIA/k8s-device-plugin chart, [EKSCH] aws/eks-charts aws-efa-k8s-device-plugin
+(shared/reference/aws-gpu-facts.md §8).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from components import tags
+from components.config import Taint
+from components.planning.pools import PoolPlan
+
+#: Lets an add-on onto nodes reserved for cluster-critical pods (the usual system-pool taint); the NVIDIA and EFA
+#: device plugin charts tolerate it by default ([NVDP], [EKSCH] §8), and we keep it when we replace their lists.
+CRITICAL_ADDONS_ONLY: dict[str, str] = {"key": "CriticalAddonsOnly", "operator": "Exists"}
+#: Controllers (cluster-autoscaler, the termination handler, Prometheus) run on the system pool, never on a GPU
+#: node that may be scaled away or interrupted; `components.planning.pools.node_labels` sets this label.
+SYSTEM_NODE_SELECTOR: dict[str, str] = {tags.ROLE: "system"}
+#: Device plugins must not be evicted before the workloads that use their devices.
+NODE_CRITICAL = "system-node-critical"
+#: The namespace of the add-ons that serve the whole cluster (device plugins, autoscaler, termination handler).
+KUBE_SYSTEM = "kube-system"
+
+
+def toleration(taint: Taint) -> dict[str, str]:
+    """The toleration that matches exactly one taint (key, value and effect)."""
+    if taint.value:
+        return {"key": taint.key, "operator": "Equal", "value": taint.value, "effect": taint.effect}
+    return {"key": taint.key, "operator": "Exists", "effect": taint.effect}
+
+
+def tolerations_for(plans: Iterable[PoolPlan], critical_addons: bool = True) -> list[dict[str, str]]:
+    """Tolerations for every taint of `plans`, each once, in a stable order (plus CriticalAddonsOnly)."""
+    found: dict[tuple[str, str, str], dict[str, str]] = {}
+    for plan in plans:
+        for taint in plan.taints:
+            found.setdefault((taint.key, taint.value, taint.effect), toleration(taint))
+    out = [found[k] for k in sorted(found)]
+    return ([dict(CRITICAL_ADDONS_ONLY)] if critical_addons else []) + out
+
+
+def gpu_plans(plans: Iterable[PoolPlan]) -> list[PoolPlan]:
+    """Pools whose nodes have NVIDIA GPUs: cloud GPU pools and hybrid (on-prem, e.g. A40) pools alike."""
+    return [p for p in plans if p.is_gpu]
+
+
+def system_plans(plans: Iterable[PoolPlan]) -> list[PoolPlan]:
+    return [p for p in plans if p.role == "system"]
+
+
+def node_affinity(key: str, values: Sequence[str]) -> dict[str, Any]:
+    """A required node affinity `key In values` (one term)."""
+    return {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [{"matchExpressions": [{"key": key, "operator": "In", "values": list(values)}]}]
+            }
+        }
+    }
