@@ -1,8 +1,10 @@
-"""The config reference, generated from the pydantic models so docs and code cannot drift.
+"""The generated references, so docs and code cannot drift.
 
 `blueprint schema --write` writes the JSON Schema of a stack's config (`schema/stack-config.schema.json`, usable by
-editors for completion in stack files) and the README's reference table between two markers; `blueprint schema
---check` fails when either is stale (CI runs it).
+editors for completion in stack files), the config reference table of `docs/configuration.md` (from the pydantic
+models), the policy table of `docs/policies.md` (from the policy pack's metadata) and the catalog's source list in
+`docs/sources.md` (from the catalog YAML), each between two markers; `blueprint schema --check` fails when any of
+them is stale (CI runs it).
 """
 
 from __future__ import annotations
@@ -21,8 +23,10 @@ from components.config import SECTIONS, StackConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA_PATH = ROOT / "schema" / "stack-config.schema.json"
-README_PATH = ROOT / "README.md"
-START, END = "<!-- config-reference:start -->", "<!-- config-reference:end -->"
+CONFIG_DOC_PATH = ROOT / "docs" / "configuration.md"
+POLICY_DOC_PATH = ROOT / "docs" / "policies.md"
+SOURCES_DOC_PATH = ROOT / "docs" / "sources.md"
+CONFIG_MARKER, POLICY_MARKER, SOURCES_MARKER = "config-reference", "policy-reference", "catalog-sources"
 PROJECT = "gpu-clusters"
 
 
@@ -110,12 +114,30 @@ def reference_markdown() -> str:
     return "\n".join(lines)
 
 
-def _readme_with_reference(readme: str) -> str:
-    if START not in readme or END not in readme:
-        raise ValueError(f"README.md lacks the markers {START} and {END}")
-    head, rest = readme.split(START, 1)
-    _, tail = rest.split(END, 1)
-    return f"{head}{START}\n{reference_markdown()}\n{END}{tail}"
+def _markers(name: str) -> tuple[str, str]:
+    return f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+
+
+def with_generated(text: str, marker: str, generated: str) -> str:
+    """`text` with the part between the `marker` comments replaced by `generated`."""
+    start, end = _markers(marker)
+    if start not in text or end not in text:
+        raise ValueError(f"the document lacks the markers {start} and {end}")
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{start}\n{generated}\n{end}{tail}"
+
+
+def _generated_documents() -> list[tuple[Path, str, str]]:
+    """(document, marker, generated table) for every generated part of the docs."""
+    from blueprint.policy_reference import policy_markdown  # imports the policy SDK: only when needed
+    from blueprint.source_reference import sources_markdown
+
+    return [
+        (CONFIG_DOC_PATH, CONFIG_MARKER, reference_markdown()),
+        (POLICY_DOC_PATH, POLICY_MARKER, policy_markdown()),
+        (SOURCES_DOC_PATH, SOURCES_MARKER, sources_markdown()),
+    ]
 
 
 def schema_text() -> str:
@@ -125,15 +147,17 @@ def schema_text() -> str:
 def write() -> None:
     SCHEMA_PATH.parent.mkdir(exist_ok=True)
     SCHEMA_PATH.write_text(schema_text())
-    README_PATH.write_text(_readme_with_reference(README_PATH.read_text()))
+    for path, marker, generated in _generated_documents():
+        path.write_text(with_generated(path.read_text(), marker, generated))
 
 
 def stale() -> list[str]:
-    """The generated files that differ from what the models say now."""
+    """The generated files that differ from what the models and the policy pack say now."""
     out = []
     if not SCHEMA_PATH.exists() or SCHEMA_PATH.read_text() != schema_text():
         out.append(str(SCHEMA_PATH.relative_to(ROOT)))
-    readme = README_PATH.read_text()
-    if _readme_with_reference(readme) != readme:
-        out.append(str(README_PATH.relative_to(ROOT)))
+    for path, marker, generated in _generated_documents():
+        text = path.read_text()
+        if with_generated(text, marker, generated) != text:
+            out.append(str(path.relative_to(ROOT)))
     return out

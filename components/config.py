@@ -72,17 +72,26 @@ class EndpointAccess(Model):
     """Who can reach the Kubernetes API. Private by default; public only with an explicit allow-list."""
 
     private: bool = True
+    """Serve the Kubernetes API on a private endpoint inside the VPC (reachable over VPN or Direct Connect too).
+    Default `true`."""
     public: bool = False
+    """Also serve the API on the internet. Default `false`; `true` requires `publicAccessCidrs`."""
     public_access_cidrs: list[Cidr] = Field(default_factory=list)
+    """IPv4 CIDRs allowed to reach the public endpoint (office, CI egress). Only valid with `public: true`;
+    `0.0.0.0/0` is rejected. Default empty."""
 
 
 class AdminAccess(Model):
     """An IAM principal given cluster-admin through an EKS access entry (authentication mode API)."""
 
     principal_arn: Annotated[str, StringConstraints(pattern=r"^arn:aws[a-z-]*:iam::\d{12}:(role|user)/.+$")]
+    """ARN of the IAM role or user (`arn:aws:iam::<account>:role/...` or `:user/...`) that gets a `STANDARD` access
+    entry."""
     policy: Literal[
         "AmazonEKSClusterAdminPolicy", "AmazonEKSAdminPolicy", "AmazonEKSEditPolicy", "AmazonEKSViewPolicy"
     ] = "AmazonEKSClusterAdminPolicy"
+    """EKS access policy associated with cluster scope: `AmazonEKSClusterAdminPolicy` (default),
+    `AmazonEKSAdminPolicy`, `AmazonEKSEditPolicy` or `AmazonEKSViewPolicy`."""
 
 
 LogType = Literal["api", "audit", "authenticator", "controllerManager", "scheduler"]
@@ -91,8 +100,13 @@ DEFAULT_LOG_TYPES: tuple[LogType, ...] = ("api", "audit", "authenticator")
 
 class ClusterConfig(Model):
     name: ClusterName
+    """EKS cluster name: 1 to 100 letters, digits, `-` and `_`, starting with a letter or digit. Every resource name
+    of the stack derives from it. Required."""
     kubernetes_version: str = "1.35"
+    """Kubernetes minor version, e.g. `"1.35"`. Must be one EKS supports today (`components/catalog/versions.yaml`);
+    an unsupported one is rejected with the supported list."""
     endpoint: EndpointAccess = EndpointAccess()
+    """Who can reach the Kubernetes API server; private only by default."""
     logging: list[LogType] = Field(default_factory=lambda: list(DEFAULT_LOG_TYPES))
     """Control-plane log types (EKS `enabledClusterLogTypes`); api, audit and authenticator are the minimum the
     policy pack accepts."""
@@ -101,6 +115,8 @@ class ClusterConfig(Model):
     service_cidr: Cidr = IPv4Network("172.20.0.0/16")
     """Kubernetes service CIDR; nodeadm needs it to infer the cluster DNS address."""
     admins: list[AdminAccess] = Field(default_factory=list)
+    """IAM principals given an access entry and an access policy with cluster scope. Whoever runs `pulumi up` is
+    cluster admin anyway (`bootstrapClusterCreatorAdminPermissions`). Default none."""
     tags: dict[str, str] = Field(default_factory=dict)
     """Cost-allocation and ownership tags put on every AWS resource."""
     protect_stateful: bool = True
@@ -112,25 +128,37 @@ class ExistingVpc(Model):
     """Bring your own VPC: subnets are given per availability zone so pools can be pinned to one AZ."""
 
     vpc_id: Annotated[str, StringConstraints(pattern=r"^vpc-[0-9a-f]{8,17}$")]
+    """Id of the VPC to use (`vpc-` and 8 or 17 hex digits). The stack registers no VPC, subnet, route, NAT gateway
+    or endpoint."""
     private_subnet_ids: dict[str, Annotated[str, StringConstraints(pattern=r"^subnet-[0-9a-f]{8,17}$")]] = Field(
         default_factory=dict
     )
+    """Private subnets as `{availability zone: subnet id}`, at least two AZs. Nodes, the control plane's network
+    interfaces and file systems go here; the keys are the network's AZs."""
     public_subnet_ids: dict[str, Annotated[str, StringConstraints(pattern=r"^subnet-[0-9a-f]{8,17}$")]] = Field(
         default_factory=dict
     )
+    """Public subnets as `{availability zone: subnet id}`, for internet-facing load balancers only. Optional."""
 
 
 class NetworkConfig(Model):
     """A new VPC (default) or an existing one (`existingVpc`)."""
 
     vpc_cidr: Cidr = IPv4Network("10.0.0.0/16")
+    """IPv4 block of the VPC, /16 to /24 (pods take VPC addresses, so prefer a /16); must not overlap
+    `cluster.serviceCidr`. With `existingVpc`, set it to that VPC's CIDR. Default `10.0.0.0/16`."""
     availability_zones: list[str] = Field(default_factory=list)
+    """AZs of the stack's region for a new VPC, 2 to 6 (the EKS control plane needs two); one private and one public
+    subnet each. Leave out with `existingVpc`."""
     nat_gateways: Literal["one-per-az", "single"] = "one-per-az"
     """One NAT gateway per AZ (survives an AZ outage) or a single shared one (cheaper, for dev stacks)."""
     private_subnet_cidrs: list[Cidr] | None = None
     """Explicit subnet CIDRs, one per AZ in `availabilityZones` order; derived from `vpcCidr` when left out."""
     public_subnet_cidrs: list[Cidr] | None = None
+    """Public subnet CIDRs, one per AZ in `availabilityZones` order, inside `vpcCidr`. Derived when left out: the
+    last eighth of the VPC split into eighths (a /22 in a /16). They hold only NAT gateways and load balancers."""
     existing_vpc: ExistingVpc | None = None
+    """Use subnets you already have instead of creating a VPC. Default: a new VPC."""
 
     @property
     def zones(self) -> list[str]:
@@ -143,8 +171,11 @@ class NetworkConfig(Model):
 # ------------------------------------------------------------------------------------------------------- node pools
 class Taint(Model):
     key: LabelKey
+    """Taint key, a Kubernetes label key such as `nvidia.com/gpu`."""
     value: LabelValue = ""
+    """Taint value, a Kubernetes label value (at most 63 characters); default empty."""
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = "NoSchedule"
+    """`NoSchedule` (default), `PreferNoSchedule` or `NoExecute`."""
 
     def render(self) -> str:
         """kubelet `--register-with-taints` form, also used by cluster-autoscaler node-template tags."""
@@ -155,21 +186,35 @@ class GpuUtilizationScaling(Model):
     """Step scaling on the pool's average GPU utilization (CloudWatch), for pools in `gpu-utilization` mode."""
 
     scale_out_above_percent: float = Field(85, gt=0, lt=100)
+    """Add nodes when the pool's average GPU utilization is above this percentage (0-100 exclusive). Default 85."""
     scale_out_after_minutes: int = Field(15, ge=1, le=1440)
+    """Minutes the utilization must stay above `scaleOutAbovePercent` before nodes are added (the alarm's evaluation
+    periods of 60 s), 1-1440. Default 15."""
     scale_out_by: int = Field(2, ge=1)
+    """Nodes added per scale-out step, at least 1. Default 2."""
     scale_in_below_percent: float = Field(30, gt=0, lt=100)
+    """Remove nodes when the pool's average GPU utilization is below this percentage (0-100 exclusive). Default 30."""
     scale_in_after_minutes: int = Field(30, ge=1, le=1440)
+    """Minutes the utilization must stay below `scaleInBelowPercent` before a node is removed, 1-1440. Default 30."""
     scale_in_by: int = Field(1, ge=1)
+    """Nodes removed per scale-in step, at least 1. Default 1."""
     cooldown_seconds: int = Field(300, ge=0)
+    """Estimated instance warm-up of the scale-out step policy, in seconds (step scaling has no cooldown parameter).
+    Default 300."""
 
 
 class Scaling(Model):
     min: int = Field(0, ge=0)
+    """Minimum number of nodes in the pool's Auto Scaling group, at least 0. Default 0."""
     desired: int | None = Field(None, ge=0)
     """Initial size; ignored after creation so `pulumi up` never fights the autoscaler. Defaults to `min`."""
     max: int = Field(1, ge=0)
+    """Maximum number of nodes, at least `min`. Default 1."""
     mode: Literal["cluster-autoscaler", "gpu-utilization", "fixed"] = "cluster-autoscaler"
+    """Who resizes the pool: `cluster-autoscaler` (default; the group gets auto-discovery and scale-from-zero
+    node-template tags), `gpu-utilization` (CloudWatch alarms on average GPU utilization) or `fixed` (nobody)."""
     gpu_utilization: GpuUtilizationScaling = GpuUtilizationScaling()
+    """Thresholds and steps for `mode: gpu-utilization`; ignored in the other modes."""
 
     @property
     def initial(self) -> int:
@@ -180,13 +225,19 @@ class Capacity(Model):
     """How instances are bought."""
 
     type: Literal["on-demand", "spot", "capacity-block", "reservation"] = "on-demand"
+    """How instances are bought: `on-demand` (default), `spot`, `capacity-block` (Capacity Blocks for ML, needs
+    `reservationId`) or `reservation` (On-Demand Capacity Reservation by id or resource group)."""
     spot_instance_types: list[str] = Field(default_factory=list)
     """Extra instance types with the same GPU shape for spot diversification (the pool's type comes first)."""
     on_demand_base_capacity: int = Field(0, ge=0)
+    """Spot pools: number of nodes always bought on demand before any spot node. Default 0."""
     on_demand_percentage_above_base: int = Field(0, ge=0, le=100)
+    """Spot pools: percentage (0-100) of nodes above the base bought on demand. Default 0 (all spot)."""
     spot_allocation_strategy: Literal["price-capacity-optimized", "capacity-optimized", "lowest-price"] = (
         "price-capacity-optimized"
     )
+    """Spot pools: the mixed instances policy's spot allocation strategy, `price-capacity-optimized` (default),
+    `capacity-optimized` or `lowest-price`."""
     reservation_id: Annotated[str, StringConstraints(pattern=r"^cr-[0-9a-f]{8,17}$")] | None = None
     """Capacity Block or On-Demand Capacity Reservation id (`cr-...`)."""
     reservation_resource_group_arn: str | None = None
@@ -207,13 +258,20 @@ class InstanceRefresh(Model):
     """How launch template changes roll out. Training pools default to `false`: never kill a running job."""
 
     enabled: bool | None = None
+    """Roll out launch template changes by instance refresh. Default: `false` for training pools (a refresh would
+    kill running jobs), `true` for inference and system pools."""
     min_healthy_percentage: int = Field(90, ge=0, le=100)
+    """Percentage (0-100) of the group kept healthy during a refresh. Default 90."""
     instance_warmup_seconds: int = Field(300, ge=0)
+    """Seconds a new instance gets before it counts as healthy in a refresh. Default 300."""
     skip_matching: bool = True
+    """Skip instances that already run the latest launch template version. Default `true`."""
 
 
 class HybridCredentials(Model):
     provider: Literal["ssm", "iam-roles-anywhere"] = "ssm"
+    """How the servers get AWS credentials: `ssm` (SSM hybrid activation, default) or `iam-roles-anywhere`
+    (certificates from your own CA)."""
     activation_expiry_hours: int = Field(24, ge=1, le=720)
     """SSM hybrid activation lifetime; nodes must register before it expires (default 24 h, max 30 days)."""
     activation_limit: int | None = Field(None, ge=1)
@@ -226,7 +284,11 @@ class HybridNetwork(Model):
     """The on-prem networks of a hybrid pool (EKS `remoteNetworkConfig`)."""
 
     remote_node_cidrs: list[Cidr] = Field(default_factory=list)
+    """The servers' own networks, RFC 1918, /8 to /32; must not overlap the VPC, the service CIDR or each other.
+    Required for a hybrid pool."""
     remote_pod_cidrs: list[Cidr] = Field(default_factory=list)
+    """Pod networks Cilium hands out on the servers, RFC 1918, same overlap rules as `remoteNodeCidrs`. Required when
+    `webhooksOnHybridNodes` is true."""
     webhooks_on_hybrid_nodes: bool = True
     """Webhooks (e.g. admission controllers) running on hybrid nodes must be reachable from the control plane,
     which needs routable pod CIDRs."""
@@ -243,35 +305,58 @@ class DevicePluginSettings(Model):
 
 class NodePool(Model):
     name: PoolName
+    """Pool name: 2 to 32 lower-case letters, digits and `-`, starting with a letter. Part of resource names and of
+    the `gpu-clusters/pool` node label. Required."""
     kind: Literal["aws", "hybrid"] = "aws"
+    """`aws` (default): an Auto Scaling group of EC2 instances; `hybrid`: on-prem servers joined as EKS Hybrid Nodes."""
     role: Literal["training", "inference", "system"]
+    """`training`, `inference` or `system`; decides defaults (EFA, placement, local storage, instance refresh) and
+    which pools mount shared storage. Required."""
     instance_type: str | None = None
     """AWS pools: the instance type (or give gpuModel + gpusPerNode and the cheapest matching type is chosen)."""
     gpu_model: str | None = None
     """Hybrid pools: the on-prem GPU model; AWS pools: alternative to instanceType."""
     gpus_per_node: int | None = Field(None, ge=1, le=16)
+    """GPUs per node, 1-16. Hybrid pools: required, with `gpuModel`. AWS pools: with `gpuModel`, selects the cheapest
+    catalog type with that many GPUs."""
     capacity: Capacity = Capacity()
+    """How the pool's instances are bought (AWS pools). Default on-demand."""
     scaling: Scaling = Scaling()
+    """Size bounds of the pool's Auto Scaling group and who resizes it (AWS pools)."""
     labels: dict[LabelKey, LabelValue] = Field(default_factory=dict)
+    """Extra node labels passed to kubelet at registration, added to the ones the stack sets (`gpu-clusters/pool`,
+    `gpu-clusters/role`, GPU labels). Default none."""
     taints: list[Taint] | None = None
     """Node taints; GPU pools default to `nvidia.com/gpu=true:NoSchedule` when left out."""
     efa: Literal["auto", "on", "off"] = "auto"
+    """Wire EFA interfaces: `auto` (default) for training pools whose instance type has EFA, `on` to force (rejected
+    on types without EFA), `off` to skip."""
     efa_layout: Literal["efa-only", "efa"] = "efa-only"
     """`efa-only`: AWS's current layout (ENA primary, efa-only elsewhere); `efa`: the older all-`efa` layout."""
     placement: Placement = Placement()
+    """Availability zones and cluster placement group of the pool (AWS pools)."""
     local_storage: Literal["RAID0", "RAID10", "Mount", "none"] | None = None
     """nodeadm local NVMe strategy; defaults to RAID0 for training pools whose type has instance store."""
     root_volume_gib: int = Field(200, ge=20, le=16384)
+    """Size of the encrypted gp3 root volume in GiB, 20-16384, encrypted with the cluster's KMS key. Default 200."""
     ami_family: Literal["al2023", "bottlerocket"] = "al2023"
+    """`al2023` (default): the EKS-optimized Amazon Linux 2023 AMI (NVIDIA variant for GPU types) bootstrapped by
+    nodeadm; `bottlerocket`: the Bottlerocket (NVIDIA) variant with TOML settings."""
     imds_hop_limit: int = Field(1, ge=1, le=64)
     """IMDSv2 hop limit: 1 keeps pods off the instance role; 2 is needed only by pods on the host network that
     call IMDS through a container runtime hop."""
     instance_refresh: InstanceRefresh = InstanceRefresh()
+    """How launch template changes roll out to running nodes (AWS pools)."""
     device_plugin: DevicePluginSettings = DevicePluginSettings()
+    """Per-pool NVIDIA device plugin settings (time-slicing)."""
     # hybrid pools only
     nodes: int | None = Field(None, ge=1)
+    """Hybrid pools: number of on-prem servers that join, at least 1; also the default SSM activation limit. Required
+    for hybrid pools."""
     network: HybridNetwork | None = None
+    """Hybrid pools: the site's node and pod networks (EKS `remoteNetworkConfig`). Required for hybrid pools."""
     credentials: HybridCredentials = HybridCredentials()
+    """Hybrid pools: how the servers authenticate to AWS (SSM activation or IAM Roles Anywhere). Default SSM."""
 
 
 # ---------------------------------------------------------------------------------------------------------- storage
@@ -283,36 +368,62 @@ class DataRepository(Model):
     """An S3 data repository association of the Lustre file system (datasets in, checkpoints out)."""
 
     file_system_path: Annotated[str, StringConstraints(pattern=r"^/[A-Za-z0-9_./-]*$")]
+    """Absolute path in the Lustre file system where the S3 data appears, e.g. `/datasets`; paths of one file system
+    must be distinct and not nested. Required."""
     data_repository_path: Annotated[str, StringConstraints(pattern=r"^s3://[a-z0-9.-]{3,63}(/.*)?$")] | None = None
     """`s3://bucket/prefix/`; leave out to use the bucket the stack creates, at `prefix`."""
     prefix: str = ""
+    """Prefix in the stack's own bucket (used when `dataRepositoryPath` is left out), e.g. `datasets/`. Default
+    empty."""
     import_events: list[S3Event] = Field(default_factory=lambda: list(DEFAULT_IMPORT_EVENTS))
+    """S3 changes Lustre picks up automatically: any of `NEW`, `CHANGED`, `DELETED`. Default `[NEW, CHANGED]`."""
     export_events: list[S3Event] = Field(default_factory=list)
+    """Lustre changes written back to S3 automatically: any of `NEW`, `CHANGED`, `DELETED`. Default none."""
     batch_import_metadata_on_create: bool = True
+    """List the existing objects' metadata into Lustre when the association is created. Default `true`."""
 
 
 class LustreMetadata(Model):
     mode: Literal["AUTOMATIC", "USER_PROVISIONED"] = "AUTOMATIC"
+    """`AUTOMATIC` (default; FSx sizes metadata IOPS from capacity) or `USER_PROVISIONED` (give `iops`)."""
     iops: int | None = Field(None, ge=1500, le=192000)
+    """`USER_PROVISIONED` only: metadata IOPS, 1500, 3000, 6000, 12000 or a multiple of 12000 up to 192000."""
 
 
 class KubernetesVolume(Model):
     """How pods reach a file system: a PersistentVolumeClaim in a namespace."""
 
     namespace: str = "default"
+    """Namespace of the PersistentVolumeClaim; created by the stack when it is not a built-in one. Default `default`."""
     claim_name: str | None = None
+    """Name of the PersistentVolumeClaim pods mount. Default: the file system's `name`."""
     storage_class: bool = False
+    """Lustre only: also create the StorageClass `<name>-fsx`, which provisions more file systems on demand with the
+    same subnet, security group, KMS key and tier (its CSI controller then gets create/delete rights). Default
+    `false`."""
 
 
 class LustreConfig(Model):
     name: PoolName = "lustre"
+    """Names the file system, its resources and the default claim; same pattern as pool names. Default `lustre`."""
     deployment_type: Literal["PERSISTENT_2", "SCRATCH_2"] = "PERSISTENT_2"
+    """`PERSISTENT_2` (default; replicated, KMS-encrypted, backed up) or `SCRATCH_2` (no replication or backups,
+    fixed 200 MB/s/TiB)."""
     storage_capacity_gib: int = Field(4800, ge=1200)
+    """Capacity in GiB: 1200, 2400, then multiples of 2400; EFA-enabled: multiples of 38400 / 19200 / 9600 / 4800 at
+    125 / 250 / 500 / 1000 MB/s/TiB. Off-step sizes are rejected with the nearest valid ones. Default 4800."""
     per_unit_storage_throughput: int | None = 250
+    """PERSISTENT_2 throughput in MB/s per TiB of capacity: 125, 250 (default), 500 or 1000. Leave empty (`null`) for
+    SCRATCH_2."""
     efa_enabled: bool = False
+    """Serve clients over EFA (and GPUDirect Storage); needs PERSISTENT_2 and `metadata`, and adds all-traffic rules
+    between the file system's and the nodes' security groups. AWS recommends it above 10 GB/s. Default `false`."""
     metadata: LustreMetadata | None = None
+    """PERSISTENT_2 metadata configuration (required with `efaEnabled`). Default none."""
     compression: Literal["LZ4", "NONE"] = "LZ4"
+    """Data compression: `LZ4` (default) or `NONE`."""
     backup_retention_days: int = Field(7, ge=0, le=90)
+    """Days of automatic daily backups, 0-90 (PERSISTENT_2; set 0 for SCRATCH_2). Default 7."""
     availability_zone: str | None = None
     """Defaults to the AZ of the training pools that mount it."""
     pools: list[str] | None = None
@@ -320,17 +431,26 @@ class LustreConfig(Model):
     create_bucket: bool = True
     """Create a bucket for the data repositories (versioned, encrypted, private) when none is given by path."""
     data_repositories: list[DataRepository] = Field(default_factory=list)
+    """S3 data repository associations, at most 8. Default none."""
     kubernetes: KubernetesVolume = KubernetesVolume()
+    """Namespace and claim pods mount the file system through (a static PersistentVolume with `reclaimPolicy:
+    Retain`)."""
 
 
 class NfsConfig(Model):
     """Shared NFS for inference: Amazon EFS, or an existing (e.g. on-prem) NFS server through csi-driver-nfs."""
 
     name: PoolName = "models"
+    """Names the file system, StorageClass and default claim; same pattern as pool names. Default `models`."""
     kind: Literal["efs", "existing"] = "efs"
+    """`efs` (default): an Amazon EFS file system the stack creates; `existing`: an NFS server you run (e.g.
+    on-prem), through csi-driver-nfs."""
     # EFS
     throughput_mode: Literal["elastic", "bursting", "provisioned"] = "elastic"
+    """EFS only: `elastic` (default), `bursting` (throughput grows with the data stored) or `provisioned` (with
+    `provisionedThroughputMibps`)."""
     provisioned_throughput_mibps: float | None = Field(None, ge=1, le=3414)
+    """EFS `provisioned` mode only: throughput in MiB/s, 1-3414."""
     transition_to_ia: Literal[
         "AFTER_1_DAY",
         "AFTER_7_DAYS",
@@ -340,30 +460,45 @@ class NfsConfig(Model):
         "AFTER_90_DAYS",
         "NONE",
     ] = "AFTER_30_DAYS"
+    """EFS only: move files not read for this long to Infrequent Access (and back on first read); `NONE` turns it
+    off. Default `AFTER_30_DAYS`."""
     # existing server
     server: str | None = None
+    """`existing` only: DNS name or IP address of the NFS server. Required for `existing`."""
     share: str | None = None
+    """`existing` only: absolute path of the export, e.g. `/exports/models`. Required for `existing`."""
     mount_options: list[str] = Field(default_factory=lambda: ["nfsvers=4.1"])
+    """`existing` only: NFS mount options of every volume. Default `[nfsvers=4.1]`."""
     capacity_gib: int = Field(1024, ge=1)
     """Nominal size the claim requests (NFS does not enforce it) and the server's bandwidth for the plan."""
     bandwidth_gbps: float | None = Field(None, gt=0)
+    """`existing` only: the server's network bandwidth in Gbit/s, used only for the plan's throughput figures (x 125
+    MB/s). Optional."""
     pools: list[str] | None = None
+    """Pools that mount the volume (for the plan's per-GPU throughput and, for `existing`, where the controller
+    prefers to run). Default: every inference pool."""
     kubernetes: KubernetesVolume = KubernetesVolume()
+    """Namespace and claim pods mount the volume through."""
 
 
 class StorageConfig(Model):
     lustre: LustreConfig | None = None
+    """An FSx for Lustre file system for training pools. Default none."""
     nfs: NfsConfig | None = None
+    """A shared NFS volume (EFS or an existing server) for inference pools. Default none."""
 
 
 # ----------------------------------------------------------------------------------------------------------- addons
 class Switch(Model):
     enabled: bool = True
+    """Turn the add-on on (`true`, default) or off."""
 
 
 class NvidiaDevicePlugin(Model):
     enabled: bool = True
+    """Deploy the NVIDIA device plugin when any pool has GPUs. Default `true`."""
     mig_strategy: Literal["none", "single", "mixed"] = "none"
+    """Multi-Instance GPU strategy passed to the plugin: `none` (default), `single` or `mixed`."""
 
 
 class EfaDevicePlugin(Model):
@@ -373,10 +508,17 @@ class EfaDevicePlugin(Model):
 
 class ClusterAutoscaler(Model):
     enabled: Literal["auto", "on", "off"] = "auto"
+    """`auto` (default): deployed when any `aws` pool is in `cluster-autoscaler` mode with `min < max`; `on` or `off`
+    force it."""
     expander: Literal["least-waste", "priority", "most-pods", "random", "price"] = "least-waste"
+    """How the autoscaler picks a pool to grow: `least-waste` (default), `priority`, `most-pods`, `random` or
+    `price`."""
     scale_down_unneeded_time: Annotated[str, StringConstraints(pattern=r"^\d+[smh]$")] = "10m"
+    """How long a node must be unneeded before it is removed, as `<n>s`, `<n>m` or `<n>h`. Default `10m`."""
     scale_down_utilization_threshold: float = Field(0.5, gt=0, le=1)
+    """A node whose requested resources are below this fraction (0-1] of its capacity may be removed. Default 0.5."""
     scale_down_delay_after_add: Annotated[str, StringConstraints(pattern=r"^\d+[smh]$")] = "10m"
+    """Wait after a scale-up before any scale-down is considered, as `<n>s`, `<n>m` or `<n>h`. Default `10m`."""
 
 
 class NodeTerminationHandler(Model):
@@ -386,17 +528,29 @@ class NodeTerminationHandler(Model):
 
 class Alerts(Model):
     gpu_temperature_celsius: float = Field(85, gt=0)
+    """Alert when a GPU's temperature is above this many degrees Celsius (5 minutes on the CloudWatch path). Default
+    85."""
     idle_utilization_percent: float = Field(30, gt=0, lt=100)
+    """Idle-spend alert: average GPU utilization below this percentage (0-100 exclusive) for `idleMinutes`. Default
+    30."""
     idle_minutes: int = Field(30, ge=5)
+    """Minutes of low utilization before the idle-spend alert fires, at least 5. Default 30."""
     sns_topic_arn: str | None = None
     """SNS topic to deliver alerts to (created when `email` is set and this is not)."""
     email: str | None = None
+    """Email address subscribed to a KMS-encrypted SNS topic the stack creates (confirm the email AWS sends). Ignored
+    when `snsTopicArn` is set. Optional."""
 
 
 class Monitoring(Model):
     container_insights: bool = True
+    """Install the `amazon-cloudwatch-observability` EKS add-on (Container Insights with GPU metrics) and the
+    CloudWatch GPU alarms; required by `gpu-utilization` pools. Default `true`."""
     dcgm_prometheus: bool = False
+    """Install kube-prometheus-stack and NVIDIA's dcgm-exporter with Prometheus rules for XID, ECC, temperature and
+    idle spend. Default `false`."""
     alerts: Alerts = Alerts()
+    """Alert thresholds and where alerts are delivered."""
 
 
 class AddonVersions(Model):
@@ -405,15 +559,24 @@ class AddonVersions(Model):
     pins: dict[str, Annotated[str, StringConstraints(pattern=r"^v\d+\.\d+\.\d+-eksbuild\.\d+$")]] = Field(
         default_factory=dict
     )
+    """`{add-on name: version}` for EKS managed add-ons, each an exact `vX.Y.Z-eksbuild.N` at or above the catalog's
+    minimum (`vpc-cni` at least v1.18.4). Unpinned add-ons get EKS's default version for the cluster's Kubernetes
+    version, resolved at deploy time."""
 
 
 class AddonsConfig(Model):
     nvidia_device_plugin: NvidiaDevicePlugin = NvidiaDevicePlugin()
+    """The NVIDIA device plugin (advertises `nvidia.com/gpu`)."""
     efa_device_plugin: EfaDevicePlugin = EfaDevicePlugin()
+    """The EFA device plugin (advertises `vpc.amazonaws.com/efa`)."""
     cluster_autoscaler: ClusterAutoscaler = ClusterAutoscaler()
+    """cluster-autoscaler, with scale-from-zero for GPU pools."""
     node_termination_handler: NodeTerminationHandler = NodeTerminationHandler()
+    """AWS Node Termination Handler in queue mode, draining spot nodes before EC2 reclaims them."""
     monitoring: Monitoring = Monitoring()
+    """Container Insights, DCGM/Prometheus and GPU alerts."""
     managed: AddonVersions = AddonVersions()
+    """Version pins of the EKS managed add-ons."""
 
 
 # ------------------------------------------------------------------------------------------------------------ stack
@@ -421,11 +584,18 @@ class StackConfig(Model):
     """A whole stack, validated. Built by `components.validation.validate`, never directly from raw config."""
 
     region: str
+    """AWS region of the stack, read from the stack's `aws:region` (not a `gpu-clusters:` key)."""
     cluster: ClusterConfig
+    """The EKS cluster (`gpu-clusters:cluster`). Required."""
     network: NetworkConfig = NetworkConfig()
+    """The VPC, new or existing (`gpu-clusters:network`)."""
     node_pools: list[NodePool] = Field(default_factory=list)
+    """Node pools, cloud (`kind: aws`) and on-prem (`kind: hybrid`) (`gpu-clusters:nodePools`). A stack without a
+    `system` pool gets two `m7i.xlarge` nodes."""
     storage: StorageConfig = StorageConfig()
+    """Shared file systems (`gpu-clusters:storage`)."""
     addons: AddonsConfig = AddonsConfig()
+    """In-cluster add-ons and EKS managed add-on pins (`gpu-clusters:addons`)."""
 
     def pool(self, name: str) -> NodePool:
         return next(p for p in self.node_pools if p.name == name)

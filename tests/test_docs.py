@@ -1,0 +1,114 @@
+"""The docs stay true to the code: generated tables current, every config field described, every source citation
+and every relative link resolvable."""
+
+from __future__ import annotations
+
+import inspect
+import io
+import re
+import tokenize
+from pathlib import Path
+
+import pytest
+from pydantic import BaseModel
+
+from blueprint import reference
+from components import config
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+SOURCES = ROOT / "docs" / "sources.md"
+CITING_DIRS = ("components", "blueprint", "policies")
+
+#: `[BC]`, `[NVDP]`: a source tag in a comment or docstring.
+TAG = re.compile(r"\[([A-Z][A-Z0-9]+)\]")
+#: `aws-gpu-facts.md §5f`, `facts §2`, `pulumi-testing-notes §1.4`, `notes §1.5`, a bare `§3d`.
+SECTION = re.compile(r"(?:(pulumi-testing-notes|notes)(?:\.md)? )?§ ?(\d+[a-z]?(?:\.\d+)?)")
+#: `source: AC+KP+NVHOPPER` or `{compute: AC+KP, ...}` in the catalog YAML.
+YAML_SOURCE = re.compile(r"\bsource: *(\{[^}]*\}|[A-Z0-9+]+)")
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def _config_models() -> list[type[BaseModel]]:
+    return [
+        m
+        for m in vars(config).values()
+        if inspect.isclass(m) and issubclass(m, BaseModel) and m.__module__ == config.__name__ and m is not config.Model
+    ]
+
+
+def test_every_config_field_has_a_description() -> None:
+    missing = [
+        f"{m.__name__}.{name}"
+        for m in _config_models()
+        for name, field in m.model_fields.items()
+        if not field.description
+    ]
+    assert not missing, f"config fields without a description (add a docstring under the field): {missing}"
+
+
+def test_generated_docs_are_current() -> None:
+    assert reference.stale() == [], "run `blueprint schema --write`"
+
+
+def _prose(path: Path) -> str:
+    """Comments and string literals of a Python file (citations live there, not in code like `[SUBNET]`)."""
+    tokens = tokenize.generate_tokens(io.StringIO(path.read_text()).readline)
+    return "\n".join(t.string for t in tokens if t.type in (tokenize.COMMENT, tokenize.STRING))
+
+
+def _citing_files() -> list[Path]:
+    return [p for d in CITING_DIRS for p in sorted((ROOT / d).rglob("*")) if p.suffix in (".py", ".yaml")]
+
+
+def _citations() -> tuple[set[str], set[str]]:
+    """(tags, section headings) cited anywhere in the code, comments and YAML."""
+    tags: set[str] = set()
+    sections: set[str] = set()
+    for path in _citing_files():
+        text = _prose(path) if path.suffix == ".py" else path.read_text()
+        tags.update(TAG.findall(text))
+        for notes, number in SECTION.findall(text):
+            sections.add(f"pulumi-testing-notes §{number}" if notes else f"aws-gpu-facts.md §{number.split('.')[0]}")
+        if path.suffix == ".yaml":
+            for value in YAML_SOURCE.findall(text):
+                tags.update(re.findall(r"[A-Z][A-Z0-9]+", value))
+    return tags, sections
+
+
+def _headings(path: Path) -> list[str]:
+    return [line.lstrip("#").strip() for line in path.read_text().splitlines() if line.startswith("#")]
+
+
+def test_every_cited_source_has_an_entry() -> None:
+    tags, sections = _citations()
+    headings = _headings(SOURCES)
+    assert tags and sections
+    missing_tags = sorted(t for t in tags if not any(h.startswith(f"[{t}]") for h in headings))
+    missing_sections = sorted(s for s in sections if s not in headings)
+    assert not missing_tags, f"docs/sources.md has no `### [TAG]` heading for {missing_tags}"
+    assert not missing_sections, f"docs/sources.md has no heading for {missing_sections}"
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"[^\w\- ]", "", heading.lower())
+    return text.replace(" ", "-")
+
+
+def _anchors(path: Path) -> set[str]:
+    return {_slug(h) for h in _headings(path)} if path.exists() else set()
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_relative_links_resolve(doc: Path) -> None:
+    broken = []
+    for target in LINK.findall(doc.read_text()):
+        if re.match(r"^[a-z]+:", target):
+            continue
+        path_part, _, anchor = target.partition("#")
+        resolved = (doc.parent / path_part).resolve() if path_part else doc
+        missing_anchor = bool(anchor) and resolved.suffix == ".md" and anchor not in _anchors(resolved)
+        if not resolved.exists() or missing_anchor:
+            broken.append(target)
+    assert not broken, f"{doc.name}: broken links {broken}"
