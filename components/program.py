@@ -8,24 +8,25 @@ from __future__ import annotations
 from typing import Any
 
 import pulumi
+from pulumi.runtime import config as runtime_config
 
-from components.config import SECTIONS, StackConfig
+from components.config import StackConfig
 from components.gpu_cluster import GpuCluster
-from components.validation import validate
+from components.validation import validate_config
 
-DEFAULT_REGION = "us-east-1"
+
+def all_config() -> dict[str, Any]:
+    """Every config key of the stack, fully qualified (`gpu-clusters:cluster`, `aws:region`), as the CLI set them.
+
+    The engine hands the program the whole stack config (the SDK keeps it in `pulumi.runtime.config`), so keys no
+    section reads, such as a misspelt `gpu-clusters:nodepools`, are visible here and refused by validation.
+    """
+    return {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
 
 
 def read_config() -> StackConfig:
     """Every section of the stack config, validated; raises ConfigError listing every problem."""
-    cfg = pulumi.Config()
-    raw: dict[str, Any] = {}
-    for section in SECTIONS:
-        value = cfg.get(section)
-        if value is not None:
-            raw[section] = cfg.get_object(section)
-    region = pulumi.Config("aws").get("region") or DEFAULT_REGION
-    return validate(raw, region=region)
+    return validate_config(all_config(), project=pulumi.get_project())
 
 
 def main() -> GpuCluster:

@@ -1,0 +1,26 @@
+"""The AWS regions a stack may name, as sourced data (`regions.yaml`), by partition."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+
+import yaml
+
+REGIONS_PATH = Path(__file__).parent / "regions.yaml"
+
+
+@cache
+def partitions() -> dict[str, tuple[str, ...]]:
+    """Partition (`aws`, `aws-cn`, ...) -> its regions."""
+    data = yaml.safe_load(REGIONS_PATH.read_text())
+    return {partition: tuple(names) for partition, names in data["regions"].items()}
+
+
+def regions() -> tuple[str, ...]:
+    """Every region, the commercial partition first."""
+    return tuple(name for names in partitions().values() for name in names)
+
+
+def source() -> str:
+    return str(yaml.safe_load(REGIONS_PATH.read_text())["source"])

@@ -1,0 +1,90 @@
+"""Rules on the `addons` section: managed add-on pins, cluster-autoscaler, the device plugin, alerts."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from components.catalog import versions
+from components.errors import Problem
+from components.validation.parse import Parsed, shown, shown_text
+
+#: GPUs that support Multi-Instance GPU, by catalog name: A100, A30, H100, H200, B200, GB200 and B300 (NVIDIA MIG
+#: user guide, "Supported GPUs" and the driver table of "Deployment Considerations"). L40S, L4, A10G, T4 and A40
+#: have no MIG.
+MIG_CAPABLE_GPUS = frozenset({"A100", "A100-80GB", "A100-80GB-PCIe", "H100", "H100-PCIe", "H200", "B200", "B300"})
+#: SNS topic ARNs: `arn:<partition>:sns:<region>:<12-digit account>:<name of 1-256 letters, digits, - and _>`,
+#: with `.fifo` for FIFO topics (SNS CreateTopic `Name`).
+SNS_TOPIC_ARN = re.compile(r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]{1,256}(\.fifo)?$")
+EMAIL = re.compile(r"[^@\s]+@[^@\s]+\.[^@\s]+")
+
+
+def managed_addon_pins_are_known(p: Parsed) -> Iterator[Problem]:
+    """Pins name EKS managed add-ons this stack installs, at or above their minimum version (versions.yaml, each
+    minimum with its source)."""
+    if p.addons is None:
+        return
+    known = sorted(versions.managed_addons())
+    for name, version in p.addons.managed.pins.items():
+        where = f"addons.managed.pins.{shown_text(name)}"
+        if name not in known:
+            yield Problem(where, f"unknown EKS add-on; known: {', '.join(known)}")
+            continue
+        minimum = versions.managed_addon(name).minimum_version
+        if minimum and not versions.version_at_least(version, minimum):
+            yield Problem(where, f"{version} is below the minimum {minimum} ({versions.managed_addon(name).source})")
+
+
+def autoscaler_expander_works_here(p: Parsed) -> Iterator[Problem]:
+    """The price expander works only on GCE, GKE and Equinix Metal (cluster-autoscaler FAQ); the priority expander
+    needs a ConfigMap the stack does not manage."""
+    if p.addons is None:
+        return
+    expander = p.addons.cluster_autoscaler.expander
+    if expander == "price":
+        yield Problem(
+            "addons.clusterAutoscaler.expander",
+            "the price expander works only on GCE, GKE and Equinix Metal (cluster-autoscaler FAQ); use least-waste",
+        )
+    elif expander == "priority":
+        yield Problem(
+            "addons.clusterAutoscaler.expander",
+            "the priority expander needs a priorities ConfigMap this blueprint does not manage; use least-waste",
+        )
+
+
+def mig_needs_mig_capable_gpus(p: Parsed) -> Iterator[Problem]:
+    """A MIG strategy other than `none` needs a pool with MIG-capable GPUs (NVIDIA MIG user guide, supported GPUs)."""
+    if p.addons is None or p.addons.nvidia_device_plugin.mig_strategy == "none" or not p.pools_complete:
+        return
+    models = {p.instances[i].gpu_model if i in p.instances else pool.gpu_model for i, pool in p.pools}
+    if not models & MIG_CAPABLE_GPUS:
+        present = ", ".join(sorted(m for m in models if m)) or "none"
+        yield Problem(
+            "addons.nvidiaDevicePlugin.migStrategy",
+            f"no pool has MIG-capable GPUs (theirs: {present}; MIG: {', '.join(sorted(MIG_CAPABLE_GPUS))}); "
+            "set migStrategy: none",
+        )
+
+
+def alert_targets_are_addresses(p: Parsed) -> Iterator[Problem]:
+    """Alerts go to an email address and/or an SNS topic ARN of the documented shape (SNS CreateTopic)."""
+    if p.addons is None:
+        return
+    alerts = p.addons.monitoring.alerts
+    if alerts.email is not None and not EMAIL.fullmatch(alerts.email):
+        yield Problem("addons.monitoring.alerts.email", f"{shown(alerts.email)} is not an email address")
+    arn = alerts.sns_topic_arn
+    if arn is not None and not SNS_TOPIC_ARN.match(arn):
+        yield Problem(
+            "addons.monitoring.alerts.snsTopicArn",
+            f"{shown(arn)} is not an SNS topic ARN (arn:aws:sns:us-east-1:123456789012:alerts)",
+        )
+
+
+RULES = (
+    managed_addon_pins_are_known,
+    autoscaler_expander_works_here,
+    mig_needs_mig_capable_gpus,
+    alert_targets_are_addresses,
+)

@@ -1,0 +1,129 @@
+"""Rules on the region and the `cluster` section: Kubernetes version, API endpoint, service CIDR, tags, admins."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from ipaddress import IPv4Network
+
+from components import tags
+from components.catalog import regions, versions
+from components.errors import Problem
+from components.validation.parse import Parsed, did_you_mean, shown, shown_text
+
+#: EKS accepts a service CIDR inside 10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16, between /24 and /12, not
+#: overlapping the VPC (EKS API reference, KubernetesNetworkConfigRequest.serviceIpv4Cidr).
+RFC1918 = tuple(IPv4Network(n) for n in ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16"))
+SERVICE_PREFIX_RANGE = (12, 24)
+#: Tag keys and values: letters, digits, spaces and `_ . : / = + - @` (AWS Tagging guide, "Tag naming limits").
+TAG_CHARACTERS = re.compile(r"^[\w .:/=+\-@]*$")
+#: Tag key prefixes the stack writes itself: its own, the node termination handler's, and the ones EKS and
+#: cluster-autoscaler discover resources by (`kubernetes.io/cluster/<name>`, `k8s.io/cluster-autoscaler/...`).
+PROJECT_TAG_PREFIXES = (f"{tags.PREFIX}/", tags.NTH_MANAGED, "kubernetes.io/", "k8s.io/")
+#: Tags the stack adds to every resource besides the user's (cluster and stack identity).
+OWN_TAG_COUNT = len(tags.cluster_tags("", "", {}))
+
+
+def region_is_real(p: Parsed) -> Iterator[Problem]:
+    """`aws:region` names a real AWS region (components/catalog/regions.yaml, from the AWS provider's region list)."""
+    known = regions.regions()
+    if p.region not in known:
+        yield Problem(
+            "aws:region",
+            f"{shown(p.region)} is not an AWS region name{did_you_mean(p.region, known)}, e.g. us-east-1 "
+            "(the regions: components/catalog/regions.yaml)",
+        )
+
+
+def kubernetes_version_is_supported(p: Parsed) -> Iterator[Problem]:
+    """`cluster.kubernetesVersion` is one EKS supports today (EKS Kubernetes version calendar, versions.yaml)."""
+    if p.cluster is None:
+        return
+    supported = versions.supported_kubernetes_versions()
+    if p.cluster.kubernetes_version not in supported:
+        yield Problem(
+            "cluster.kubernetesVersion",
+            f"{shown_text(p.cluster.kubernetes_version)} is not a Kubernetes version EKS supports; supported: "
+            f"{', '.join(supported)} (EKS Kubernetes version calendar, see components/catalog/versions.yaml)",
+        )
+
+
+def endpoint_is_reachable_and_fenced(p: Parsed) -> Iterator[Problem]:
+    """The API endpoint is private, public with an allow-list (never 0.0.0.0/0), or both; never neither."""
+    if p.cluster is None:
+        return
+    e = p.cluster.endpoint
+    if not e.private and not e.public:
+        yield Problem("cluster.endpoint", "private and public access are both off; nothing could reach the API")
+    if e.public and not e.public_access_cidrs:
+        yield Problem(
+            "cluster.endpoint.publicAccessCidrs",
+            "a public endpoint needs an allow-list of CIDRs (e.g. your office or VPN egress, 203.0.113.0/24); "
+            "or set endpoint.public: false",
+        )
+    for i, cidr in enumerate(e.public_access_cidrs):
+        if cidr.prefixlen == 0:
+            yield Problem(f"cluster.endpoint.publicAccessCidrs[{i}]", "0.0.0.0/0 is no allow-list; name the CIDRs")
+    if not e.public and e.public_access_cidrs:
+        yield Problem("cluster.endpoint.publicAccessCidrs", "only used with endpoint.public: true; remove it")
+
+
+def service_cidr_is_private_and_apart(p: Parsed) -> Iterator[Problem]:
+    """`cluster.serviceCidr` lies in RFC 1918 space, /12 to /24, and does not overlap the VPC (EKS API reference,
+    KubernetesNetworkConfigRequest.serviceIpv4Cidr)."""
+    if p.cluster is None:
+        return
+    svc = p.cluster.service_cidr
+    low, high = SERVICE_PREFIX_RANGE
+    if not any(svc.subnet_of(block) for block in RFC1918) or not low <= svc.prefixlen <= high:
+        yield Problem(
+            "cluster.serviceCidr",
+            f"{svc} must lie in 10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16 and be /{low} to /{high} "
+            "(EKS serviceIpv4Cidr)",
+        )
+    if p.network and p.network.existing_vpc is None and svc.overlaps(p.network.vpc_cidr):
+        yield Problem("cluster.serviceCidr", f"{svc} overlaps the VPC CIDR {p.network.vpc_cidr}; EKS refuses that")
+
+
+def tags_fit_aws_limits(p: Parsed) -> Iterator[Problem]:
+    """`cluster.tags` fit AWS's limits with the stack's own tags: at most 50 tags per resource, keys 1-128 and values
+    up to 256 characters of letters, digits, spaces and `_ . : / = + - @`, no `aws:` prefix (AWS Tagging guide)."""
+    if p.cluster is None:
+        return
+    user = p.cluster.tags
+    if len(user) + OWN_TAG_COUNT > tags.MAX_TAGS:
+        yield Problem(
+            "cluster.tags",
+            f"{len(user)} tags plus the stack's {OWN_TAG_COUNT} exceed AWS's {tags.MAX_TAGS} tags per resource",
+        )
+    for key, value in user.items():
+        where = f"cluster.tags.{shown_text(key)}"
+        if key.lower().startswith("aws:"):
+            yield Problem(where, "the `aws:` prefix is reserved by AWS; choose another key")
+        if not 1 <= len(key) <= tags.MAX_KEY_LENGTH or not TAG_CHARACTERS.match(key):
+            yield Problem(where, f"a tag key is 1-{tags.MAX_KEY_LENGTH} letters, digits, spaces and _.:/=+-@")
+        if len(value) > tags.MAX_VALUE_LENGTH or not TAG_CHARACTERS.match(value):
+            yield Problem(where, f"a tag value is up to {tags.MAX_VALUE_LENGTH} letters, digits, spaces and _.:/=+-@")
+
+
+def tags_leave_the_project_tags_alone(p: Parsed) -> Iterator[Problem]:
+    """User tags cannot set the keys the stack writes itself (`gpu-clusters/...`, the node termination handler's,
+    `kubernetes.io/...`, `k8s.io/...`): cluster-autoscaler, the termination handler and the policy pack read them."""
+    if p.cluster is None:
+        return
+    for key in p.cluster.tags:
+        if key.startswith(PROJECT_TAG_PREFIXES):
+            yield Problem(
+                f"cluster.tags.{shown_text(key)}",
+                "the stack sets this tag itself (discovery and policies rely on it); choose another key",
+            )
+
+
+RULES = (
+    region_is_real,
+    kubernetes_version_is_supported,
+    endpoint_is_reachable_and_fenced,
+    service_cidr_is_private_and_apart,
+    tags_fit_aws_limits,
+    tags_leave_the_project_tags_alone,
+)

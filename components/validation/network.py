@@ -1,0 +1,116 @@
+"""Rules on the `network` section: the VPC's size, its availability zones and its subnets."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterator
+from itertools import combinations
+
+from components.catalog import regions
+from components.errors import Problem
+from components.planning.subnets import subnet_layout
+from components.validation.parse import Parsed
+
+#: A VPC's IPv4 CIDR block is between /16 and /28 (Amazon VPC user guide, "VPC CIDR blocks").
+VPC_PREFIX_RANGE = (16, 28)
+#: The derived subnet layout cuts the VPC into 64ths for public subnets; below /24 there is no room for nodes.
+MAX_AUTO_LAYOUT_PREFIX = 24
+#: EKS needs subnets in at least two AZs for the control plane ENIs (EKS user guide, network requirements).
+MIN_CLUSTER_AZS = 2
+#: The default subnet layout splits the VPC into eighths: at most six private subnets fit (components.planning.subnets).
+MAX_AZS = 6
+
+
+def zone_problems(p: Parsed, zones: list[str], path: str) -> Iterator[Problem]:
+    """AZ names of the stack's region are the region plus one letter (`us-east-1a`)."""
+    if p.region not in regions.regions():
+        return
+    for zone in zones:
+        if not re.fullmatch(re.escape(p.region) + r"[a-z]", zone):
+            yield Problem(path, f"{zone!r} is not an availability zone of {p.region} (expected {p.region}a, ...)")
+
+
+def existing_vpc_has_subnets(p: Parsed) -> Iterator[Problem]:
+    """An existing VPC gives private subnets in at least two AZs of the region, keyed by AZ (EKS network
+    requirements), and no `availabilityZones` list beside them."""
+    if p.network is None or p.network.existing_vpc is None:
+        return
+    ev = p.network.existing_vpc
+    if not ev.private_subnet_ids:
+        yield Problem(
+            "network.existingVpc.privateSubnetIds",
+            "an existing VPC needs its private subnets, by AZ: {us-east-1a: subnet-..., us-east-1b: subnet-...}",
+        )
+    elif len(ev.private_subnet_ids) < MIN_CLUSTER_AZS:
+        yield Problem(
+            "network.existingVpc.privateSubnetIds",
+            f"EKS needs subnets in at least {MIN_CLUSTER_AZS} AZs; got {len(ev.private_subnet_ids)}",
+        )
+    if p.network.availability_zones:
+        yield Problem("network.availabilityZones", "not used with existingVpc (AZs are the subnet map's keys)")
+    for group, subnets in (("privateSubnetIds", ev.private_subnet_ids), ("publicSubnetIds", ev.public_subnet_ids)):
+        yield from zone_problems(p, list(subnets), f"network.existingVpc.{group}")
+    for group, subnets in (("privateSubnetIds", ev.private_subnet_ids), ("publicSubnetIds", ev.public_subnet_ids)):
+        for subnet, count in Counter(subnets.values()).items():
+            if count > 1:
+                yield Problem(f"network.existingVpc.{group}", f"{subnet} is given for {count} AZs; a subnet has one")
+
+
+def vpc_cidr_fits(p: Parsed) -> Iterator[Problem]:
+    """A new VPC's CIDR is /16 to /28 (Amazon VPC guide) and, since pods take VPC addresses, at least a /24."""
+    if p.network is None or p.network.existing_vpc is not None:
+        return
+    prefix = p.network.vpc_cidr.prefixlen
+    if not VPC_PREFIX_RANGE[0] <= prefix <= VPC_PREFIX_RANGE[1]:
+        yield Problem("network.vpcCidr", f"/{prefix} is outside the /16 to /28 a VPC allows (Amazon VPC guide)")
+    elif prefix > MAX_AUTO_LAYOUT_PREFIX:
+        yield Problem(
+            "network.vpcCidr",
+            f"/{prefix} is too small: pods take VPC addresses (VPC CNI); use /16 to /{MAX_AUTO_LAYOUT_PREFIX}",
+        )
+
+
+def zones_are_distinct_and_enough(p: Parsed) -> Iterator[Problem]:
+    """A new VPC spans 2 to 6 distinct AZs of the region: EKS needs two, the subnet layout holds six."""
+    if p.network is None or p.network.existing_vpc is not None:
+        return
+    zones = p.network.availability_zones
+    if len(zones) < MIN_CLUSTER_AZS:
+        yield Problem(
+            "network.availabilityZones",
+            f"list at least {MIN_CLUSTER_AZS} AZs of {p.region} (EKS control plane needs two), "
+            f"e.g. [{p.region}a, {p.region}b]",
+        )
+    if len(zones) > MAX_AZS:
+        yield Problem("network.availabilityZones", f"at most {MAX_AZS} AZs fit the subnet layout; got {len(zones)}")
+    for zone, count in Counter(zones).items():
+        if count > 1:
+            yield Problem("network.availabilityZones", f"{zone} is listed {count} times")
+    for i, zone in enumerate(zones):
+        yield from zone_problems(p, [zone], f"network.availabilityZones[{i}]")
+
+
+def subnet_cidrs_fit_the_vpc(p: Parsed) -> Iterator[Problem]:
+    """Explicit subnet CIDRs give one per AZ, each inside the VPC CIDR, none overlapping another."""
+    n = p.network
+    if n is None or n.existing_vpc is not None:
+        return
+    zones = n.availability_zones
+    for key, given in (("privateSubnetCidrs", n.private_subnet_cidrs), ("publicSubnetCidrs", n.public_subnet_cidrs)):
+        if given is None:
+            continue
+        if len(given) != len(zones):
+            yield Problem(f"network.{key}", f"give one CIDR per AZ ({len(zones)}); got {len(given)}")
+        for i, cidr in enumerate(given):
+            if not cidr.subnet_of(n.vpc_cidr):
+                yield Problem(f"network.{key}[{i}]", f"{cidr} is outside the VPC CIDR {n.vpc_cidr}")
+    prefix = n.vpc_cidr.prefixlen
+    if 0 < len(zones) <= MAX_AZS and VPC_PREFIX_RANGE[0] <= prefix <= MAX_AUTO_LAYOUT_PREFIX:
+        layout = subnet_layout(n)
+        for a, b in combinations([*layout.private, *layout.public], 2):
+            if a.overlaps(b):
+                yield Problem("network", f"subnets {a} and {b} overlap; give distinct subnet CIDRs")
+
+
+RULES = (existing_vpc_has_subnets, vpc_cidr_fits, zones_are_distinct_and_enough, subnet_cidrs_fit_the_vpc)

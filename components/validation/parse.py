@@ -1,0 +1,238 @@
+"""First pass: parse each section (and each node pool) on its own, so one typo never hides the problems elsewhere.
+
+What parsed is kept in a `Parsed`, which every rule of the second pass reads. A rule whose inputs failed to parse
+stays silent: those inputs already have an error, and a follow-on error would only bury it.
+"""
+
+from __future__ import annotations
+
+import copy as copy_module
+import difflib
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from components import catalog
+from components.config import (
+    SECTIONS,
+    AddonsConfig,
+    ClusterConfig,
+    NetworkConfig,
+    NodePool,
+    StorageConfig,
+)
+from components.errors import Problem
+from components.planning.pools import resolve_instance
+
+#: The default system pool added when a stack names none: CoreDNS and controllers need CPU nodes off the GPUs.
+DEFAULT_SYSTEM_POOL = {
+    "name": "system",
+    "role": "system",
+    "instanceType": "m7i.xlarge",
+    "scaling": {"min": 2, "desired": 2, "max": 3, "mode": "fixed"},
+}
+#: How much of a bad value a message echoes: enough to recognise it, never the whole input.
+MAX_ECHO = 60
+
+
+@dataclass
+class Parsed:
+    """What parsed, with each pool's index in the stack file (for key paths).
+
+    `config_keys` holds every fully qualified config key of the stack (`gpu-clusters:cluster`, `aws:region`) when
+    the whole Pulumi config is validated, so the key rules can refuse the ones nothing reads.
+    """
+
+    region: str
+    project: str = "gpu-clusters"
+    config_keys: Mapping[str, Any] = field(default_factory=dict)
+    raw_keys: tuple[str, ...] = ()
+    cluster: ClusterConfig | None = None
+    network: NetworkConfig | None = None
+    pools: list[tuple[int, NodePool]] = field(default_factory=list)
+    pools_complete: bool = True
+    storage: StorageConfig | None = None
+    addons: AddonsConfig | None = None
+    problems: list[Problem] = field(default_factory=list)
+
+    @classmethod
+    def from_raw(
+        cls, raw: Mapping[str, Any], region: str, project: str = "gpu-clusters", config_keys: Mapping[str, Any] = {}
+    ) -> Parsed:
+        parsed = cls(region=region, project=project, config_keys=config_keys, raw_keys=tuple(map(str, raw)))
+        if "cluster" not in raw:
+            parsed.problems.append(Problem("cluster", "missing; every stack needs at least `cluster: {name: ...}`"))
+        else:
+            parsed.cluster = parsed._parse(ClusterConfig, raw["cluster"], "cluster")
+        parsed.network = parsed._parse(NetworkConfig, raw.get("network", {}), "network")
+        parsed._parse_pools(raw.get("nodePools", []))
+        parsed.storage = parsed._parse(StorageConfig, raw.get("storage", {}), "storage")
+        parsed.addons = parsed._parse(AddonsConfig, raw.get("addons", {}), "addons")
+        return parsed
+
+    def _parse_pools(self, pools_raw: Any) -> None:
+        if not isinstance(pools_raw, list):
+            self.problems.append(Problem("nodePools", f"must be a list of node pools (got {shown(pools_raw)})"))
+            self.pools_complete = False
+            return
+        for index, item in enumerate(pools_raw):
+            pool = self._parse(NodePool, item, f"nodePools[{index}]")
+            if pool is None:
+                self.pools_complete = False
+            else:
+                self.pools.append((index, pool))
+        if self.pools_complete and not any(p.role == "system" for _, p in self.pools):
+            self.pools.append((len(pools_raw), NodePool.model_validate(DEFAULT_SYSTEM_POOL)))
+
+    def _parse(self, model: type[BaseModel], value: Any, path: str) -> Any:
+        """Parse `value`; on errors, report them and try once more without the offending keys.
+
+        The second try gives the rules a section to check even when one of its keys is bad, so a typo in
+        `cluster.tags` does not hide an unsupported `cluster.kubernetesVersion`. Only the first try's errors count.
+        """
+        try:
+            return model.model_validate(value)
+        except ValidationError as error:
+            for item in error.errors():
+                self.problems.append(Problem(join_path(path, item["loc"]), describe(item)))
+            pruned = _without(value, [item["loc"] for item in error.errors()])
+            try:
+                return model.model_validate(pruned)
+            except ValidationError:
+                return None
+
+    @property
+    def zones(self) -> list[str]:
+        return self.network.zones if self.network else []
+
+    @cached_property
+    def instances(self) -> dict[int, catalog.InstanceType]:
+        """Each aws pool's instance type by pool index, where it resolves (the pool rules report the others)."""
+        found = {}
+        for index, pool in self.pools:
+            if pool.kind != "aws" or (pool.instance_type and pool.gpu_model):
+                continue
+            try:
+                instance = resolve_instance(pool)
+            except KeyError:
+                continue
+            if instance is not None:
+                found[index] = instance
+        return found
+
+    def aws_pools(self) -> Iterator[tuple[str, NodePool, catalog.InstanceType | None]]:
+        """(key path, pool, instance type or None) of every `kind: aws` pool."""
+        for index, pool in self.pools:
+            if pool.kind == "aws":
+                yield f"nodePools[{index}]", pool, self.instances.get(index)
+
+    def hybrid_pools(self) -> Iterator[tuple[str, NodePool]]:
+        for index, pool in self.pools:
+            if pool.kind == "hybrid":
+                yield f"nodePools[{index}]", pool
+
+
+#: A rule of the second pass: every problem it finds in what parsed.
+Rule = Callable[[Parsed], Iterator[Problem]]
+
+
+def _without(value: Any, locations: list[tuple[Any, ...]]) -> Any:
+    """A deep copy of `value` without the dict keys the error locations point into (lists are kept whole)."""
+    copy = copy_module.deepcopy(value)
+    for loc in locations:
+        node, parent, key = copy, None, None
+        for part in loc:
+            if isinstance(node, dict) and part in node:
+                parent, key, node = node, part, node[part]
+            elif isinstance(node, list) and isinstance(part, int) and part < len(node):
+                node = node[part]
+            else:
+                break
+        if isinstance(parent, dict) and key in parent:
+            del parent[key]
+    return copy
+
+
+def join_path(path: str, loc: Iterable[Any]) -> str:
+    """`nodePools[1]` + ("scaling", "min") -> `nodePools[1].scaling.min` (a dict key's own check adds nothing)."""
+    for part in loc:
+        if part == "[key]":
+            continue
+        path += f"[{part}]" if isinstance(part, int) else (f".{shown_text(str(part))}" if path else str(part))
+    return path
+
+
+def shown_text(text: str, limit: int = MAX_ECHO) -> str:
+    """`text` cut to `limit` characters, marked as cut."""
+    return text if len(text) <= limit else f"{text[: limit - 1]}…"
+
+
+def shown(value: Any) -> str:
+    """A bad value as a message quotes it: its repr, cut to a sane length."""
+    return shown_text(repr(value))
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """` (did you mean X?)` for the closest choice, ignoring case; empty when nothing is close."""
+    by_lower = {choice.lower(): choice for choice in choices}
+    close = difflib.get_close_matches(word.lower(), list(by_lower), n=1, cutoff=0.6)
+    return f" (did you mean {by_lower[close[0]]}?)" if close else ""
+
+
+#: What the config's regular expressions mean, for people (the pattern itself is a poor error message).
+PATTERN_MEANINGS = {
+    r"^[a-z][a-z0-9-]{0,30}[a-z0-9]$": "use 2-32 lowercase letters, digits and hyphens, starting with a letter",
+    r"^[0-9A-Za-z][A-Za-z0-9\-_]{0,99}$": "EKS cluster names are 1-100 letters, digits, hyphens and underscores",
+    r"^cr-[0-9a-f]{8,17}$": "a capacity reservation id looks like cr-0123456789abcdef0",
+    r"^vpc-[0-9a-f]{8,17}$": "a VPC id looks like vpc-0123456789abcdef0",
+    r"^subnet-[0-9a-f]{8,17}$": "a subnet id looks like subnet-0123456789abcdef0",
+    r"^\d+[smh]$": "a duration like 10m, 30s or 1h",
+    r"^v\d+\.\d+\.\d+-eksbuild\.\d+$": "an EKS add-on version like v1.20.4-eksbuild.1",
+}
+#: Messages for pydantic error types, made to say what would be valid (strict types above all).
+TYPE_MESSAGES = {
+    "int_type": "must be a whole number",
+    "int_from_float": "must be a whole number",
+    "float_type": "must be a number",
+    "finite_number": "must be a finite number (no .nan or .inf)",
+    "bool_type": "must be true or false",
+    "string_type": "must be text (quote it)",
+    "dict_type": "must be a mapping of keys to values",
+    "model_type": "must be a mapping of keys to values",
+    "list_type": "must be a list",
+}
+
+
+def describe(item: Mapping[str, Any]) -> str:
+    """Pydantic's message, made to say what would be valid, echoing at most a short piece of the input."""
+    kind, message, value = item["type"], item["msg"], item.get("input")
+    if kind == "extra_forbidden":
+        return "unknown key (check its spelling and the config reference in the README)"
+    if kind == "missing":
+        return "required key is missing"
+    if kind == "literal_error":
+        return f"got {shown(value)}; {message[0].lower()}{message[1:]}"
+    if kind == "string_pattern_mismatch":
+        pattern = item["ctx"]["pattern"]
+        return f"{shown(value)} is not valid: {PATTERN_MEANINGS.get(pattern, f'must match {pattern}')}"
+    if kind in TYPE_MESSAGES:
+        return f"{TYPE_MESSAGES[kind]} (got {_kind_of(value)} {shown(value)})"
+    return f"{shown_text(message, 200)} (got {shown(value)})"
+
+
+def _kind_of(value: Any) -> str:
+    names = {bool: "boolean", int: "integer", float: "number", str: "text", list: "list", dict: "mapping"}
+    return names.get(type(value), type(value).__name__)
+
+
+def unknown_key(key: str, known: Iterable[str]) -> str:
+    """The message for a key nothing reads: its closest valid spelling, or the valid keys."""
+    known = list(known)
+    hint = did_you_mean(key, known)
+    return f"unknown key{hint}; valid keys: {', '.join(known)}" if hint else f"unknown key; valid: {', '.join(known)}"
+
+
+__all__ = ["SECTIONS", "Parsed", "Rule", "describe", "did_you_mean", "join_path", "shown", "unknown_key"]

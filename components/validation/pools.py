@@ -1,0 +1,401 @@
+"""Rules on `kind: aws` node pools: instance type, size, capacity, placement, EFA, labels and taints.
+
+Every rule walks the aws pools through `Parsed.aws_pools()`; a pool whose instance type does not resolve is skipped
+by the rules that need it (`instance_type_resolves` already reported it).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Callable, Iterator
+
+from components import catalog, tags
+from components.errors import Problem
+from components.planning.pools import (
+    ACCELERATOR_LABEL,
+    DEVICE_PLUGIN_CONFIG_LABEL,
+    EFA_LABEL,
+    GPU_PRESENT_LABEL,
+    pool_zones,
+    wants_efa,
+    wants_placement_group,
+)
+from components.validation.parse import Parsed, shown, shown_text
+
+#: Kubernetes supports clusters of at most 5,000 nodes (Kubernetes docs, "Considerations for large clusters"):
+#: no pool, and no cluster, may be sized beyond that.
+MAX_CLUSTER_NODES = 5000
+#: Launch template names allow 128 characters (EC2 CreateLaunchTemplate); Pulumi appends an 8-character suffix.
+MAX_POOL_RESOURCE_NAME = 120
+#: kubelet refuses `--node-labels` in these namespaces except a few allowed keys (kubelet reference, --node-labels).
+RESERVED_LABEL_DOMAINS = ("kubernetes.io", "k8s.io")
+KUBELET_ALLOWED_LABEL_PREFIXES = ("kubelet.kubernetes.io/", "node.kubernetes.io/")
+#: Node labels the stack sets itself (components.planning.pools.node_labels); selectors and policies rely on them.
+PROJECT_LABELS = (tags.POOL, tags.ROLE, tags.GPU_MODEL, GPU_PRESENT_LABEL, ACCELERATOR_LABEL, EFA_LABEL,
+                  DEVICE_PLUGIN_CONFIG_LABEL)  # fmt: skip
+#: Instance types offered as EC2 Capacity Blocks for ML (EC2 user guide, "Capacity Blocks for ML", supported
+#: instance types; the same list as SageMaker's ReservedCapacityInstanceType in botocore 1.38). p6-b300 is assumed
+#: from its launch announcement and not confirmed in that list.
+CAPACITY_BLOCK_TYPES = frozenset({
+    "p4d.24xlarge", "p4de.24xlarge", "p5.4xlarge", "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge",
+    "p6-b200.48xlarge", "p6-b300.48xlarge", "trn1.32xlarge", "trn2.48xlarge",
+})  # fmt: skip
+#: Resource group ARNs: `arn:<partition>:resource-groups:<region>:<12-digit account>:group/<name>` (AWS Resource
+#: Groups API, Group `GroupArn`; names are 1-300 letters, digits, `.`, `_` and `-`).
+RESOURCE_GROUP_ARN = re.compile(r"^arn:aws[a-z-]*:resource-groups:[a-z0-9-]+:\d{12}:group/[A-Za-z0-9._-]{1,300}$")
+#: Capacity keys that only a spot pool reads (the mixed instances policy).
+SPOT_ONLY_KEYS = {
+    "spot_instance_types": "spotInstanceTypes",
+    "on_demand_base_capacity": "onDemandBaseCapacity",
+    "on_demand_percentage_above_base": "onDemandPercentageAboveBase",
+    "spot_allocation_strategy": "spotAllocationStrategy",
+}
+#: Keys only a `kind: hybrid` pool reads.
+HYBRID_ONLY_KEYS = {"nodes": "nodes", "network": "network", "credentials": "credentials"}
+
+
+def pool_names_are_unique(p: Parsed) -> Iterator[Problem]:
+    """Pool names are unique: they name the Auto Scaling groups, launch templates and the `gpu-clusters/pool`
+    label."""
+    for name, count in Counter(pool.name for _, pool in p.pools).items():
+        if count > 1:
+            indexes = [i for i, pool in p.pools if pool.name == name]
+            yield Problem(f"nodePools[{indexes[-1]}].name", f"{name!r} is used by {count} pools; names must be unique")
+
+
+def instance_type_resolves(p: Parsed) -> Iterator[Problem]:
+    """An aws pool names an instance type of the catalog, or a GPU model AWS rents plus a GPU count some catalog
+    type has (components/catalog/instances.yaml, from the EC2 instance type guide)."""
+    for path, pool, instance in p.aws_pools():
+        if instance is not None:
+            continue
+        if pool.instance_type and pool.gpu_model:
+            yield Problem(path, "give instanceType or gpuModel (+ gpusPerNode), not both")
+        elif pool.instance_type:
+            yield Problem(f"{path}.instanceType", _catalog_miss(catalog.instance_type, pool.instance_type))
+        elif not pool.gpu_model:
+            yield Problem(path, "aws pools need instanceType (e.g. p5.48xlarge) or gpuModel + gpusPerNode")
+        elif pool.gpu_model not in catalog.gpu_models():
+            yield Problem(f"{path}.gpuModel", _catalog_miss(catalog.gpu_model, pool.gpu_model))
+        elif not catalog.is_rented_by_aws(pool.gpu_model):
+            alternative = catalog.gpu_model(pool.gpu_model).cloud_alternative
+            yield Problem(
+                f"{path}.gpuModel",
+                f"AWS does not rent {pool.gpu_model} GPUs; run your own {pool.gpu_model} servers as a `kind: hybrid` "
+                f"pool, or use {alternative or 'another model'} in the cloud"
+                + (" (4x L40S 48 GB)" if pool.gpu_model == "A40" else ""),
+            )
+        else:
+            counts = sorted({t.gpu_count for t in catalog.instance_types_with_gpu(pool.gpu_model)})
+            yield Problem(
+                f"{path}.gpusPerNode",
+                f"no instance type has {pool.gpus_per_node} x {pool.gpu_model}; available counts: {counts}",
+            )
+
+
+def _catalog_miss(lookup: Callable[[str], object], name: str) -> str:
+    """The catalog's own "unknown ..., did you mean" message, cut to a sane length."""
+    try:
+        lookup(name)
+    except KeyError as error:
+        return shown_text(str(error.args[0]), 300)
+    return "unknown"
+
+
+def scaling_bounds_are_consistent(p: Parsed) -> Iterator[Problem]:
+    """`min <= desired <= max`, `max >= 1`, at most 5,000 nodes (Kubernetes large-cluster limit), and a
+    scale-in threshold below the scale-out one (or the pool would flap)."""
+    for path, pool, _ in p.aws_pools():
+        s = pool.scaling
+        if s.min > s.max:
+            yield Problem(f"{path}.scaling.min", f"min {s.min} is above max {s.max}; need min <= desired <= max")
+        if s.desired is not None and not s.min <= s.desired <= s.max:
+            yield Problem(f"{path}.scaling.desired", f"desired {s.desired} is outside min {s.min} .. max {s.max}")
+        if s.max == 0:
+            yield Problem(f"{path}.scaling.max", "max 0 means the pool can never run a node; set max >= 1")
+        if s.max > MAX_CLUSTER_NODES:
+            yield Problem(f"{path}.scaling.max", f"{s.max} nodes; Kubernetes supports at most {MAX_CLUSTER_NODES}")
+        g = s.gpu_utilization
+        if g.scale_in_below_percent >= g.scale_out_above_percent:
+            yield Problem(
+                f"{path}.scaling.gpuUtilization.scaleInBelowPercent",
+                f"{g.scale_in_below_percent}% must be below scaleOutAbovePercent ({g.scale_out_above_percent}%) "
+                "or the pool would flap",
+            )
+
+
+def cluster_size_is_bounded(p: Parsed) -> Iterator[Problem]:
+    """All pools together stay within 5,000 nodes (Kubernetes docs, "Considerations for large clusters")."""
+    total = sum(pool.scaling.max if pool.kind == "aws" else (pool.nodes or 0) for _, pool in p.pools)
+    if total > MAX_CLUSTER_NODES:
+        yield Problem("nodePools", f"the pools add up to {total} nodes; Kubernetes supports {MAX_CLUSTER_NODES}")
+
+
+def gpu_utilization_scaling_is_workable(p: Parsed) -> Iterator[Problem]:
+    """GPU-utilization scaling needs GPUs, the CloudWatch agent's `nvidia_smi_utilization_gpu` metric (Container
+    Insights) and min >= 1 (a pool at zero publishes no metric); its settings apply to that mode only."""
+    for path, pool, instance in p.aws_pools():
+        if pool.scaling.mode != "gpu-utilization":
+            if "gpu_utilization" in pool.scaling.model_fields_set:
+                yield Problem(f"{path}.scaling.gpuUtilization", "only read with mode: gpu-utilization; remove it")
+            continue
+        if instance is not None and not instance.is_gpu:
+            yield Problem(f"{path}.scaling.mode", "gpu-utilization scaling needs GPUs; use cluster-autoscaler or fixed")
+        if p.addons is not None and not p.addons.monitoring.container_insights:
+            yield Problem(
+                f"{path}.scaling.mode",
+                "gpu-utilization scaling reads nvidia_smi_utilization_gpu, which the CloudWatch agent of the "
+                "amazon-cloudwatch-observability add-on publishes; set addons.monitoring.containerInsights: true "
+                "or use mode cluster-autoscaler",
+            )
+        if pool.scaling.min < 1:
+            yield Problem(
+                f"{path}.scaling.min",
+                "a gpu-utilization pool at zero nodes publishes no GPU metric and can never scale out; set min >= 1 "
+                "or use mode cluster-autoscaler (scale from zero)",
+            )
+
+
+def efa_settings_fit_the_type(p: Parsed) -> Iterator[Problem]:
+    """`efa: on` needs a type with EFA (EC2 user guide, EFA supported instance types); `efaLayout` is read only
+    when the pool wires EFA."""
+    for path, pool, instance in p.aws_pools():
+        if instance is None:
+            continue
+        if pool.efa == "on" and not instance.efa_supported:
+            yield Problem(
+                f"{path}.efa",
+                f"{instance.name} has no EFA; types with EFA: {', '.join(catalog.efa_instance_type_names())}",
+            )
+        elif "efa_layout" in pool.model_fields_set and not wants_efa(pool, instance):
+            yield Problem(f"{path}.efaLayout", f"the pool wires no EFA ({instance.name}, efa: {pool.efa}); remove it")
+
+
+def system_pools_use_cpu_types(p: Parsed) -> Iterator[Problem]:
+    """System pools run CoreDNS and controllers on CPU types, never on GPUs billed by the hour."""
+    for path, pool, instance in p.aws_pools():
+        if pool.role == "system" and instance is not None and instance.is_gpu:
+            yield Problem(
+                f"{path}.instanceType", "system pools run CoreDNS and controllers: use a CPU type (m7i.xlarge)"
+            )
+
+
+def spot_settings_only_on_spot(p: Parsed) -> Iterator[Problem]:
+    """Extra instance types, the on-demand base and percentage and the allocation strategy shape a spot pool's
+    mixed instances policy; on any other capacity type nothing reads them."""
+    for path, pool, instance in p.aws_pools():
+        c = pool.capacity
+        if c.type == "spot":
+            continue
+        for field, key in SPOT_ONLY_KEYS.items():
+            if field in c.model_fields_set:
+                yield Problem(
+                    f"{path}.capacity.{key}",
+                    f"only spot pools read it; a {c.type} pool launches only "
+                    f"{instance.name if instance else 'its own type'} (spot and capacity blocks cannot be combined)",
+                )
+
+
+def spot_types_match_the_shape(p: Parsed) -> Iterator[Problem]:
+    """A spot pool's extra types exist and have the primary type's GPU shape (so pods fit every node), its EFA
+    cards (the launch template wires the primary's cards), and an on-demand base within `scaling.max`."""
+    for path, pool, instance in p.aws_pools():
+        c = pool.capacity
+        if c.type != "spot" or instance is None:
+            continue
+        for j, name in enumerate(c.spot_instance_types):
+            where = f"{path}.capacity.spotInstanceTypes[{j}]"
+            other = catalog.instance_types().get(name)
+            if other is None:
+                yield Problem(where, _catalog_miss(catalog.instance_type, name))
+            elif other.gpu_shape != instance.gpu_shape:
+                same = [t.name for t in catalog.instance_types().values()
+                        if t.gpu_shape == instance.gpu_shape and t.name != instance.name]  # fmt: skip
+                yield Problem(
+                    where,
+                    f"{name} ({_shape(other)}) differs from {instance.name} ({_shape(instance)}); a spot pool mixes "
+                    f"only one GPU shape so pods fit every node; same shape: {', '.join(same) or 'none in catalog'}",
+                )
+            elif wants_efa(pool, instance) and not set(instance.efa_cards) <= set(other.efa_cards):
+                yield Problem(
+                    where,
+                    f"{name} lacks EFA cards {instance.name} has; the launch template wires the primary type's "
+                    "network cards and EC2 rejects a NetworkCardIndex the type does not have",
+                )
+        if c.on_demand_base_capacity > pool.scaling.max:
+            yield Problem(
+                f"{path}.capacity.onDemandBaseCapacity",
+                f"{c.on_demand_base_capacity} exceeds scaling.max {pool.scaling.max}",
+            )
+
+
+def _shape(t: catalog.InstanceType) -> str:
+    return f"{t.gpu_count} x {t.gpu_model} {t.gpu_memory_gib:g} GiB" if t.is_gpu else "no GPU"
+
+
+def reservations_are_targeted(p: Parsed) -> Iterator[Problem]:
+    """Capacity blocks name their `cr-` id and exist only for the types AWS offers as Capacity Blocks for ML;
+    reservation pools name an id or a resource group; on-demand and spot pools name neither."""
+    for path, pool, instance in p.aws_pools():
+        c, cpath = pool.capacity, f"{path}.capacity"
+        if c.type == "capacity-block":
+            if not c.reservation_id:
+                yield Problem(f"{cpath}.reservationId", "a capacity-block pool needs the Capacity Block id (cr-...)")
+            if c.reservation_resource_group_arn:
+                yield Problem(f"{cpath}.reservationResourceGroupArn", "capacity blocks are targeted by reservationId")
+            if instance is not None and instance.name not in CAPACITY_BLOCK_TYPES:
+                yield Problem(
+                    f"{cpath}.type",
+                    f"AWS offers no Capacity Blocks of {instance.name} (EC2 Capacity Blocks for ML: "
+                    f"{', '.join(sorted(CAPACITY_BLOCK_TYPES))})",
+                )
+        if c.type == "reservation" and not (c.reservation_id or c.reservation_resource_group_arn):
+            yield Problem(
+                f"{cpath}.reservationId",
+                "a reservation pool needs reservationId (cr-...) or reservationResourceGroupArn",
+            )
+        if c.type in ("on-demand", "spot") and (c.reservation_id or c.reservation_resource_group_arn):
+            yield Problem(
+                f"{cpath}.reservationId", f"reservations are for capacity-block or reservation pools, not {c.type}"
+            )
+
+
+def reservation_group_arn_has_its_shape(p: Parsed) -> Iterator[Problem]:
+    """`reservationResourceGroupArn` is a resource group ARN (AWS Resource Groups API, GroupArn)."""
+    for path, pool, _ in p.aws_pools():
+        arn = pool.capacity.reservation_resource_group_arn
+        if arn is not None and not RESOURCE_GROUP_ARN.match(arn):
+            yield Problem(
+                f"{path}.capacity.reservationResourceGroupArn",
+                f"{shown(arn)} is not a resource group ARN (arn:aws:resource-groups:us-east-1:123456789012:group/gpus)",
+            )
+
+
+def placement_fits_the_network(p: Parsed) -> Iterator[Problem]:
+    """A pool's AZs are the network's; an EFA pool and a cluster placement group live in one AZ (EFA traffic does
+    not cross AZs, AWS EFA docs)."""
+    if p.network is None:
+        return
+    for path, pool, instance in p.aws_pools():
+        efa = wants_efa(pool, instance)
+        zones = pool_zones(pool, p.network, efa)
+        for j, zone in enumerate(pool.placement.availability_zones or []):
+            if zone not in p.zones:
+                yield Problem(
+                    f"{path}.placement.availabilityZones[{j}]",
+                    f"{zone} is not one of the network's AZs ({', '.join(p.zones)})",
+                )
+        if efa and len(zones) > 1:
+            yield Problem(
+                f"{path}.placement.availabilityZones",
+                f"EFA traffic does not cross AZs (AWS EFA docs); pin this EFA pool to one AZ, e.g. [{zones[0]}]",
+            )
+        elif wants_placement_group(pool, efa) and len(zones) > 1:
+            yield Problem(
+                f"{path}.placement.placementGroup",
+                "a cluster placement group lives in one AZ; pin the pool to one AZ or set placementGroup: off",
+            )
+
+
+def local_storage_needs_disks(p: Parsed) -> Iterator[Problem]:
+    """A local storage strategy needs instance-store NVMe, RAID10 at least 4 disks (nodeadm), and Bottlerocket
+    offers RAID0 only."""
+    for path, pool, instance in p.aws_pools():
+        strategy = pool.local_storage
+        if strategy in (None, "none") or instance is None:
+            continue
+        if instance.local_nvme_count == 0:
+            yield Problem(f"{path}.localStorage", f"{instance.name} has no instance-store NVMe; remove localStorage")
+        elif strategy == "RAID10" and instance.local_nvme_count < 4:
+            yield Problem(
+                f"{path}.localStorage",
+                f"RAID10 needs at least 4 disks; {instance.name} has {instance.local_nvme_count} (nodeadm)",
+            )
+        if pool.ami_family == "bottlerocket" and strategy in ("RAID10", "Mount"):
+            yield Problem(f"{path}.localStorage", "Bottlerocket offers RAID0 ephemeral storage only; use RAID0 or none")
+
+
+def hybrid_keys_not_on_aws_pools(p: Parsed) -> Iterator[Problem]:
+    """`nodes`, `network` and `credentials` belong to hybrid pools (on-prem servers); an aws pool sizes with
+    `scaling` and gets credentials from its instance role."""
+    for path, pool, _ in p.aws_pools():
+        for field, key in HYBRID_ONLY_KEYS.items():
+            if field in pool.model_fields_set:
+                yield Problem(
+                    f"{path}.{key}", "only hybrid pools (kind: hybrid) read it; aws pools size with `scaling`"
+                )
+
+
+def device_plugin_settings_need_gpus(p: Parsed) -> Iterator[Problem]:
+    """Time-slicing shares GPUs; on a pool without GPUs nothing reads `devicePlugin`."""
+    for path, pool, instance in p.aws_pools():
+        if instance is not None and not instance.is_gpu and "device_plugin" in pool.model_fields_set:
+            yield Problem(f"{path}.devicePlugin", f"{instance.name} has no GPUs; remove devicePlugin")
+
+
+def labels_are_allowed(p: Parsed) -> Iterator[Problem]:
+    """Labels stay out of kubelet's reserved `kubernetes.io`/`k8s.io` namespaces (kubelet --node-labels) and never
+    set a label the stack sets itself (`gpu-clusters/pool`, `nvidia.com/gpu.present`, ...)."""
+    for index, pool in p.pools:
+        for key in pool.labels:
+            where = f"nodePools[{index}].labels.{shown_text(key)}"
+            domain = key.split("/")[0] if "/" in key else ""
+            reserved = any(domain == d or domain.endswith("." + d) for d in RESERVED_LABEL_DOMAINS)
+            if key in PROJECT_LABELS or key.startswith(f"{tags.PREFIX}/"):
+                yield Problem(where, "the stack sets this label itself (selectors and policies rely on it)")
+            elif reserved and not key.startswith(KUBELET_ALLOWED_LABEL_PREFIXES):
+                yield Problem(where, "kubelet refuses labels under kubernetes.io / k8s.io; use your domain")
+
+
+def taints_are_distinct(p: Parsed) -> Iterator[Problem]:
+    """No two taints share key and effect (the Kubernetes API refuses them); with cluster-autoscaler a key appears
+    once (its node-template tag holds one value:effect per key)."""
+    for index, pool in p.pools:
+        pairs = Counter((t.key, t.effect) for t in pool.taints or [])
+        keys = Counter(t.key for t in pool.taints or [])
+        for (key, effect), count in pairs.items():
+            if count > 1:
+                yield Problem(f"nodePools[{index}].taints", f"{key}:{effect} appears {count} times")
+        for key, count in keys.items():
+            autoscaled = pool.kind == "aws" and pool.scaling.mode == "cluster-autoscaler"
+            if count > 1 and autoscaled and all(n == 1 for (k, _), n in pairs.items() if k == key):
+                yield Problem(
+                    f"nodePools[{index}].taints",
+                    f"{key} appears {count} times; cluster-autoscaler's node-template tag holds one value:Effect per "
+                    "key",
+                )
+
+
+def resource_names_fit(p: Parsed) -> Iterator[Problem]:
+    """Cluster name + pool name fit a launch template name (128 characters, EC2 CreateLaunchTemplate, less the
+    8 Pulumi appends)."""
+    if p.cluster is None:
+        return
+    for index, pool in p.pools:
+        if len(p.cluster.name) + 1 + len(pool.name) > MAX_POOL_RESOURCE_NAME:
+            yield Problem(
+                f"nodePools[{index}].name", f"cluster name + pool name exceed {MAX_POOL_RESOURCE_NAME} characters"
+            )
+
+
+RULES = (
+    pool_names_are_unique,
+    instance_type_resolves,
+    scaling_bounds_are_consistent,
+    cluster_size_is_bounded,
+    gpu_utilization_scaling_is_workable,
+    efa_settings_fit_the_type,
+    system_pools_use_cpu_types,
+    spot_settings_only_on_spot,
+    spot_types_match_the_shape,
+    reservations_are_targeted,
+    reservation_group_arn_has_its_shape,
+    placement_fits_the_network,
+    local_storage_needs_disks,
+    hybrid_keys_not_on_aws_pools,
+    device_plugin_settings_need_gpus,
+    labels_are_allowed,
+    taints_are_distinct,
+    resource_names_fit,
+)

@@ -1,0 +1,23 @@
+"""Every rule of the second pass, in one list, in the order problems are looked for.
+
+Each rule is a small function over what parsed (`Parsed`) that yields `Problem`s; its docstring states the rule and
+cites the limit it enforces. `blueprint schema --write` turns this list into docs/validation-rules.md.
+"""
+
+from __future__ import annotations
+
+from components.validation import addons, cluster, file, hybrid, network, pools, storage
+from components.validation.parse import Rule
+
+#: Concern -> its rules, in report order.
+BY_CONCERN: dict[str, tuple[Rule, ...]] = {
+    "file": file.RULES,
+    "cluster": cluster.RULES,
+    "network": network.RULES,
+    "pools": pools.RULES,
+    "hybrid": hybrid.RULES,
+    "storage": storage.RULES,
+    "addons": addons.RULES,
+}
+#: The one list every validation runs.
+RULES: tuple[Rule, ...] = tuple(rule for rules in BY_CONCERN.values() for rule in rules)

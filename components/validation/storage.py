@@ -1,0 +1,226 @@
+"""Rules on the `storage` section: FSx for Lustre sizes and tiers, NFS servers, claims and the pools that mount."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from components.config import LustreConfig, NfsConfig
+from components.errors import Problem
+from components.planning import lustre as lustre_rules
+from components.planning.pools import pool_zones, wants_efa
+from components.validation.parse import Parsed, shown
+
+#: Kubernetes object names (namespaces, claims): DNS-1123 labels, at most 63 characters (Kubernetes "Object Names").
+DNS_1123 = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+LUSTRE = "storage.lustre"
+NFS = "storage.nfs"
+
+
+def _file_systems(p: Parsed) -> list[tuple[str, LustreConfig | NfsConfig]]:
+    if p.storage is None:
+        return []
+    return [(key, fs) for key, fs in (("lustre", p.storage.lustre), ("nfs", p.storage.nfs)) if fs is not None]
+
+
+def claims_are_kubernetes_names(p: Parsed) -> Iterator[Problem]:
+    """Namespaces and claim names are DNS-1123 labels (Kubernetes "Object Names"), and the two file systems differ
+    in name and, within one namespace, in claim name."""
+    systems = _file_systems(p)
+    for key, fs in systems:
+        for field_name, value in (("namespace", fs.kubernetes.namespace), ("claimName", fs.kubernetes.claim_name)):
+            if value is not None and not DNS_1123.match(value):
+                yield Problem(
+                    f"storage.{key}.kubernetes.{field_name}",
+                    f"{shown(value)} is not a Kubernetes name: at most 63 lowercase letters, digits and hyphens",
+                )
+    if len(systems) == 2:
+        (_, lustre), (_, nfs) = systems
+        if lustre.name == nfs.name:
+            yield Problem(f"{NFS}.name", f"{nfs.name!r} is also the Lustre file system's name; pick another")
+        a, b = lustre.kubernetes, nfs.kubernetes
+        if a.namespace == b.namespace and a.claim_name and a.claim_name == b.claim_name:
+            yield Problem(f"{NFS}.kubernetes.claimName", "the Lustre claim has the same name in that namespace")
+
+
+def lustre_tier_settings_fit(p: Parsed) -> Iterator[Problem]:
+    """PERSISTENT_2 takes a throughput tier (125, 250, 500, 1000 MB/s/TiB), backups, metadata and EFA; SCRATCH_2
+    has none of them (FSx API CreateFileSystemLustreConfiguration)."""
+    fs = p.storage.lustre if p.storage else None
+    if fs is None:
+        return
+    persistent = fs.deployment_type == "PERSISTENT_2"
+    if persistent and fs.per_unit_storage_throughput not in lustre_rules.PERSISTENT_2_THROUGHPUTS:
+        yield Problem(
+            f"{LUSTRE}.perUnitStorageThroughput",
+            f"{fs.per_unit_storage_throughput} MB/s/TiB is not a PERSISTENT_2 tier; valid: "
+            f"{', '.join(map(str, lustre_rules.PERSISTENT_2_THROUGHPUTS))} (FSx API PerUnitStorageThroughput)",
+        )
+    if not persistent and "per_unit_storage_throughput" in fs.model_fields_set:
+        yield Problem(f"{LUSTRE}.perUnitStorageThroughput", "SCRATCH_2 has a fixed 200 MB/s/TiB; remove this key")
+    if fs.efa_enabled and not persistent:
+        yield Problem(f"{LUSTRE}.efaEnabled", "EFA-enabled Lustre needs deploymentType PERSISTENT_2 (FSx Lustre guide)")
+    if fs.efa_enabled and fs.metadata is None:
+        yield Problem(f"{LUSTRE}.metadata", "EFA-enabled Lustre needs a metadata configuration, e.g. {mode: AUTOMATIC}")
+    if fs.metadata is not None and not persistent:
+        yield Problem(f"{LUSTRE}.metadata", "metadata configuration exists only on PERSISTENT_2 (FSx API)")
+    if not persistent and fs.backup_retention_days and "backup_retention_days" in fs.model_fields_set:
+        yield Problem(f"{LUSTRE}.backupRetentionDays", "SCRATCH_2 file systems have no automatic backups; set 0")
+
+
+def lustre_metadata_iops_fit(p: Parsed) -> Iterator[Problem]:
+    """USER_PROVISIONED metadata names its IOPS: 1500, 3000, 6000, 12000 or a multiple of 12000 up to 192000;
+    AUTOMATIC sizes its own (FSx API MetadataConfiguration)."""
+    fs = p.storage.lustre if p.storage else None
+    if fs is None or fs.metadata is None:
+        return
+    meta = fs.metadata
+    if meta.mode == "USER_PROVISIONED" and meta.iops is None:
+        yield Problem(f"{LUSTRE}.metadata.iops", "USER_PROVISIONED metadata needs iops (1500, 3000, 6000, 12000, ...)")
+    if meta.mode == "AUTOMATIC" and meta.iops is not None:
+        yield Problem(f"{LUSTRE}.metadata.iops", "AUTOMATIC metadata sizes its own IOPS; remove iops")
+    if meta.iops is not None and not lustre_rules.valid_metadata_iops(meta.iops):
+        yield Problem(
+            f"{LUSTRE}.metadata.iops",
+            f"{meta.iops} is not valid: 1500, 3000, 6000, 12000 or a multiple of 12000 up to 192000 (FSx API)",
+        )
+
+
+def lustre_capacity_is_a_valid_size(p: Parsed) -> Iterator[Problem]:
+    """Lustre sizes come in steps: 1200, 2400, then multiples of 2400 GiB, or the EFA increments of the throughput
+    tier (FSx CreateFileSystem StorageCapacity); the message names the nearest valid sizes."""
+    fs = p.storage.lustre if p.storage else None
+    if fs is None:
+        return
+    persistent = fs.deployment_type == "PERSISTENT_2"
+    sizable = not fs.efa_enabled or (persistent and fs.per_unit_storage_throughput in lustre_rules.EFA_INCREMENTS)
+    if sizable and not lustre_rules.is_valid_capacity(fs):
+        below, above = lustre_rules.nearest_valid_capacities(fs)
+        steps = (
+            f"multiples of {lustre_rules.capacity_increment(fs)} GiB for EFA at "
+            f"{fs.per_unit_storage_throughput} MB/s/TiB"
+            if fs.efa_enabled
+            else "1200, 2400, then multiples of 2400 GiB"
+        )
+        nearest = f"{below} or {above}" if below else f"{above}"
+        yield Problem(
+            f"{LUSTRE}.storageCapacityGib",
+            f"{fs.storage_capacity_gib} GiB is not a valid size ({steps}, FSx CreateFileSystem); "
+            f"nearest valid: {nearest}",
+        )
+
+
+def lustre_repositories_are_distinct(p: Parsed) -> Iterator[Problem]:
+    """At most 8 data repository associations, on distinct, non-nested paths (`/` only alone), each with an S3
+    path or the stack's bucket (FSx data repository associations)."""
+    fs = p.storage.lustre if p.storage else None
+    if fs is None:
+        return
+    dras = fs.data_repositories
+    if len(dras) > lustre_rules.MAX_DATA_REPOSITORY_ASSOCIATIONS:
+        yield Problem(
+            f"{LUSTRE}.dataRepositories",
+            f"{len(dras)} associations; FSx allows at most {lustre_rules.MAX_DATA_REPOSITORY_ASSOCIATIONS}",
+        )
+    for j, dra in enumerate(dras):
+        where = f"{LUSTRE}.dataRepositories[{j}]"
+        for k in range(j):
+            if lustre_rules.paths_overlap(dra.file_system_path, dras[k].file_system_path):
+                yield Problem(
+                    f"{where}.fileSystemPath",
+                    f"{dra.file_system_path} overlaps {dras[k].file_system_path} (dataRepositories[{k}]); "
+                    "FSx needs distinct, non-nested paths",
+                )
+        if dra.file_system_path == "/" and len(dras) > 1:
+            yield Problem(f"{where}.fileSystemPath", "`/` is allowed only for a single association")
+        if dra.data_repository_path is None and not fs.create_bucket:
+            yield Problem(f"{where}.dataRepositoryPath", "give s3://bucket/prefix/ or set createBucket: true")
+
+
+def mounting_pools_exist(p: Parsed) -> Iterator[Problem]:
+    """`pools` name node pools of the stack; Lustre mounts only on aws pools (the FSx CSI driver does not run on
+    EKS Hybrid Nodes, EKS user guide fsx-csi-create)."""
+    if not p.pools_complete:
+        return
+    kinds = {pool.name: pool.kind for _, pool in p.pools}
+    for key, fs in _file_systems(p):
+        for j, name in enumerate(fs.pools or []):
+            where = f"storage.{key}.pools[{j}]"
+            if name not in kinds:
+                yield Problem(where, f"no node pool named {shown(name)}; pools: {', '.join(sorted(kinds))}")
+            elif key == "lustre" and kinds[name] != "aws":
+                yield Problem(
+                    where,
+                    f"{name} is a hybrid pool; the FSx CSI driver does not run on EKS Hybrid Nodes (EKS user guide, "
+                    "fsx-csi-create); serve on-prem pools from storage.nfs",
+                )
+
+
+def lustre_sits_with_its_clients(p: Parsed) -> Iterator[Problem]:
+    """Lustre lives in one subnet: it needs a training pool to mount it, and sits in that pool's AZ."""
+    fs = p.storage.lustre if p.storage else None
+    if fs is None:
+        return
+    training = [
+        (index, pool)
+        for index, pool in p.pools
+        if pool.kind == "aws" and pool.role == "training" and (not fs.pools or pool.name in fs.pools)
+    ]
+    if not training and fs.pools is None and p.pools_complete:
+        yield Problem(LUSTRE, "no training pool to mount Lustre; add one or list the pools under storage.lustre.pools")
+    if p.network is None or not training:
+        return
+    zones = {z for i, pool in training for z in pool_zones(pool, p.network, wants_efa(pool, p.instances.get(i)))}
+    if fs.availability_zone is not None and fs.availability_zone not in zones:
+        yield Problem(
+            f"{LUSTRE}.availabilityZone",
+            f"{fs.availability_zone} has no training pool (they run in {', '.join(sorted(zones))}); Lustre "
+            "lives in one subnet, so put it where its clients are",
+        )
+    elif fs.availability_zone is None and len(zones) > 1:
+        yield Problem(
+            f"{LUSTRE}.availabilityZone",
+            f"its training pools span {', '.join(sorted(zones))}; pick the AZ (Lustre takes exactly one subnet)",
+        )
+
+
+def nfs_settings_fit_the_kind(p: Parsed) -> Iterator[Problem]:
+    """An existing NFS server gives its address and an absolute export path; EFS (created by the stack) takes
+    neither, and provisioned throughput names its MiB/s (EFS, 1-3414)."""
+    fs = p.storage.nfs if p.storage else None
+    if fs is None:
+        return
+    if fs.kind == "existing":
+        if not fs.server:
+            yield Problem(f"{NFS}.server", "an existing NFS server needs its address (e.g. nfs.lab.example.com)")
+        if not fs.share:
+            yield Problem(f"{NFS}.share", "an existing NFS server needs the exported path (e.g. /exports/models)")
+        elif not fs.share.startswith("/"):
+            yield Problem(f"{NFS}.share", f"{shown(fs.share)} must be an absolute export path like /exports/models")
+        for field, key in (
+            ("throughput_mode", "throughputMode"),
+            ("provisioned_throughput_mibps", "provisionedThroughputMibps"),
+            ("transition_to_ia", "transitionToIa"),
+        ):
+            if field in fs.model_fields_set:
+                yield Problem(f"{NFS}.{key}", "an EFS setting; an existing NFS server does not read it")
+        return
+    for key in ("server", "share"):
+        if getattr(fs, key) is not None:
+            yield Problem(f"{NFS}.{key}", "only for kind: existing; EFS is created by the stack")
+    if fs.throughput_mode == "provisioned" and fs.provisioned_throughput_mibps is None:
+        yield Problem(f"{NFS}.provisionedThroughputMibps", "provisioned throughput needs a MiB/s figure (1-3414)")
+    if fs.throughput_mode != "provisioned" and fs.provisioned_throughput_mibps is not None:
+        yield Problem(f"{NFS}.provisionedThroughputMibps", "only read with throughputMode: provisioned")
+
+
+RULES = (
+    claims_are_kubernetes_names,
+    lustre_tier_settings_fit,
+    lustre_metadata_iops_fit,
+    lustre_capacity_is_a_valid_size,
+    lustre_repositories_are_distinct,
+    mounting_pools_exist,
+    lustre_sits_with_its_clients,
+    nfs_settings_fit_the_kind,
+)
