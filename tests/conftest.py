@@ -1,11 +1,78 @@
-"""Shared test helpers. Every test that registers resources runs them through `run_mocked`, which sets fresh mocks
-per call (a module-level `set_mocks` leaks across files, pulumi-testing-notes §1.5)."""
+"""Fixtures over `tests.builders`: the shipped stacks built once per session, and the CLI run in-process.
+
+Builders live in `tests.builders`; components run under mocks through its `run_with_context` (fresh mocks per call).
+The builders are imported inside the fixtures, so a test module that needs none of them never imports the program.
+"""
 
 from __future__ import annotations
 
-import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
+import pytest
+
+from blueprint.plan.runner import list_stacks
+
+if TYPE_CHECKING:
+    from tests.builders import CliResult, ShippedStack
+
+
+@pytest.fixture(scope="session")
+def training_stack() -> ShippedStack:
+    from tests.builders import shipped_stack
+
+    return shipped_stack("training")
+
+
+@pytest.fixture(scope="session")
+def inference_stack() -> ShippedStack:
+    from tests.builders import shipped_stack
+
+    return shipped_stack("inference")
+
+
+@pytest.fixture(scope="session")
+def hybrid_stack() -> ShippedStack:
+    from tests.builders import shipped_stack
+
+    return shipped_stack("hybrid")
+
+
+@pytest.fixture(scope="session", params=list_stacks())
+def each_shipped_plan(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """The offline plan of every stack in `stacks/`, one test per stack."""
+    from tests.builders import shipped_plan
+
+    return shipped_plan(request.param)
+
+
+@pytest.fixture
+def blueprint_cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Callable[..., CliResult]:
+    """`blueprint ARGS...` in this process: exit code and output as the console script gives them.
+
+    Plans of shipped stacks (`--stack NAME` without `--config`/`--policy-config`) come from the session's
+    `shipped_plan`, so a test of the CLI's formats pays for rendering only; anything else plans for real.
+    """
+    from blueprint import cli
+    from blueprint.plan import plan as plan_module
+    from tests.builders import CliResult, shipped_plan
+
+    make_plan = plan_module.make_plan
+
+    def plan_once(
+        stack: str | None = None, config_file: Path | None = None, policy_config: Path | None = None
+    ) -> dict[str, Any]:
+        if stack in list_stacks() and config_file is None and policy_config is None:
+            return shipped_plan(stack)
+        return make_plan(stack, config_file, policy_config)
+
+    monkeypatch.setattr(plan_module, "make_plan", plan_once)
+
+    def run(*args: str) -> CliResult:
+        capsys.readouterr()
+        code = cli.main(list(args))
+        out, err = capsys.readouterr()
+        return CliResult(code, out, err)
+
+    return run

@@ -6,23 +6,15 @@ from typing import Any
 
 import pytest
 
-from components.config import StackConfig
 from components.planning.autoscaler_tags import autoscaler_tags, discovery_tags
-from components.planning.pools import PoolPlan, plan_pools
+from components.planning.pools import PoolPlan
+from tests.builders import first_pool_plan
 
 NT = "k8s.io/cluster-autoscaler/node-template"
 
 
 def plan_of(**pool: Any) -> PoolPlan:
-    spec = StackConfig.model_validate(
-        {
-            "region": "us-east-1",
-            "cluster": {"name": "train"},
-            "network": {"availabilityZones": ["us-east-1a", "us-east-1b"]},
-            "nodePools": [{"name": "pool", "scaling": {"max": 4}, **pool}],
-        }
-    )
-    return plan_pools(spec)[0]
+    return first_pool_plan({"name": "pool", "scaling": {"max": 4}, **pool}, name="train")
 
 
 def test_discovery_tags_match_the_auto_discovery_flag() -> None:

@@ -1,15 +1,18 @@
-"""The `blueprint` command as users run it: a subprocess, so exit codes and stderr are the real ones."""
+"""The `blueprint` command: one run of the installed console script (real exit code and stderr, no traceback),
+the rest in-process through `blueprint.cli.main` on the session's shared plans."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from blueprint.plan.runner import PROJECT_ROOT, list_stacks
+from tests.builders import CliResult
 
 BROKEN_STACK = """
 config:
@@ -20,18 +23,19 @@ config:
     - {name: h100, role: training, instanceType: p5.48xlarge, efa: "on", scaling: {min: 3, max: 1}}
     - {name: a40, role: inference, gpuModel: A40, gpusPerNode: 4}
 """
+CONSOLE_SCRIPT = Path(sys.executable).with_name("blueprint")
 
 
-def blueprint(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "blueprint.cli", *args], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300
-    )
-
-
-def test_broken_config_prints_every_problem_and_exits_2(tmp_path: Path) -> None:
+def test_console_script_prints_every_config_problem_and_exits_2(tmp_path: Path) -> None:
     stack = tmp_path / "Pulumi.broken.yaml"
     stack.write_text(BROKEN_STACK)
-    result = blueprint("plan", "--config", str(stack), "--format", "json")
+    result = subprocess.run(
+        [str(CONSOLE_SCRIPT), "plan", "--config", str(stack), "--format", "json"],
+        cwd=PROJECT_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 2
     assert result.stdout == ""  # nothing planned, nothing registered
     assert "Traceback" not in result.stderr
@@ -44,15 +48,15 @@ def test_broken_config_prints_every_problem_and_exits_2(tmp_path: Path) -> None:
         assert line in result.stderr
 
 
-def test_unknown_stack_exits_2_naming_the_stacks() -> None:
-    result = blueprint("plan", "--stack", "nope")
+def test_unknown_stack_exits_2_naming_the_stacks(blueprint_cli: Callable[..., CliResult]) -> None:
+    result = blueprint_cli("plan", "--stack", "nope")
     assert result.returncode == 2
     assert "training" in result.stderr and "Traceback" not in result.stderr
 
 
 @pytest.mark.parametrize("fmt", ["json", "markdown", "table"])
-def test_plan_formats(fmt: str) -> None:
-    result = blueprint("plan", "--stack", "training", "--format", fmt)
+def test_plan_formats(fmt: str, blueprint_cli: Callable[..., CliResult]) -> None:
+    result = blueprint_cli("plan", "--stack", "training", "--format", fmt)
     assert result.returncode == 0, result.stderr
     if fmt == "json":
         assert json.loads(result.stdout)["stack"] == "training"
@@ -62,8 +66,8 @@ def test_plan_formats(fmt: str) -> None:
         assert "h100" in result.stdout and "Cost:" in result.stdout
 
 
-def test_catalog_lists_the_instance_types() -> None:
-    result = blueprint("catalog", "--format", "json")
+def test_catalog_lists_the_instance_types(blueprint_cli: Callable[..., CliResult]) -> None:
+    result = blueprint_cli("catalog", "--format", "json")
     assert result.returncode == 0, result.stderr
     names = {row["type"] for row in json.loads(result.stdout)}
     assert {"p5.48xlarge", "p6-b300.48xlarge", "g6e.12xlarge", "m7i.xlarge"} <= names

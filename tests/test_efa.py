@@ -6,12 +6,14 @@ not from the catalog, so a wrong catalog entry fails here as surely as a wrong l
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from components import catalog
-from components.config import StackConfig
 from components.planning.efa import NetworkInterface, efa_device_count, efa_interfaces
-from components.planning.pools import PoolPlan, plan_pools
+from components.planning.pools import PoolPlan
+from tests.builders import first_pool_plan
 
 #: Network cards that carry EFA, per EFA type ([KP] `vpc.amazonaws.com/efa` counts, [EFAD] for p6-b300's
 #: ENA-only card 0).
@@ -109,16 +111,8 @@ def test_types_without_efa_are_refused(name: str) -> None:
         efa_interfaces(catalog.instance_type(name))
 
 
-def _plan(pool: dict[str, object]) -> PoolPlan:
-    spec = StackConfig.model_validate(
-        {
-            "region": "us-east-1",
-            "cluster": {"name": "t"},
-            "network": {"availabilityZones": ["us-east-1a", "us-east-1b"]},
-            "nodePools": [pool],
-        }
-    )
-    return plan_pools(spec)[0]
+def _plan(pool: dict[str, Any]) -> PoolPlan:
+    return first_pool_plan(pool, name="t")
 
 
 def test_training_pool_plan_wires_every_fabric_device() -> None:

@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from blueprint.plan.runner import ProgramRun, load_stack, run_mocked, run_program
+from blueprint.plan.runner import ProgramRun
 from components import tags
 from components.config import StackConfig
 from components.planning.pools import plan_pools
-from components.program import main
 from components.storage.efs import EfsStorage
-from tests.fakes import KMS_KEY_ARN, NODE_SECURITY_GROUP_ID, fake_context, subnet_id
+from tests.builders import THREE_ZONES, ShippedStack, run_with_context, stack_config
+from tests.fakes import KMS_KEY_ARN, NODE_SECURITY_GROUP_ID, subnet_id
 
 EFS = "aws:efs/fileSystem:FileSystem"
 MOUNT_TARGET = "aws:efs/mountTarget:MountTarget"
@@ -19,30 +19,29 @@ INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
 ADDON = "aws:eks/addon:Addon"
 PVC = "kubernetes:core/v1:PersistentVolumeClaim"
 SC = "kubernetes:storage.k8s.io/v1:StorageClass"
-ZONES = ["us-east-1a", "us-east-1b", "us-east-1c"]
+ZONES = list(THREE_ZONES)
 
 
-def inference_spec(nfs: dict[str, Any] | None = None, **overrides: Any) -> StackConfig:
-    raw: dict[str, Any] = {
-        "region": "us-east-1",
-        "cluster": {"name": "serve"},
-        "network": {"availabilityZones": ZONES},
-        "nodePools": [
-            {"name": "system", "role": "system", "instanceType": "m7i.xlarge", "scaling": {"min": 2, "max": 3}},
-            {"name": "l40s", "role": "inference", "instanceType": "g6e.12xlarge", "scaling": {"min": 1, "max": 8}},
-        ],
-        "storage": {"nfs": {"kind": "efs", **(nfs or {})}},
-    }
-    raw.update(overrides)
-    return StackConfig.model_validate(raw)
+INFERENCE_POOLS: list[dict[str, Any]] = [
+    {"name": "system", "role": "system", "instanceType": "m7i.xlarge", "scaling": {"min": 2, "max": 3}},
+    {"name": "l40s", "role": "inference", "instanceType": "g6e.12xlarge", "scaling": {"min": 1, "max": 8}},
+]
+
+
+def inference_spec(
+    nfs: dict[str, Any] | None = None,
+    pools: list[dict[str, Any]] = INFERENCE_POOLS,
+    cluster: dict[str, Any] | None = None,
+) -> StackConfig:
+    return stack_config(
+        *pools, name="serve", cluster=cluster, zones=ZONES, storage={"nfs": {"kind": "efs", **(nfs or {})}}
+    )
 
 
 def build(spec: StackConfig) -> ProgramRun:
-    def program() -> None:
-        assert spec.storage.nfs is not None
-        EfsStorage("models", fake_context(spec), spec.storage.nfs, plan_pools(spec))
-
-    return run_mocked(program)
+    nfs = spec.storage.nfs
+    assert nfs is not None
+    return run_with_context(spec, lambda ctx: EfsStorage("models", ctx, nfs, plan_pools(spec)))
 
 
 def test_file_system_is_encrypted_elastic_lifecycled_and_protected() -> None:
@@ -72,8 +71,8 @@ def test_provisioned_throughput_and_no_lifecycle() -> None:
 
 
 def test_unprotected_when_the_stack_says_so() -> None:
-    fs = build(inference_spec(cluster={"name": "serve", "protectStateful": False})).one(EFS)
-    assert not fs.protect
+    fs = build(inference_spec(cluster={"protectStateful": False})).one(EFS)
+    assert not fs.protect and not fs.retain_on_delete
 
 
 def test_one_mount_target_per_private_subnet_az_behind_port_2049() -> None:
@@ -94,7 +93,7 @@ def test_one_mount_target_per_private_subnet_az_behind_port_2049() -> None:
 def test_hybrid_pools_mount_from_their_remote_node_cidrs() -> None:
     spec = inference_spec(
         {"pools": ["a40"]},
-        nodePools=[
+        pools=[
             {"name": "system", "role": "system", "instanceType": "m7i.xlarge"},
             {
                 "name": "a40",
@@ -147,10 +146,9 @@ def test_csi_addon_role_and_gpu_tolerations() -> None:
     }
 
 
-def test_inference_stack_plans_efs_with_mount_targets_and_a_claim() -> None:
-    """issue 5, done when: the shipped inference stack, through the whole program."""
-    files = load_stack("inference")
-    run = run_program(main, files)
+def test_inference_stack_plans_efs_with_mount_targets_and_a_claim(inference_stack: ShippedStack) -> None:
+    """The shipped inference stack, through the whole program."""
+    files, run = inference_stack.files, inference_stack.run
     fs = run.one(EFS)
     assert fs.protect and fs.inputs["throughputMode"] == "elastic"
     zones = files.config["gpu-clusters:network"]["availabilityZones"]

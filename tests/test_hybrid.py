@@ -10,16 +10,16 @@ from typing import Any
 import pytest
 import yaml
 
-from blueprint.plan.runner import ProgramRun, load_stack, run_mocked, run_program
+from blueprint.plan.runner import ProgramRun
 from components import tags
 from components.catalog import versions
 from components.config import StackConfig
+from components.context import ClusterContext
 from components.hybrid import HybridNodes
 from components.planning import hybrid as plan_hybrid
 from components.planning.pools import plan_pools
-from components.program import main
-from components.validation import validate
-from tests.fakes import CLUSTER_SECURITY_GROUP_ID, fake_context
+from tests.builders import ShippedStack, run_with_context, stack_config
+from tests.fakes import CLUSTER_SECURITY_GROUP_ID
 
 NOW = datetime(2026, 10, 1, 9, 0, tzinfo=UTC)
 CLUSTER_ARN = "arn:aws:eks:us-east-1:123456789012:cluster/gpu"
@@ -40,13 +40,12 @@ RELEASE = "kubernetes:helm.sh/v3:Release"
 
 
 def stack(*pools: dict[str, Any]) -> StackConfig:
-    return validate(
-        {
-            "cluster": {"name": "gpu", "kubernetesVersion": "1.35"},
-            "network": {"vpcCidr": "10.0.0.0/16", "availabilityZones": ["us-east-1a", "us-east-1b"]},
-            "nodePools": list(pools) or [A40],
-        },
-        "us-east-1",
+    return stack_config(
+        *(pools or [A40]),
+        name="gpu",
+        cluster={"kubernetesVersion": "1.35"},
+        network={"vpcCidr": "10.0.0.0/16"},
+        validated=True,
     )
 
 
@@ -54,8 +53,8 @@ def build(spec: StackConfig) -> tuple[ProgramRun, dict[str, Any]]:
     """Run HybridNodes under mocks; returns the registrations and each export resolved (+ `<key>:secret`)."""
     seen: dict[str, Any] = {}
 
-    def program() -> Any:
-        component = HybridNodes("gpu-hybrid", fake_context(spec), plan_pools(spec), clock=lambda: NOW)
+    def program(ctx: ClusterContext) -> Any:
+        component = HybridNodes("gpu-hybrid", ctx, plan_pools(spec), clock=lambda: NOW)
 
         async def resolve() -> None:
             for key, value in component.exports().items():
@@ -73,7 +72,7 @@ def build(spec: StackConfig) -> tuple[ProgramRun, dict[str, Any]]:
 
         return asyncio.ensure_future(resolve())
 
-    return run_mocked(program), seen
+    return run_with_context(spec, program), seen
 
 
 @pytest.fixture(scope="module")
@@ -272,23 +271,13 @@ def test_install_command_is_a_plain_output(ssm: tuple[ProgramRun, dict[str, Any]
 def test_needs_a_hybrid_pool() -> None:
     spec = stack({"name": "system", "role": "system", "instanceType": "m7i.xlarge", "scaling": {"min": 2, "max": 3}})
     with pytest.raises(ValueError, match="hybrid"):
-        run_mocked(lambda: HybridNodes("x", fake_context(spec), plan_pools(spec), clock=lambda: NOW))
+        run_with_context(spec, lambda ctx: HybridNodes("x", ctx, plan_pools(spec), clock=lambda: NOW))
 
 
 # --------------------------------------------------------------------------------------- the shipped stack
-def test_hybrid_stack_joins_the_4x_a40_pool() -> None:
+def test_hybrid_stack_joins_the_4x_a40_pool(hybrid_stack: ShippedStack) -> None:
     """stacks/Pulumi.hybrid.yaml through the real program: everything a server owner needs is planned."""
-    seen: dict[str, Any] = {}
-
-    def program() -> Any:
-        cluster = main()
-
-        async def resolve() -> None:
-            seen["nodeConfig"] = await cluster.exports()["hybridNodeConfig-a40"].future()
-
-        return asyncio.ensure_future(resolve())
-
-    run = run_program(program, load_stack("hybrid"))
+    run = hybrid_stack.run
     remote = run.one("aws:eks/cluster:Cluster").inputs["remoteNetworkConfig"]
     assert remote == {
         "remoteNodeNetworks": {"cidrs": ["192.168.100.0/24"]},
@@ -299,6 +288,6 @@ def test_hybrid_stack_joins_the_4x_a40_pool() -> None:
     assert run.one("aws:eks/accessEntry:AccessEntry", "hybrid-a40-hybrid-node").inputs["type"] == "HYBRID_LINUX"
     cilium = run.one(RELEASE, "hybrid-cilium").inputs["values"]
     assert cilium["ipam"]["operator"]["clusterPoolIPv4PodCIDRList"] == ["192.168.128.0/18"]
-    node_config = yaml.safe_load(seen["nodeConfig"])
+    node_config = yaml.safe_load(hybrid_stack.exports["hybridNodeConfig-a40"])
     assert node_config["spec"]["cluster"] == {"name": "hybrid", "region": "us-east-1"}
     assert "ssm" in node_config["spec"]["hybrid"]

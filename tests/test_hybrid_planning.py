@@ -11,7 +11,7 @@ import yaml
 from components.config import StackConfig, Taint
 from components.planning import hybrid
 from components.planning.pools import plan_pools
-from components.validation import validate
+from tests.builders import stack_config
 
 CLUSTER_ARN = "arn:aws:eks:us-east-1:123456789012:cluster/gpu"
 A40_POOL: dict[str, Any] = {
@@ -27,13 +27,8 @@ A40_POOL: dict[str, Any] = {
 
 
 def stack(*pools: dict[str, Any], version: str = "1.35") -> StackConfig:
-    return validate(
-        {
-            "cluster": {"name": "gpu", "kubernetesVersion": version},
-            "network": {"vpcCidr": "10.0.0.0/16", "availabilityZones": ["us-east-1a", "us-east-1b"]},
-            "nodePools": list(pools),
-        },
-        "us-east-1",
+    return stack_config(
+        *pools, name="gpu", cluster={"kubernetesVersion": version}, network={"vpcCidr": "10.0.0.0/16"}, validated=True
     )
 
 

@@ -11,27 +11,21 @@ import pytest
 
 from blueprint import plan
 from blueprint.plan.mocks import PlanMocks
-from blueprint.plan.runner import ProgramRun, run_mocked
+from blueprint.plan.runner import ProgramRun
 from components.config import StackConfig
+from components.context import ClusterContext
 from components.errors import ConfigError
 from components.identity import PodIdentityRoles
 from components.managed_addons import NODE_AGENT_ADDONS, SYSTEM_ADDONS, ManagedAddons
 from components.planning.pools import plan_pools
-from tests.fakes import KMS_KEY_ARN, fake_context
+from tests.builders import run_with_context, stack_config
+from tests.fakes import KMS_KEY_ARN
 
 SYSTEM_POOL = {"name": "system", "role": "system", "instanceType": "m7i.xlarge"}
 
 
 def spec(pins: dict[str, str] | None = None, version: str = "1.35") -> StackConfig:
-    return StackConfig.model_validate(
-        {
-            "region": "us-east-1",
-            "cluster": {"name": "demo", "kubernetesVersion": version},
-            "network": {"availabilityZones": ["us-east-1a", "us-east-1b"]},
-            "nodePools": [SYSTEM_POOL],
-            "addons": {"managed": {"pins": pins or {}}},
-        }
-    )
+    return stack_config(SYSTEM_POOL, cluster={"kubernetesVersion": version}, addons={"managed": {"pins": pins or {}}})
 
 
 class RecordingMocks(PlanMocks):
@@ -52,8 +46,7 @@ def invokes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, dict[str, Any]]]
 
 
 def build(config: StackConfig, addons: tuple[str, ...], with_system_pool: bool = False) -> ProgramRun:
-    def program() -> None:
-        ctx = fake_context(config)
+    def program(ctx: ClusterContext) -> None:
         ctx = dataclasses.replace(
             ctx, pod_identity_role=PodIdentityRoles(ctx.cluster_name, "demo", ctx.partition, ctx.tags)
         )
@@ -61,7 +54,7 @@ def build(config: StackConfig, addons: tuple[str, ...], with_system_pool: bool =
         after = [aws.autoscaling.Group("system-pool", max_size=2, min_size=2)] if with_system_pool else []
         ManagedAddons("demo-addons", ctx, addons, after=after)
 
-    return run_mocked(program)
+    return run_with_context(config, program)
 
 
 def addon(run: ProgramRun, name: str) -> dict[str, Any]:

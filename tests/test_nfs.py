@@ -6,14 +6,13 @@ from typing import Any
 
 import pytest
 
-from blueprint.plan.runner import ProgramRun, load_stack, run_mocked, run_program
+from blueprint.plan.runner import ProgramRun
 from components import tags
 from components.catalog import versions
 from components.config import StackConfig
 from components.planning.pools import plan_pools
-from components.program import main
 from components.storage.nfs import ExistingNfsStorage, storage_class_parameters
-from tests.fakes import fake_context
+from tests.builders import ShippedStack, run_with_context, stack_config
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 PVC = "kubernetes:core/v1:PersistentVolumeClaim"
@@ -21,48 +20,39 @@ SC = "kubernetes:storage.k8s.io/v1:StorageClass"
 GPU_TAINT = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
 
+HYBRID_POOLS: list[dict[str, Any]] = [
+    {"name": "system", "role": "system", "instanceType": "m7i.xlarge"},
+    {
+        "name": "a40",
+        "kind": "hybrid",
+        "role": "inference",
+        "gpuModel": "A40",
+        "gpusPerNode": 4,
+        "nodes": 4,
+        "taints": [
+            {"key": "site", "value": "lab", "effect": "NoExecute"},
+            {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"},
+        ],
+        "network": {"remoteNodeCidrs": ["192.168.100.0/24"], "remotePodCidrs": ["192.168.128.0/18"]},
+    },
+    {"name": "burst", "role": "inference", "instanceType": "g6e.12xlarge", "scaling": {"max": 2}},
+]
+EXISTING_SERVER = {
+    "kind": "existing",
+    "server": "nfs.lab.example.internal",
+    "share": "/exports/models",
+    "pools": ["a40"],
+}
+
+
 def hybrid_spec(nfs: dict[str, Any] | None = None) -> StackConfig:
-    return StackConfig.model_validate(
-        {
-            "region": "us-east-1",
-            "cluster": {"name": "hybrid"},
-            "network": {"availabilityZones": ["us-east-1a", "us-east-1b"]},
-            "nodePools": [
-                {"name": "system", "role": "system", "instanceType": "m7i.xlarge"},
-                {
-                    "name": "a40",
-                    "kind": "hybrid",
-                    "role": "inference",
-                    "gpuModel": "A40",
-                    "gpusPerNode": 4,
-                    "nodes": 4,
-                    "taints": [
-                        {"key": "site", "value": "lab", "effect": "NoExecute"},
-                        {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"},
-                    ],
-                    "network": {"remoteNodeCidrs": ["192.168.100.0/24"], "remotePodCidrs": ["192.168.128.0/18"]},
-                },
-                {"name": "burst", "role": "inference", "instanceType": "g6e.12xlarge", "scaling": {"max": 2}},
-            ],
-            "storage": {
-                "nfs": {
-                    "kind": "existing",
-                    "server": "nfs.lab.example.internal",
-                    "share": "/exports/models",
-                    "pools": ["a40"],
-                    **(nfs or {}),
-                }
-            },
-        }
-    )
+    return stack_config(*HYBRID_POOLS, name="hybrid", storage={"nfs": {**EXISTING_SERVER, **(nfs or {})}})
 
 
 def build(spec: StackConfig) -> ProgramRun:
-    def program() -> None:
-        assert spec.storage.nfs is not None
-        ExistingNfsStorage("models", fake_context(spec), spec.storage.nfs, plan_pools(spec))
-
-    return run_mocked(program)
+    nfs = spec.storage.nfs
+    assert nfs is not None
+    return run_with_context(spec, lambda ctx: ExistingNfsStorage("models", ctx, nfs, plan_pools(spec)))
 
 
 def test_chart_is_the_catalog_pin() -> None:
@@ -122,9 +112,9 @@ def test_a_server_without_a_share_is_refused() -> None:
         storage_class_parameters(spec.storage.nfs)
 
 
-def test_hybrid_stack_uses_the_existing_server_through_csi_driver_nfs() -> None:
-    """issue 5, done when: the shipped hybrid stack, through the whole program."""
-    run = run_program(main, load_stack("hybrid"))
+def test_hybrid_stack_uses_the_existing_server_through_csi_driver_nfs(hybrid_stack: ShippedStack) -> None:
+    """The shipped hybrid stack, through the whole program."""
+    run = hybrid_stack.run
     assert run.one(RELEASE, "hybrid-models-csi-driver-nfs").inputs["chart"] == "csi-driver-nfs"
     sc = run.one(SC, "hybrid-models-sc").inputs
     assert sc["provisioner"] == "nfs.csi.k8s.io"

@@ -11,10 +11,12 @@ import pytest
 import yaml
 
 from blueprint.plan.mocks import Registration
-from blueprint.plan.runner import ProgramRun, load_stack, run_mocked, run_program
+from blueprint.plan.runner import ProgramRun
 from components.config import StackConfig
+from components.context import ClusterContext
 from components.node_pool import NodePool
 from components.planning.pools import plan_pools
+from tests.builders import THREE_ZONES, ShippedStack, run_with_context, stack_config
 from tests.fakes import CERTIFICATE_AUTHORITY, CLUSTER_ENDPOINT, KMS_KEY_ARN, NODE_SECURITY_GROUP_ID, subnet_id
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -43,28 +45,18 @@ SYSTEM = {"name": "system", "role": "system", "instanceType": "m7i.xlarge", "sca
 
 
 def spec_of(*pools: dict[str, Any]) -> StackConfig:
-    return StackConfig.model_validate(
-        {
-            "region": "us-east-1",
-            "cluster": {"name": "t", "tags": {"team": "ml"}},
-            "network": {"availabilityZones": ["us-east-1a", "us-east-1b", "us-east-1c"]},
-            "nodePools": list(pools),
-        }
-    )
+    return stack_config(*pools, name="t", cluster={"tags": {"team": "ml"}}, zones=THREE_ZONES)
 
 
 def build(*pools: dict[str, Any]) -> tuple[ProgramRun, dict[str, NodePool]]:
-    from tests.fakes import fake_context
-
     spec = spec_of(*pools)
     built: dict[str, NodePool] = {}
 
-    def program() -> None:
-        ctx = fake_context(spec)
+    def add_pools(ctx: ClusterContext) -> None:
         for plan in plan_pools(spec):
             built[plan.name] = NodePool(f"t-{plan.name}", plan, ctx)
 
-    return run_mocked(program), built
+    return run_with_context(spec, add_pools), built
 
 
 def asg_tags(asg: Registration) -> dict[str, tuple[str, bool]]:
@@ -362,23 +354,15 @@ def test_bottlerocket_pool_sizes_the_data_volume_and_renders_toml() -> None:
 
 
 def test_pool_in_an_az_without_a_subnet_is_refused() -> None:
-    from tests.fakes import fake_context
-
     spec = spec_of({**P5, "placement": {"availabilityZones": ["us-east-1f"]}})
-
-    def program() -> None:
-        NodePool("t-h100", plan_pools(spec)[0], fake_context(spec))
-
     with pytest.raises(ValueError, match="no private subnet for AZ"):
-        run_mocked(program)
+        run_with_context(spec, lambda ctx: NodePool("t-h100", plan_pools(spec)[0], ctx))
 
 
 # ------------------------------------------------------------------------------------------ the shipped stack
-def test_training_stack_p5_pool_is_done() -> None:
-    """Issue 4's "done when": the training stack's p5 pool as the whole program registers it."""
-    from components.program import main
-
-    run = run_program(main, load_stack("training"))
+def test_training_stack_p5_pool_is_done(training_stack: ShippedStack) -> None:
+    """The training stack's p5 pool as the whole program registers it."""
+    run = training_stack.run
     cluster = run.one("gpu-clusters:index:GpuCluster")
     pools = {r.name: r for r in run.of_type("gpu-clusters:index:NodePool")}
     assert set(pools) == {"train-system", "train-h100"}

@@ -13,24 +13,17 @@ from typing import Any
 import pytest
 import yaml
 
-from components.config import StackConfig, Taint
+from components.config import Taint
 from components.planning import nodeadm
-from components.planning.pools import PoolPlan, plan_pools
+from components.planning.pools import PoolPlan
+from tests.builders import first_pool_plan
 
 ENDPOINT = "https://ABCDEF0123456789.gr7.us-east-1.eks.amazonaws.com"
 CA = "LS0tLS1CRUdJTiBDRVJUSUZJQ0FURS0tLS0tCk1JSUJmYWtlCi0tLS0tRU5EIENFUlRJRklDQVRFLS0tLS0K"
 
 
 def plan_of(**pool: Any) -> PoolPlan:
-    spec = StackConfig.model_validate(
-        {
-            "region": "us-east-1",
-            "cluster": {"name": "train"},
-            "network": {"availabilityZones": ["us-east-1a", "us-east-1b"]},
-            "nodePools": [{"name": "pool", **pool}],
-        }
-    )
-    return plan_pools(spec)[0]
+    return first_pool_plan({"name": "pool", **pool}, name="train")
 
 
 def p5() -> PoolPlan:

@@ -6,9 +6,6 @@ from typing import Any
 
 import pytest
 
-from blueprint.plan.plan import make_plan
-from blueprint.plan.runner import list_stacks
-
 POOL_KEYS = {
     "name",
     "kind",
@@ -27,9 +24,9 @@ POOL_KEYS = {
 OPTION_KEYS = {"protect", "retainOnDelete", "dependsOn", "ignoreChanges"}
 
 
-@pytest.fixture(scope="module", params=list_stacks())
-def plan(request: pytest.FixtureRequest) -> dict[str, Any]:
-    return make_plan(request.param)
+@pytest.fixture
+def plan(each_shipped_plan: dict[str, Any]) -> dict[str, Any]:
+    return each_shipped_plan
 
 
 def test_top_level_shape(plan: dict[str, Any]) -> None:

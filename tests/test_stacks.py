@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-from functools import cache
 from typing import Any
 
 import pytest
 
-from blueprint.plan.plan import make_plan
 from blueprint.plan.runner import list_stacks
-
-
-@cache
-def plan(stack: str) -> dict[str, Any]:
-    return make_plan(stack)
+from tests.builders import shipped_plan as plan
 
 
 def pool(stack: str, name: str) -> dict[str, Any]:
@@ -28,9 +22,8 @@ def storage(stack: str, kind: str) -> dict[str, Any]:
     return next(s for s in plan(stack)["summary"]["storage"] if s["kind"] == kind)
 
 
-@pytest.mark.parametrize("stack", list_stacks())
-def test_no_policy_violation(stack: str) -> None:
-    assert plan(stack)["violations"] == []
+def test_no_policy_violation(each_shipped_plan: dict[str, Any]) -> None:
+    assert each_shipped_plan["violations"] == []
 
 
 @pytest.mark.parametrize("stack", list_stacks())

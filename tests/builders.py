@@ -1,0 +1,114 @@
+"""The one set of builders the tests share: stack configs, component runs under mocks, and the shipped stacks.
+
+- `stack_config` turns the few keys a test varies into a `StackConfig`, the way a stack file would spell them.
+- `run_with_context` registers a component on a `tests.fakes.fake_context` under fresh mocks (`run_mocked` sets
+  fresh mocks per call: a module-level `set_mocks` leaks across files, pulumi-testing-notes §1.5).
+- `shipped_stack` and `shipped_plan` build each stack in `stacks/` once per session: the whole program under mocks
+  and the offline plan (`make_plan`, what `blueprint plan` prints) are the slowest things a test can ask for, and
+  every test of a shipped stack only reads them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import pulumi
+
+from blueprint.plan.plan import make_plan
+from blueprint.plan.runner import ProgramRun, StackFiles, load_stack, run_mocked, run_program
+from components.config import StackConfig
+from components.context import ClusterContext
+from components.gpu_cluster import GpuCluster
+from components.planning.pools import PoolPlan, plan_pools
+from components.program import main
+from components.validation import validate
+from tests.fakes import fake_context
+
+REGION = "us-east-1"
+TWO_ZONES = ("us-east-1a", "us-east-1b")
+THREE_ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
+
+
+def stack_config(
+    *pools: dict[str, Any],
+    name: str = "demo",
+    cluster: dict[str, Any] | None = None,
+    zones: Sequence[str] = TWO_ZONES,
+    network: dict[str, Any] | None = None,
+    region: str = REGION,
+    validated: bool = False,
+    **sections: Any,
+) -> StackConfig:
+    """A stack config with `pools` (camelCase dicts, as in a stack file) in `zones`.
+
+    `cluster` adds keys to `{name: ...}`, `network` adds keys to `{availabilityZones: zones}`, `sections` sets the
+    other top-level sections (`storage=`, `addons=`). `validated` runs the cross-field rules the program runs
+    (`components.validation.validate`); without it only the schema applies, so planning code can be handed configs
+    validation would refuse.
+    """
+    raw: dict[str, Any] = {
+        "cluster": {"name": name, **(cluster or {})},
+        "network": {"availabilityZones": list(zones), **(network or {})},
+        "nodePools": list(pools),
+        **sections,
+    }
+    if validated:
+        return validate(raw, region)
+    return StackConfig.model_validate({"region": region, **raw})
+
+
+def first_pool_plan(pool: dict[str, Any], name: str = "demo") -> PoolPlan:
+    """The plan of `pool`, alone in a stack called `name` (a system pool is planned after it when it has none)."""
+    return plan_pools(stack_config(pool, name=name))[0]
+
+
+def run_with_context(spec: StackConfig, build: Callable[[ClusterContext], object]) -> ProgramRun:
+    """Run `build(fake_context(spec))` under fresh mocks; return every registration, in order."""
+    return run_mocked(lambda: build(fake_context(spec)))
+
+
+@dataclass(frozen=True)
+class ShippedStack:
+    """A stack in `stacks/` through the real program under mocks: registrations and resolved stack outputs."""
+
+    files: StackFiles
+    run: ProgramRun
+    exports: dict[str, Any]
+
+
+@cache
+def shipped_stack(stack: str) -> ShippedStack:
+    """`stacks/Pulumi.<stack>.yaml` through `components.program.main`, as `pulumi up` runs it (once per session)."""
+    files = load_stack(stack)
+    exports: dict[str, Any] = {}
+
+    def program() -> Any:
+        cluster: GpuCluster = main()
+
+        async def resolve() -> None:
+            for key, value in cluster.exports().items():
+                exports[key] = await value.future() if isinstance(value, pulumi.Output) else value
+
+        return asyncio.ensure_future(resolve())
+
+    return ShippedStack(files=files, run=run_program(program, files), exports=exports)
+
+
+@dataclass(frozen=True)
+class CliResult:
+    """What one `blueprint ...` invocation gave back (the `blueprint_cli` fixture in `tests/conftest.py`)."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@cache
+def shipped_plan(stack: str) -> dict[str, Any]:
+    """The offline plan of `stacks/Pulumi.<stack>.yaml` (what `blueprint plan --format json` prints), once per
+    session. Callers only read it."""
+    return make_plan(stack)
