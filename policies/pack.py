@@ -29,7 +29,6 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from policies import rules
 from policies.resources import (
     EFS,
     EKS_CLUSTER,
@@ -42,6 +41,7 @@ from policies.resources import (
     Resource,
     Stack,
 )
+from policies.rules import control_plane, cost, data, fabric, network, nodes, spot, supply_chain
 
 PACK_NAME = "gpu-clusters-guardrails"
 CONFIG_FILE = Path(__file__).with_name("policy-config.json")
@@ -179,36 +179,36 @@ def stack_policy(name: str, rule: StackRule) -> StackValidationPolicy:
 
 POLICIES: list[Policy] = [
     # GPU fabric
-    resource_policy("efa-interfaces-complete", rules.efa_interfaces_complete, [LAUNCH_TEMPLATE]),
-    stack_policy("efa-security-group-self-referencing", rules.efa_security_group_self_referencing),
-    stack_policy("efa-pool-single-az", rules.efa_pool_single_az),
-    stack_policy("efa-placement-group", rules.efa_placement_group),
-    stack_policy("efa-device-plugin-deployed", rules.efa_device_plugin_deployed),
+    resource_policy("efa-interfaces-complete", fabric.efa_interfaces_complete, [LAUNCH_TEMPLATE]),
+    stack_policy("efa-security-group-self-referencing", fabric.efa_security_group_self_referencing),
+    stack_policy("efa-pool-single-az", fabric.efa_pool_single_az),
+    stack_policy("efa-placement-group", fabric.efa_placement_group),
+    stack_policy("efa-device-plugin-deployed", fabric.efa_device_plugin_deployed),
     # Nodes
-    resource_policy("imdsv2-required", rules.imdsv2_required, [LAUNCH_TEMPLATE]),
-    resource_policy("no-public-ip", rules.no_public_ip, [LAUNCH_TEMPLATE]),
-    resource_policy("encrypted-root-volume", rules.encrypted_root_volume, [LAUNCH_TEMPLATE]),
-    stack_policy("gpu-pools-tainted-and-tolerated", rules.gpu_pools_tainted_and_tolerated),
+    resource_policy("imdsv2-required", nodes.imdsv2_required, [LAUNCH_TEMPLATE]),
+    resource_policy("no-public-ip", nodes.no_public_ip, [LAUNCH_TEMPLATE]),
+    resource_policy("encrypted-root-volume", nodes.encrypted_root_volume, [LAUNCH_TEMPLATE]),
+    stack_policy("gpu-pools-tainted-and-tolerated", nodes.gpu_pools_tainted_and_tolerated),
     # Data
-    resource_policy("storage-encrypted", rules.storage_encrypted, [LUSTRE, EFS]),
-    stack_policy("s3-bucket-hardened", rules.s3_bucket_hardened),
-    resource_policy("stateful-resources-protected", rules.stateful_protected, None),
-    resource_policy("lustre-valid-size", rules.lustre_valid_size, [LUSTRE]),
+    resource_policy("storage-encrypted", data.storage_encrypted, [LUSTRE, EFS]),
+    stack_policy("s3-bucket-hardened", data.s3_bucket_hardened),
+    resource_policy("stateful-resources-protected", data.stateful_protected, None),
+    resource_policy("lustre-valid-size", data.lustre_valid_size, [LUSTRE]),
     # Control plane
-    resource_policy("eks-endpoint-private", rules.eks_endpoint_private, [EKS_CLUSTER]),
-    resource_policy("eks-secrets-encryption", rules.eks_secrets_encryption, [EKS_CLUSTER]),
-    resource_policy("eks-control-plane-logging", rules.eks_control_plane_logging, [EKS_CLUSTER]),
+    resource_policy("eks-endpoint-private", control_plane.eks_endpoint_private, [EKS_CLUSTER]),
+    resource_policy("eks-secrets-encryption", control_plane.eks_secrets_encryption, [EKS_CLUSTER]),
+    resource_policy("eks-control-plane-logging", control_plane.eks_control_plane_logging, [EKS_CLUSTER]),
     # Network
-    resource_policy("no-public-ingress", rules.no_public_ingress, [SECURITY_GROUP, SG_INGRESS_RULE, SG_RULE]),
+    resource_policy("no-public-ingress", network.no_public_ingress, [SECURITY_GROUP, SG_INGRESS_RULE, SG_RULE]),
     # Spot
-    stack_policy("spot-instance-diversification", rules.spot_instance_diversification),
-    stack_policy("spot-capacity-rebalance", rules.spot_capacity_rebalance),
-    stack_policy("spot-interruption-handler", rules.spot_interruption_handler),
+    stack_policy("spot-instance-diversification", spot.spot_instance_diversification),
+    stack_policy("spot-capacity-rebalance", spot.spot_capacity_rebalance),
+    stack_policy("spot-interruption-handler", spot.spot_interruption_handler),
     # Supply chain
-    resource_policy("helm-chart-pinned", rules.helm_chart_pinned, HELM_TYPES),
+    resource_policy("helm-chart-pinned", supply_chain.helm_chart_pinned, HELM_TYPES),
     # Cost
-    resource_policy("cost-allocation-tags", rules.cost_allocation_tags, None),
-    stack_policy("gpu-budget", rules.gpu_budget),
+    resource_policy("cost-allocation-tags", cost.cost_allocation_tags, None),
+    stack_policy("gpu-budget", cost.gpu_budget),
 ]
 
 #: Policies by name.

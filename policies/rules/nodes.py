@@ -1,0 +1,108 @@
+"""Node rules: instance metadata, public IPs and root volume encryption of every launch template, and GPU pools
+that repel ordinary pods while the NVIDIA device plugin tolerates them ([NVDP] in shared/reference/aws-gpu-facts.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+
+from components.catalog.versions import chart
+from components.tags import TAINTS
+from policies.resources import (
+    Resource,
+    Stack,
+    get,
+    items,
+    truthy,
+)
+from policies.rules.deployed_pools import interfaces, node_pools
+from policies.rules.releases import helm_releases, untolerated
+from policies.rules.signatures import Config, StackViolations
+
+#: Chart names of the Helm releases the rules look for, as pinned in components/catalog/versions.yaml.
+NVIDIA_DEVICE_PLUGIN_CHART = chart("nvidia-device-plugin").chart
+
+
+#: Tolerations the NVIDIA device plugin chart ships when `values.tolerations` is not set ([NVDP] values.yaml):
+#: `CriticalAddonsOnly` Exists and `nvidia.com/gpu` Exists NoSchedule. Helm replaces lists, so setting
+#: `tolerations` replaces these.
+NVIDIA_DEVICE_PLUGIN_DEFAULT_TOLERATIONS: tuple[Mapping[str, str], ...] = (
+    {"key": "CriticalAddonsOnly", "operator": "Exists"},
+    {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+)
+
+
+def imdsv2_required(lt: Resource, config: Config) -> Iterator[str]:
+    """Instance metadata needs session tokens (IMDSv2) and a small hop limit.
+
+    IMDSv1 answers any request that reaches 169.254.169.254, which is how SSRF bugs leak node credentials;
+    `httpTokens: required` turns it off (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/configuring-IMDS-new-instances.html).
+    AWS recommends a hop limit of 2 in container environments, 1 to keep pods off the node's role entirely
+    (same guide, "Instance metadata access considerations"); `maxHopLimit` sets the ceiling.
+    """
+    tokens = lt.get("metadataOptions", "httpTokens", default="optional")
+    if tokens != "required":
+        yield f"launch template '{lt.name}' allows IMDSv1 (metadataOptions.httpTokens is '{tokens}', not 'required')"
+    hops = lt.get("metadataOptions", "httpPutResponseHopLimit")
+    ceiling = config.get("maxHopLimit")
+    if hops is not None and ceiling is not None and int(hops) > int(ceiling):
+        yield f"launch template '{lt.name}' sets an IMDS hop limit of {hops}; at most {ceiling} is allowed"
+
+
+def no_public_ip(lt: Resource, config: Config) -> Iterator[str]:
+    """Nodes live in private subnets and never get a public IP address; they reach AWS through NAT or endpoints."""
+    for nic in interfaces(lt):
+        if nic.public_ip:
+            yield (
+                f"launch template '{lt.name}' asks for a public IP on network card {nic.card}, device {nic.device} "
+                "(associatePublicIpAddress)"
+            )
+
+
+def encrypted_root_volume(lt: Resource, config: Config) -> Iterator[str]:
+    """Every EBS volume of a node, the root volume first, is encrypted (with a KMS key when `requireKmsKey`).
+
+    Without a block device mapping the root volume inherits the AMI snapshot's setting, which for the EKS AMIs is
+    unencrypted unless the account turned on EBS encryption by default
+    (https://docs.aws.amazon.com/ebs/latest/userguide/ebs-encryption.html); the policy cannot see that account
+    setting, so the launch template has to say it.
+    """
+    mappings = [m for m in items(lt.get("blockDeviceMappings")) if get(m, "ebs") is not None]
+    if not mappings:
+        yield (
+            f"launch template '{lt.name}' has no EBS block device mapping, "
+            "so its root volume encryption is left to the AMI"
+        )
+        return
+    for m in mappings:
+        device = get(m, "deviceName", default="?")
+        if not truthy(get(m, "ebs", "encrypted", default=False)):
+            yield f"launch template '{lt.name}': EBS volume {device} is not encrypted"
+        elif config.get("requireKmsKey", False) and not get(m, "ebs", "kmsKeyId"):
+            yield f"launch template '{lt.name}': EBS volume {device} is encrypted without a KMS key (kmsKeyId)"
+
+
+def gpu_pools_tainted_and_tolerated(stack: Stack, config: Config) -> StackViolations:
+    """GPU pools repel ordinary pods with a NoSchedule/NoExecute taint, and the NVIDIA device plugin tolerates it.
+
+    Untainted GPU nodes fill up with CPU-only pods that block GPU jobs and keep costly nodes from scaling down;
+    a device plugin that does not tolerate the taint never advertises `nvidia.com/gpu` and no GPU pod schedules.
+    The chart's default tolerations cover only `nvidia.com/gpu` and CriticalAddonsOnly ([NVDP], facts §8).
+    """
+    gpu_pools = [p for p in node_pools(stack) if p.is_gpu]
+    for pool in gpu_pools:
+        if not any(t.effect in ("NoSchedule", "NoExecute") for t in pool.taints):
+            yield (
+                f"GPU pool '{pool.name}' has no NoSchedule/NoExecute taint (tag {TAINTS})",
+                pool.asg.urn,
+            )
+    if not gpu_pools:
+        return
+    releases = helm_releases(stack, NVIDIA_DEVICE_PLUGIN_CHART)
+    if not releases:
+        yield (
+            f"GPU pools {[p.name for p in gpu_pools]} but no {NVIDIA_DEVICE_PLUGIN_CHART} Helm release",
+            gpu_pools[0].asg.urn,
+        )
+        return
+    yield from untolerated(gpu_pools, releases, NVIDIA_DEVICE_PLUGIN_DEFAULT_TOLERATIONS)

@@ -1,0 +1,64 @@
+"""Spot rules: diverse instance types of one GPU shape, capacity rebalancing, and the termination handler that
+drains interrupted nodes ([NTH] in shared/reference/aws-gpu-facts.md).
+"""
+
+from __future__ import annotations
+
+from components.catalog.versions import chart
+from policies.resources import (
+    Stack,
+    truthy,
+)
+from policies.rules.deployed_pools import node_pools
+from policies.rules.releases import helm_releases
+from policies.rules.signatures import Config, StackViolations
+
+TERMINATION_HANDLER_CHART = chart("aws-node-termination-handler").chart
+
+
+def spot_instance_diversification(stack: Stack, config: Config) -> StackViolations:
+    """Spot pools offer at least `minInstanceTypes` instance types, all of one GPU shape.
+
+    "Be flexible about instance types": each type is a separate spot capacity pool, so one type alone is
+    interrupted and starved together (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-best-practices.html).
+    The types must share the GPU shape (model, count, memory per the catalog) and EFA device count, or pods sized
+    for one do not fit the other and the template's EFA wiring is wrong for it.
+    """
+    minimum = int(config.get("minInstanceTypes") or 1)
+    for pool in node_pools(stack):
+        if pool.capacity_type != "spot":
+            continue
+        types = pool.instance_types
+        if len(types) < minimum:
+            yield (
+                f"spot pool '{pool.name}' offers {len(types)} instance type(s) {types}; at least {minimum} are needed "
+                "(mixedInstancesPolicy overrides)",
+                pool.asg.urn,
+            )
+        entries = pool.catalog_entries()
+        shapes = {e.gpu_shape for e in entries}
+        if len(shapes) > 1:
+            yield (f"spot pool '{pool.name}' mixes GPU shapes {sorted(map(str, shapes))}", pool.asg.urn)
+        efa_counts = {e.max_efa_interfaces for e in entries}
+        if pool.efa and len(efa_counts) > 1:
+            yield (f"spot EFA pool '{pool.name}' mixes types with {sorted(efa_counts)} EFA devices", pool.asg.urn)
+
+
+def spot_capacity_rebalance(stack: Stack, config: Config) -> StackViolations:
+    """Spot Auto Scaling groups turn on capacity rebalancing, so a replacement launches on a rebalance
+    recommendation instead of after the two-minute interruption notice
+    (https://docs.aws.amazon.com/autoscaling/ec2/userguide/ec2-auto-scaling-capacity-rebalancing.html)."""
+    for pool in node_pools(stack):
+        if pool.capacity_type == "spot" and not truthy(pool.asg.get("capacityRebalance", default=False)):
+            yield (f"spot pool '{pool.name}' does not enable capacityRebalance", pool.asg.urn)
+
+
+def spot_interruption_handler(stack: Stack, config: Config) -> StackViolations:
+    """A stack with spot pools deploys the AWS Node Termination Handler, which cordons and drains a node when its
+    interruption notice or rebalance recommendation arrives ([NTH], aws-gpu-facts.md §7b)."""
+    spot = [p for p in node_pools(stack) if p.capacity_type == "spot"]
+    if spot and not helm_releases(stack, TERMINATION_HANDLER_CHART):
+        yield (
+            f"spot pools {[p.name for p in spot]} but no {TERMINATION_HANDLER_CHART} Helm release",
+            spot[0].asg.urn,
+        )
