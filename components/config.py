@@ -413,8 +413,8 @@ class LustreConfig(Model):
     """Capacity in GiB: 1200, 2400, then multiples of 2400; EFA-enabled: multiples of 38400 / 19200 / 9600 / 4800 at
     125 / 250 / 500 / 1000 MB/s/TiB. Off-step sizes are rejected with the nearest valid ones. Default 4800."""
     per_unit_storage_throughput: int | None = 250
-    """PERSISTENT_2 throughput in MB/s per TiB of capacity: 125, 250 (default), 500 or 1000. Leave empty (`null`) for
-    SCRATCH_2."""
+    """PERSISTENT_2 throughput in MB/s per TiB of capacity: 125, 250 (default), 500 or 1000. SCRATCH_2 has a fixed
+    200 MB/s/TiB: leave the key out."""
     efa_enabled: bool = False
     """Serve clients over EFA (and GPUDirect Storage); needs PERSISTENT_2 and `metadata`, and adds all-traffic rules
     between the file system's and the nodes' security groups. AWS recommends it above 10 GB/s. Default `false`."""
