@@ -19,7 +19,6 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from components import tags as tag_keys
 from components.catalog import versions
 from components.config import AdminAccess, ClusterConfig
 from components.context import stateful_options
@@ -27,6 +26,7 @@ from components.identity import aws_managed_policy_arn
 from components.network import Network
 from components.planning.stateful import Protection
 from components.security_groups import allow_all_within
+from components.tags import STATEFUL
 
 #: Kubernetes resources EKS envelope-encrypts with the cluster's KMS key (EKS API: EncryptionConfig.resources).
 ENCRYPTED_RESOURCES = ("secrets",)
@@ -217,7 +217,7 @@ class EksCluster(pulumi.ComponentResource):
             enable_key_rotation=True,
             deletion_window_in_days=KMS_DELETION_WINDOW_DAYS,
             policy=pulumi.Output.all(account_id, self.partition).apply(lambda v: kms_key_policy(v[0], v[1])),
-            tags={**self.tags, tag_keys.STATEFUL: "true"},
+            tags={**self.tags, STATEFUL: "true"},
             opts=stateful_options(protection, self),
         )
         aws.kms.Alias(

@@ -31,7 +31,28 @@ from components.catalog import versions
 from components.clock import utc_now
 from components.context import ClusterContext
 from components.identity import aws_managed_policy_arn
-from components.planning import hybrid as plan_hybrid
+from components.planning.hybrid import (
+    ACCESS_ENTRY_TYPE,
+    API_SERVER_PORT,
+    CILIUM_NAMESPACE,
+    ROLES_ANYWHERE_ROLE_MAX_SESSION_SECONDS,
+    ROLES_ANYWHERE_SESSION_SECONDS,
+    SSM_DEREGISTER_TAG_KEY,
+    Provider,
+    RolesAnywhere,
+    SsmActivation,
+    activation_expiry,
+    cilium_values,
+    hybrid_node_config,
+    hybrid_node_policy,
+    hybrid_plans,
+    managed_policy_names,
+    nodeadm_install_command,
+    registration_limit,
+    render_node_config,
+    roles_anywhere_trust_policy,
+    ssm_trust_policy,
+)
 from components.planning.pools import PoolPlan
 
 Clock = Callable[[], datetime]
@@ -72,7 +93,7 @@ class HybridNodes(pulumi.ComponentResource):
         super().__init__("gpu-clusters:index:HybridNodes", name, None, opts)
         self._ctx = ctx
         self._clock = clock
-        hybrid = plan_hybrid.hybrid_plans(plans)
+        hybrid = hybrid_plans(plans)
         if not hybrid:
             raise ValueError("HybridNodes needs at least one `kind: hybrid` pool plan")
         self.pools: dict[str, HybridPool] = {plan.name: self._pool(plan) for plan in hybrid}
@@ -87,7 +108,7 @@ class HybridNodes(pulumi.ComponentResource):
             ctx.tags, pool=plan.name, role=plan.role, **({"gpu_model": plan.gpu_model} if plan.gpu_model else {})
         )
         child = pulumi.ResourceOptions(parent=self)
-        provider: plan_hybrid.Provider = plan.pool.credentials.provider
+        provider: Provider = plan.pool.credentials.provider
 
         trust_anchor = profile = None
         if provider == "iam-roles-anywhere":
@@ -103,11 +124,11 @@ class HybridNodes(pulumi.ComponentResource):
                 tags=pool_tags,
                 opts=child,
             )
-            trust_policy = trust_anchor.arn.apply(lambda arn: json.dumps(plan_hybrid.roles_anywhere_trust_policy(arn)))
+            trust_policy = trust_anchor.arn.apply(lambda arn: json.dumps(roles_anywhere_trust_policy(arn)))
         else:
             region = ctx.region
             trust_policy = pulumi.Output.all(ctx.account_id, ctx.partition).apply(
-                lambda v: json.dumps(plan_hybrid.ssm_trust_policy(v[0], region, v[1]))
+                lambda v: json.dumps(ssm_trust_policy(v[0], region, v[1]))
             )
 
         role = aws.iam.Role(
@@ -115,7 +136,7 @@ class HybridNodes(pulumi.ComponentResource):
             description=f"EKS hybrid nodes of pool {plan.name} ({provider}), cluster {ctx.cluster_name_plain}",
             assume_role_policy=trust_policy,
             max_session_duration=(
-                plan_hybrid.ROLES_ANYWHERE_ROLE_MAX_SESSION_SECONDS if provider == "iam-roles-anywhere" else None
+                ROLES_ANYWHERE_ROLE_MAX_SESSION_SECONDS if provider == "iam-roles-anywhere" else None
             ),
             tags=pool_tags,
             opts=child,
@@ -127,25 +148,25 @@ class HybridNodes(pulumi.ComponentResource):
                 policy_arn=aws_managed_policy_arn(ctx.partition, policy),
                 opts=child,
             )
-            for policy in plan_hybrid.managed_policy_names(provider)
+            for policy in managed_policy_names(provider)
         ]
         inline = aws.iam.RolePolicy(
             f"{prefix}-hybrid-node",
             role=role.id,
-            policy=ctx.cluster_arn.apply(lambda arn: json.dumps(plan_hybrid.hybrid_node_policy(arn, provider))),
+            policy=ctx.cluster_arn.apply(lambda arn: json.dumps(hybrid_node_policy(arn, provider))),
             opts=child,
         )
         access_entry = aws.eks.AccessEntry(
             f"{prefix}-hybrid-node",
             cluster_name=ctx.cluster_name,
             principal_arn=role.arn,
-            type=plan_hybrid.ACCESS_ENTRY_TYPE,
+            type=ACCESS_ENTRY_TYPE,
             tags=pool_tags,
             opts=child,
         )
 
         activation = None
-        credentials: pulumi.Output[plan_hybrid.SsmActivation | plan_hybrid.RolesAnywhere]
+        credentials: pulumi.Output[SsmActivation | RolesAnywhere]
         if trust_anchor is not None:
             profile = aws.rolesanywhere.Profile(
                 f"{prefix}-hybrid-node",
@@ -153,12 +174,12 @@ class HybridNodes(pulumi.ComponentResource):
                 role_arns=[role.arn],
                 # nodeadm uses the node name as role session name; the trust policy ties it to the cert CN.
                 accept_role_session_name=True,
-                duration_seconds=plan_hybrid.ROLES_ANYWHERE_SESSION_SECONDS,
+                duration_seconds=ROLES_ANYWHERE_SESSION_SECONDS,
                 tags=pool_tags,
                 opts=child,
             )
             credentials = pulumi.Output.all(trust_anchor.arn, profile.arn, role.arn).apply(
-                lambda v: plan_hybrid.RolesAnywhere(trust_anchor_arn=v[0], profile_arn=v[1], role_arn=v[2])
+                lambda v: RolesAnywhere(trust_anchor_arn=v[0], profile_arn=v[1], role_arn=v[2])
             )
         else:
             activation = aws.ssm.Activation(
@@ -166,12 +187,10 @@ class HybridNodes(pulumi.ComponentResource):
                 name=prefix,
                 description=f"EKS hybrid nodes of pool {plan.name}, cluster {ctx.cluster_name_plain}",
                 iam_role=role.name,
-                registration_limit=plan_hybrid.registration_limit(plan.pool),
-                expiration_date=plan_hybrid.activation_expiry(
-                    self._clock(), plan.pool.credentials.activation_expiry_hours
-                ),
+                registration_limit=registration_limit(plan.pool),
+                expiration_date=activation_expiry(self._clock(), plan.pool.credentials.activation_expiry_hours),
                 # Registered instances inherit the activation's tags; the role may deregister only those.
-                tags={**pool_tags, plan_hybrid.SSM_DEREGISTER_TAG_KEY: ctx.cluster_arn},
+                tags={**pool_tags, SSM_DEREGISTER_TAG_KEY: ctx.cluster_arn},
                 # The expiry is computed from the clock: without this, every `pulumi up` would replace the
                 # activation (a new code for servers that already joined). Replace it on purpose to re-issue.
                 opts=pulumi.ResourceOptions(
@@ -179,14 +198,12 @@ class HybridNodes(pulumi.ComponentResource):
                 ),
             )
             credentials = pulumi.Output.all(activation.id, activation.activation_code).apply(
-                lambda v: plan_hybrid.SsmActivation(activation_id=v[0], activation_code=v[1])
+                lambda v: SsmActivation(activation_id=v[0], activation_code=v[1])
             )
 
         cluster_name, region = ctx.cluster_name_plain, ctx.region
         rendered: pulumi.Output[str] = credentials.apply(
-            lambda creds: plan_hybrid.render_node_config(
-                plan_hybrid.hybrid_node_config(cluster_name, region, creds, plan)
-            )
+            lambda creds: render_node_config(hybrid_node_config(cluster_name, region, creds, plan))
         )
         node_config: pulumi.Output[str] = pulumi.Output.secret(rendered)
         return HybridPool(
@@ -195,7 +212,7 @@ class HybridNodes(pulumi.ComponentResource):
             access_entry=access_entry,
             api_ingress=self._api_ingress(plan, prefix, pool_tags),
             node_config=node_config,
-            install_command=plan_hybrid.nodeadm_install_command(ctx.kubernetes_version, plan.pool.credentials.provider),
+            install_command=nodeadm_install_command(ctx.kubernetes_version, plan.pool.credentials.provider),
             activation=activation,
             trust_anchor=trust_anchor,
             profile=profile,
@@ -217,8 +234,8 @@ class HybridNodes(pulumi.ComponentResource):
                 security_group_id=self._ctx.cluster_security_group_id,
                 cidr_ipv4=cidr,
                 ip_protocol="tcp",
-                from_port=plan_hybrid.API_SERVER_PORT,
-                to_port=plan_hybrid.API_SERVER_PORT,
+                from_port=API_SERVER_PORT,
+                to_port=API_SERVER_PORT,
                 description=f"Kubernetes API from hybrid pool {plan.name} remote {kind} {cidr}",
                 tags=pool_tags,
                 opts=pulumi.ResourceOptions(parent=self),
@@ -237,8 +254,8 @@ class HybridNodes(pulumi.ComponentResource):
             f"{self._ctx.cluster_name_plain}-cilium",
             "cilium",
             versions.chart("cilium"),
-            plan_hybrid.CILIUM_NAMESPACE,
-            plan_hybrid.cilium_values(plans),
+            CILIUM_NAMESPACE,
+            cilium_values(plans),
             self._ctx,
             parent=self,
             skip_await=True,

@@ -16,7 +16,7 @@ from components.catalog import versions
 from components.config import StackConfig
 from components.context import ClusterContext
 from components.hybrid import HybridNodes
-from components.planning import hybrid as plan_hybrid
+from components.planning.hybrid import ROLES_ANYWHERE_NODE_NAME_PLACEHOLDER, ROLES_ANYWHERE_SESSION_SECONDS, tolerates
 from components.planning.pools import plan_pools
 from tests.builders import ShippedStack, run_with_context, stack_config
 from tests.fakes import CLUSTER_SECURITY_GROUP_ID
@@ -128,7 +128,7 @@ def test_roles_anywhere_role_trusts_the_pools_trust_anchor(
     assert {s["Principal"]["Service"] for s in statements} == {"rolesanywhere.amazonaws.com"}
     assert seen["trustAnchorArn-a40"].startswith("arn:aws:rolesanywhere:")
     assert {s["Condition"]["ArnEquals"]["aws:SourceArn"] for s in statements} == {seen["trustAnchorArn-a40"]}
-    assert role.inputs["maxSessionDuration"] > plan_hybrid.ROLES_ANYWHERE_SESSION_SECONDS
+    assert role.inputs["maxSessionDuration"] > ROLES_ANYWHERE_SESSION_SECONDS
     arns = [r.inputs["policyArn"] for r in run.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")]
     assert arns == ["arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryPullOnly"]
     assert not run.of_type(ACTIVATION)
@@ -140,7 +140,7 @@ def test_roles_anywhere_profile_accepts_node_names_as_session_names(
     profile = roles_anywhere[0].one("aws:rolesanywhere/profile:Profile")
     assert profile.inputs["acceptRoleSessionName"] is True
     assert profile.inputs["roleArns"] == ["arn:aws:iam::123456789012:role/gpu-a40-hybrid-node"]
-    assert profile.inputs["durationSeconds"] == plan_hybrid.ROLES_ANYWHERE_SESSION_SECONDS
+    assert profile.inputs["durationSeconds"] == ROLES_ANYWHERE_SESSION_SECONDS
 
 
 # ----------------------------------------------------------------------------------------------- activation
@@ -235,8 +235,8 @@ def test_cilium_tolerates_the_a40_gpu_taint(ssm: tuple[ProgramRun, dict[str, Any
     (plan,) = [p for p in plan_pools(stack()) if p.kind == "hybrid"]
     assert plan.taints, "GPU pools are tainted by default"
     for taint in plan.taints:
-        assert plan_hybrid.tolerates(values["tolerations"], taint)
-        assert plan_hybrid.tolerates(values["operator"]["tolerations"], taint)
+        assert tolerates(values["tolerations"], taint)
+        assert tolerates(values["operator"]["tolerations"], taint)
 
 
 # ------------------------------------------------------------------------------------------------ NodeConfig
@@ -259,7 +259,7 @@ def test_roles_anywhere_node_config_carries_the_arns(roles_anywhere: tuple[Progr
     doc = yaml.safe_load(seen["hybridNodeConfig-a40"])["spec"]["hybrid"]["iamRolesAnywhere"]
     assert doc["trustAnchorArn"] == seen["trustAnchorArn-a40"]
     assert doc["profileArn"] == seen["profileArn-a40"]
-    assert doc["nodeName"] == plan_hybrid.ROLES_ANYWHERE_NODE_NAME_PLACEHOLDER  # each server puts its cert CN
+    assert doc["nodeName"] == ROLES_ANYWHERE_NODE_NAME_PLACEHOLDER  # each server puts its cert CN
     assert doc["roleArn"] == "arn:aws:iam::123456789012:role/gpu-a40-hybrid-node"
     assert seen["hybridNodeadmInstall-a40"] == "nodeadm install 1.35 --credential-provider iam-ra"
 

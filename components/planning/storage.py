@@ -23,7 +23,7 @@ from components.config import (
     StackConfig,
     StorageConfig,
 )
-from components.planning import lustre as lustre_rules
+from components.planning.lustre import per_unit_throughput, throughput_mbps
 from components.planning.pools import PoolPlan
 
 #: Byte-unit conversions to MB/s (decimal megabytes).
@@ -247,7 +247,7 @@ def storage_summary(spec: StackConfig, pool_plans: Sequence[PoolPlan]) -> list[d
     lustre = spec.storage.lustre
     if lustre is not None:
         pools = lustre_pools(lustre, pool_plans)
-        throughput = lustre_rules.throughput_mbps(lustre)
+        throughput = throughput_mbps(lustre)
         out.append(
             {
                 "name": lustre.name,
@@ -258,7 +258,7 @@ def storage_summary(spec: StackConfig, pool_plans: Sequence[PoolPlan]) -> list[d
                 "gpus": max_gpus(pools),
                 "throughputPerGpuMBps": per_gpu_mbps(throughput, pools),
                 "deploymentType": lustre.deployment_type,
-                "perUnitThroughputMBpsPerTiB": lustre_rules.per_unit_throughput(lustre),
+                "perUnitThroughputMBpsPerTiB": per_unit_throughput(lustre),
                 "efaEnabled": lustre.efa_enabled,
                 "availabilityZone": lustre_availability_zone(lustre, pools, spec.network.zones),
                 "claim": f"{lustre.kubernetes.namespace}/{claim_name(lustre.kubernetes, lustre.name)}",
