@@ -30,7 +30,7 @@ from components import tags
 from components.addons.helm import service_account_role
 from components.config import DataRepository, LustreConfig
 from components.context import ClusterContext, stateful_options
-from components.planning import lustre as lustre_rules
+from components.planning.lustre import per_unit_throughput
 from components.planning.pools import PoolPlan
 from components.planning.storage import (
     LUSTRE_CSI_DRIVER,
@@ -482,7 +482,7 @@ class LustreStorage(pulumi.ComponentResource):
         }
         if self.persistent:
             params |= {
-                "perUnitStorageThroughput": str(lustre_rules.per_unit_throughput(config)),
+                "perUnitStorageThroughput": str(per_unit_throughput(config)),
                 "kmsKeyId": ctx.kms_key_arn,
                 "automaticBackupRetentionDays": str(config.backup_retention_days),
                 "copyTagsToBackups": "true",
