@@ -1,7 +1,7 @@
 """EFA network interface layouts for launch templates, computed from the catalog.
 
 AWS's current layout ("Maximize network bandwidth ... with multiple network cards", [EFAD] in
-shared/reference/aws-gpu-facts.md §2), which saves IP addresses and is the only one that works on p6-b300:
+docs/sources.md: aws-gpu-facts.md §2), which saves IP addresses and is the only one that works on p6-b300:
 
 1. the primary interface is a plain ENA `interface` at (network card 0, device 0);
 2. if card 0 carries EFA, an `efa-only` interface at (card 0, device 1);

@@ -1,6 +1,6 @@
 """FSx for Lustre sizing rules: valid capacities, throughput tiers, and the throughput a size buys.
 
-Facts from shared/reference/aws-gpu-facts.md §3 ([BC] botocore fsx 2018-03-01 CreateFileSystem text, and the FSx
+Facts from docs/sources.md: aws-gpu-facts.md §3 ([BC] botocore fsx 2018-03-01 CreateFileSystem text, and the FSx
 Lustre guide "increase-storage-capacity" for EFA-enabled file systems).
 """
 

@@ -2,7 +2,7 @@
 
 AL2023 nodes join the cluster through nodeadm, which reads a `NodeConfig` document from the instance's user data
 (MIME multipart, part type `application/node.eks.aws`; awslabs/amazon-eks-ami `nodeadm/doc/api.md` and
-`nodeadm/doc/examples.md`, [AMI] in shared/reference/aws-gpu-facts.md §5b). Bottlerocket nodes read TOML settings
+`nodeadm/doc/examples.md`, [AMI] in docs/sources.md: aws-gpu-facts.md §5b). Bottlerocket nodes read TOML settings
 instead (bottlerocket.dev, "settings.kubernetes"). Both are rendered here, as pure functions, so tests can parse
 them back and so the hybrid-node component reuses the very same kubelet flags (`kubelet_flags`).
 

@@ -9,7 +9,7 @@ imports Pulumi's engine, so the rules are cheap to test and read the same everyw
 Families: `fabric` (EFA), `nodes`, `data`, `control_plane`, `network`, `spot`, `supply_chain`, `cost`. Stack rules
 read node pools through `deployed_pools` and Helm releases through `releases`.
 
-Facts come from shared/reference/aws-gpu-facts.md (tags such as [EFAD], [BC], [NVDP], [NTH]) or from the AWS page
+Facts come from docs/sources.md: aws-gpu-facts.md (tags such as [EFAD], [BC], [NVDP], [NTH]) or from the AWS page
 named next to the rule. Instance facts come from the catalog (`components.catalog`), Lustre sizing steps from the
 storage planner (`components.planning.lustre`): one copy of each fact, shared with the components that obey it.
 """

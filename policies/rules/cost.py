@@ -1,5 +1,5 @@
 """Cost rules: cost-allocation tags on every taggable resource, and a GPU and dollar budget at maximum size
-(prices from the catalog, [KPP] in shared/reference/aws-gpu-facts.md).
+(prices from the catalog, [KPP] in docs/sources.md).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """GPU fabric rules: EFA interfaces, their security groups, one Availability Zone and a cluster placement group per
-EFA pool, and the EFA device plugin ([EFAD], [BC], [EKSCH] in shared/reference/aws-gpu-facts.md).
+EFA pool, and the EFA device plugin ([EFAD], [BC], [EKSCH] in docs/sources.md).
 """
 
 from __future__ import annotations

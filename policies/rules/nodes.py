@@ -1,5 +1,5 @@
 """Node rules: instance metadata, public IPs and root volume encryption of every launch template, and GPU pools
-that repel ordinary pods while the NVIDIA device plugin tolerates them ([NVDP] in shared/reference/aws-gpu-facts.md).
+that repel ordinary pods while the NVIDIA device plugin tolerates them ([NVDP] in docs/sources.md).
 """
 
 from __future__ import annotations

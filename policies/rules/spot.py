@@ -1,5 +1,5 @@
 """Spot rules: diverse instance types of one GPU shape, capacity rebalancing, and the termination handler that
-drains interrupted nodes ([NTH] in shared/reference/aws-gpu-facts.md).
+drains interrupted nodes ([NTH] in docs/sources.md).
 """
 
 from __future__ import annotations

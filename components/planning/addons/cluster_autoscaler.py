@@ -1,6 +1,6 @@
 """cluster-autoscaler: which pools it resizes, its IAM policy and its Helm values (pure, no Pulumi).
 
-Source: [CA] kubernetes/autoscaler AWS README and chart (shared/reference/aws-gpu-facts.md §6).
+Source: [CA] kubernetes/autoscaler AWS README and chart (docs/sources.md: aws-gpu-facts.md §6).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Helm values of the device plugins that make GPUs and EFA devices schedulable (pure, no Pulumi).
 
-Sources (shared/reference/aws-gpu-facts.md): [NVDP] NVIDIA/k8s-device-plugin chart 0.20.0 (§8), [EKSCH]
+Sources (docs/sources.md: aws-gpu-facts.md): [NVDP] NVIDIA/k8s-device-plugin chart 0.20.0 (§8), [EKSCH]
 aws/eks-charts aws-efa-k8s-device-plugin (§8).
 """
 

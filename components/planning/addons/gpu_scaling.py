@@ -1,7 +1,7 @@
 """GPU-utilization scaling (pure, no Pulumi): per pool, CloudWatch alarms on the ASG's average GPU utilization and
 the step scaling policies they trigger, plus the CloudWatch agent that publishes that metric per ASG.
 
-Source: [CWI] Container Insights GPU metrics (shared/reference/aws-gpu-facts.md §7a); CloudWatch agent pages are
+Source: [CWI] Container Insights GPU metrics (docs/sources.md: aws-gpu-facts.md §7a); CloudWatch agent pages are
 cited where they are used.
 """
 

@@ -1,7 +1,7 @@
 """Spot interruption handling with the AWS Node Termination Handler in queue mode (pure, no Pulumi): EventBridge
 patterns, the queue and its policy, the lifecycle hook, the handler's IAM policy and Helm values.
 
-Source: [NTH] aws-node-termination-handler queue processor (shared/reference/aws-gpu-facts.md §7b).
+Source: [NTH] aws-node-termination-handler queue processor (docs/sources.md: aws-gpu-facts.md §7b).
 """
 
 from __future__ import annotations

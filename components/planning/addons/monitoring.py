@@ -1,7 +1,7 @@
 """Monitoring and alerts (pure, no Pulumi): the CloudWatch Observability add-on with Container Insights, its
 alarms, the alerts topic's key and publish policies, the DCGM exporter and kube-prometheus-stack with GPU rules.
 
-Sources (shared/reference/aws-gpu-facts.md): [CWI] Container Insights GPU metrics (§7a), [DCGM]
+Sources (docs/sources.md: aws-gpu-facts.md): [CWI] Container Insights GPU metrics (§7a), [DCGM]
 NVIDIA/dcgm-exporter chart 4.8.2 (§8).
 """
 

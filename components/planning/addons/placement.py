@@ -4,7 +4,7 @@ The namespace system add-ons live in, the system-pool node selector, the Critica
 priority class of node agents, and the helpers that turn pool plans into tolerations and node affinities. Each
 add-on module builds its Helm values from these, so the pools' taints and labels are read one way for all of them.
 Sources: [NVDP] NVIDIA/k8s-device-plugin chart, [EKSCH] aws/eks-charts aws-efa-k8s-device-plugin
-(shared/reference/aws-gpu-facts.md §8).
+(docs/sources.md: aws-gpu-facts.md §8).
 """
 
 from __future__ import annotations
