@@ -5,7 +5,7 @@ prepare what those servers need to join: the cluster's remote network configurat
 credentials resolve to, an SSM hybrid activation or an IAM Roles Anywhere trust anchor, an access entry, API
 server reachability, a CNI that runs on them, and the `NodeConfig` the server owner feeds to `nodeadm init`.
 Everything here is a pure function of the validated spec and the pool plans (no Pulumi), so the component, the plan
-summary and the tests read the same values. Facts come from shared/reference/aws-gpu-facts.md §5f ([BC], [EKSUG])
+summary and the tests read the same values. Facts come from docs/sources.md: aws-gpu-facts.md §5f ([BC], [EKSUG])
 unless a line cites another source.
 
 Config rules for hybrid pools (RFC 1918, overlaps, activation limit, webhooks need pod CIDRs) live in
