@@ -3,6 +3,7 @@
 - `stack_config` turns the few keys a test varies into a `StackConfig`, the way a stack file would spell them.
 - `run_with_context` registers a component on a `tests.fakes.fake_context` under fresh mocks (`run_mocked` sets
   fresh mocks per call: a module-level `set_mocks` leaks across files, pulumi-testing-notes §1.5).
+- `addon_stack` and `run_addons` do the same for the `Addons` component, with pools as stack-file dicts.
 - `shipped_stack` and `shipped_plan` build each stack in `stacks/` once per session: the whole program under mocks
   and the offline plan (`make_plan`, what `blueprint plan` prints) are the slowest things a test can ask for, and
   every test of a shipped stack only reads them.
@@ -11,6 +12,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -20,6 +22,7 @@ import pulumi
 
 from blueprint.plan.plan import make_plan
 from blueprint.plan.runner import ProgramRun, StackFiles, load_stack, run_mocked, run_program
+from components.addons import Addons
 from components.config import StackConfig
 from components.context import ClusterContext
 from components.gpu_cluster import GpuCluster
@@ -69,6 +72,80 @@ def first_pool_plan(pool: dict[str, Any], name: str = "demo") -> PoolPlan:
 def run_with_context(spec: StackConfig, build: Callable[[ClusterContext], object]) -> ProgramRun:
     """Run `build(fake_context(spec))` under fresh mocks; return every registration, in order."""
     return run_mocked(lambda: build(fake_context(spec)))
+
+
+# ------------------------------------------------------------------------------------------------ add-on stacks
+# Pools as plain config dicts (as a stack file writes them), so each add-on test states the one thing it varies.
+SYSTEM_POOL: dict[str, Any] = {
+    "name": "system",
+    "role": "system",
+    "instanceType": "m7i.xlarge",
+    "scaling": {"min": 2, "max": 3, "mode": "fixed"},
+}
+TRAINING_POOL: dict[str, Any] = {
+    "name": "h100",
+    "role": "training",
+    "instanceType": "p5.48xlarge",
+    "scaling": {"min": 0, "max": 4, "mode": "cluster-autoscaler"},
+    "placement": {"availabilityZones": ["us-east-1a"]},
+}
+INFERENCE_POOL: dict[str, Any] = {
+    "name": "l40s",
+    "role": "inference",
+    "instanceType": "g6e.12xlarge",
+    "capacity": {"type": "spot", "spotInstanceTypes": ["g6e.24xlarge"]},
+    "scaling": {"min": 1, "max": 8, "mode": "gpu-utilization"},
+}
+HYBRID_POOL: dict[str, Any] = {
+    "name": "a40",
+    "kind": "hybrid",
+    "role": "inference",
+    "gpuModel": "A40",
+    "gpusPerNode": 4,
+    "nodes": 2,
+    "network": {"remoteNodeCidrs": ["192.168.100.0/24"], "remotePodCidrs": ["192.168.128.0/18"]},
+}
+
+
+def pool(base: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    """A copy of a pool dict with top-level keys replaced (camelCase, as in a stack file)."""
+    return {**json.loads(json.dumps(base)), **changes}
+
+
+def addon_stack(
+    *pools: dict[str, Any], addons: dict[str, Any] | None = None, name: str = "gpu", kubernetes: str = "1.35"
+) -> StackConfig:
+    """A stack for the add-on tests: `pools` and the `addons` section, the rest as `stack_config` has it."""
+    return stack_config(*pools, name=name, cluster={"kubernetesVersion": kubernetes}, addons=addons or {})
+
+
+def asg_name(spec: StackConfig, pool_name: str) -> str:
+    return f"{spec.cluster.name}-{pool_name}-asg"
+
+
+def run_addons(
+    spec: StackConfig, plans: list[PoolPlan] | None = None, asg_names: dict[str, str] | None = None
+) -> ProgramRun:
+    """Register `Addons` for `spec` and return every registration. `asg_names` default to a faked name for every
+    `aws` pool (`asg_name`), as node pools hand them over."""
+    pool_plans = plans if plans is not None else plan_pools(spec)
+    asgs = asg_names
+    if asgs is None:
+        asgs = {p.name: asg_name(spec, p.name) for p in pool_plans if p.kind == "aws"}
+    return run_with_context(spec, lambda ctx: Addons(f"{spec.cluster.name}-addons", ctx, spec, pool_plans, asgs))
+
+
+def policy_document(run: ProgramRun, role_name: str) -> dict[str, Any]:
+    """The inline policy of a Pod Identity role registered by `tests.fakes.fake_pod_identity_role`."""
+    role = run.one("aws:iam/role:Role", role_name)
+    (inline,) = role.inputs["inlinePolicies"]
+    document: dict[str, Any] = json.loads(inline["policy"])
+    return document
+
+
+def releases(run: ProgramRun) -> dict[str, dict[str, Any]]:
+    """Helm releases by their release name (not the Pulumi resource name)."""
+    return {r.inputs["name"]: r.inputs for r in run.of_type("kubernetes:helm.sh/v3:Release")}
 
 
 @dataclass(frozen=True)

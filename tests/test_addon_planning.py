@@ -21,11 +21,11 @@ from components.planning.addons.monitoring import (
 from components.planning.addons.placement import CRITICAL_ADDONS_ONLY, tolerations_for
 from components.planning.addons.selection import select_addons
 from components.planning.pools import DEVICE_PLUGIN_CONFIG_LABEL, plan_pools
-from tests.addon_support import HYBRID_POOL, INFERENCE_POOL, SYSTEM_POOL, TRAINING_POOL, pool, stack
+from tests.builders import HYBRID_POOL, INFERENCE_POOL, SYSTEM_POOL, TRAINING_POOL, addon_stack, pool, shipped_stack
 
 
 def select(*pools, **addons):
-    spec = stack(*pools, addons=addons)
+    spec = addon_stack(*pools, addons=addons)
     return select_addons(spec, plan_pools(spec))
 
 
@@ -96,7 +96,7 @@ def test_everything_off_selects_nothing():
 def test_tolerations_match_each_taint_once_with_its_value_and_effect():
     gpu = pool(TRAINING_POOL, taints=[{"key": "dedicated", "value": "training", "effect": "NoExecute"}])
     other = pool(INFERENCE_POOL, taints=[{"key": "nvidia.com/gpu", "effect": "NoSchedule"}])
-    spec = stack(SYSTEM_POOL, gpu, other)
+    spec = addon_stack(SYSTEM_POOL, gpu, other)
     assert tolerations_for(plan_pools(spec)) == [
         CRITICAL_ADDONS_ONLY,
         {"key": "dedicated", "operator": "Equal", "value": "training", "effect": "NoExecute"},
@@ -107,7 +107,7 @@ def test_tolerations_match_each_taint_once_with_its_value_and_effect():
 # ------------------------------------------------------------------------------------- NVIDIA device plugin
 def test_device_plugin_config_map_has_a_default_and_one_entry_per_time_sliced_pool():
     sliced = pool(INFERENCE_POOL, devicePlugin={"timeSlicingReplicas": 4})
-    spec = stack(SYSTEM_POOL, TRAINING_POOL, sliced, addons={"nvidiaDevicePlugin": {"migStrategy": "single"}})
+    spec = addon_stack(SYSTEM_POOL, TRAINING_POOL, sliced, addons={"nvidiaDevicePlugin": {"migStrategy": "single"}})
     plans = plan_pools(spec)
     values = nvidia_device_plugin_values(spec, plans)
     config = values["config"]
@@ -127,7 +127,7 @@ def test_device_plugin_config_map_has_a_default_and_one_entry_per_time_sliced_po
 
 
 def test_device_plugin_schedules_on_the_gpu_present_label_without_nfd():
-    spec = stack(SYSTEM_POOL, TRAINING_POOL, HYBRID_POOL)
+    spec = addon_stack(SYSTEM_POOL, TRAINING_POOL, HYBRID_POOL)
     values = nvidia_device_plugin_values(spec, plan_pools(spec))
     terms = values["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert terms == [{"matchExpressions": [{"key": "nvidia.com/gpu.present", "operator": "In", "values": ["true"]}]}]
@@ -139,7 +139,7 @@ def test_device_plugin_schedules_on_the_gpu_present_label_without_nfd():
 
 def test_device_plugin_stays_off_bottlerocket_nodes_which_bundle_their_own():
     bottlerocket = pool(INFERENCE_POOL, amiFamily="bottlerocket")
-    spec = stack(SYSTEM_POOL, TRAINING_POOL, bottlerocket)
+    spec = addon_stack(SYSTEM_POOL, TRAINING_POOL, bottlerocket)
     values = nvidia_device_plugin_values(spec, plan_pools(spec))
     (term,) = values["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert term["matchExpressions"] == [
@@ -150,7 +150,7 @@ def test_device_plugin_stays_off_bottlerocket_nodes_which_bundle_their_own():
 
 # ---------------------------------------------------------------------------------------- cluster-autoscaler
 def test_autoscaler_values_follow_config():
-    spec = stack(
+    spec = addon_stack(
         SYSTEM_POOL,
         TRAINING_POOL,
         addons={"clusterAutoscaler": {"expander": "most-pods", "scaleDownUnneededTime": "20m"}},
@@ -184,7 +184,7 @@ def test_termination_handler_policy_without_spot_groups_grants_no_lifecycle_acti
 
 # ---------------------------------------------------------------------------------- GPU-utilization scaling
 def test_default_gpu_scaling_rule():
-    spec = stack(SYSTEM_POOL, INFERENCE_POOL)
+    spec = addon_stack(SYSTEM_POOL, INFERENCE_POOL)
     rule = gpu_scaling_plan(next(p for p in plan_pools(spec) if p.name == "l40s"))
     high, low = rule.scale_out_alarm, rule.scale_in_alarm
     assert (high.comparison, high.threshold, high.evaluation_periods, high.period) == (
@@ -219,7 +219,7 @@ def test_gpu_scaling_rule_is_configurable():
             },
         },
     )
-    spec = stack(SYSTEM_POOL, custom)
+    spec = addon_stack(SYSTEM_POOL, custom)
     rule = gpu_scaling_plan(next(p for p in plan_pools(spec) if p.name == "l40s"))
     assert (rule.scale_out_alarm.threshold, rule.scale_out_alarm.evaluation_periods) == (70, 5)
     assert (rule.scale_in_alarm.threshold, rule.scale_in_alarm.evaluation_periods) == (20, 45)
@@ -228,7 +228,7 @@ def test_gpu_scaling_rule_is_configurable():
 
 
 def test_gpu_metrics_agent_runs_only_on_gpu_utilization_pools_with_the_asg_dimension():
-    spec = stack(SYSTEM_POOL, TRAINING_POOL, INFERENCE_POOL)
+    spec = addon_stack(SYSTEM_POOL, TRAINING_POOL, INFERENCE_POOL)
     agent = gpu_metrics_agent(plan_pools(spec))
     terms = agent["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert terms == [{"matchExpressions": [{"key": "gpu-clusters/pool", "operator": "In", "values": ["l40s"]}]}]
@@ -240,9 +240,9 @@ def test_gpu_metrics_agent_runs_only_on_gpu_utilization_pools_with_the_asg_dimen
 
 
 def test_cloudwatch_addon_adds_the_gpu_agent_only_when_a_pool_needs_it():
-    without = stack(SYSTEM_POOL, TRAINING_POOL)
+    without = addon_stack(SYSTEM_POOL, TRAINING_POOL)
     assert "agents" not in cloudwatch_addon_configuration(without, plan_pools(without))
-    with_scaling = stack(SYSTEM_POOL, INFERENCE_POOL)
+    with_scaling = addon_stack(SYSTEM_POOL, INFERENCE_POOL)
     agents = cloudwatch_addon_configuration(with_scaling, plan_pools(with_scaling))["agents"]
     # a custom list replaces the chart's default one, so the Container Insights agent must stay first
     assert [a["name"] for a in agents] == ["cloudwatch-agent", "gpu-utilization-agent"]
@@ -303,10 +303,7 @@ def test_prometheus_rules_cover_xid_ecc_temperature_and_idle_spend():
     ],
 )
 def test_shipped_stacks_plan_their_addons(stack_name, expected_releases, expected_alarms):
-    from blueprint.plan.runner import load_stack, run_program
-    from components.program import main
-
-    run = run_program(main, load_stack(stack_name))
+    run = shipped_stack(stack_name).run
     release_names = {r.inputs["name"] for r in run.of_type("kubernetes:helm.sh/v3:Release")}
     assert expected_releases <= release_names
     alarms = {r.name: r.inputs for r in run.of_type("aws:cloudwatch/metricAlarm:MetricAlarm")}

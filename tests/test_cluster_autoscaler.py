@@ -6,21 +6,21 @@ import pytest
 
 from components.catalog import versions
 from components.planning.autoscaler_tags import discovery_tags
-from tests.addon_support import (
+from tests.builders import (
     INFERENCE_POOL,
     SYSTEM_POOL,
     TRAINING_POOL,
+    addon_stack,
     policy_document,
     pool,
     releases,
     run_addons,
-    stack,
 )
 
 
 @pytest.mark.parametrize("kubernetes", ["1.34", "1.35"])
 def test_chart_and_image_follow_the_kubernetes_minor(kubernetes):
-    release = releases(run_addons(stack(SYSTEM_POOL, TRAINING_POOL, kubernetes=kubernetes)))["cluster-autoscaler"]
+    release = releases(run_addons(addon_stack(SYSTEM_POOL, TRAINING_POOL, kubernetes=kubernetes)))["cluster-autoscaler"]
     pin = versions.cluster_autoscaler_chart(kubernetes)
     assert release["chart"] == "cluster-autoscaler"
     assert release["version"] == pin.version
@@ -31,7 +31,7 @@ def test_chart_and_image_follow_the_kubernetes_minor(kubernetes):
 
 
 def test_values_discover_this_cluster_and_run_on_the_system_pool():
-    spec = stack(
+    spec = addon_stack(
         SYSTEM_POOL,
         TRAINING_POOL,
         name="train",
@@ -48,7 +48,7 @@ def test_values_discover_this_cluster_and_run_on_the_system_pool():
 
 
 def test_role_describes_anything_but_scales_only_groups_tagged_for_this_cluster():
-    run = run_addons(stack(SYSTEM_POOL, TRAINING_POOL, name="train"))
+    run = run_addons(addon_stack(SYSTEM_POOL, TRAINING_POOL, name="train"))
     statements = {s["Sid"]: s for s in policy_document(run, "cluster-autoscaler")["Statement"]}
     assert statements["Describe"]["Resource"] == "*"
     assert all(":Describe" in a or ":Get" in a for a in statements["Describe"]["Action"])
@@ -69,7 +69,7 @@ def test_role_describes_anything_but_scales_only_groups_tagged_for_this_cluster(
 
 
 def test_service_account_matches_the_pod_identity_role():
-    run = run_addons(stack(SYSTEM_POOL, TRAINING_POOL))
+    run = run_addons(addon_stack(SYSTEM_POOL, TRAINING_POOL))
     role = run.one("aws:iam/role:Role", "cluster-autoscaler")
     values = releases(run)["cluster-autoscaler"]["values"]
     assert role.inputs["tags"] == {"namespace": "kube-system", "service-account": "cluster-autoscaler"}
@@ -80,7 +80,7 @@ def test_service_account_matches_the_pod_identity_role():
 
 def test_system_pool_taints_are_tolerated():
     tainted = pool(SYSTEM_POOL, taints=[{"key": "CriticalAddonsOnly", "value": "true", "effect": "NoSchedule"}])
-    values = releases(run_addons(stack(tainted, TRAINING_POOL)))["cluster-autoscaler"]["values"]
+    values = releases(run_addons(addon_stack(tainted, TRAINING_POOL)))["cluster-autoscaler"]["values"]
     assert {"key": "CriticalAddonsOnly", "operator": "Equal", "value": "true", "effect": "NoSchedule"} in values[
         "tolerations"
     ]
@@ -89,8 +89,8 @@ def test_system_pool_taints_are_tolerated():
 @pytest.mark.parametrize(
     "spec",
     [
-        stack(SYSTEM_POOL, INFERENCE_POOL),  # no pool in cluster-autoscaler mode
-        stack(SYSTEM_POOL, TRAINING_POOL, addons={"clusterAutoscaler": {"enabled": "off"}}),
+        addon_stack(SYSTEM_POOL, INFERENCE_POOL),  # no pool in cluster-autoscaler mode
+        addon_stack(SYSTEM_POOL, TRAINING_POOL, addons={"clusterAutoscaler": {"enabled": "off"}}),
     ],
 )
 def test_not_deployed_when_no_pool_needs_it_or_switched_off(spec):

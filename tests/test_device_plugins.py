@@ -5,22 +5,22 @@ from __future__ import annotations
 import yaml
 
 from components.catalog import versions
-from tests.addon_support import (
+from tests.builders import (
     HYBRID_POOL,
     INFERENCE_POOL,
     SYSTEM_POOL,
     TRAINING_POOL,
+    addon_stack,
     pool,
     releases,
     run_addons,
-    stack,
 )
 
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
 
 
 def test_nvidia_device_plugin_release_is_pinned_from_the_catalog():
-    release = releases(run_addons(stack(SYSTEM_POOL, TRAINING_POOL)))["nvidia-device-plugin"]
+    release = releases(run_addons(addon_stack(SYSTEM_POOL, TRAINING_POOL)))["nvidia-device-plugin"]
     pin = versions.chart("nvidia-device-plugin")
     assert release["chart"] == "nvidia-device-plugin"
     assert release["version"] == pin.version == "0.20.0"
@@ -30,7 +30,7 @@ def test_nvidia_device_plugin_release_is_pinned_from_the_catalog():
 
 def test_nvidia_device_plugin_tolerates_every_gpu_pool_taint_including_hybrid_ones():
     hybrid = pool(HYBRID_POOL, taints=[{"key": "site", "value": "onprem", "effect": "NoSchedule"}])
-    values = releases(run_addons(stack(SYSTEM_POOL, TRAINING_POOL, hybrid)))["nvidia-device-plugin"]["values"]
+    values = releases(run_addons(addon_stack(SYSTEM_POOL, TRAINING_POOL, hybrid)))["nvidia-device-plugin"]["values"]
     assert {"key": "CriticalAddonsOnly", "operator": "Exists"} in values["tolerations"]
     assert GPU_TOLERATION in values["tolerations"]
     assert {"key": "site", "operator": "Equal", "value": "onprem", "effect": "NoSchedule"} in values["tolerations"]
@@ -39,7 +39,7 @@ def test_nvidia_device_plugin_tolerates_every_gpu_pool_taint_including_hybrid_on
 
 def test_nvidia_device_plugin_values_carry_mig_strategy_and_time_slicing():
     sliced = pool(INFERENCE_POOL, devicePlugin={"timeSlicingReplicas": 8})
-    spec = stack(SYSTEM_POOL, sliced, addons={"nvidiaDevicePlugin": {"migStrategy": "mixed"}})
+    spec = addon_stack(SYSTEM_POOL, sliced, addons={"nvidiaDevicePlugin": {"migStrategy": "mixed"}})
     values = releases(run_addons(spec))["nvidia-device-plugin"]["values"]
     assert values["migStrategy"] == "mixed"
     assert values["config"]["default"] == "default"
@@ -49,14 +49,14 @@ def test_nvidia_device_plugin_values_carry_mig_strategy_and_time_slicing():
 
 
 def test_nvidia_device_plugin_not_deployed_when_switched_off():
-    spec = stack(SYSTEM_POOL, TRAINING_POOL, addons={"nvidiaDevicePlugin": {"enabled": False}})
+    spec = addon_stack(SYSTEM_POOL, TRAINING_POOL, addons={"nvidiaDevicePlugin": {"enabled": False}})
     run = run_addons(spec)
     assert "nvidia-device-plugin" not in releases(run)
     assert run.of_type("gpu-clusters:index:NvidiaDevicePlugin") == []
 
 
 def test_efa_device_plugin_on_efa_pools_only():
-    release = releases(run_addons(stack(SYSTEM_POOL, TRAINING_POOL)))["aws-efa-k8s-device-plugin"]
+    release = releases(run_addons(addon_stack(SYSTEM_POOL, TRAINING_POOL)))["aws-efa-k8s-device-plugin"]
     pin = versions.chart("aws-efa-k8s-device-plugin")
     assert release["version"] == pin.version
     assert versions.version_at_least(pin.app_version or "", "v0.5.10")  # stops counting NVLink devices as EFA
@@ -72,14 +72,14 @@ def test_efa_device_plugin_on_efa_pools_only():
 
 
 def test_efa_device_plugin_not_deployed_without_efa_or_when_off():
-    assert "aws-efa-k8s-device-plugin" not in releases(run_addons(stack(SYSTEM_POOL, INFERENCE_POOL)))
-    off = stack(SYSTEM_POOL, TRAINING_POOL, addons={"efaDevicePlugin": {"enabled": "off"}})
+    assert "aws-efa-k8s-device-plugin" not in releases(run_addons(addon_stack(SYSTEM_POOL, INFERENCE_POOL)))
+    off = addon_stack(SYSTEM_POOL, TRAINING_POOL, addons={"efaDevicePlugin": {"enabled": "off"}})
     run = run_addons(off)
     assert "aws-efa-k8s-device-plugin" not in releases(run)
     assert run.of_type("gpu-clusters:index:EfaDevicePlugin") == []
 
 
 def test_device_plugin_releases_use_the_cluster_provider():
-    run = run_addons(stack(SYSTEM_POOL, TRAINING_POOL))
+    run = run_addons(addon_stack(SYSTEM_POOL, TRAINING_POOL))
     for release in run.of_type("kubernetes:helm.sh/v3:Release"):
         assert release.provider is not None and "pulumi:providers:kubernetes" in release.provider

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from tests.addon_support import INFERENCE_POOL, SYSTEM_POOL, TRAINING_POOL, asg_name, pool, run_addons, stack
+from tests.builders import INFERENCE_POOL, SYSTEM_POOL, TRAINING_POOL, addon_stack, asg_name, pool, run_addons
 
 ALARM = "aws:cloudwatch/metricAlarm:MetricAlarm"
 POLICY = "aws:autoscaling/policy:Policy"
@@ -14,7 +14,7 @@ POLICY = "aws:autoscaling/policy:Policy"
 
 @pytest.fixture(scope="module")
 def default_run():
-    spec = stack(SYSTEM_POOL, INFERENCE_POOL, name="serve")
+    spec = addon_stack(SYSTEM_POOL, INFERENCE_POOL, name="serve")
     return spec, run_addons(spec)
 
 
@@ -73,7 +73,7 @@ def test_custom_thresholds_minutes_steps_and_warmup():
             },
         },
     )
-    run = run_addons(stack(SYSTEM_POOL, custom, name="serve"))
+    run = run_addons(addon_stack(SYSTEM_POOL, custom, name="serve"))
     high = run.one(ALARM, "serve-l40s-gpu-high").inputs
     low = run.one(ALARM, "serve-l40s-gpu-low").inputs
     assert (high["threshold"], high["evaluationPeriods"]) == (75, 10)
@@ -97,7 +97,7 @@ def test_the_metric_publisher_runs_on_the_pool(default_run):
 
 
 def test_nothing_for_pools_in_other_modes():
-    run = run_addons(stack(SYSTEM_POOL, TRAINING_POOL))
+    run = run_addons(addon_stack(SYSTEM_POOL, TRAINING_POOL))
     assert run.of_type(POLICY) == []
     assert [a.name for a in run.of_type(ALARM) if "-gpu-high" in a.name or "-gpu-low" in a.name] == []
     assert run.of_type("gpu-clusters:index:GpuUtilizationScaling") == []

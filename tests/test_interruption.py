@@ -8,16 +8,16 @@ import pytest
 
 from components import tags
 from components.catalog import versions
-from tests.addon_support import (
+from tests.builders import (
     INFERENCE_POOL,
     SYSTEM_POOL,
     TRAINING_POOL,
+    addon_stack,
     asg_name,
     policy_document,
     pool,
     releases,
     run_addons,
-    stack,
 )
 
 QUEUE = "aws:sqs/queue:Queue"
@@ -43,7 +43,7 @@ ON_DEMAND_INFERENCE = {**INFERENCE_POOL, "name": "od", "capacity": {"type": "on-
 
 @pytest.fixture(scope="module")
 def spot_run():
-    spec = stack(SYSTEM_POOL, INFERENCE_POOL, ON_DEMAND_INFERENCE, name="serve")
+    spec = addon_stack(SYSTEM_POOL, INFERENCE_POOL, ON_DEMAND_INFERENCE, name="serve")
     return spec, run_addons(spec)
 
 
@@ -134,8 +134,8 @@ def test_handler_role_has_the_documented_actions_on_the_narrowest_resources(spot
 @pytest.mark.parametrize(
     "spec",
     [
-        stack(SYSTEM_POOL, TRAINING_POOL),  # no spot pool
-        stack(SYSTEM_POOL, INFERENCE_POOL, addons={"nodeTerminationHandler": {"enabled": "off"}}),
+        addon_stack(SYSTEM_POOL, TRAINING_POOL),  # no spot pool
+        addon_stack(SYSTEM_POOL, INFERENCE_POOL, addons={"nodeTerminationHandler": {"enabled": "off"}}),
     ],
 )
 def test_nothing_deployed_without_spot_or_when_off(spec):
@@ -146,7 +146,7 @@ def test_nothing_deployed_without_spot_or_when_off(spec):
 
 
 def test_on_without_spot_pools_builds_the_queue_but_hooks_nothing():
-    spec = stack(SYSTEM_POOL, TRAINING_POOL, addons={"nodeTerminationHandler": {"enabled": "on"}})
+    spec = addon_stack(SYSTEM_POOL, TRAINING_POOL, addons={"nodeTerminationHandler": {"enabled": "on"}})
     run = run_addons(spec)
     assert len(run.of_type(RULE)) == 5 and run.of_type(HOOK) == []
     statements = policy_document(run, "node-termination-handler")["Statement"]
@@ -154,15 +154,6 @@ def test_on_without_spot_pools_builds_the_queue_but_hooks_nothing():
 
 
 def test_spot_pool_without_an_asg_is_an_error():
-    from blueprint.plan.runner import run_mocked
-    from components.addons import Addons
-    from components.planning.pools import plan_pools
-    from tests.fakes import fake_context
-
-    spec = stack(SYSTEM_POOL, pool(INFERENCE_POOL, scaling={"min": 1, "max": 4, "mode": "cluster-autoscaler"}))
-
-    def program():
-        Addons("x", fake_context(spec), plan_pools(spec), asg_names={})
-
+    spec = addon_stack(SYSTEM_POOL, pool(INFERENCE_POOL, scaling={"min": 1, "max": 4, "mode": "cluster-autoscaler"}))
     with pytest.raises(ValueError, match="l40s"):
-        run_mocked(program)
+        run_addons(spec, asg_names={})

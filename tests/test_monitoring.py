@@ -7,7 +7,7 @@ import json
 import pytest
 
 from components.catalog import versions
-from tests.addon_support import SYSTEM_POOL, TRAINING_POOL, pool, releases, run_addons, stack
+from tests.builders import SYSTEM_POOL, TRAINING_POOL, addon_stack, pool, releases, run_addons
 
 ADDON = "aws:eks/addon:Addon"
 ALARM = "aws:cloudwatch/metricAlarm:MetricAlarm"
@@ -19,7 +19,7 @@ EXISTING_TOPIC = "arn:aws:sns:us-east-1:123456789012:gpu-oncall"
 
 def test_cloudwatch_addon_with_pod_identity_role_and_gpu_tolerations():
     tainted = pool(TRAINING_POOL, taints=[{"key": "dedicated", "value": "training", "effect": "NoSchedule"}])
-    run = run_addons(stack(SYSTEM_POOL, tainted, name="train"))
+    run = run_addons(addon_stack(SYSTEM_POOL, tainted, name="train"))
     addon = run.one(ADDON)
     assert addon.inputs["addonName"] == "amazon-cloudwatch-observability"
     assert addon.inputs["clusterName"] == "train"
@@ -38,14 +38,16 @@ def test_cloudwatch_addon_with_pod_identity_role_and_gpu_tolerations():
 
 def test_pinned_addon_version_is_used_and_checked_against_the_gpu_metrics_minimum():
     pin = "v4.7.0-eksbuild.1"
-    spec = stack(SYSTEM_POOL, TRAINING_POOL, addons={"managed": {"pins": {"amazon-cloudwatch-observability": pin}}})
+    spec = addon_stack(
+        SYSTEM_POOL, TRAINING_POOL, addons={"managed": {"pins": {"amazon-cloudwatch-observability": pin}}}
+    )
     assert run_addons(spec).one(ADDON).inputs["addonVersion"] == pin
     minimum = versions.managed_addon("amazon-cloudwatch-observability").minimum_version
     assert minimum == "v1.3.0-eksbuild.1"  # Container Insights GPU metrics, facts §7a
 
 
 def test_gpu_alarms_on_container_insights_metrics():
-    spec = stack(
+    spec = addon_stack(
         SYSTEM_POOL,
         TRAINING_POOL,
         name="train",
@@ -75,7 +77,7 @@ def test_gpu_alarms_on_container_insights_metrics():
 
 
 def test_email_creates_a_kms_encrypted_topic_and_alarms_notify_it():
-    spec = stack(
+    spec = addon_stack(
         SYSTEM_POOL, TRAINING_POOL, name="train", addons={"monitoring": {"alerts": {"email": "ops@example.com"}}}
     )
     run = run_addons(spec)
@@ -93,7 +95,7 @@ def test_email_creates_a_kms_encrypted_topic_and_alarms_notify_it():
 
 
 def test_existing_topic_is_used_not_created():
-    spec = stack(
+    spec = addon_stack(
         SYSTEM_POOL, TRAINING_POOL, name="train", addons={"monitoring": {"alerts": {"snsTopicArn": EXISTING_TOPIC}}}
     )
     run = run_addons(spec)
@@ -102,7 +104,7 @@ def test_existing_topic_is_used_not_created():
 
 
 def test_dcgm_prometheus_path():
-    spec = stack(
+    spec = addon_stack(
         SYSTEM_POOL,
         TRAINING_POOL,
         name="train",
@@ -154,7 +156,7 @@ def test_dcgm_prometheus_path():
 
 @pytest.mark.parametrize("dcgm", [False, True])
 def test_nothing_deployed_when_monitoring_is_off(dcgm):
-    spec = stack(
+    spec = addon_stack(
         SYSTEM_POOL, TRAINING_POOL, addons={"monitoring": {"containerInsights": False, "dcgmPrometheus": dcgm}}
     )
     run = run_addons(spec)
