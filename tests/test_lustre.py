@@ -386,7 +386,7 @@ def test_missing_subnet_in_the_chosen_zone_is_an_error() -> None:
 
 
 def test_training_stack_plans_a_protected_persistent_file_system_with_s3_and_a_claim() -> None:
-    """issue 5, done when: the shipped training stack, through the whole program."""
+    """The shipped training stack, through the whole program, gets its Lustre file system, S3 link and claim."""
     run = run_program(main, load_stack("training"))
     fs = run.one(LUSTRE)
     assert fs.inputs["deploymentType"] == "PERSISTENT_2" and fs.protect

@@ -1,4 +1,4 @@
-"""GPU platform add-ons (issue 6): device plugins, cluster-autoscaler, spot interruption handling, GPU-utilization
+"""GPU platform add-ons: device plugins, cluster-autoscaler, spot interruption handling, GPU-utilization
 scaling, monitoring and alerts.
 
 `Addons` builds the ones the stack switches on (`components.planning.addons.selection.select_addons` resolves the `auto`

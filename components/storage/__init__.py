@@ -1,4 +1,4 @@
-"""Shared storage of a cluster (issue 5): FSx for Lustre for training, EFS or an existing NFS server for inference.
+"""Shared storage of a cluster: FSx for Lustre for training, EFS or an existing NFS server for inference.
 
 `SharedStorage` builds whatever `storage:` in the stack config asks for, and nothing when it asks for nothing.
 Each file system is its own component (`LustreStorage`, `EfsStorage`, `ExistingNfsStorage`); this one creates
