@@ -44,7 +44,6 @@ CONTROL_PLANE_TO_NODE_PORTS: tuple[tuple[int, int, str], ...] = (
     (443, 443, "control plane to webhooks on 443"),
     (1025, 65535, "control plane to kubelet (10250) and webhooks on high ports"),
 )
-KUBELET_PORT = 10250
 API_SERVER_PORT = 443
 
 

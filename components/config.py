@@ -489,11 +489,6 @@ class StorageConfig(Model):
 
 
 # ----------------------------------------------------------------------------------------------------------- addons
-class Switch(Model):
-    enabled: bool = True
-    """Turn the add-on on (`true`, default) or off."""
-
-
 class NvidiaDevicePlugin(Model):
     enabled: bool = True
     """Deploy the NVIDIA device plugin when any pool has GPUs. Default `true`."""

@@ -91,13 +91,6 @@ class Network(pulumi.ComponentResource):
         )
 
     # --------------------------------------------------------------------------------------------- queries
-    def private_subnet(self, zone: str) -> pulumi.Input[str]:
-        """The private subnet of one AZ: EFA training pools and their Lustre file system must share it."""
-        if zone not in self.private_subnet_ids:
-            known = ", ".join(self.private_subnet_ids) or "none"
-            raise KeyError(f"no private subnet in {zone}; the network has private subnets in: {known}")
-        return self.private_subnet_ids[zone]
-
     @property
     def private_subnet_id_list(self) -> list[pulumi.Input[str]]:
         """Private subnets in AZ order, for the EKS control plane's ENIs and multi-AZ node groups."""

@@ -404,6 +404,3 @@ def render_node_config(document: Mapping[str, Any]) -> str:
 def nodeadm_install_command(kubernetes_version: str, provider: Provider) -> str:
     """`nodeadm install <version> --credential-provider ssm|iam-ra` (facts §5f), run once per server as root."""
     return f"nodeadm install {kubernetes_version} --credential-provider {NODEADM_CREDENTIAL_PROVIDER[provider]}"
-
-
-NODEADM_INIT_COMMAND = "nodeadm init --config-source file://nodeConfig.yaml"

@@ -19,8 +19,6 @@ SSD_INCREMENT = 2400
 #: increase-storage-capacity): GiB increment per MB/s/TiB tier. That these are also the creation minimums is
 #: consistent with AWS's ">10 GB/s" EFA recommendation but not confirmed; we apply them as multiples.
 EFA_INCREMENTS = {125: 38400, 250: 19200, 500: 9600, 1000: 4800}
-#: AWS recommends EFA for file systems above 10 GB/s ([3c]).
-EFA_RECOMMENDED_ABOVE_MBPS = 10_000
 #: USER_PROVISIONED metadata IOPS on SSD: 1500, 3000, 6000, 12000, then multiples of 12000 up to 192000 ([BC]).
 METADATA_IOPS_STEPS = (1500, 3000, 6000)
 METADATA_IOPS_INCREMENT = 12000

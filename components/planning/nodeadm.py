@@ -102,7 +102,8 @@ def user_data(node_config: Mapping[str, Any]) -> str:
     Launch templates take user data base64-encoded; the caller encodes this text.
     """
     document = "---\n" + yaml.safe_dump(dict(node_config), sort_keys=False, default_flow_style=False, width=1 << 20)
-    part = MIMENonMultipart("application", "node.eks.aws", policy=email.policy.default)
+    maintype, subtype = NODEADM_CONTENT_TYPE.split("/")
+    part = MIMENonMultipart(maintype, subtype, policy=email.policy.default)
     part.set_payload(document)
     message = MIMEMultipart("mixed", boundary=MIME_BOUNDARY, policy=email.policy.default)
     message.attach(part)
