@@ -113,12 +113,14 @@ class ClusterConfig(Model):
     support_type: Literal["STANDARD", "EXTENDED"] = "STANDARD"
     """EKS upgrade policy: STANDARD ends support after 14 months, EXTENDED adds 12 paid months."""
     service_cidr: Cidr = IPv4Network("172.20.0.0/16")
-    """Kubernetes service CIDR; nodeadm needs it to infer the cluster DNS address."""
+    """Kubernetes service CIDR: RFC 1918, /12 to /24, not overlapping the VPC; fixed when the cluster is created.
+    nodeadm needs it to infer the cluster DNS address. Default `172.20.0.0/16`."""
     admins: list[AdminAccess] = Field(default_factory=list)
     """IAM principals given an access entry and an access policy with cluster scope. Whoever runs `pulumi up` is
     cluster admin anyway (`bootstrapClusterCreatorAdminPermissions`). Default none."""
     tags: dict[str, str] = Field(default_factory=dict)
-    """Cost-allocation and ownership tags put on every AWS resource."""
+    """Cost-allocation and ownership tags put on every AWS resource; keys starting with `aws:` are reserved. The
+    policy pack requires `team` and `cost-center` by default. Default none."""
     protect_stateful: bool = True
     """Protect stateful resources (KMS keys, file systems, buckets) from `pulumi destroy` and replacement."""
 
@@ -470,7 +472,7 @@ class NfsConfig(Model):
     mount_options: list[str] = Field(default_factory=lambda: ["nfsvers=4.1"])
     """`existing` only: NFS mount options of every volume. Default `[nfsvers=4.1]`."""
     capacity_gib: int = Field(1024, ge=1)
-    """Nominal size the claim requests (NFS does not enforce it) and the server's bandwidth for the plan."""
+    """Size in GiB the claim requests, at least 1. Neither EFS nor NFS enforces it. Default 1024."""
     bandwidth_gbps: float | None = Field(None, gt=0)
     """`existing` only: the server's network bandwidth in Gbit/s, used only for the plan's throughput figures (x 125
     MB/s). Optional."""
