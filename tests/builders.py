@@ -15,8 +15,8 @@ import asyncio
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cache
-from typing import Any
+from functools import cache, wraps
+from typing import Any, TypeVar
 
 import pulumi
 
@@ -35,18 +35,20 @@ REGION = "us-east-1"
 TWO_ZONES = ("us-east-1a", "us-east-1b")
 THREE_ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
 
+T = TypeVar("T")
+
 
 def stack_config(
     *pools: dict[str, Any],
     name: str = "demo",
     cluster: dict[str, Any] | None = None,
-    zones: Sequence[str] = TWO_ZONES,
+    zones: Sequence[str] | None = TWO_ZONES,
     network: dict[str, Any] | None = None,
     region: str = REGION,
     validated: bool = False,
     **sections: Any,
 ) -> StackConfig:
-    """A stack config with `pools` (camelCase dicts, as in a stack file) in `zones`.
+    """A stack config with `pools` (camelCase dicts, as in a stack file) in `zones` (None: the network's default).
 
     `cluster` adds keys to `{name: ...}`, `network` adds keys to `{availabilityZones: zones}`, `sections` sets the
     other top-level sections (`storage=`, `addons=`). `validated` runs the cross-field rules the program runs
@@ -55,13 +57,28 @@ def stack_config(
     """
     raw: dict[str, Any] = {
         "cluster": {"name": name, **(cluster or {})},
-        "network": {"availabilityZones": list(zones), **(network or {})},
+        "network": {**({"availabilityZones": list(zones)} if zones is not None else {}), **(network or {})},
         "nodePools": list(pools),
         **sections,
     }
     if validated:
         return validate(raw, region)
     return StackConfig.model_validate({"region": region, **raw})
+
+
+def once_per_config(build: Callable[[StackConfig], T]) -> Callable[[StackConfig], T]:
+    """`build`, run once per distinct config: the tests that build the same config share its run (they only read
+    it), so a module's dozen checks of one default stack cost one run under mocks. Errors are not kept."""
+    runs: dict[str, T] = {}
+
+    @wraps(build)
+    def shared(config: StackConfig) -> T:
+        key = config.model_dump_json()
+        if key not in runs:
+            runs[key] = build(config)
+        return runs[key]
+
+    return shared
 
 
 def first_pool_plan(pool: dict[str, Any], name: str = "demo") -> PoolPlan:

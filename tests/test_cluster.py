@@ -20,21 +20,16 @@ from components.gpu_cluster import GpuCluster
 from components.network import Network
 from components.planning.hybrid import remote_network_config
 from components.planning.stateful import stateful_protection
+from tests.builders import once_per_config, stack_config
 
 SYSTEM_POOL = {"name": "system", "role": "system", "instanceType": "m7i.xlarge"}
 
 
 def spec(cluster: dict[str, Any] | None = None, pools: list[dict[str, Any]] | None = None) -> StackConfig:
-    return StackConfig.model_validate(
-        {
-            "region": "us-east-1",
-            "cluster": {"name": "demo", **(cluster or {})},
-            "network": {"availabilityZones": ["us-east-1a", "us-east-1b"]},
-            "nodePools": pools if pools is not None else [SYSTEM_POOL],
-        }
-    )
+    return stack_config(*(pools if pools is not None else [SYSTEM_POOL]), cluster=cluster)
 
 
+@once_per_config
 def build(config: StackConfig) -> tuple[ProgramRun, dict[str, Any]]:
     seen: dict[str, Any] = {}
 
@@ -268,6 +263,7 @@ def test_kubeconfig_uses_aws_eks_get_token_against_the_cluster() -> None:
 
 
 # ------------------------------------------------------------------------------- the core as GpuCluster wires it
+@once_per_config
 def run_gpu_cluster(config: StackConfig) -> tuple[ProgramRun, dict[str, Any]]:
     seen: dict[str, Any] = {}
 

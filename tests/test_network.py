@@ -12,15 +12,17 @@ from blueprint.plan.runner import ProgramRun, run_mocked
 from components.config import StackConfig
 from components.network import INTERNAL_LB_TAG, PUBLIC_LB_TAG, Network
 from components.planning.subnets import subnet_layout
+from tests.builders import once_per_config, stack_config
 
 ZONES = ["us-east-1a", "us-east-1b", "us-east-1c"]
 TAGS = {"gpu-clusters/cluster": "demo", "team": "ml"}
 
 
 def spec(network: dict[str, Any]) -> StackConfig:
-    return StackConfig.model_validate({"region": "us-east-1", "cluster": {"name": "demo"}, "network": network})
+    return stack_config(zones=None, network=network)
 
 
+@once_per_config
 def build(config: StackConfig) -> tuple[ProgramRun, dict[str, Any]]:
     """Run a Network under mocks; return the registrations and the component's resolved outputs."""
     seen: dict[str, Any] = {}
