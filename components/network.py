@@ -10,7 +10,7 @@ Subnet CIDRs come from `components.planning.subnets` (the same derivation config
 carry the tags EKS and the AWS Load Balancer Controller use to discover them (see `subnet_tags`).
 
 An existing VPC is never modified: no VPC, subnet or route is registered, and its subnets must already carry the
-load balancer tags if load balancers are wanted (documented in the README).
+load balancer tags if load balancers are wanted (docs/network-and-cluster.md lists them).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ destroying after lifting the protection without `pulumi up`) leaves it in the ac
 is set and `pulumi destroy` deletes them like anything else (throwaway stacks).
 
 The components take their options from `stateful_protection`, the plan summary and the policy pack read the same
-kinds, so the README's promise is kept in one place.
+kinds, so what docs/operations.md promises is kept in one place.
 """
 
 from __future__ import annotations
