@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pulumi
-import yaml
 from pulumi.runtime.mocks import test as run_under_mocks
 
 from blueprint.plan.mocks import PlanMocks, RecordingMonitor, Registration
+from blueprint.plan.stack_yaml import read_yaml, stack_file_shape
 from components import clock
+from components.errors import ConfigError, Problem
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 #: The time an offline run reads from `components.clock`: fixed, so that values derived from the clock (an SSM
@@ -39,7 +40,11 @@ class StackFiles:
 
 
 def load_project(project_dir: Path = PROJECT_ROOT) -> dict[str, Any]:
-    loaded: dict[str, Any] = yaml.safe_load((project_dir / "Pulumi.yaml").read_text())
+    """Pulumi.yaml, read as the CLI reads it (`stack_yaml.read_yaml`); ConfigError when it is not a mapping."""
+    path = project_dir / "Pulumi.yaml"
+    loaded = read_yaml(path)
+    if not isinstance(loaded, dict):
+        raise ConfigError([Problem(str(path), "the project file must be a mapping with `name:`")])
     return loaded
 
 
@@ -60,7 +65,8 @@ def load_stack(
     """Merge Pulumi.yaml config defaults with a stack file, keys fully qualified (`project:key`, `aws:region`).
 
     Mirrors the CLI (pulumi-testing-notes §1.3, §3): project keys may be given bare or as `<project>:key`; a
-    project-level `config:` entry is either `{default: ...}`/`{value: ...}` or a shorthand value.
+    project-level `config:` entry is either `{default: ...}`/`{value: ...}` or a shorthand value. A stack file the
+    CLI would refuse or misread (invalid YAML, duplicate keys, values that are not JSON, ...) raises ConfigError.
     """
     project = load_project(project_dir)
     name = project["name"]
@@ -72,7 +78,10 @@ def load_stack(
         value = entry.get("default", entry.get("value")) if isinstance(entry, dict) else entry
         if value is not None:
             merged[_qualify(key, name)] = value
-    stack_doc = yaml.safe_load(path.read_text()) or {}
+    stack_doc = read_yaml(path)
+    problems = list(stack_file_shape(path, stack_doc))
+    if problems:
+        raise ConfigError(problems)
     for key, value in (stack_doc.get("config") or {}).items():
         merged[_qualify(key, name)] = value
     stack_name = stack or path.name.removeprefix("Pulumi.").removesuffix(".yaml")
@@ -91,7 +100,7 @@ def as_pulumi_config(config: Mapping[str, Any]) -> dict[str, str]:
             return value
         if isinstance(value, bool):
             return "true" if value else "false"
-        return json.dumps(value)
+        return json.dumps(value, allow_nan=False)
 
     return {key: encode(value) for key, value in config.items()}
 

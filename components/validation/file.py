@@ -33,13 +33,11 @@ def aws_provider_keys() -> tuple[str, ...]:
 def project_keys_are_known(p: Parsed) -> Iterator[Problem]:
     """Every key in the project's namespace is one of the sections (`cluster`, `network`, `nodePools`, `storage`,
     `addons`); anything else, such as `gpu-clusters:nodepools`, is a typo the program would never read."""
-    keys = [key.split(":", 1)[1] for key in p.config_keys if key.split(":", 1)[0] == p.project] or p.raw_keys
-    for key in keys:
-        if key not in SECTIONS:
-            yield Problem(
-                f"{p.project}:{shown_text(key)}",
-                f"unknown config key{did_you_mean(key, SECTIONS)}; the project reads {', '.join(SECTIONS)}",
-            )
+    for key in p.unknown_keys():
+        yield Problem(
+            f"{p.project}:{shown_text(key)}",
+            f"unknown config key{did_you_mean(key, SECTIONS)}; the project reads {', '.join(SECTIONS)}",
+        )
 
 
 def aws_keys_are_provider_keys(p: Parsed) -> Iterator[Problem]:

@@ -62,16 +62,31 @@ class Parsed:
     def from_raw(
         cls, raw: Mapping[str, Any], region: str, project: str = "gpu-clusters", config_keys: Mapping[str, Any] = {}
     ) -> Parsed:
+        """Parse every section of `raw`. A section left out but probably misspelt (`nodepools`) counts as failed,
+        not as absent: its typo is reported once, and no rule complains about the defaults standing in for it."""
         parsed = cls(region=region, project=project, config_keys=config_keys, raw_keys=tuple(map(str, raw)))
-        if "cluster" not in raw:
-            parsed.problems.append(Problem("cluster", "missing; every stack needs at least `cluster: {name: ...}`"))
-        else:
+        misspelt = {section for key in parsed.unknown_keys() if (section := closest(key, SECTIONS))} - set(raw)
+        if "cluster" in raw:
             parsed.cluster = parsed._parse(ClusterConfig, raw["cluster"], "cluster")
-        parsed.network = parsed._parse(NetworkConfig, raw.get("network", {}), "network")
-        parsed._parse_pools(raw.get("nodePools", []))
-        parsed.storage = parsed._parse(StorageConfig, raw.get("storage", {}), "storage")
-        parsed.addons = parsed._parse(AddonsConfig, raw.get("addons", {}), "addons")
+        elif "cluster" not in misspelt:
+            parsed.problems.append(Problem("cluster", "missing; every stack needs at least `cluster: {name: ...}`"))
+        if "network" not in misspelt:
+            parsed.network = parsed._parse(NetworkConfig, raw.get("network", {}), "network")
+        if "nodePools" in misspelt:
+            parsed.pools_complete = False
+        else:
+            parsed._parse_pools(raw.get("nodePools", []))
+        if "storage" not in misspelt:
+            parsed.storage = parsed._parse(StorageConfig, raw.get("storage", {}), "storage")
+        if "addons" not in misspelt:
+            parsed.addons = parsed._parse(AddonsConfig, raw.get("addons", {}), "addons")
         return parsed
+
+    def unknown_keys(self) -> list[str]:
+        """The project's config keys no section reads (bare names: `nodepools`)."""
+        prefix = f"{self.project}:"
+        keys = [key.removeprefix(prefix) for key in self.config_keys if key.startswith(prefix)] or self.raw_keys
+        return [key for key in keys if key not in SECTIONS]
 
     def _parse_pools(self, pools_raw: Any) -> None:
         if not isinstance(pools_raw, list):
@@ -171,15 +186,24 @@ def shown_text(text: str, limit: int = MAX_ECHO) -> str:
 
 
 def shown(value: Any) -> str:
-    """A bad value as a message quotes it: its repr, cut to a sane length."""
+    """A bad value as a message quotes it, in YAML's words for true, false and null, cut to a sane length."""
+    words = {True: "true", False: "false", None: "null"}
+    if value is None or isinstance(value, bool):
+        return words[value]
     return shown_text(repr(value))
+
+
+def closest(word: str, choices: Iterable[str]) -> str | None:
+    """The choice closest to `word`, ignoring case, or None when nothing is close."""
+    by_lower = {choice.lower(): choice for choice in choices}
+    close = difflib.get_close_matches(word.lower(), list(by_lower), n=1, cutoff=0.6)
+    return by_lower[close[0]] if close else None
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """` (did you mean X?)` for the closest choice, ignoring case; empty when nothing is close."""
-    by_lower = {choice.lower(): choice for choice in choices}
-    close = difflib.get_close_matches(word.lower(), list(by_lower), n=1, cutoff=0.6)
-    return f" (did you mean {by_lower[close[0]]}?)" if close else ""
+    choice = closest(word, choices)
+    return f" (did you mean {choice}?)" if choice else ""
 
 
 #: What the config's regular expressions mean, for people (the pattern itself is a poor error message).

@@ -184,17 +184,14 @@ def system_pools_use_cpu_types(p: Parsed) -> Iterator[Problem]:
 def spot_settings_only_on_spot(p: Parsed) -> Iterator[Problem]:
     """Extra instance types, the on-demand base and percentage and the allocation strategy shape a spot pool's
     mixed instances policy; on any other capacity type nothing reads them."""
-    for path, pool, instance in p.aws_pools():
+    for path, pool, _ in p.aws_pools():
         c = pool.capacity
         if c.type == "spot":
             continue
         for field, key in SPOT_ONLY_KEYS.items():
             if field in c.model_fields_set:
-                yield Problem(
-                    f"{path}.capacity.{key}",
-                    f"only spot pools read it; a {c.type} pool launches only "
-                    f"{instance.name if instance else 'its own type'} (spot and capacity blocks cannot be combined)",
-                )
+                combined = " (spot and capacity blocks cannot be combined)" if c.type == "capacity-block" else ""
+                yield Problem(f"{path}.capacity.{key}", f"only spot pools read it, not {c.type} pools{combined}")
 
 
 def spot_types_match_the_shape(p: Parsed) -> Iterator[Problem]:

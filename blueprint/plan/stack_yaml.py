@@ -1,0 +1,239 @@
+"""Read a stack file (or Pulumi.yaml) as the Pulumi CLI does, and refuse what it would refuse or misread.
+
+The CLI parses stack files with Go's yaml.v3, which follows YAML 1.2 for untyped values: only `true`/`false` are
+booleans, so `placementGroup: off` stays the word `off` (yaml.v3 README, "Compatibility": YAML 1.1 bools are decoded
+as bools only into typed bool fields). PyYAML's SafeLoader is YAML 1.1 (`off` -> False, `2024-01-01` -> a date);
+`StackLoader` swaps in the YAML 1.2 core schema, on the C parser where it is built.
+
+Each check below is one named rule with its reason; `FILE_CHECKS` lists them for docs/validation-rules.md. They run
+on the composed node graph before anything is constructed, so an alias bomb or a cycle is refused without ever being
+expanded, and each problem carries its line and column.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from components.errors import ConfigError, Problem
+
+#: The C parser when PyYAML was built with libyaml (much faster on big files); the pure-Python one otherwise.
+_BASE: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+#: A stack file is a few kilobytes; anything past this is not one.
+MAX_FILE_BYTES = 1 << 20
+#: Stack files nest about six levels deep; far deeper is a mistake or an attack on the parser.
+MAX_DEPTH = 64
+#: Values after aliases are expanded: a stack file has hundreds; a billion-laughs file has billions.
+MAX_VALUES = 100_000
+#: Top-level keys of a Pulumi stack file (Pulumi docs, "Stack settings file": config, environment, secrets keys).
+STACK_FILE_KEYS = ("config", "environment", "secretsprovider", "encryptedkey", "encryptionsalt")
+#: How much of a bad key or value a message quotes.
+MAX_ECHO = 60
+
+_TAG = "tag:yaml.org,2002:"
+#: The tags a JSON value can have; the CLI passes config to the program as JSON.
+JSON_TAGS = frozenset(f"{_TAG}{name}" for name in ("str", "int", "float", "bool", "null", "seq", "map"))
+_NON_FINITE = re.compile(r"^[-+]?\.(inf|Inf|INF)$|^\.(nan|NaN|NAN)$")
+
+
+class StackLoader(_BASE):  # type: ignore[misc, valid-type]
+    """SafeLoader with the YAML 1.2 core schema: booleans are true/false only, no dates, decimal and hex integers."""
+
+    yaml_implicit_resolvers: dict[str, list[tuple[str, re.Pattern[str]]]] = {}
+
+
+def _resolver(tag: str, pattern: str, first: str) -> None:
+    StackLoader.add_implicit_resolver(f"{_TAG}{tag}", re.compile(pattern), list(first))
+
+
+_resolver("bool", r"^(?:true|True|TRUE|false|False|FALSE)$", "tTfF")
+_resolver("null", r"^(?:~|null|Null|NULL|)$", "~nN")
+_resolver("int", r"^(?:[-+]?[0-9]+|0x[0-9a-fA-F]+)$", "-+0123456789")
+_resolver("float", r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?)$", "-+.0123456789")
+_resolver("float", _NON_FINITE.pattern, "-+.")
+# The empty plain scalar (`key:` with nothing after it) is null; the resolver files it under the empty first character.
+StackLoader.yaml_implicit_resolvers.setdefault("", []).append((f"{_TAG}null", re.compile(r"^$")))
+
+
+def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
+    """Decimal or 0x hex; YAML 1.1's leading-zero octal and `1_000` are not 1.2 (and not what the CLI reads)."""
+    text = loader.construct_scalar(node)
+    return int(text, 16) if text.startswith("0x") else int(text, 10)
+
+
+StackLoader.add_constructor(f"{_TAG}int", _construct_int)
+
+
+def _where(node: yaml.Node) -> str:
+    return f"line {node.start_mark.line + 1}, column {node.start_mark.column + 1}"
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= MAX_ECHO else f"{text[: MAX_ECHO - 1]}…"
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    if isinstance(node, yaml.MappingNode):
+        return [part for pair in node.value for part in pair]
+    if isinstance(node, yaml.SequenceNode):
+        return list(node.value)
+    return []
+
+
+# --------------------------------------------------------------------------------------------- checks on each node
+NodeCheck = Callable[[yaml.Node], Iterator[str]]
+
+
+def values_are_json(node: yaml.Node) -> Iterator[str]:
+    """Values are what JSON can carry (text, numbers, true/false, null, lists, mappings): the CLI hands config to
+    the program as JSON, so dates, binary, sets, ordered maps and custom tags have no meaning there."""
+    if node.tag not in JSON_TAGS:
+        kind = node.tag.removeprefix(_TAG).removeprefix("!")
+        yield f"{_where(node)}: a `{_cut(kind)}` value is not JSON; quote it or write plain text, numbers, lists, maps"
+    elif node.tag == f"{_TAG}float" and _NON_FINITE.match(str(node.value)):
+        yield f"{_where(node)}: {node.value} is not a finite number (JSON has no NaN or infinity)"
+
+
+def keys_are_unique_text(node: yaml.Node) -> Iterator[str]:
+    """Mapping keys are text and appear once: a repeated key silently overrides the first in most YAML readers,
+    and the Pulumi CLI refuses it."""
+    if not isinstance(node, yaml.MappingNode):
+        return
+    seen: dict[str, yaml.Node] = {}
+    for key, _ in node.value:
+        if not isinstance(key, yaml.ScalarNode) or key.tag != f"{_TAG}str":
+            shown = _cut(str(key.value)) if isinstance(key, yaml.ScalarNode) else "that is a list or mapping"
+            yield f"{_where(key)}: key {shown} is not text; keys are names (quote numbers and booleans)"
+        elif key.value in seen:
+            yield f"{_where(key)}: duplicate key {_cut(key.value)!r} (first at {_where(seen[key.value])})"
+        else:
+            seen[key.value] = key
+
+
+NODE_CHECKS: tuple[NodeCheck, ...] = (values_are_json, keys_are_unique_text)
+
+
+def walk(root: yaml.Node) -> Iterator[str]:
+    """Every node check over the node graph, depth first, each node once; refuses cycles, nesting deeper than
+    MAX_DEPTH and more than MAX_VALUES values once aliases are expanded (alias bombs), without expanding them."""
+    sizes: dict[int, int] = {}
+    on_path = {id(root)}
+    yield from (problem for check in NODE_CHECKS for problem in check(root))
+    stack = [(root, iter(_children(root)))]
+    while stack:
+        node, pending = stack[-1]
+        child = next(pending, None)
+        if child is None:
+            stack.pop()
+            on_path.discard(id(node))
+            sizes[id(node)] = 1 + sum(sizes[id(c)] for c in _children(node))
+            if sizes[id(node)] > MAX_VALUES:
+                yield f"{_where(node)}: aliases expand to more than {MAX_VALUES} values; write the values out"
+                return
+        elif id(child) in on_path:
+            yield f"{_where(child)}: an alias refers to the value that contains it (a cycle)"
+            return
+        elif id(child) not in sizes:
+            if len(stack) >= MAX_DEPTH:
+                yield f"{_where(child)}: nested deeper than {MAX_DEPTH} levels"
+                return
+            yield from (problem for check in NODE_CHECKS for problem in check(child))
+            on_path.add(id(child))
+            stack.append((child, iter(_children(child))))
+
+
+# ------------------------------------------------------------------------------------------- checks on the file
+def read_text(path: Path) -> str:
+    """The file is readable, at most MAX_FILE_BYTES, and UTF-8 (the encoding YAML and the Pulumi CLI read)."""
+    try:
+        if path.stat().st_size > MAX_FILE_BYTES:
+            raise _refused(path, f"{path.stat().st_size} bytes; a stack file is at most {MAX_FILE_BYTES}")
+        data = path.read_bytes()
+    except OSError as error:
+        raise _refused(path, f"cannot read it: {error.strerror or error}") from None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        line = data[: error.start].count(b"\n") + 1
+        raise _refused(
+            path, f"line {line}: byte {data[error.start]:#04x} is not UTF-8; save the file as UTF-8"
+        ) from None
+
+
+def compose(path: Path, text: str) -> yaml.Node | None:
+    """The text is one YAML document; a syntax error names its line and column."""
+    loader = StackLoader(text)
+    try:
+        return loader.get_single_node()
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark or error.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        raise _refused(path, f"{where}invalid YAML: {_cut(error.problem or error.context or 'syntax error')}") from None
+    except yaml.YAMLError as error:
+        raise _refused(path, f"invalid YAML: {_cut(str(error).splitlines()[0])}") from None
+    except RecursionError:
+        raise _refused(path, f"nested deeper than {MAX_DEPTH} levels") from None
+    finally:
+        loader.dispose()
+
+
+def read_yaml(path: Path) -> Any:
+    """The file's one document as Python values, or ConfigError naming every problem with its line and column."""
+    text = read_text(path)
+    node = compose(path, text)
+    if node is None:
+        raise _refused(path, "the file is empty; a stack file holds `config:` with at least gpu-clusters:cluster")
+    problems = [Problem(str(path), message) for message in walk(node)]
+    if problems:
+        raise ConfigError(problems)
+    loader = StackLoader("")
+    try:
+        return loader.construct_document(node)
+    except yaml.YAMLError as error:
+        raise _refused(path, f"invalid YAML: {_cut(str(error).splitlines()[0])}") from None
+    finally:
+        loader.dispose()
+
+
+def stack_file_shape(path: Path, document: Any) -> Iterator[Problem]:
+    """The top level is a mapping of the stack file's keys (config, environment, secrets settings), and `config`
+    is a mapping of `namespace:key` to values."""
+    if not isinstance(document, dict):
+        yield Problem(str(path), f"the top level must be a mapping with `config:` (got a {_kind(document)})")
+        return
+    for key in document:
+        if key not in STACK_FILE_KEYS:
+            close = difflib.get_close_matches(str(key).lower(), STACK_FILE_KEYS, n=1)
+            hint = f" (did you mean {close[0]}?)" if close else ""
+            yield Problem(
+                f"{path}: {_cut(str(key))}", f"not a stack file key{hint}; valid: {', '.join(STACK_FILE_KEYS)}"
+            )
+    config = document.get("config")
+    if config is not None and not isinstance(config, dict):
+        yield Problem(f"{path}: config", f"must be a mapping of `namespace:key: value` (got a {_kind(config)})")
+
+
+def _kind(value: Any) -> str:
+    return {list: "list", str: "text", int: "number", float: "number", bool: "boolean"}.get(type(value), "value")
+
+
+def _refused(path: Path, message: str) -> ConfigError:
+    return ConfigError([Problem(str(path), message)])
+
+
+#: The file-level rules, for docs/validation-rules.md (each also runs as part of `read_yaml` or `load_stack`).
+FILE_CHECKS: tuple[Callable[..., Any], ...] = (
+    read_text,
+    compose,
+    values_are_json,
+    keys_are_unique_text,
+    walk,
+    stack_file_shape,
+)
+
+__all__ = ["FILE_CHECKS", "StackLoader", "read_yaml", "stack_file_shape"]
