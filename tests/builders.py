@@ -140,16 +140,22 @@ def asg_name(spec: StackConfig, pool_name: str) -> str:
     return f"{spec.cluster.name}-{pool_name}-asg"
 
 
-def run_addons(
-    spec: StackConfig, plans: list[PoolPlan] | None = None, asg_names: dict[str, str] | None = None
-) -> ProgramRun:
+def run_addons(spec: StackConfig, asg_names: dict[str, str] | None = None) -> ProgramRun:
     """Register `Addons` for `spec` and return every registration. `asg_names` default to a faked name for every
-    `aws` pool (`asg_name`), as node pools hand them over."""
-    pool_plans = plans if plans is not None else plan_pools(spec)
-    asgs = asg_names
-    if asgs is None:
-        asgs = {p.name: asg_name(spec, p.name) for p in pool_plans if p.kind == "aws"}
-    return run_with_context(spec, lambda ctx: Addons(f"{spec.cluster.name}-addons", ctx, spec, pool_plans, asgs))
+    `aws` pool (`asg_name`), as node pools hand them over; with the default, one run per distinct config."""
+    if asg_names is None:
+        return _addons_with_every_asg(spec)
+    return _register_addons(spec, asg_names)
+
+
+@once_per_config
+def _addons_with_every_asg(spec: StackConfig) -> ProgramRun:
+    return _register_addons(spec, {p.name: asg_name(spec, p.name) for p in plan_pools(spec) if p.kind == "aws"})
+
+
+def _register_addons(spec: StackConfig, asg_names: dict[str, str]) -> ProgramRun:
+    pool_plans = plan_pools(spec)
+    return run_with_context(spec, lambda ctx: Addons(f"{spec.cluster.name}-addons", ctx, spec, pool_plans, asg_names))
 
 
 def policy_document(run: ProgramRun, role_name: str) -> dict[str, Any]:

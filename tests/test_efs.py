@@ -10,7 +10,7 @@ from components import tags
 from components.config import StackConfig
 from components.planning.pools import plan_pools
 from components.storage.efs import EfsStorage
-from tests.builders import THREE_ZONES, ShippedStack, run_with_context, stack_config
+from tests.builders import THREE_ZONES, ShippedStack, once_per_config, run_with_context, stack_config
 from tests.fakes import KMS_KEY_ARN, NODE_SECURITY_GROUP_ID, subnet_id
 
 EFS = "aws:efs/fileSystem:FileSystem"
@@ -38,6 +38,7 @@ def inference_spec(
     )
 
 
+@once_per_config
 def build(spec: StackConfig) -> ProgramRun:
     nfs = spec.storage.nfs
     assert nfs is not None

@@ -12,7 +12,7 @@ from components.catalog import versions
 from components.config import StackConfig
 from components.planning.pools import plan_pools
 from components.storage.nfs import ExistingNfsStorage, storage_class_parameters
-from tests.builders import ShippedStack, run_with_context, stack_config
+from tests.builders import ShippedStack, once_per_config, run_with_context, stack_config
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 PVC = "kubernetes:core/v1:PersistentVolumeClaim"
@@ -49,6 +49,7 @@ def hybrid_spec(nfs: dict[str, Any] | None = None) -> StackConfig:
     return stack_config(*HYBRID_POOLS, name="hybrid", storage={"nfs": {**EXISTING_SERVER, **(nfs or {})}})
 
 
+@once_per_config
 def build(spec: StackConfig) -> ProgramRun:
     nfs = spec.storage.nfs
     assert nfs is not None

@@ -16,7 +16,7 @@ from components.config import StackConfig
 from components.context import ClusterContext
 from components.node_pool import NodePool
 from components.planning.pools import plan_pools
-from tests.builders import THREE_ZONES, ShippedStack, run_with_context, stack_config
+from tests.builders import THREE_ZONES, ShippedStack, once_per_config, run_with_context, stack_config
 from tests.fakes import CERTIFICATE_AUTHORITY, CLUSTER_ENDPOINT, KMS_KEY_ARN, NODE_SECURITY_GROUP_ID, subnet_id
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -49,7 +49,11 @@ def spec_of(*pools: dict[str, Any]) -> StackConfig:
 
 
 def build(*pools: dict[str, Any]) -> tuple[ProgramRun, dict[str, NodePool]]:
-    spec = spec_of(*pools)
+    return build_pools(spec_of(*pools))
+
+
+@once_per_config
+def build_pools(spec: StackConfig) -> tuple[ProgramRun, dict[str, NodePool]]:
     built: dict[str, NodePool] = {}
 
     def add_pools(ctx: ClusterContext) -> None:
