@@ -71,6 +71,8 @@ def _default(field: FieldInfo) -> str:
         return ""
     if isinstance(value, list | dict):
         return f"`{json.dumps(value, default=str)}`" if value else ""
+    if isinstance(value, bool):
+        return f"`{json.dumps(value)}`"  # as a stack file spells it: `true`, not `True`
     return f"`{value}`"
 
 
