@@ -90,8 +90,8 @@ NodeCheck = Callable[[yaml.Node], Iterator[str]]
 
 
 def values_are_json(node: yaml.Node) -> Iterator[str]:
-    """Values are what JSON can carry (text, numbers, true/false, null, lists, mappings): the CLI hands config to
-    the program as JSON, so dates, binary, sets, ordered maps and custom tags have no meaning there."""
+    """Values are what JSON can carry (text, finite numbers, true/false, null, lists, mappings): the CLI hands config
+    to the program as JSON, so dates, binary, sets, ordered maps, custom tags, NaN and infinity mean nothing there."""
     if node.tag not in JSON_TAGS:
         kind = node.tag.removeprefix(_TAG).removeprefix("!")
         yield f"{_where(node)}: a `{_cut(kind)}` value is not JSON; quote it or write plain text, numbers, lists, maps"
@@ -100,8 +100,8 @@ def values_are_json(node: yaml.Node) -> Iterator[str]:
 
 
 def keys_are_unique_text(node: yaml.Node) -> Iterator[str]:
-    """Mapping keys are text and appear once: a repeated key silently overrides the first in most YAML readers,
-    and the Pulumi CLI refuses it."""
+    """Mapping keys are text and appear once: a repeated key would silently override the first (PyYAML keeps the
+    last), and yaml.v3, which the Pulumi CLI reads with, refuses it ("mapping key already defined")."""
     if not isinstance(node, yaml.MappingNode):
         return
     seen: dict[str, yaml.Node] = {}
@@ -119,8 +119,8 @@ NODE_CHECKS: tuple[NodeCheck, ...] = (values_are_json, keys_are_unique_text)
 
 
 def walk(root: yaml.Node) -> Iterator[str]:
-    """Every node check over the node graph, depth first, each node once; refuses cycles, nesting deeper than
-    MAX_DEPTH and more than MAX_VALUES values once aliases are expanded (alias bombs), without expanding them."""
+    """Every node check over the node graph, depth first, each node once; refuses cycles, nesting deeper than 64
+    levels and more than 100,000 values once aliases are expanded (alias bombs), without expanding them."""
     sizes: dict[int, int] = {}
     on_path = {id(root)}
     yield from (problem for check in NODE_CHECKS for problem in check(root))
@@ -149,7 +149,7 @@ def walk(root: yaml.Node) -> Iterator[str]:
 
 # ------------------------------------------------------------------------------------------- checks on the file
 def read_text(path: Path) -> str:
-    """The file is readable, at most MAX_FILE_BYTES, and UTF-8 (the encoding YAML and the Pulumi CLI read)."""
+    """The file is readable, at most 1 MiB (a stack file is a few KB), and UTF-8 (what YAML and the Pulumi CLI read)."""
     try:
         if path.stat().st_size > MAX_FILE_BYTES:
             raise _refused(path, f"{path.stat().st_size} bytes; a stack file is at most {MAX_FILE_BYTES}")
