@@ -84,7 +84,7 @@ def _print_plan(plan: dict[str, Any], fmt: str) -> None:
     from blueprint.plan import render
 
     if fmt == "json":
-        print(json.dumps(plan, indent=2, sort_keys=False, default=str))
+        print(json.dumps(plan, indent=2, sort_keys=False, default=str, allow_nan=False))
     elif fmt == "markdown":
         print(render.markdown(plan))
     else:
@@ -108,13 +108,14 @@ def _catalog(fmt: str) -> int:
 
 
 def _schema(write: bool, check: bool) -> int:
-    from blueprint import reference
+    from blueprint import reference, rules_reference
 
     if write:
         reference.write()
+        rules_reference.write()
         return EXIT_OK
     if check:
-        stale = reference.stale()
+        stale = reference.stale() + rules_reference.stale()
         for path in stale:
             print(f"blueprint: {path} is out of date; run `blueprint schema --write`", file=sys.stderr)
         return EXIT_VIOLATIONS if stale else EXIT_OK
