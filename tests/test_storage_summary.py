@@ -20,6 +20,7 @@ from components.planning.storage import (
     storage_summary,
     taint_tolerations,
 )
+from tests.builders import TWO_ZONES, stack_config
 
 SYSTEM = {"name": "system", "role": "system", "instanceType": "m7i.xlarge", "scaling": {"min": 2, "max": 3}}
 P5 = {"name": "h100", "role": "training", "instanceType": "p5.48xlarge", "scaling": {"min": 0, "max": 4}}
@@ -36,15 +37,7 @@ A40 = {
 
 
 def spec(pools: list[dict[str, Any]], storage: dict[str, Any], zones: list[str] | None = None) -> StackConfig:
-    return StackConfig.model_validate(
-        {
-            "region": "us-east-1",
-            "cluster": {"name": "demo"},
-            "network": {"availabilityZones": zones or ["us-east-1a", "us-east-1b"]},
-            "nodePools": pools,
-            "storage": storage,
-        }
-    )
+    return stack_config(*pools, zones=zones or TWO_ZONES, storage=storage)
 
 
 def summary(s: StackConfig) -> dict[str, dict[str, Any]]:
