@@ -33,6 +33,7 @@ from components.catalog import versions
 from components.context import ClusterContext
 from components.errors import ConfigError, Problem
 from components.identity import PodIdentityRoles
+from components.planning import compute_types
 from components.planning.addons.placement import CRITICAL_ADDONS_ONLY, SYSTEM_NODE_SELECTOR
 
 NODE_AGENT_ADDONS: tuple[str, ...] = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")
@@ -40,10 +41,6 @@ SYSTEM_ADDONS: tuple[str, ...] = ("coredns", "aws-ebs-csi-driver")
 #: Existing add-on objects (e.g. a self-managed copy) are taken over; the stack is the source of truth.
 RESOLVE_CONFLICTS = "OVERWRITE"
 
-#: Node label EKS sets on hybrid nodes; the VPC CNI does not work there (Cilium does), aws-gpu-facts.md §5f.
-COMPUTE_TYPE_LABEL = "eks.amazonaws.com/compute-type"
-#: Compute types the VPC CNI must stay off: Fargate (pulumi-eks PR #291 keeps aws-node off Fargate) and hybrid (§5f).
-VPC_CNI_EXCLUDED_COMPUTE_TYPES = ("fargate", "hybrid")
 #: CoreDNS replicas: two, so DNS survives a node drain; the system pool has two nodes by default.
 COREDNS_REPLICAS = 2
 
@@ -67,11 +64,7 @@ def addon_configuration(name: str) -> dict[str, Any] | None:
                                 "matchExpressions": [
                                     {"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]},
                                     {"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64", "arm64"]},
-                                    {
-                                        "key": COMPUTE_TYPE_LABEL,
-                                        "operator": "NotIn",
-                                        "values": list(VPC_CNI_EXCLUDED_COMPUTE_TYPES),
-                                    },
+                                    compute_types.in_vpc_only(),
                                 ]
                             }
                         ]
@@ -162,8 +155,7 @@ class ManagedAddons(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpu-clusters:index:ManagedAddons", name, None, opts)
-        spec = ctx.spec
-        pins = dict(spec.addons.managed.pins)
+        pins = dict(ctx.managed_addon_pins)
         self.addons: dict[str, aws.eks.Addon] = {}
         self.roles: dict[str, aws.iam.Role] = {}
         for addon in addons:
@@ -172,7 +164,7 @@ class ManagedAddons(pulumi.ComponentResource):
             if version is None:
                 version = aws.eks.get_addon_version_output(
                     addon_name=addon,
-                    kubernetes_version=spec.cluster.kubernetes_version,
+                    kubernetes_version=ctx.kubernetes_version,
                     most_recent=False,
                     opts=pulumi.InvokeOutputOptions(parent=self),
                 ).version

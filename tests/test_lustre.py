@@ -7,15 +7,15 @@ from typing import Any
 
 import pytest
 
-from blueprint.plan.runner import ProgramRun, load_stack, run_mocked, run_program
+from blueprint.plan.runner import ProgramRun
 from components import tags
 from components.config import StackConfig
 from components.planning.pools import plan_pools
 from components.planning.storage import storage_summary
-from components.program import main
 from components.storage import SharedStorage
 from components.storage.lustre import LustreStorage
-from tests.fakes import ACCOUNT_ID, KMS_KEY_ARN, NODE_SECURITY_GROUP_ID, fake_context, subnet_id
+from tests.builders import THREE_ZONES, ShippedStack, once_per_config, run_with_context, stack_config
+from tests.fakes import ACCOUNT_ID, KMS_KEY_ARN, NODE_SECURITY_GROUP_ID, subnet_id
 
 LUSTRE = "aws:fsx/lustreFileSystem:LustreFileSystem"
 DRA = "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"
@@ -29,34 +29,34 @@ SC = "kubernetes:storage.k8s.io/v1:StorageClass"
 NAMESPACE = "kubernetes:core/v1:Namespace"
 
 
-def training_spec(lustre: dict[str, Any] | None = None, **overrides: Any) -> StackConfig:
-    raw: dict[str, Any] = {
-        "region": "us-east-1",
-        "cluster": {"name": "train"},
-        "network": {"availabilityZones": ["us-east-1a", "us-east-1b", "us-east-1c"]},
-        "nodePools": [
-            {"name": "system", "role": "system", "instanceType": "m7i.xlarge", "scaling": {"min": 2, "max": 3}},
-            {
-                "name": "h100",
-                "role": "training",
-                "instanceType": "p5.48xlarge",
-                "scaling": {"min": 0, "max": 4},
-                "placement": {"availabilityZones": ["us-east-1b"]},
-            },
-        ],
-        "storage": {"lustre": lustre if lustre is not None else {}},
-    }
-    raw.update(overrides)
-    return StackConfig.model_validate(raw)
+TRAINING_POOLS: list[dict[str, Any]] = [
+    {"name": "system", "role": "system", "instanceType": "m7i.xlarge", "scaling": {"min": 2, "max": 3}},
+    {
+        "name": "h100",
+        "role": "training",
+        "instanceType": "p5.48xlarge",
+        "scaling": {"min": 0, "max": 4},
+        "placement": {"availabilityZones": ["us-east-1b"]},
+    },
+]
 
 
+def training_spec(
+    lustre: dict[str, Any] | None = None,
+    pools: list[dict[str, Any]] = TRAINING_POOLS,
+    cluster: dict[str, Any] | None = None,
+    **sections: Any,
+) -> StackConfig:
+    """The training pools with `lustre` as the storage section; `sections` replace whole sections (`storage=`)."""
+    sections.setdefault("storage", {"lustre": lustre if lustre is not None else {}})
+    return stack_config(*pools, name="train", cluster=cluster, zones=THREE_ZONES, **sections)
+
+
+@once_per_config
 def build(spec: StackConfig) -> ProgramRun:
-    def program() -> None:
-        ctx = fake_context(spec)
-        assert spec.storage.lustre is not None
-        LustreStorage("lustre", ctx, spec.storage.lustre, plan_pools(spec))
-
-    return run_mocked(program)
+    lustre = spec.storage.lustre
+    assert lustre is not None
+    return run_with_context(spec, lambda ctx: LustreStorage("lustre", ctx, lustre, plan_pools(spec)))
 
 
 def sg_rules(run: ProgramRun) -> set[tuple[str, str, str, str, int | None, int | None]]:
@@ -94,16 +94,16 @@ def test_persistent_file_system_settings_and_protection() -> None:
 
 
 def test_protection_follows_the_stack_setting() -> None:
-    spec = training_spec({}, cluster={"name": "train", "protectStateful": False})
+    spec = training_spec({}, cluster={"protectStateful": False})
     fs = build(spec).one(LUSTRE)
     assert not fs.protect
-    assert fs.retain_on_delete
+    assert not fs.retain_on_delete  # one rule for every stateful kind (components.planning.stateful)
 
 
 def test_configured_availability_zone_wins() -> None:
     spec = training_spec(
         {"availabilityZone": "us-east-1c"},
-        nodePools=[
+        pools=[
             {"name": "system", "role": "system", "instanceType": "m7i.xlarge"},
             {
                 "name": "h100c",
@@ -373,7 +373,7 @@ def test_shared_storage_creates_claim_namespace_once() -> None:
             "nfs": {"kind": "efs", "kubernetes": {"namespace": "ml"}},
         },
     )
-    run = run_mocked(lambda: SharedStorage("storage", fake_context(spec), plan_pools(spec)))
+    run = run_with_context(spec, lambda ctx: SharedStorage("storage", ctx, spec.storage, plan_pools(spec)))
     assert [r.inputs["metadata"]["name"] for r in run.of_type(NAMESPACE)] == ["ml"]
     namespace = run.one(NAMESPACE).urn
     assert all(namespace in r.depends_on for r in run.of_type(PVC))
@@ -385,14 +385,17 @@ def test_missing_subnet_in_the_chosen_zone_is_an_error() -> None:
         build(spec)
 
 
-def test_training_stack_plans_a_protected_persistent_file_system_with_s3_and_a_claim() -> None:
+def test_training_stack_plans_a_protected_persistent_file_system_with_s3_and_a_claim(
+    training_stack: ShippedStack,
+) -> None:
     """The shipped training stack, through the whole program, gets its Lustre file system, S3 link and claim."""
-    run = run_program(main, load_stack("training"))
+    run = training_stack.run
     fs = run.one(LUSTRE)
     assert fs.inputs["deploymentType"] == "PERSISTENT_2" and fs.protect
     assert fs.inputs["fileSystemTypeVersion"] == "2.15"
-    pool = next(p for p in load_stack("training").config["gpu-clusters:nodePools"] if p["role"] == "training")
-    spec = training_spec({}, nodePools=load_stack("training").config["gpu-clusters:nodePools"])
+    shipped_pools = training_stack.files.config["gpu-clusters:nodePools"]
+    pool = next(p for p in shipped_pools if p["role"] == "training")
+    spec = training_spec({}, pools=shipped_pools)
     assert storage_summary(spec, plan_pools(spec))[0]["availabilityZone"] == pool["placement"]["availabilityZones"][0]
     assert {r.inputs["fileSystemPath"] for r in run.of_type(DRA)} == {"/datasets", "/checkpoints"}
     claim = run.one(PVC).inputs

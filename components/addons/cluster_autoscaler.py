@@ -15,6 +15,7 @@ import pulumi_kubernetes as k8s
 
 from components.addons.helm import helm_release, service_account_role
 from components.catalog import versions
+from components.config import StackConfig
 from components.context import ClusterContext
 from components.planning.addons.cluster_autoscaler import (
     CLUSTER_AUTOSCALER_RELEASE,
@@ -29,11 +30,15 @@ from components.planning.pools import PoolPlan
 
 class ClusterAutoscaler(pulumi.ComponentResource):
     def __init__(
-        self, name: str, ctx: ClusterContext, plans: Sequence[PoolPlan], opts: pulumi.ResourceOptions | None = None
+        self,
+        name: str,
+        ctx: ClusterContext,
+        spec: StackConfig,
+        plans: Sequence[PoolPlan],
+        opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpu-clusters:index:ClusterAutoscaler", name, None, opts)
-        spec = ctx.spec
-        pin = versions.cluster_autoscaler_chart(spec.cluster.kubernetes_version)
+        pin = versions.cluster_autoscaler_chart(ctx.kubernetes_version)
         self.policy = cluster_autoscaler_policy(ctx.cluster_name_plain)
         self.identity = service_account_role(
             ctx,

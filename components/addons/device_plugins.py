@@ -14,6 +14,7 @@ import pulumi_kubernetes as k8s
 
 from components.addons.helm import helm_release
 from components.catalog import versions
+from components.config import StackConfig
 from components.context import ClusterContext
 from components.planning.addons.device_plugins import (
     EFA_DEVICE_PLUGIN_RELEASE,
@@ -29,10 +30,15 @@ class NvidiaDevicePlugin(pulumi.ComponentResource):
     """NVIDIA k8s-device-plugin on every GPU node (cloud and hybrid), with MIG strategy and per-pool time-slicing."""
 
     def __init__(
-        self, name: str, ctx: ClusterContext, plans: Sequence[PoolPlan], opts: pulumi.ResourceOptions | None = None
+        self,
+        name: str,
+        ctx: ClusterContext,
+        spec: StackConfig,
+        plans: Sequence[PoolPlan],
+        opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpu-clusters:index:NvidiaDevicePlugin", name, None, opts)
-        self.values = nvidia_device_plugin_values(ctx.spec, plans)
+        self.values = nvidia_device_plugin_values(spec, plans)
         self.release: k8s.helm.v3.Release = helm_release(
             name,
             NVIDIA_DEVICE_PLUGIN_RELEASE,

@@ -23,6 +23,7 @@ import pulumi_kubernetes as k8s
 
 from components.addons.helm import helm_release, service_account_role
 from components.catalog import versions
+from components.config import StackConfig
 from components.context import ClusterContext
 from components.planning.addons.documents import as_json
 from components.planning.addons.interruption import (
@@ -48,13 +49,14 @@ class InterruptionHandler(pulumi.ComponentResource):
         self,
         name: str,
         ctx: ClusterContext,
+        spec: StackConfig,
         plans: Sequence[PoolPlan],
         asg_names: Mapping[str, pulumi.Input[str]],
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpu-clusters:index:InterruptionHandler", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        spec, cluster = ctx.spec, ctx.cluster_name_plain
+        cluster = ctx.cluster_name_plain
         spot = spot_plans(plans)
         missing = [p.name for p in spot if p.name not in asg_names]
         if missing:
@@ -106,7 +108,7 @@ class InterruptionHandler(pulumi.ComponentResource):
         ).apply(
             lambda v: as_json(
                 node_termination_handler_policy(
-                    v[2], [asg_arn_pattern(spec.region, v[1], group, v[0]) for group in v[3:]]
+                    v[2], [asg_arn_pattern(ctx.region, v[1], group, v[0]) for group in v[3:]]
                 )
             )
         )

@@ -24,7 +24,8 @@ import pulumi_kubernetes as k8s
 from components.addons.alarms import metric_alarm
 from components.addons.helm import helm_release, service_account_role
 from components.catalog import versions
-from components.context import ClusterContext
+from components.config import StackConfig
+from components.context import ClusterContext, stateful_options
 from components.managed_addons import RESOLVE_CONFLICTS, pinned_version
 from components.planning.addons.documents import as_json
 from components.planning.addons.monitoring import (
@@ -53,12 +54,14 @@ class Monitoring(pulumi.ComponentResource):
         self,
         name: str,
         ctx: ClusterContext,
+        spec: StackConfig,
         plans: Sequence[PoolPlan],
         selection: AddonSelection,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpu-clusters:index:Monitoring", name, None, opts)
         self._ctx = ctx
+        self._spec = spec
         self.topic_arn: pulumi.Output[str] | None = None
         self.topic_key: aws.kms.Key | None = None
         self.addon: aws.eks.Addon | None = None
@@ -76,7 +79,7 @@ class Monitoring(pulumi.ComponentResource):
     # ------------------------------------------------------------------------------------------------ SNS topic
     def _alerts_topic(self, mode: AlertsTopic) -> None:
         ctx = self._ctx
-        alerts = ctx.spec.addons.monitoring.alerts
+        alerts = self._spec.addons.monitoring.alerts
         child = pulumi.ResourceOptions(parent=self)
         cluster = ctx.cluster_name_plain
         if mode == "existing" and alerts.sns_topic_arn:
@@ -91,7 +94,7 @@ class Monitoring(pulumi.ComponentResource):
                     lambda v: as_json(alerts_key_policy(v[0], v[1]))
                 ),
                 tags=dict(ctx.tags),
-                opts=pulumi.ResourceOptions(parent=self, protect=ctx.spec.cluster.protect_stateful),
+                opts=stateful_options(ctx.stateful["kms-key"], self),
             )
             topic = aws.sns.Topic(
                 f"{cluster}-alerts", kms_master_key_id=self.topic_key.arn, tags=dict(ctx.tags), opts=child
@@ -109,7 +112,7 @@ class Monitoring(pulumi.ComponentResource):
     # ---------------------------------------------------------------------------------------- Container Insights
     def _container_insights(self, plans: Sequence[PoolPlan]) -> None:
         ctx = self._ctx
-        spec = ctx.spec
+        spec = self._spec
         cluster = ctx.cluster_name_plain
         identity = service_account_role(
             ctx,
@@ -120,11 +123,11 @@ class Monitoring(pulumi.ComponentResource):
             [CLOUDWATCH_AGENT_POLICY],
             self,
         )
-        version: pulumi.Input[str] | None = pinned_version(CLOUDWATCH_ADDON, dict(spec.addons.managed.pins))
+        version: pulumi.Input[str] | None = pinned_version(CLOUDWATCH_ADDON, dict(ctx.managed_addon_pins))
         if version is None:
             version = aws.eks.get_addon_version_output(
                 addon_name=CLOUDWATCH_ADDON,
-                kubernetes_version=spec.cluster.kubernetes_version,
+                kubernetes_version=ctx.kubernetes_version,
                 most_recent=False,
                 opts=pulumi.InvokeOutputOptions(parent=self),
             ).version
@@ -153,7 +156,7 @@ class Monitoring(pulumi.ComponentResource):
     # --------------------------------------------------------------------------------- DCGM + Prometheus stack
     def _dcgm_prometheus(self, plans: Sequence[PoolPlan]) -> None:
         ctx = self._ctx
-        spec = ctx.spec
+        spec = self._spec
         depends: list[pulumi.Resource] = []
         if self.topic_arn is not None:
             key_arn = self.topic_key.arn if self.topic_key is not None else None

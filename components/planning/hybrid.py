@@ -23,14 +23,11 @@ from typing import Any, Literal
 import yaml
 
 from components.config import NodePool, StackConfig, Taint
+from components.planning import compute_types
 from components.planning.nodeadm import NODEADM_API_VERSION, kubelet_flags
 from components.planning.pools import PoolPlan
 
 # ----------------------------------------------------------------------------------------------------- constants
-#: The label EKS puts on every hybrid node; the VPC CNI keeps off it and Cilium targets it (facts §5f,
-#: https://docs.aws.amazon.com/eks/latest/userguide/hybrid-nodes-cni.html).
-COMPUTE_TYPE_LABEL = "eks.amazonaws.com/compute-type"
-HYBRID_COMPUTE_TYPE = "hybrid"
 #: Access entry type for the hybrid nodes role ([BC] §5e; [EKSUG] hybrid-nodes-cluster-prep).
 ACCESS_ENTRY_TYPE = "HYBRID_LINUX"
 #: Remote nodes and pods reach the Kubernetes API on TCP 443; the cluster security group must admit both remote
@@ -263,13 +260,7 @@ def _compute_type_affinity() -> dict[str, Any]:
     return {
         "nodeAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [
-                    {
-                        "matchExpressions": [
-                            {"key": COMPUTE_TYPE_LABEL, "operator": "In", "values": [HYBRID_COMPUTE_TYPE]}
-                        ]
-                    }
-                ]
+                "nodeSelectorTerms": [{"matchExpressions": [compute_types.on_compute_type(compute_types.HYBRID)]}]
             }
         }
     }

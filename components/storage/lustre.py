@@ -30,6 +30,7 @@ from components import tags
 from components.addons.helm import service_account_role
 from components.config import DataRepository, LustreConfig
 from components.context import ClusterContext, stateful_options
+from components.planning import compute_types
 from components.planning.lustre import per_unit_throughput
 from components.planning.pools import PoolPlan
 from components.planning.storage import (
@@ -121,7 +122,6 @@ def addon_configuration(pool_plans: Sequence[PoolPlan]) -> dict[str, Any]:
     (GPU nodes are tainted) and stays off hybrid nodes and Fargate, where the driver "isn't supported" (EKS user
     guide, fsx-csi-create.html). With `tolerateAllTaints` off, the chart adds the driver's own start-up taint
     `fsx.csi.aws.com/agent-not-ready` to the list (chart template node-daemonset.yaml)."""
-    not_hybrid = {"key": volumes.COMPUTE_TYPE_LABEL, "operator": "NotIn", "values": ["fargate", "hybrid"]}
     return {
         "node": {
             "tolerateAllTaints": False,
@@ -129,7 +129,7 @@ def addon_configuration(pool_plans: Sequence[PoolPlan]) -> dict[str, Any]:
             "affinity": {
                 "nodeAffinity": {
                     "requiredDuringSchedulingIgnoredDuringExecution": {
-                        "nodeSelectorTerms": [{"matchExpressions": [not_hybrid]}]
+                        "nodeSelectorTerms": [{"matchExpressions": [compute_types.in_vpc_only()]}]
                     }
                 }
             },

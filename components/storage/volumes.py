@@ -25,8 +25,6 @@ ACCESS_MODES = ["ReadWriteMany"]
 #: Deleting a claim or a dynamically provisioned volume must never delete the data behind it (design.md:
 #: stateful things are kept unless the stack says otherwise).
 RECLAIM_POLICY = "Retain"
-#: Node label EKS puts on nodes by compute type; hybrid nodes carry `hybrid` (aws-gpu-facts.md §5f).
-COMPUTE_TYPE_LABEL = "eks.amazonaws.com/compute-type"
 KUBE_SYSTEM = "kube-system"
 
 
