@@ -7,19 +7,19 @@ from typing import Any
 import pytest
 
 from blueprint.plan.runner import list_stacks
-from tests.builders import shipped_plan as plan
+from tests.builders import shipped_plan
 
 
 def pool(stack: str, name: str) -> dict[str, Any]:
-    return next(p for p in plan(stack)["summary"]["nodePools"] if p["name"] == name)
+    return next(p for p in shipped_plan(stack)["summary"]["nodePools"] if p["name"] == name)
 
 
 def resources(stack: str, type_token: str) -> list[dict[str, Any]]:
-    return [r for r in plan(stack)["resources"] if r["type"] == type_token]
+    return [r for r in shipped_plan(stack)["resources"] if r["type"] == type_token]
 
 
 def storage(stack: str, kind: str) -> dict[str, Any]:
-    return next(s for s in plan(stack)["summary"]["storage"] if s["kind"] == kind)
+    return next(s for s in shipped_plan(stack)["summary"]["storage"] if s["kind"] == kind)
 
 
 def test_no_policy_violation(each_shipped_plan: dict[str, Any]) -> None:
@@ -91,7 +91,7 @@ def test_inference_pool_is_4x48gb_on_spot_with_gpu_utilization_scaling() -> None
         if r["inputs"]["metricName"] == "nvidia_smi_utilization_gpu"
     )
     assert thresholds == [("GreaterThanThreshold", 85, 15), ("LessThanThreshold", 30, 30)]
-    summary = plan("inference")["summary"]["hourlyUsd"]
+    summary = shipped_plan("inference")["summary"]["hourlyUsd"]
     assert summary["spotSaving"] > 0 and summary["max"] < summary["maxOnDemand"]
 
 
