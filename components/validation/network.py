@@ -10,7 +10,7 @@ from itertools import combinations
 from components.catalog import regions
 from components.errors import Problem
 from components.planning.subnets import subnet_layout
-from components.validation.parse import Parsed
+from components.validation.parse import Parsed, shown
 
 #: A VPC's IPv4 CIDR block is between /16 and /28 (Amazon VPC user guide, "VPC CIDR blocks").
 VPC_PREFIX_RANGE = (16, 28)
@@ -28,7 +28,7 @@ def zone_problems(p: Parsed, zones: list[str], path: str) -> Iterator[Problem]:
         return
     for zone in zones:
         if not re.fullmatch(re.escape(p.region) + r"[a-z]", zone):
-            yield Problem(path, f"{zone!r} is not an availability zone of {p.region} (expected {p.region}a, ...)")
+            yield Problem(path, f"{shown(zone)} is not an availability zone of {p.region} (expected {p.region}a, ...)")
 
 
 def existing_vpc_has_subnets(p: Parsed) -> Iterator[Problem]:
@@ -77,16 +77,17 @@ def zones_are_distinct_and_enough(p: Parsed) -> Iterator[Problem]:
         return
     zones = p.network.availability_zones
     if len(zones) < MIN_CLUSTER_AZS:
+        region = p.region if p.region in regions.regions() else "the region"
+        example = f", e.g. [{p.region}a, {p.region}b]" if p.region in regions.regions() else ""
         yield Problem(
             "network.availabilityZones",
-            f"list at least {MIN_CLUSTER_AZS} AZs of {p.region} (EKS control plane needs two), "
-            f"e.g. [{p.region}a, {p.region}b]",
+            f"list at least {MIN_CLUSTER_AZS} AZs of {region} (EKS control plane needs two){example}",
         )
     if len(zones) > MAX_AZS:
         yield Problem("network.availabilityZones", f"at most {MAX_AZS} AZs fit the subnet layout; got {len(zones)}")
     for zone, count in Counter(zones).items():
         if count > 1:
-            yield Problem("network.availabilityZones", f"{zone} is listed {count} times")
+            yield Problem("network.availabilityZones", f"{shown(zone)} is listed {count} times")
     for i, zone in enumerate(zones):
         yield from zone_problems(p, [zone], f"network.availabilityZones[{i}]")
 

@@ -11,15 +11,18 @@ import difflib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, get_args
 
 from pydantic import BaseModel, ValidationError
+from pydantic.alias_generators import to_snake
 
 from components import catalog
 from components.config import (
     SECTIONS,
     AddonsConfig,
     ClusterConfig,
+    LabelKey,
+    LabelValue,
     NetworkConfig,
     NodePool,
     StorageConfig,
@@ -57,6 +60,10 @@ class Parsed:
     storage: StorageConfig | None = None
     addons: AddonsConfig | None = None
     problems: list[Problem] = field(default_factory=list)
+    #: Sections, pools and keys (`cluster`, `nodePools[2]`, `nodePools[2].capacity.reservationId`) that did not
+    #: parse: a rule that would complain about something missing there stays silent, since the bad key is likely
+    #: the missing thing, misspelt or malformed.
+    damaged: set[str] = field(default_factory=set)
 
     @classmethod
     def from_raw(
@@ -86,7 +93,7 @@ class Parsed:
         """The project's config keys no section reads (bare names: `nodepools`)."""
         prefix = f"{self.project}:"
         keys = [key.removeprefix(prefix) for key in self.config_keys if key.startswith(prefix)] or self.raw_keys
-        return [key for key in keys if key not in SECTIONS]
+        return [key for key in keys if key not in SECTIONS and ":" not in key]
 
     def _parse_pools(self, pools_raw: Any) -> None:
         if not isinstance(pools_raw, list):
@@ -111,9 +118,11 @@ class Parsed:
         try:
             return model.model_validate(value)
         except ValidationError as error:
-            for item in error.errors():
-                self.problems.append(Problem(join_path(path, item["loc"]), describe(item)))
-            pruned = _without(value, [item["loc"] for item in error.errors()])
+            items = error.errors()
+            self.damaged.add(path)
+            self.damaged.update(join_path(path, item["loc"]) for item in items)
+            self.problems.extend(_problems(model, path, items))
+            pruned = _without(value, [item["loc"] for item in items])
             try:
                 return model.model_validate(pruned)
             except ValidationError:
@@ -152,6 +161,42 @@ class Parsed:
 
 #: A rule of the second pass: every problem it finds in what parsed.
 Rule = Callable[[Parsed], Iterator[Problem]]
+
+
+def _problems(model: type[BaseModel], path: str, items: list[Any]) -> Iterator[Problem]:
+    """One problem per pydantic error; a misspelt key names its likely spelling, and the "required key is missing"
+    that the misspelling causes is left out (one mistake, one problem)."""
+    guesses = {
+        index: guess
+        for index, item in enumerate(items)
+        if item["type"] == "extra_forbidden"
+        and (guess := closest(str(item["loc"][-1]), _keys_at(model, item["loc"][:-1])))
+    }
+    meant = {(*items[index]["loc"][:-1], guess) for index, guess in guesses.items()}
+    for index, item in enumerate(items):
+        if item["type"] == "missing" and tuple(item["loc"]) in meant:
+            continue
+        message = f"unknown key (did you mean {guesses[index]}?)" if index in guesses else describe(item)
+        yield Problem(join_path(path, item["loc"]), message)
+
+
+def _keys_at(model: type[BaseModel] | None, loc: tuple[Any, ...]) -> list[str]:
+    """The keys the model at `loc` inside `model` accepts (list indexes and dict keys pass through)."""
+    for part in loc:
+        if model is None or isinstance(part, int):
+            continue
+        found = model.model_fields.get(to_snake(str(part)))
+        model = next(iter(_models_in(found.annotation)), None) if found else None
+    if model is None:
+        return []
+    return [field.alias or name for name, field in model.model_fields.items()]
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The models an annotation holds: `Model`, `Model | None`, `list[Model]`, `dict[str, Model]`."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [model for arg in get_args(annotation) for model in _models_in(arg)]
 
 
 def _without(value: Any, locations: list[tuple[Any, ...]]) -> Any:
@@ -215,6 +260,10 @@ PATTERN_MEANINGS = {
     r"^subnet-[0-9a-f]{8,17}$": "a subnet id looks like subnet-0123456789abcdef0",
     r"^\d+[smh]$": "a duration like 10m, 30s or 1h",
     r"^v\d+\.\d+\.\d+-eksbuild\.\d+$": "an EKS add-on version like v1.20.4-eksbuild.1",
+    get_args(LabelKey)[1].pattern: "not a Kubernetes label key: an optional DNS prefix and `/`, then 1-63 letters, "
+    "digits, `-`, `_` or `.`, starting and ending alphanumeric (Kubernetes, Labels and Selectors)",
+    get_args(LabelValue)[1].pattern: "not a Kubernetes label value: at most 63 letters, digits, `-`, `_` or `.`, "
+    "starting and ending alphanumeric (Kubernetes, Labels and Selectors)",
 }
 #: Messages for pydantic error types, made to say what would be valid (strict types above all).
 TYPE_MESSAGES = {

@@ -75,7 +75,8 @@ def instance_type_resolves(p: Parsed) -> Iterator[Problem]:
         elif pool.instance_type:
             yield Problem(f"{path}.instanceType", _catalog_miss(catalog.instance_type, pool.instance_type))
         elif not pool.gpu_model:
-            yield Problem(path, "aws pools need instanceType (e.g. p5.48xlarge) or gpuModel + gpusPerNode")
+            if path not in p.damaged:
+                yield Problem(path, "aws pools need instanceType (e.g. p5.48xlarge) or gpuModel + gpusPerNode")
         elif pool.gpu_model not in catalog.gpu_models():
             yield Problem(f"{path}.gpuModel", _catalog_miss(catalog.gpu_model, pool.gpu_model))
         elif not catalog.is_rented_by_aws(pool.gpu_model):
@@ -247,7 +248,8 @@ def reservations_are_targeted(p: Parsed) -> Iterator[Problem]:
                     f"AWS offers no Capacity Blocks of {instance.name} (EC2 Capacity Blocks for ML: "
                     f"{', '.join(sorted(CAPACITY_BLOCK_TYPES))})",
                 )
-        if c.type == "reservation" and not (c.reservation_id or c.reservation_resource_group_arn):
+        given = c.reservation_id or c.reservation_resource_group_arn or f"{cpath}.reservationId" in p.damaged
+        if c.type == "reservation" and not given:
             yield Problem(
                 f"{cpath}.reservationId",
                 "a reservation pool needs reservationId (cr-...) or reservationResourceGroupArn",
@@ -281,7 +283,7 @@ def placement_fits_the_network(p: Parsed) -> Iterator[Problem]:
             if zone not in p.zones:
                 yield Problem(
                     f"{path}.placement.availabilityZones[{j}]",
-                    f"{zone} is not one of the network's AZs ({', '.join(p.zones)})",
+                    f"{shown(zone)} is not one of the network's AZs ({', '.join(p.zones)})",
                 )
         if efa and len(zones) > 1:
             yield Problem(

@@ -174,7 +174,7 @@ def lustre_sits_with_its_clients(p: Parsed) -> Iterator[Problem]:
     if fs.availability_zone is not None and fs.availability_zone not in zones:
         yield Problem(
             f"{LUSTRE}.availabilityZone",
-            f"{fs.availability_zone} has no training pool (they run in {', '.join(sorted(zones))}); Lustre "
+            f"{shown(fs.availability_zone)} has no training pool (they run in {', '.join(sorted(zones))}); Lustre "
             "lives in one subnet, so put it where its clients are",
         )
     elif fs.availability_zone is None and len(zones) > 1:

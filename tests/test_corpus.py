@@ -1,0 +1,106 @@
+"""Broken stack files, through the CLI as users run it: exit 2, each problem once at its key path, no traceback.
+
+Each file under tests/corpus/bad/ says in its header what it must report, one `# expect: PATH :: FRAGMENT` line per
+problem (`FILE` stands for the file's own path). The reported problems must be exactly those: every expected one,
+each once, and nothing else (no follow-on errors). Files under tests/corpus/good/ are valid edge cases that must
+plan.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from blueprint.cli import main
+from blueprint.plan.runner import PROJECT_ROOT
+
+CORPUS = Path(__file__).parent / "corpus"
+BAD = sorted((CORPUS / "bad").glob("*.yaml"))
+GOOD = sorted((CORPUS / "good").glob("*.yaml"))
+EXPECT = re.compile(r"^# expect: (?P<path>.+?) :: (?P<fragment>.+)$")
+
+
+def expectations(path: Path) -> list[tuple[str, str]]:
+    """(key path, message fragment) pairs from the file's header comments."""
+    header = path.read_bytes().decode("utf-8", errors="replace").splitlines()
+    found = [EXPECT.match(line) for line in header]
+    return [(m["path"].replace("FILE", str(path)), m["fragment"]) for m in found if m]
+
+
+def problem_lines(stderr: str) -> list[str]:
+    """The `  path: message` lines of a ConfigError as the CLI prints it."""
+    return [line[2:] for line in stderr.splitlines() if line.startswith("  ")]
+
+
+def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["plan", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("path", BAD, ids=[p.stem for p in BAD])
+def test_bad_stack_file_is_refused_with_its_problems(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    expected = expectations(path)
+    assert expected, f"{path.name} names no `# expect:` line"
+    code, out, err = run(capsys, "--config", str(path), "--format", "json")
+    assert code == 2, err
+    assert out == ""
+    assert "Traceback" not in err
+    lines = problem_lines(err)
+    for key_path, fragment in expected:
+        matching = [line for line in lines if line.startswith(f"{key_path}: ") and fragment in line]
+        assert len(matching) == 1, f"want one `{key_path}: ...{fragment}...`; got:\n" + "\n".join(lines)
+    assert len(lines) == len(expected), "problems beyond the expected ones:\n" + "\n".join(lines)
+
+
+@pytest.mark.parametrize("path", GOOD, ids=[p.stem for p in GOOD])
+def test_valid_edge_case_plans(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, "--config", str(path), "--format", "json")
+    assert code == 0, err
+    assert json.loads(out)["resources"]
+
+
+def test_yaml_1_1_words_mean_themselves(capsys: pytest.CaptureFixture[str]) -> None:
+    """`placementGroup: off` is the word `off` (no placement group), as the Pulumi CLI reads it."""
+    code, out, err = run(capsys, "--config", str(CORPUS / "good" / "placement-group-off.yaml"), "--format", "json")
+    assert code == 0, err
+    types = [r["type"] for r in json.loads(out)["resources"]]
+    assert "aws:ec2/placementGroup:PlacementGroup" not in types
+
+
+def test_unreadable_file_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "--config", str(tmp_path))
+    assert code == 2
+    assert f"{tmp_path}: cannot read it" in err and "Traceback" not in err
+
+
+def test_missing_file_names_the_stacks(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, "--stack", "nope")
+    assert code == 2
+    assert "training" in err and "Traceback" not in err
+
+
+def test_huge_values_are_cut_in_messages(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A megabyte-long value is named, never echoed whole."""
+    huge = "x" * 200_000
+    stack = tmp_path / "Pulumi.huge.yaml"
+    stack.write_text(
+        f"config:\n  aws:region: {huge}\n  gpu-clusters:cluster: {{name: {huge}, kubernetesVersion: '{huge}'}}\n"
+        f"  ? gpu-clusters:{huge}\n  : 1\n  gpu-clusters:nodePools: [{{name: a{huge}, role: system}}]\n"
+    )
+    code, _, err = run(capsys, "--config", str(stack))
+    assert code == 2
+    lines = problem_lines(err)
+    assert len(lines) >= 4
+    assert all(len(line) < 1000 for line in lines), max(lines, key=len)[:200]
+
+
+def test_shipped_stacks_still_plan(capsys: pytest.CaptureFixture[str]) -> None:
+    for stack in ("training", "inference", "hybrid"):
+        code, out, err = run(capsys, "--stack", stack, "--format", "json")
+        assert code == 0, err
+        assert json.loads(out)["stack"] == stack
+    assert (PROJECT_ROOT / "stacks").is_dir()
