@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from blueprint.cli import main
 from blueprint.plan.runner import PROJECT_ROOT
+from tests.builders import CliResult
 
 CORPUS = Path(__file__).parent / "corpus"
 BAD = sorted((CORPUS / "bad").glob("*.yaml"))
@@ -98,9 +100,9 @@ def test_huge_values_are_cut_in_messages(tmp_path: Path, capsys: pytest.CaptureF
     assert all(len(line) < 1000 for line in lines), max(lines, key=len)[:200]
 
 
-def test_shipped_stacks_still_plan(capsys: pytest.CaptureFixture[str]) -> None:
+def test_shipped_stacks_still_plan(blueprint_cli: Callable[..., CliResult]) -> None:
     for stack in ("training", "inference", "hybrid"):
-        code, out, err = run(capsys, "--stack", stack, "--format", "json")
-        assert code == 0, err
-        assert json.loads(out)["stack"] == stack
+        result = blueprint_cli("plan", "--stack", stack, "--format", "json")
+        assert result.returncode == 0, result.stderr
+        assert json.loads(result.stdout)["stack"] == stack
     assert (PROJECT_ROOT / "stacks").is_dir()
