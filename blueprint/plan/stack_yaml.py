@@ -13,6 +13,7 @@ expanded, and each problem carries its line and column.
 from __future__ import annotations
 
 import difflib
+import math
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -69,6 +70,14 @@ def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
 StackLoader.add_constructor(f"{_TAG}int", _construct_int)
 
 
+def _float(text: str) -> float:
+    """A YAML 1.2 float as Python reads it: `.inf`, `.nan` and overflowing ones like `1e309` are not finite."""
+    lowered = text.lower()
+    if lowered.endswith((".inf", ".nan")):
+        return math.nan
+    return float(text)
+
+
 def _where(node: yaml.Node) -> str:
     return f"line {node.start_mark.line + 1}, column {node.start_mark.column + 1}"
 
@@ -95,8 +104,8 @@ def values_are_json(node: yaml.Node) -> Iterator[str]:
     if node.tag not in JSON_TAGS:
         kind = node.tag.removeprefix(_TAG).removeprefix("!")
         yield f"{_where(node)}: a `{_cut(kind)}` value is not JSON; quote it or write plain text, numbers, lists, maps"
-    elif node.tag == f"{_TAG}float" and _NON_FINITE.match(str(node.value)):
-        yield f"{_where(node)}: {node.value} is not a finite number (JSON has no NaN or infinity)"
+    elif node.tag == f"{_TAG}float" and not math.isfinite(_float(node.value)):
+        yield f"{_where(node)}: {_cut(node.value)} is not a finite number (JSON has no NaN or infinity)"
 
 
 def keys_are_unique_text(node: yaml.Node) -> Iterator[str]:
