@@ -1,4 +1,5 @@
-"""Fixtures over `tests.builders`: the shipped stacks built once per session, and the CLI run in-process.
+"""Fixtures over `tests.builders` (the shipped stacks built once per session, the CLI run in-process), and the two
+session settings that make runs under mocks cheaper.
 
 Builders live in `tests.builders`; components run under mocks through its `run_with_context` (fresh mocks per call).
 The builders are imported inside the fixtures, so a test module that needs none of them never imports the program.
@@ -6,6 +7,7 @@ The builders are imported inside the fixtures, so a test module that needs none 
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -16,6 +18,23 @@ from blueprint.plan.runner import list_stacks
 
 if TYPE_CHECKING:
     from tests.builders import CliResult, ShippedStack
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Runs under mocks skip the SDK's source positions. For every resource the SDK walks and formats the whole
+    Python stack to tell the engine which line created it (a fifth of a mocked run's time); the mocks record no
+    position and no test reads one. Private SDK name: when a release renames it, runs only get slower."""
+    from pulumi.runtime import resource
+    from pulumi.runtime.proto import source_pb2
+
+    if hasattr(resource, "_get_stack_trace"):
+        resource._get_stack_trace = source_pb2.StackTrace
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Move everything imported so far (the SDK, the providers' thousands of classes) out of the collector's reach:
+    each run under mocks makes garbage, and every full collection would walk those objects again."""
+    gc.freeze()
 
 
 @pytest.fixture(scope="session")
