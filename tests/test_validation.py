@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import copy
+import inspect
+import json
 from typing import Any
 
 import pytest
 
 from components.errors import ConfigError, Problem
-from components.validation import validate
+from components.validation import validate, validate_config
 
 BASE: dict[str, Any] = {
     "cluster": {"name": "t", "kubernetesVersion": "1.35", "tags": {"team": "ml"}},
@@ -481,3 +483,50 @@ def test_bad_region_is_named() -> None:
 
 def test_problem_reads_path_then_message() -> None:
     assert str(Problem("nodePools[1].efa", "x")) == "nodePools[1].efa: x"
+
+
+def test_every_rule_is_small_documented_and_registered_once() -> None:
+    """Validation is a list of small named rules, each stating its rule (and its limit's source) in its docstring."""
+    from components.validation.registry import BY_CONCERN, RULES
+
+    names = [rule.__name__ for rule in RULES]
+    assert len(names) == len(set(names))
+    for concern, rules in BY_CONCERN.items():
+        for rule in rules:
+            assert rule.__module__ == f"components.validation.{concern}", rule
+            assert len(inspect.getdoc(rule) or "") > 40, f"{rule.__name__} needs a docstring stating its rule"
+            assert len(inspect.getsourcelines(rule)[0]) <= 40, f"{rule.__name__} is longer than 40 lines"
+
+
+def test_unknown_keys_are_refused_from_the_whole_pulumi_config() -> None:
+    """What `pulumi up` hands the program: every key, objects as JSON text; misspelt keys are refused there too."""
+    config = {
+        "aws:region": "us-east-1",
+        "aws:regoin": "us-west-2",
+        "aws:profile": "ml",
+        "gpu-clusters:cluster": json.dumps(BASE["cluster"]),
+        "gpu-clusters:network": json.dumps(BASE["network"]),
+        "gpu-clusters:nodepools": json.dumps(BASE["nodePools"]),
+        "pulumi:tags": "{}",
+    }
+    with pytest.raises(ConfigError) as caught:
+        validate_config(config, project="gpu-clusters")
+    assert [(p.path, "did you mean" in p.message) for p in caught.value.problems] == [
+        ("aws:regoin", True),
+        ("gpu-clusters:nodepools", True),
+    ]
+
+
+def test_the_program_sees_every_config_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under `pulumi up` the keys arrive through the SDK's config (or PULUMI_CONFIG); `all_config` reads them all."""
+    from components.program import all_config
+
+    monkeypatch.setenv("PULUMI_CONFIG", json.dumps({"gpu-clusters:nodepools": "[]", "aws:region": "us-east-1"}))
+    assert {"gpu-clusters:nodepools", "aws:region"} <= set(all_config())
+
+
+def test_section_given_as_text_is_a_problem_not_a_crash() -> None:
+    config = {"gpu-clusters:cluster": "not json", "gpu-clusters:nodePools": '"a string"', "aws:region": "us-east-1"}
+    with pytest.raises(ConfigError) as caught:
+        validate_config(config, project="gpu-clusters")
+    assert {"cluster", "nodePools"} <= {p.path for p in caught.value.problems}
