@@ -16,8 +16,9 @@ from components.catalog import versions
 from components.config import StackConfig
 from components.context import ClusterContext
 from components.hybrid import HybridNodes
-from components.planning.hybrid import ROLES_ANYWHERE_NODE_NAME_PLACEHOLDER, ROLES_ANYWHERE_SESSION_SECONDS, tolerates
+from components.planning.hybrid import ROLES_ANYWHERE_NODE_NAME_PLACEHOLDER, ROLES_ANYWHERE_SESSION_SECONDS
 from components.planning.pools import plan_pools
+from components.planning.tolerations import tolerates
 from tests.builders import ShippedStack, run_with_context, stack_config
 from tests.fakes import CLUSTER_SECURITY_GROUP_ID
 

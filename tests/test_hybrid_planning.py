@@ -11,6 +11,7 @@ import yaml
 from components.config import StackConfig, Taint
 from components.planning import hybrid
 from components.planning.pools import plan_pools
+from components.planning.tolerations import tolerates
 from tests.builders import stack_config
 
 CLUSTER_ARN = "arn:aws:eks:us-east-1:123456789012:cluster/gpu"
@@ -200,26 +201,26 @@ def test_cilium_tolerates_the_gpu_pool_taints() -> None:
     (plan,) = [p for p in plan_pools(spec) if p.kind == "hybrid"]
     values = hybrid.cilium_values(plan_pools(spec))
     for taint in plan.taints:
-        assert hybrid.tolerates(values["tolerations"], taint)
-        assert hybrid.tolerates(values["operator"]["tolerations"], taint)
+        assert tolerates(values["tolerations"], taint)
+        assert tolerates(values["operator"]["tolerations"], taint)
     not_ready = Taint(key="node.kubernetes.io/not-ready", effect="NoSchedule")
-    assert hybrid.tolerates(values["operator"]["tolerations"], not_ready)
+    assert tolerates(values["operator"]["tolerations"], not_ready)
     # the operator is not a catch-all: a taint of no hybrid pool keeps it away (draining works)
-    assert not hybrid.tolerates(values["operator"]["tolerations"], Taint(key="maintenance", value="true"))
+    assert not tolerates(values["operator"]["tolerations"], Taint(key="maintenance", value="true"))
 
 
 def test_default_gpu_taint_is_tolerated_by_the_operator() -> None:
     (plan,) = [p for p in plan_pools(stack(pool())) if p.kind == "hybrid"]
     assert [t.render() for t in plan.taints] == ["nvidia.com/gpu=true:NoSchedule"]
-    assert hybrid.tolerates(hybrid.cilium_values([plan])["operator"]["tolerations"], plan.taints[0])
+    assert tolerates(hybrid.cilium_values([plan])["operator"]["tolerations"], plan.taints[0])
 
 
 def test_tolerates_follows_kubernetes_matching() -> None:
     taint = Taint(key="nvidia.com/gpu", value="true", effect="NoSchedule")
-    assert hybrid.tolerates([{"operator": "Exists"}], taint)
-    assert hybrid.tolerates([{"key": "nvidia.com/gpu", "operator": "Exists"}], taint)
-    assert not hybrid.tolerates([{"key": "nvidia.com/gpu", "operator": "Equal", "value": "false"}], taint)
-    assert not hybrid.tolerates([{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoExecute"}], taint)
+    assert tolerates([{"operator": "Exists"}], taint)
+    assert tolerates([{"key": "nvidia.com/gpu", "operator": "Exists"}], taint)
+    assert not tolerates([{"key": "nvidia.com/gpu", "operator": "Equal", "value": "false"}], taint)
+    assert not tolerates([{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoExecute"}], taint)
 
 
 # ------------------------------------------------------------------------------------------------- NodeConfig

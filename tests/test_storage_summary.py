@@ -18,8 +18,8 @@ from components.planning.storage import (
     nfs_pools,
     path_slug,
     storage_summary,
-    taint_tolerations,
 )
+from components.planning.tolerations import key_tolerations
 from tests.builders import TWO_ZONES, stack_config
 
 SYSTEM = {"name": "system", "role": "system", "instanceType": "m7i.xlarge", "scaling": {"min": 2, "max": 3}}
@@ -179,7 +179,7 @@ def test_namespaces_and_tolerations() -> None:
     )
     assert namespaces_to_create(s.storage) == ["ml"]
     assert namespaces_to_create(spec([SYSTEM], {"lustre": {}}).storage) == []
-    assert taint_tolerations(plan_pools(s)) == [
+    assert key_tolerations(plan_pools(s)) == [
         {"key": "dedicated", "operator": "Exists", "effect": "NoExecute"},
         {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
     ]

@@ -16,14 +16,13 @@ from __future__ import annotations
 
 from collections import Counter
 
-from components.planning.pools import PoolPlan
+from components.planning.pools import GPU_RESOURCE, PoolPlan
 
 #: Auto-discovery: `--node-group-auto-discovery=asg:tag=k8s.io/cluster-autoscaler/enabled,
 #: k8s.io/cluster-autoscaler/<cluster>` matches ASGs carrying both keys ([CA] §6).
 ENABLED_TAG = "k8s.io/cluster-autoscaler/enabled"
 OWNER_TAG_PREFIX = "k8s.io/cluster-autoscaler/"
 NODE_TEMPLATE = "k8s.io/cluster-autoscaler/node-template"
-GPU_RESOURCE = "nvidia.com/gpu"
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
 EPHEMERAL_STORAGE_RESOURCE = "ephemeral-storage"
 AUTOSCALED_MODE = "cluster-autoscaler"

@@ -22,10 +22,11 @@ from typing import Any, Literal
 
 import yaml
 
-from components.config import NodePool, StackConfig, Taint
+from components.config import NodePool, StackConfig
 from components.planning import compute_types
 from components.planning.nodeadm import NODEADM_API_VERSION, kubelet_flags
 from components.planning.pools import PoolPlan
+from components.planning.tolerations import toleration
 
 # ----------------------------------------------------------------------------------------------------- constants
 #: Access entry type for the hybrid nodes role ([BC] §5e; [EKSUG] hybrid-nodes-cluster-prep).
@@ -264,25 +265,6 @@ def _compute_type_affinity() -> dict[str, Any]:
             }
         }
     }
-
-
-def toleration(taint: Taint) -> dict[str, str]:
-    """The toleration that matches exactly one configured taint (key, value and effect)."""
-    return {"key": taint.key, "operator": "Equal", "value": taint.value, "effect": taint.effect}
-
-
-def tolerates(tolerations: Sequence[Mapping[str, Any]], taint: Taint) -> bool:
-    """Whether a pod with `tolerations` may run on a node with `taint` (Kubernetes toleration matching rules)."""
-    for t in tolerations:
-        if t.get("effect") and t["effect"] != taint.effect:
-            continue
-        if t.get("operator") == "Exists" and not t.get("key"):
-            return True
-        if t.get("key") != taint.key:
-            continue
-        if t.get("operator") == "Exists" or t.get("value", "") == taint.value:
-            return True
-    return False
 
 
 def cilium_values(plans: Sequence[PoolPlan]) -> dict[str, Any]:

@@ -15,9 +15,12 @@ from components.catalog import InstanceType
 from components.config import NetworkConfig, NodePool, StackConfig, Taint
 from components.planning.efa import NetworkInterface, efa_device_count, efa_interfaces
 
+#: The extended resource the NVIDIA device plugin advertises (time-slicing keeps the name, `renameByDefault: false`,
+#: so pod specs that ask for it work unchanged on shared GPUs, [NVDP] facts §8); also the key of the GPU taint.
+GPU_RESOURCE = "nvidia.com/gpu"
 #: The taint GPU pools get unless they say otherwise: only pods that tolerate it (GPU workloads, device plugins)
 #: land on GPU nodes, so no stray controller burns $55/hour.
-DEFAULT_GPU_TAINT = Taint(key="nvidia.com/gpu", value="true", effect="NoSchedule")
+DEFAULT_GPU_TAINT = Taint(key=GPU_RESOURCE, value="true", effect="NoSchedule")
 #: cluster-autoscaler's AWS GPU label ([CA] in aws-gpu-facts.md §6): set at kubelet start so the autoscaler knows a
 #: node has GPUs before the device plugin advertises them (no repeated scale-ups).
 ACCELERATOR_LABEL = "k8s.amazonaws.com/accelerator"

@@ -193,14 +193,6 @@ def namespaces_to_create(storage: StorageConfig) -> list[str]:
     return sorted({ns for ns in wanted if ns not in BUILTIN_NAMESPACES})
 
 
-def taint_tolerations(pool_plans: Iterable[PoolPlan]) -> list[dict[str, str]]:
-    """Tolerations for every taint the stack's pools carry, so CSI node plugins run on every node (GPU nodes and
-    hybrid nodes included), whichever pool a pod that mounts a claim lands on. Sorted and without repeats, so a
-    change of pool order changes no add-on configuration."""
-    seen = sorted({(t.key, t.effect) for pool in pool_plans for t in pool.taints})
-    return [{"key": key, "operator": "Exists", "effect": effect} for key, effect in seen]
-
-
 # --------------------------------------------------------------------------------------------------- throughput
 def efs_throughput_mbps(config: NfsConfig) -> float | None:
     """Aggregate EFS read throughput the plan counts on: the provisioned figure, or the Elastic floor.

@@ -23,7 +23,8 @@ from components.addons.helm import service_account_role
 from components.config import NfsConfig
 from components.context import ClusterContext, stateful_options
 from components.planning.pools import PoolPlan
-from components.planning.storage import EFS_CSI_DRIVER, NFS_TCP_PORT, claim_name, nfs_pools, taint_tolerations
+from components.planning.storage import EFS_CSI_DRIVER, NFS_TCP_PORT, claim_name, nfs_pools
+from components.planning.tolerations import key_tolerations
 from components.storage import volumes
 
 ADDON = "aws-efs-csi-driver"
@@ -42,7 +43,7 @@ DIRECTORY_PERMS = "700"
 def addon_configuration(pool_plans: Sequence[PoolPlan]) -> dict[str, Any]:
     """Add-on configuration values (the driver chart's `node.tolerations`): the node plugin tolerates the pools'
     taints, so it runs on the tainted GPU nodes whose pods mount the claim."""
-    return {"node": {"tolerations": taint_tolerations(pool_plans)}}
+    return {"node": {"tolerations": key_tolerations(pool_plans)}}
 
 
 def lifecycle_policies(config: NfsConfig) -> list[aws.efs.FileSystemLifecyclePolicyArgs]:

@@ -43,8 +43,8 @@ from components.planning.storage import (
     lustre_security_rules,
     needs_stack_bucket,
     path_slug,
-    taint_tolerations,
 )
+from components.planning.tolerations import key_tolerations
 from components.storage import volumes
 
 #: Lustre version of every file system the stack creates (FSx API `FileSystemTypeVersion`, §3a).
@@ -125,7 +125,7 @@ def addon_configuration(pool_plans: Sequence[PoolPlan]) -> dict[str, Any]:
     return {
         "node": {
             "tolerateAllTaints": False,
-            "tolerations": taint_tolerations(pool_plans),
+            "tolerations": key_tolerations(pool_plans),
             "affinity": {
                 "nodeAffinity": {
                     "requiredDuringSchedulingIgnoredDuringExecution": {

@@ -27,7 +27,8 @@ from components.catalog import versions
 from components.config import NfsConfig
 from components.context import ClusterContext
 from components.planning.pools import PoolPlan
-from components.planning.storage import NFS_CSI_DRIVER, claim_name, nfs_pools, taint_tolerations
+from components.planning.storage import NFS_CSI_DRIVER, claim_name, nfs_pools
+from components.planning.tolerations import key_tolerations
 from components.storage import volumes
 
 CHART = "csi-driver-nfs"
@@ -41,7 +42,7 @@ CONTROLLER_DEFAULT_TOLERATIONS: list[dict[str, str]] = [
 
 def chart_values(pool_plans: Sequence[PoolPlan], mounting: Sequence[PoolPlan]) -> dict[str, Any]:
     """csi-driver-nfs chart values (chart `values.yaml`: `controller.*`, `node.*`)."""
-    tolerations = taint_tolerations(pool_plans)
+    tolerations = key_tolerations(pool_plans)
     controller: dict[str, Any] = {"tolerations": [*CONTROLLER_DEFAULT_TOLERATIONS, *tolerations]}
     if mounting:
         controller["affinity"] = {

@@ -7,7 +7,6 @@ Stack rules of several families (fabric, nodes, spot, cost) read pools through t
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from pulumi_policy.proxy import UnknownValueError
 
@@ -94,22 +93,6 @@ class Taint:
 
     def __str__(self) -> str:
         return f"{self.key}={self.value}:{self.effect}"
-
-
-def tolerates(tolerations: list[Any], taint: Taint) -> bool:
-    """Kubernetes toleration matching (https://kubernetes.io/docs/concepts/scheduling-eviction/taint-and-toleration/):
-    an empty key with Exists tolerates everything; otherwise keys match, effects match (or the toleration has
-    none), and the operator is Exists or Equal with the same value (Equal is the default operator)."""
-    for t in tolerations:
-        key, operator = get(t, "key", default=""), get(t, "operator", default="Equal")
-        effect = get(t, "effect", default="")
-        if effect and effect != taint.effect:
-            continue
-        if not key and operator == "Exists":
-            return True
-        if key == taint.key and (operator == "Exists" or str(get(t, "value", default="")) == taint.value):
-            return True
-    return False
 
 
 @dataclass(frozen=True)

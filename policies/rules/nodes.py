@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 
 from components.catalog.versions import chart
+from components.planning.pools import GPU_RESOURCE
 from components.tags import TAINTS
 from policies.resources import (
     Resource,
@@ -28,7 +29,7 @@ NVIDIA_DEVICE_PLUGIN_CHART = chart("nvidia-device-plugin").chart
 #: `tolerations` replaces these.
 NVIDIA_DEVICE_PLUGIN_DEFAULT_TOLERATIONS: tuple[Mapping[str, str], ...] = (
     {"key": "CriticalAddonsOnly", "operator": "Exists"},
-    {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+    {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"},
 )
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from components.planning.tolerations import tolerates
 from policies.resources import (
     HELM_TYPES,
     Resource,
@@ -13,7 +14,7 @@ from policies.resources import (
     get,
     items,
 )
-from policies.rules.deployed_pools import Pool, tolerates
+from policies.rules.deployed_pools import Pool
 from policies.rules.signatures import StackViolations
 
 

@@ -14,16 +14,19 @@ import yaml
 from components import tags
 from components.config import StackConfig
 from components.planning.addons.placement import NODE_CRITICAL, gpu_plans, node_affinity, tolerations_for
-from components.planning.pools import DEVICE_PLUGIN_CONFIG_LABEL, EFA_LABEL, GPU_PRESENT_LABEL, PoolPlan
+from components.planning.pools import (
+    DEVICE_PLUGIN_CONFIG_LABEL,
+    EFA_LABEL,
+    GPU_PRESENT_LABEL,
+    GPU_RESOURCE,
+    PoolPlan,
+)
 
 #: Helm release names of the two device plugins.
 NVIDIA_DEVICE_PLUGIN_RELEASE = "nvidia-device-plugin"
 EFA_DEVICE_PLUGIN_RELEASE = "aws-efa-k8s-device-plugin"
 #: The config-map entry nodes without a per-node config label get ([NVDP] `config.default`).
 DEVICE_PLUGIN_DEFAULT_CONFIG = "default"
-#: The resource the plugin advertises; time-slicing keeps the name (`renameByDefault: false`) so pod specs that
-#: ask for `nvidia.com/gpu` work unchanged on shared GPUs ([NVDP] time-slicing config, facts §8).
-GPU_RESOURCE = "nvidia.com/gpu"
 
 
 def device_plugin_config(mig_strategy: str, time_slicing_replicas: int = 1) -> dict[str, Any]:

@@ -13,8 +13,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from components import tags
-from components.config import Taint
 from components.planning.pools import PoolPlan
+from components.planning.tolerations import toleration
 
 #: Lets an add-on onto nodes reserved for cluster-critical pods (the usual system-pool taint); the NVIDIA and EFA
 #: device plugin charts tolerate it by default ([NVDP], [EKSCH] §8), and we keep it when we replace their lists.
@@ -26,13 +26,6 @@ SYSTEM_NODE_SELECTOR: dict[str, str] = {tags.ROLE: "system"}
 NODE_CRITICAL = "system-node-critical"
 #: The namespace of the add-ons that serve the whole cluster (device plugins, autoscaler, termination handler).
 KUBE_SYSTEM = "kube-system"
-
-
-def toleration(taint: Taint) -> dict[str, str]:
-    """The toleration that matches exactly one taint (key, value and effect)."""
-    if taint.value:
-        return {"key": taint.key, "operator": "Equal", "value": taint.value, "effect": taint.effect}
-    return {"key": taint.key, "operator": "Exists", "effect": taint.effect}
 
 
 def tolerations_for(plans: Iterable[PoolPlan], critical_addons: bool = True) -> list[dict[str, str]]:
