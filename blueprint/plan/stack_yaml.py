@@ -39,6 +39,7 @@ MAX_ECHO = 60
 _TAG = "tag:yaml.org,2002:"
 #: The tags a JSON value can have; the CLI passes config to the program as JSON.
 JSON_TAGS = frozenset(f"{_TAG}{name}" for name in ("str", "int", "float", "bool", "null", "seq", "map"))
+_LEADING_ZERO = re.compile(r"^[-+]?0[0-9]")
 _NON_FINITE = re.compile(r"^[-+]?\.(inf|Inf|INF)$|^\.(nan|NaN|NAN)$")
 
 
@@ -100,12 +101,18 @@ NodeCheck = Callable[[yaml.Node], Iterator[str]]
 
 def values_are_json(node: yaml.Node) -> Iterator[str]:
     """Values are what JSON can carry (text, finite numbers, true/false, null, lists, mappings): the CLI hands config
-    to the program as JSON, so dates, binary, sets, ordered maps, custom tags, NaN and infinity mean nothing there."""
+    to the program as JSON, so dates, binary, sets, ordered maps, custom tags, NaN and infinity mean nothing there;
+    and a number with a leading zero (`010`), octal to the CLI but decimal in YAML 1.2, is refused as ambiguous."""
     if node.tag not in JSON_TAGS:
         kind = node.tag.removeprefix(_TAG).removeprefix("!")
         yield f"{_where(node)}: a `{_cut(kind)}` value is not JSON; quote it or write plain text, numbers, lists, maps"
     elif node.tag == f"{_TAG}float" and not math.isfinite(_float(node.value)):
         yield f"{_where(node)}: {_cut(node.value)} is not a finite number (JSON has no NaN or infinity)"
+    elif node.tag == f"{_TAG}int" and _LEADING_ZERO.match(node.value):
+        yield (
+            f"{_where(node)}: {_cut(node.value)} is octal to the Pulumi CLI (yaml.v3 keeps YAML 1.1 octals) but "
+            "decimal in YAML 1.2; write it without the leading zero"
+        )
 
 
 def keys_are_unique_text(node: yaml.Node) -> Iterator[str]:
