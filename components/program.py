@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import pulumi
-from pulumi.runtime import config as runtime_config
+from pulumi.runtime.config import CONFIG, get_config_env
 
 from components.config import StackConfig
 from components.gpu_cluster import GpuCluster
@@ -21,7 +21,7 @@ def all_config() -> dict[str, Any]:
     The engine hands the program the whole stack config (the SDK keeps it in `pulumi.runtime.config`), so keys no
     section reads, such as a misspelt `gpu-clusters:nodepools`, are visible here and refused by validation.
     """
-    return {**runtime_config.get_config_env(), **runtime_config.CONFIG.get()}
+    return {**get_config_env(), **CONFIG.get()}
 
 
 def read_config() -> StackConfig:

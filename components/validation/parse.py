@@ -6,9 +6,9 @@ stays silent: those inputs already have an error, and a follow-on error would on
 
 from __future__ import annotations
 
-import copy as copy_module
 import difflib
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from copy import deepcopy
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, get_args
@@ -201,7 +201,7 @@ def _models_in(annotation: Any) -> list[type[BaseModel]]:
 
 def _without(value: Any, locations: list[tuple[Any, ...]]) -> Any:
     """A deep copy of `value` without the dict keys the error locations point into (lists are kept whole)."""
-    copy = copy_module.deepcopy(value)
+    copy = deepcopy(value)
     for loc in locations:
         node, parent, key = copy, None, None
         for part in loc:

@@ -7,7 +7,16 @@ from collections.abc import Iterator
 
 from components.config import LustreConfig, NfsConfig
 from components.errors import Problem
-from components.planning import lustre as lustre_rules
+from components.planning.lustre import (
+    EFA_INCREMENTS,
+    MAX_DATA_REPOSITORY_ASSOCIATIONS,
+    PERSISTENT_2_THROUGHPUTS,
+    capacity_increment,
+    is_valid_capacity,
+    nearest_valid_capacities,
+    paths_overlap,
+    valid_metadata_iops,
+)
 from components.planning.pools import pool_zones, wants_efa
 from components.validation.parse import Parsed, shown
 
@@ -50,11 +59,11 @@ def lustre_tier_settings_fit(p: Parsed) -> Iterator[Problem]:
     if fs is None:
         return
     persistent = fs.deployment_type == "PERSISTENT_2"
-    if persistent and fs.per_unit_storage_throughput not in lustre_rules.PERSISTENT_2_THROUGHPUTS:
+    if persistent and fs.per_unit_storage_throughput not in PERSISTENT_2_THROUGHPUTS:
         yield Problem(
             f"{LUSTRE}.perUnitStorageThroughput",
             f"{fs.per_unit_storage_throughput} MB/s/TiB is not a PERSISTENT_2 tier; valid: "
-            f"{', '.join(map(str, lustre_rules.PERSISTENT_2_THROUGHPUTS))} (FSx API PerUnitStorageThroughput)",
+            f"{', '.join(map(str, PERSISTENT_2_THROUGHPUTS))} (FSx API PerUnitStorageThroughput)",
         )
     if not persistent and "per_unit_storage_throughput" in fs.model_fields_set:
         yield Problem(f"{LUSTRE}.perUnitStorageThroughput", "SCRATCH_2 has a fixed 200 MB/s/TiB; remove this key")
@@ -79,7 +88,7 @@ def lustre_metadata_iops_fit(p: Parsed) -> Iterator[Problem]:
         yield Problem(f"{LUSTRE}.metadata.iops", "USER_PROVISIONED metadata needs iops (1500, 3000, 6000, 12000, ...)")
     if meta.mode == "AUTOMATIC" and meta.iops is not None:
         yield Problem(f"{LUSTRE}.metadata.iops", "AUTOMATIC metadata sizes its own IOPS; remove iops")
-    if meta.iops is not None and not lustre_rules.valid_metadata_iops(meta.iops):
+    if meta.iops is not None and not valid_metadata_iops(meta.iops):
         yield Problem(
             f"{LUSTRE}.metadata.iops",
             f"{meta.iops} is not valid: 1500, 3000, 6000, 12000 or a multiple of 12000 up to 192000 (FSx API)",
@@ -93,12 +102,11 @@ def lustre_capacity_is_a_valid_size(p: Parsed) -> Iterator[Problem]:
     if fs is None:
         return
     persistent = fs.deployment_type == "PERSISTENT_2"
-    sizable = not fs.efa_enabled or (persistent and fs.per_unit_storage_throughput in lustre_rules.EFA_INCREMENTS)
-    if sizable and not lustre_rules.is_valid_capacity(fs):
-        below, above = lustre_rules.nearest_valid_capacities(fs)
+    sizable = not fs.efa_enabled or (persistent and fs.per_unit_storage_throughput in EFA_INCREMENTS)
+    if sizable and not is_valid_capacity(fs):
+        below, above = nearest_valid_capacities(fs)
         steps = (
-            f"multiples of {lustre_rules.capacity_increment(fs)} GiB for EFA at "
-            f"{fs.per_unit_storage_throughput} MB/s/TiB"
+            f"multiples of {capacity_increment(fs)} GiB for EFA at {fs.per_unit_storage_throughput} MB/s/TiB"
             if fs.efa_enabled
             else "1200, 2400, then multiples of 2400 GiB"
         )
@@ -117,15 +125,15 @@ def lustre_repositories_are_distinct(p: Parsed) -> Iterator[Problem]:
     if fs is None:
         return
     dras = fs.data_repositories
-    if len(dras) > lustre_rules.MAX_DATA_REPOSITORY_ASSOCIATIONS:
+    if len(dras) > MAX_DATA_REPOSITORY_ASSOCIATIONS:
         yield Problem(
             f"{LUSTRE}.dataRepositories",
-            f"{len(dras)} associations; FSx allows at most {lustre_rules.MAX_DATA_REPOSITORY_ASSOCIATIONS}",
+            f"{len(dras)} associations; FSx allows at most {MAX_DATA_REPOSITORY_ASSOCIATIONS}",
         )
     for j, dra in enumerate(dras):
         where = f"{LUSTRE}.dataRepositories[{j}]"
         for k in range(j):
-            if lustre_rules.paths_overlap(dra.file_system_path, dras[k].file_system_path):
+            if paths_overlap(dra.file_system_path, dras[k].file_system_path):
                 yield Problem(
                     f"{where}.fileSystemPath",
                     f"{dra.file_system_path} overlaps {dras[k].file_system_path} (dataRepositories[{k}]); "

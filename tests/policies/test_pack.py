@@ -15,7 +15,7 @@ import yaml
 from pulumi_policy import EnforcementLevel, ResourceValidationPolicy, StackValidationPolicy
 from pulumi_policy.policy import _PolicyAnalyzerServicer
 
-import policies.pack as pack
+from policies import pack
 
 PACK_DIR = Path(pack.__file__).parent
 LEVELS = {EnforcementLevel.MANDATORY, EnforcementLevel.ADVISORY, EnforcementLevel.DISABLED}
