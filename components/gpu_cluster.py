@@ -42,6 +42,8 @@ class GpuCluster(pulumi.ComponentResource):
             "nodePools": [p.name for p in self.pool_plans],
         }
         self._cluster_core()
+        self._context()
+        self._node_agents()
         self._node_pools()
         self._system_addons()
         self._storage()
@@ -57,13 +59,11 @@ class GpuCluster(pulumi.ComponentResource):
         return pulumi.ResourceOptions(parent=self)
 
     def _cluster_core(self) -> None:
-        """Network, EKS control plane, node identity and the Kubernetes provider, packed into the context every
-        later component reads; then the node agents (CNI, kube-proxy, Pod Identity agent), which nodes need to
-        become Ready."""
+        """Network, EKS control plane and node identity: what every later component is attached to."""
         spec, name = self.spec, self.base_name
-        account_id = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=self)).account_id
-        partition = aws.get_partition_output(opts=pulumi.InvokeOutputOptions(parent=self)).partition
-        stateful = stateful_protection(spec.cluster.protect_stateful)
+        self.account_id = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=self)).account_id
+        self.partition = aws.get_partition_output(opts=pulumi.InvokeOutputOptions(parent=self)).partition
+        self.stateful = stateful_protection(spec.cluster.protect_stateful)
         self.network = Network(
             f"{name}-network", spec.network, spec.cluster.name, spec.region, self.tags, opts=self._child()
         )
@@ -72,14 +72,21 @@ class GpuCluster(pulumi.ComponentResource):
             spec.cluster,
             self.network,
             remote_network_config(spec),
-            stateful["kms-key"],
+            self.stateful["kms-key"],
             self.tags,
-            account_id,
-            partition,
+            self.account_id,
+            self.partition,
             opts=self._child(),
         )
-        self.node_identity = NodeIdentity(spec.cluster.name, self.eks.name, partition, self.tags, opts=self._child())
-        kubeconfig = kubernetes_access.kubeconfig(
+        self.node_identity = NodeIdentity(
+            spec.cluster.name, self.eks.name, self.partition, self.tags, opts=self._child()
+        )
+
+    def _context(self) -> None:
+        """The Kubernetes provider and the `ClusterContext`: the only things later components read from the core,
+        with the few config values all of them need (names, region, versions, protection)."""
+        spec, name = self.spec, self.base_name
+        self.kubeconfig = kubernetes_access.kubeconfig(
             spec.cluster.name, self.eks.endpoint, self.eks.certificate_authority, spec.region
         )
         self.context = ClusterContext(
@@ -89,10 +96,10 @@ class GpuCluster(pulumi.ComponentResource):
             kubernetes_version=spec.cluster.kubernetes_version,
             service_cidr=str(spec.cluster.service_cidr),
             managed_addon_pins=dict(spec.addons.managed.pins),
-            stateful=stateful,
+            stateful=self.stateful,
             tags=self.tags,
-            account_id=account_id,
-            partition=partition,
+            account_id=self.account_id,
+            partition=self.partition,
             vpc_id=self.network.vpc_id,
             vpc_cidr=self.network.vpc_cidr,
             zones=list(self.network.zones),
@@ -106,11 +113,17 @@ class GpuCluster(pulumi.ComponentResource):
             node_role_arn=self.node_identity.role_arn,
             node_instance_profile_arn=self.node_identity.instance_profile_arn,
             kms_key_arn=self.eks.kms_key.arn,
-            k8s_provider=kubernetes_access.kubernetes_provider(f"{name}-k8s", kubeconfig, opts=self._child()),
-            pod_identity_role=PodIdentityRoles(self.eks.name, spec.cluster.name, partition, self.tags),
+            k8s_provider=kubernetes_access.kubernetes_provider(f"{name}-k8s", self.kubeconfig, opts=self._child()),
+            pod_identity_role=PodIdentityRoles(self.eks.name, spec.cluster.name, self.partition, self.tags),
         )
-        self.node_agents = ManagedAddons(f"{name}-node-agents", self.context, NODE_AGENT_ADDONS, opts=self._child())
-        secret_kubeconfig: pulumi.Output[str] = pulumi.Output.secret(kubeconfig)
+
+    def _node_agents(self) -> None:
+        """The managed add-ons nodes need to become Ready (VPC CNI, kube-proxy, Pod Identity agent), and the core's
+        stack outputs."""
+        self.node_agents = ManagedAddons(
+            f"{self.base_name}-node-agents", self.context, NODE_AGENT_ADDONS, opts=self._child()
+        )
+        secret_kubeconfig: pulumi.Output[str] = pulumi.Output.secret(self.kubeconfig)
         self._exports.update(
             {
                 "kubeconfig": secret_kubeconfig,

@@ -16,7 +16,7 @@ through the `nvidia.com/gpu.present=true` label their kubelet flags set. Every v
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -102,35 +102,77 @@ class HybridNodes(pulumi.ComponentResource):
 
     # ------------------------------------------------------------------------------------------------- per pool
     def _pool(self, plan: PoolPlan) -> HybridPool:
+        """Everything one hybrid pool's servers need to join: a role their credentials resolve to, the credentials'
+        source, an access entry, API ingress from their networks, and the NodeConfig for `nodeadm init`."""
         ctx = self._ctx
         prefix = f"{ctx.cluster_name_plain}-{plan.name}"
         pool_tags = tags.with_tags(
             ctx.tags, pool=plan.name, role=plan.role, **({"gpu_model": plan.gpu_model} if plan.gpu_model else {})
         )
+        roles_anywhere = plan.pool.credentials.provider == "iam-roles-anywhere"
+        trust_anchor = self._trust_anchor(plan, prefix, pool_tags) if roles_anywhere else None
+        role, attachments, inline = self._node_role(plan, prefix, pool_tags, trust_anchor)
+        access_entry = aws.eks.AccessEntry(
+            f"{prefix}-hybrid-node",
+            cluster_name=ctx.cluster_name,
+            principal_arn=role.arn,
+            type=ACCESS_ENTRY_TYPE,
+            tags=pool_tags,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        activation = profile = None
+        credentials: pulumi.Output[SsmActivation | RolesAnywhere]
+        if trust_anchor is not None:
+            profile, credentials = self._roles_anywhere_profile(prefix, pool_tags, trust_anchor, role)
+        else:
+            activation, credentials = self._ssm_activation(plan, prefix, pool_tags, role, [*attachments, inline])
+        return HybridPool(
+            plan=plan,
+            role=role,
+            access_entry=access_entry,
+            api_ingress=self._api_ingress(plan, prefix, pool_tags),
+            node_config=self._node_config(plan, credentials),
+            install_command=nodeadm_install_command(ctx.kubernetes_version, plan.pool.credentials.provider),
+            activation=activation,
+            trust_anchor=trust_anchor,
+            profile=profile,
+            policy_attachments=attachments,
+        )
+
+    def _trust_anchor(self, plan: PoolPlan, prefix: str, pool_tags: Mapping[str, str]) -> aws.rolesanywhere.TrustAnchor:
+        """IAM Roles Anywhere: the CA bundle the servers' certificates chain to."""
+        return aws.rolesanywhere.TrustAnchor(
+            f"{prefix}-trust-anchor",
+            enabled=True,
+            source=aws.rolesanywhere.TrustAnchorSourceArgs(
+                source_type="CERTIFICATE_BUNDLE",
+                source_data=aws.rolesanywhere.TrustAnchorSourceSourceDataArgs(
+                    x509_certificate_data=plan.pool.credentials.trust_anchor_certificate
+                ),
+            ),
+            tags=dict(pool_tags),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
+    def _node_role(
+        self,
+        plan: PoolPlan,
+        prefix: str,
+        pool_tags: Mapping[str, str],
+        trust_anchor: aws.rolesanywhere.TrustAnchor | None,
+    ) -> tuple[aws.iam.Role, list[aws.iam.RolePolicyAttachment], aws.iam.RolePolicy]:
+        """The role the servers' temporary credentials resolve to, trusted by SSM or by the trust anchor, with the
+        managed policies of its provider and the inline policy that lets a node describe the cluster."""
+        ctx = self._ctx
         child = pulumi.ResourceOptions(parent=self)
         provider: Provider = plan.pool.credentials.provider
-
-        trust_anchor = profile = None
-        if provider == "iam-roles-anywhere":
-            trust_anchor = aws.rolesanywhere.TrustAnchor(
-                f"{prefix}-trust-anchor",
-                enabled=True,
-                source=aws.rolesanywhere.TrustAnchorSourceArgs(
-                    source_type="CERTIFICATE_BUNDLE",
-                    source_data=aws.rolesanywhere.TrustAnchorSourceSourceDataArgs(
-                        x509_certificate_data=plan.pool.credentials.trust_anchor_certificate
-                    ),
-                ),
-                tags=pool_tags,
-                opts=child,
-            )
+        if trust_anchor is not None:
             trust_policy = trust_anchor.arn.apply(lambda arn: json.dumps(roles_anywhere_trust_policy(arn)))
         else:
             region = ctx.region
             trust_policy = pulumi.Output.all(ctx.account_id, ctx.partition).apply(
                 lambda v: json.dumps(ssm_trust_policy(v[0], region, v[1]))
             )
-
         role = aws.iam.Role(
             f"{prefix}-hybrid-node",
             description=f"EKS hybrid nodes of pool {plan.name} ({provider}), cluster {ctx.cluster_name_plain}",
@@ -138,7 +180,7 @@ class HybridNodes(pulumi.ComponentResource):
             max_session_duration=(
                 ROLES_ANYWHERE_ROLE_MAX_SESSION_SECONDS if provider == "iam-roles-anywhere" else None
             ),
-            tags=pool_tags,
+            tags=dict(pool_tags),
             opts=child,
         )
         attachments = [
@@ -156,68 +198,70 @@ class HybridNodes(pulumi.ComponentResource):
             policy=ctx.cluster_arn.apply(lambda arn: json.dumps(hybrid_node_policy(arn, provider))),
             opts=child,
         )
-        access_entry = aws.eks.AccessEntry(
+        return role, attachments, inline
+
+    def _roles_anywhere_profile(
+        self,
+        prefix: str,
+        pool_tags: Mapping[str, str],
+        trust_anchor: aws.rolesanywhere.TrustAnchor,
+        role: aws.iam.Role,
+    ) -> tuple[aws.rolesanywhere.Profile, pulumi.Output[SsmActivation | RolesAnywhere]]:
+        """The Roles Anywhere profile that maps a server's certificate to the role; returns it and the credentials
+        the NodeConfig names. nodeadm uses the node name as role session name, which the trust policy ties to the
+        certificate's CN."""
+        profile = aws.rolesanywhere.Profile(
             f"{prefix}-hybrid-node",
-            cluster_name=ctx.cluster_name,
-            principal_arn=role.arn,
-            type=ACCESS_ENTRY_TYPE,
-            tags=pool_tags,
-            opts=child,
+            enabled=True,
+            role_arns=[role.arn],
+            accept_role_session_name=True,
+            duration_seconds=ROLES_ANYWHERE_SESSION_SECONDS,
+            tags=dict(pool_tags),
+            opts=pulumi.ResourceOptions(parent=self),
         )
+        credentials: pulumi.Output[SsmActivation | RolesAnywhere] = pulumi.Output.all(
+            trust_anchor.arn, profile.arn, role.arn
+        ).apply(lambda v: RolesAnywhere(trust_anchor_arn=v[0], profile_arn=v[1], role_arn=v[2]))
+        return profile, credentials
 
-        activation = None
-        credentials: pulumi.Output[SsmActivation | RolesAnywhere]
-        if trust_anchor is not None:
-            profile = aws.rolesanywhere.Profile(
-                f"{prefix}-hybrid-node",
-                enabled=True,
-                role_arns=[role.arn],
-                # nodeadm uses the node name as role session name; the trust policy ties it to the cert CN.
-                accept_role_session_name=True,
-                duration_seconds=ROLES_ANYWHERE_SESSION_SECONDS,
-                tags=pool_tags,
-                opts=child,
-            )
-            credentials = pulumi.Output.all(trust_anchor.arn, profile.arn, role.arn).apply(
-                lambda v: RolesAnywhere(trust_anchor_arn=v[0], profile_arn=v[1], role_arn=v[2])
-            )
-        else:
-            activation = aws.ssm.Activation(
-                f"{prefix}-hybrid-node",
-                name=prefix,
-                description=f"EKS hybrid nodes of pool {plan.name}, cluster {ctx.cluster_name_plain}",
-                iam_role=role.name,
-                registration_limit=registration_limit(plan.pool),
-                expiration_date=activation_expiry(self._clock(), plan.pool.credentials.activation_expiry_hours),
-                # Registered instances inherit the activation's tags; the role may deregister only those.
-                tags={**pool_tags, SSM_DEREGISTER_TAG_KEY: ctx.cluster_arn},
-                # The expiry is computed from the clock: without this, every `pulumi up` would replace the
-                # activation (a new code for servers that already joined). Replace it on purpose to re-issue.
-                opts=pulumi.ResourceOptions(
-                    parent=self, depends_on=[*attachments, inline], ignore_changes=["expirationDate"]
-                ),
-            )
-            credentials = pulumi.Output.all(activation.id, activation.activation_code).apply(
-                lambda v: SsmActivation(activation_id=v[0], activation_code=v[1])
-            )
+    def _ssm_activation(
+        self,
+        plan: PoolPlan,
+        prefix: str,
+        pool_tags: Mapping[str, str],
+        role: aws.iam.Role,
+        role_policies: Sequence[pulumi.Resource],
+    ) -> tuple[aws.ssm.Activation, pulumi.Output[SsmActivation | RolesAnywhere]]:
+        """An SSM hybrid activation sized to the pool (a leaked code registers no more servers than it has); returns
+        it and the credentials the NodeConfig names. It waits for the role's policies, which registration uses."""
+        ctx = self._ctx
+        activation = aws.ssm.Activation(
+            f"{prefix}-hybrid-node",
+            name=prefix,
+            description=f"EKS hybrid nodes of pool {plan.name}, cluster {ctx.cluster_name_plain}",
+            iam_role=role.name,
+            registration_limit=registration_limit(plan.pool),
+            expiration_date=activation_expiry(self._clock(), plan.pool.credentials.activation_expiry_hours),
+            # Registered instances inherit the activation's tags; the role may deregister only those.
+            tags={**pool_tags, SSM_DEREGISTER_TAG_KEY: ctx.cluster_arn},
+            # The expiry is computed from the clock: without this, every `pulumi up` would replace the
+            # activation (a new code for servers that already joined). Replace it on purpose to re-issue.
+            opts=pulumi.ResourceOptions(parent=self, depends_on=list(role_policies), ignore_changes=["expirationDate"]),
+        )
+        credentials: pulumi.Output[SsmActivation | RolesAnywhere] = pulumi.Output.all(
+            activation.id, activation.activation_code
+        ).apply(lambda v: SsmActivation(activation_id=v[0], activation_code=v[1]))
+        return activation, credentials
 
-        cluster_name, region = ctx.cluster_name_plain, ctx.region
+    def _node_config(
+        self, plan: PoolPlan, credentials: pulumi.Output[SsmActivation | RolesAnywhere]
+    ) -> pulumi.Output[str]:
+        """The pool's `nodeadm init` NodeConfig, a secret: it carries the activation code."""
+        cluster_name, region = self._ctx.cluster_name_plain, self._ctx.region
         rendered: pulumi.Output[str] = credentials.apply(
             lambda creds: render_node_config(hybrid_node_config(cluster_name, region, creds, plan))
         )
-        node_config: pulumi.Output[str] = pulumi.Output.secret(rendered)
-        return HybridPool(
-            plan=plan,
-            role=role,
-            access_entry=access_entry,
-            api_ingress=self._api_ingress(plan, prefix, pool_tags),
-            node_config=node_config,
-            install_command=nodeadm_install_command(ctx.kubernetes_version, plan.pool.credentials.provider),
-            activation=activation,
-            trust_anchor=trust_anchor,
-            profile=profile,
-            policy_attachments=attachments,
-        )
+        return pulumi.Output.secret(rendered)
 
     def _api_ingress(
         self, plan: PoolPlan, prefix: str, pool_tags: dict[str, str]

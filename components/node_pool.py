@@ -60,25 +60,13 @@ class NodePool(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpu-clusters:index:NodePool", name, None, opts)
-        if plan.kind != "aws" or plan.instance is None:
-            raise ValueError(f"pool {plan.name}: NodePool builds `aws` pools with an instance type; got {plan.kind}")
-        missing = [zone for zone in plan.availability_zones if zone not in ctx.private_subnet_ids]
-        if not plan.availability_zones or missing:
-            raise ValueError(
-                f"pool {plan.name}: no private subnet for AZ(s) {', '.join(missing) or '(none planned)'}; "
-                f"the network has {', '.join(sorted(ctx.private_subnet_ids))}"
-            )
+        require_buildable(plan, ctx)
         self.plan = plan
         self._ctx = ctx
         child = pulumi.ResourceOptions(parent=self)
         self.pool_tags = pool_tags(ctx, plan)
-
         self.efa_security_group = self._efa_security_group(name, child) if plan.efa else None
-        self.placement_group = (
-            aws.ec2.PlacementGroup(name, strategy="cluster", tags=self.pool_tags, opts=child)
-            if plan.placement_group
-            else None
-        )
+        self.placement_group = self._placement_group(name, child) if plan.placement_group else None
         self.launch_template = self._launch_template(name, child)
         self.asg = self._auto_scaling_group(name, child)
         self.register_outputs(
@@ -90,6 +78,10 @@ class NodePool(pulumi.ComponentResource):
         )
 
     # ------------------------------------------------------------------------------------------------ EFA
+    def _placement_group(self, name: str, child: pulumi.ResourceOptions) -> aws.ec2.PlacementGroup:
+        """A cluster placement group: EFA training nodes on the same network spine (lowest latency between them)."""
+        return aws.ec2.PlacementGroup(name, strategy="cluster", tags=self.pool_tags, opts=child)
+
     def _efa_security_group(self, name: str, child: pulumi.ResourceOptions) -> aws.ec2.SecurityGroup:
         """A group whose members may exchange all traffic, both ways: what EFA's OS bypass requires.
 
@@ -303,6 +295,19 @@ class NodePool(pulumi.ComponentResource):
                 instance_warmup=str(refresh.instance_warmup_seconds),
                 skip_matching=refresh.skip_matching,
             ),
+        )
+
+
+def require_buildable(plan: PoolPlan, ctx: ClusterContext) -> None:
+    """Refuse a plan this component cannot build: hybrid pools have no launch template, and every planned AZ needs
+    a private subnet. Config validation reports both first; this guards direct construction."""
+    if plan.kind != "aws" or plan.instance is None:
+        raise ValueError(f"pool {plan.name}: NodePool builds `aws` pools with an instance type; got {plan.kind}")
+    missing = [zone for zone in plan.availability_zones if zone not in ctx.private_subnet_ids]
+    if not plan.availability_zones or missing:
+        raise ValueError(
+            f"pool {plan.name}: no private subnet for AZ(s) {', '.join(missing) or '(none planned)'}; "
+            f"the network has {', '.join(sorted(ctx.private_subnet_ids))}"
         )
 
 
