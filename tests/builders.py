@@ -16,7 +16,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache, wraps
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import pulumi
 
@@ -198,8 +198,7 @@ def shipped_stack(stack: str) -> ShippedStack:
     return ShippedStack(files=files, run=run_program(program, files), exports=exports)
 
 
-@dataclass(frozen=True)
-class CliResult:
+class CliResult(NamedTuple):
     """What one `blueprint ...` invocation gave back (the `blueprint_cli` fixture in `tests/conftest.py`)."""
 
     returncode: int

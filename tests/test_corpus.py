@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from blueprint.cli import main
 from blueprint.plan.runner import PROJECT_ROOT
 from tests.builders import CliResult
 
@@ -37,17 +36,11 @@ def problem_lines(stderr: str) -> list[str]:
     return [line[2:] for line in stderr.splitlines() if line.startswith("  ")]
 
 
-def run(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    code = main(["plan", *args])
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 @pytest.mark.parametrize("path", BAD, ids=[p.stem for p in BAD])
-def test_bad_stack_file_is_refused_with_its_problems(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_bad_stack_file_is_refused_with_its_problems(path: Path, blueprint_cli: Callable[..., CliResult]) -> None:
     expected = expectations(path)
     assert expected, f"{path.name} names no `# expect:` line"
-    code, out, err = run(capsys, "--config", str(path), "--format", "json")
+    code, out, err = blueprint_cli("plan", "--config", str(path), "--format", "json")
     assert code == 2, err
     assert out == ""
     assert "Traceback" not in err
@@ -59,33 +52,35 @@ def test_bad_stack_file_is_refused_with_its_problems(path: Path, capsys: pytest.
 
 
 @pytest.mark.parametrize("path", GOOD, ids=[p.stem for p in GOOD])
-def test_valid_edge_case_plans(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, err = run(capsys, "--config", str(path), "--format", "json")
+def test_valid_edge_case_plans(path: Path, blueprint_cli: Callable[..., CliResult]) -> None:
+    code, out, err = blueprint_cli("plan", "--config", str(path), "--format", "json")
     assert code == 0, err
     assert json.loads(out)["resources"]
 
 
-def test_yaml_1_1_words_mean_themselves(capsys: pytest.CaptureFixture[str]) -> None:
+def test_yaml_1_1_words_mean_themselves(blueprint_cli: Callable[..., CliResult]) -> None:
     """`placementGroup: off` is the word `off` (no placement group), as the Pulumi CLI reads it."""
-    code, out, err = run(capsys, "--config", str(CORPUS / "good" / "placement-group-off.yaml"), "--format", "json")
+    code, out, err = blueprint_cli(
+        "plan", "--config", str(CORPUS / "good" / "placement-group-off.yaml"), "--format", "json"
+    )
     assert code == 0, err
     types = [r["type"] for r in json.loads(out)["resources"]]
     assert "aws:ec2/placementGroup:PlacementGroup" not in types
 
 
-def test_unreadable_file_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run(capsys, "--config", str(tmp_path))
+def test_unreadable_file_is_refused(tmp_path: Path, blueprint_cli: Callable[..., CliResult]) -> None:
+    code, _, err = blueprint_cli("plan", "--config", str(tmp_path))
     assert code == 2
     assert f"{tmp_path}: cannot read it" in err and "Traceback" not in err
 
 
-def test_missing_file_names_the_stacks(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = run(capsys, "--stack", "nope")
+def test_missing_file_names_the_stacks(blueprint_cli: Callable[..., CliResult]) -> None:
+    code, _, err = blueprint_cli("plan", "--stack", "nope")
     assert code == 2
     assert "training" in err and "Traceback" not in err
 
 
-def test_huge_values_are_cut_in_messages(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_huge_values_are_cut_in_messages(tmp_path: Path, blueprint_cli: Callable[..., CliResult]) -> None:
     """A megabyte-long value is named, never echoed whole."""
     huge = "x" * 200_000
     stack = tmp_path / "Pulumi.huge.yaml"
@@ -93,7 +88,7 @@ def test_huge_values_are_cut_in_messages(tmp_path: Path, capsys: pytest.CaptureF
         f"config:\n  aws:region: {huge}\n  gpu-clusters:cluster: {{name: {huge}, kubernetesVersion: '{huge}'}}\n"
         f"  ? gpu-clusters:{huge}\n  : 1\n  gpu-clusters:nodePools: [{{name: a{huge}, role: system}}]\n"
     )
-    code, _, err = run(capsys, "--config", str(stack))
+    code, _, err = blueprint_cli("plan", "--config", str(stack))
     assert code == 2
     lines = problem_lines(err)
     assert len(lines) >= 4
