@@ -4,10 +4,11 @@ steps (shared with the storage planner, `components.planning.lustre`), buckets v
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from components.planning.lustre import EFA_INCREMENTS, PERSISTENT_2_THROUGHPUTS, SSD_FIRST_STEPS, SSD_INCREMENT
+from components.planning.stateful import STATEFUL_KINDS, StatefulKind
 from components.tags import STATEFUL
 from policies.resources import (
     BUCKET_ENCRYPTION,
@@ -50,8 +51,14 @@ def storage_encrypted(fs: Resource, config: Config) -> Iterator[str]:
             yield f"Lustre file system '{fs.name}' is encrypted only with the FSx-managed key; set kmsKeyId"
 
 
-#: Types whose loss loses data: file systems, buckets and the KMS key that decrypts them.
-STATEFUL_TYPES = frozenset({LUSTRE, EFS, KMS_KEY, *BUCKETS})
+#: Types whose loss loses data, by the stateful kinds the components protect (`components.planning.stateful`):
+#: file systems, buckets and the KMS keys that decrypt them.
+STATEFUL_TYPES_BY_KIND: Mapping[StatefulKind, frozenset[str]] = {
+    "file-system": frozenset({LUSTRE, EFS}),
+    "bucket": frozenset(BUCKETS),
+    "kms-key": frozenset({KMS_KEY}),
+}
+STATEFUL_TYPES = frozenset(t for kind in STATEFUL_KINDS for t in STATEFUL_TYPES_BY_KIND[kind])
 
 
 def stateful_protected(r: Resource, config: Config) -> Iterator[str]:
