@@ -82,7 +82,7 @@ def once_per_config(build: Callable[[StackConfig], T]) -> Callable[[StackConfig]
 
 
 def first_pool_plan(pool: dict[str, Any], name: str = "demo") -> PoolPlan:
-    """The plan of `pool`, alone in a stack called `name` (a system pool is planned after it when it has none)."""
+    """The plan of `pool`, the only pool a stack called `name` lists."""
     return plan_pools(stack_config(pool, name=name))[0]
 
 
@@ -137,6 +137,7 @@ def addon_stack(
 
 
 def asg_name(spec: StackConfig, pool_name: str) -> str:
+    """The Auto Scaling group name the add-on tests hand over for a pool, in place of its node pool's."""
     return f"{spec.cluster.name}-{pool_name}-asg"
 
 
@@ -171,6 +172,7 @@ def releases(run: ProgramRun) -> dict[str, dict[str, Any]]:
     return {r.inputs["name"]: r.inputs for r in run.of_type("kubernetes:helm.sh/v3:Release")}
 
 
+# ----------------------------------------------------------------------------------------------- shipped stacks
 @dataclass(frozen=True)
 class ShippedStack:
     """A stack in `stacks/` through the real program under mocks: registrations and resolved stack outputs."""
