@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from pulumi_policy import (
     EnforcementLevel,
     Policy,
     PolicyConfigSchema,
+    PolicyResource,
     ReportViolation,
     ResourceValidationArgs,
     ResourceValidationPolicy,
@@ -163,14 +164,29 @@ def resource_policy(name: str, rule: ResourceRule, types: Collection[str] | None
     return policy
 
 
+#: The last resource list `stack_view` indexed, and its index.
+_last_view: tuple[Sequence[PolicyResource], Stack] | None = None
+
+
+def stack_view(resources: Sequence[PolicyResource]) -> Stack:
+    """The rules' indexed view of a stack's resources, built once per resource list.
+
+    Every stack policy of one run receives the same list (from the analyzer and from `blueprint check` alike) and
+    rules only read the view, so the stack policies share one index instead of rebuilding it each.
+    """
+    global _last_view
+    if _last_view is None or _last_view[0] is not resources:
+        _last_view = (resources, Stack(Resource.from_policy_resource(r) for r in resources))
+    return _last_view[1]
+
+
 def stack_policy(name: str, rule: StackRule) -> StackValidationPolicy:
     """Wrap a stack rule: it sees every resource and reports each message against the resource it names."""
     description, url = describe(rule)
 
     def validate(args: StackValidationArgs, report_violation: ReportViolation) -> None:
         config = {**schema_defaults(policy), **args.get_config()}
-        stack = Stack(Resource.from_policy_resource(r) for r in args.resources)
-        for message, urn in rule(stack, config):
+        for message, urn in rule(stack_view(args.resources), config):
             report_violation(message, urn)
 
     policy = StackValidationPolicy(validate=validate, **_metadata(name, description, url))

@@ -14,7 +14,6 @@ resolve best with them (see policies.resources).
 
 from __future__ import annotations
 
-import copy
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -113,10 +112,13 @@ def _options(record: Mapping[str, Any]) -> PolicyResourceOptions:
 
 
 def _stack_resources(records: Sequence[Mapping[str, Any]]) -> list[PolicyResource]:
-    """`PolicyResource`s as the analyzer builds them for `AnalyzeStack`: parents and dependencies as objects."""
+    """`PolicyResource`s as the analyzer builds them for `AnalyzeStack`: parents and dependencies as objects.
+
+    The proxy copies the containers it wraps, so the plan's own records stay untouched without a deep copy.
+    """
     built: dict[str, PolicyResource] = {}
     for record in records:
-        outputs = copy.deepcopy(dict(record.get("inputs") or {}))
+        outputs = dict(record.get("inputs") or {})
         if record.get("id") is not None:
             outputs.setdefault("id", record["id"])
         built[record["urn"]] = PolicyResource(
@@ -181,18 +183,24 @@ def check(resources: Sequence[Mapping[str, Any]], config: Mapping[str, Any] | No
             }
         )
 
+    # Built once and shared by every policy (rules only read them): each record's inputs behind the unknown-checking
+    # proxy (which copies the containers it wraps) and options, and the stack's resources for the stack policies.
+    props = [unknown_checking_proxy(dict(record.get("inputs") or {})) for record in resources]
+    options = [_options(record) for record in resources]
+    stack_resources: list[PolicyResource] | None = None
+
     for policy in POLICIES:
         level, params = effective(policy, config)
         if level == EnforcementLevel.DISABLED:
             continue
         if isinstance(policy, ResourceValidationPolicy):
-            for record in resources:
+            for record, record_props, record_options in zip(resources, props, options, strict=True):
                 args = ResourceValidationArgs(
                     record["type"],
-                    unknown_checking_proxy(copy.deepcopy(dict(record.get("inputs") or {}))),
+                    record_props,
                     record["urn"],
                     record["name"],
-                    _options(record),
+                    record_options,
                     None,
                     dict(params),
                 )
@@ -201,7 +209,9 @@ def check(resources: Sequence[Mapping[str, Any]], config: Mapping[str, Any] | No
                 except UnknownValueError as e:
                     cannot_run(policy, record["urn"], e)
         elif isinstance(policy, StackValidationPolicy):
-            stack_args = StackValidationArgs(_stack_resources(resources), dict(params))
+            if stack_resources is None:
+                stack_resources = _stack_resources(resources)
+            stack_args = StackValidationArgs(stack_resources, dict(params))
             try:
                 policy.validate(stack_args, collect(policy, level, ""))
             except UnknownValueError as e:

@@ -63,7 +63,7 @@ _PREFIXED: dict[str, tuple[str, str]] = {
 
 
 class PlanMocks(pulumi.runtime.Mocks):
-    """Echo inputs as outputs, and add the computed outputs the program reads (ids, ARNs, endpoints).
+    """The computed outputs the program reads (ids, ARNs, endpoints); every other output is its input.
 
     Ids and ARNs have the shapes AWS documents for each type (a KMS key's UUID and `key/<uuid>` ARN, an IAM role's
     `arn:aws:iam::<account>:role/<name>`, `sg-<17 hex>`, an SQS queue's URL as its id, ...), derived from a hash of
@@ -81,14 +81,20 @@ class PlanMocks(pulumi.runtime.Mocks):
         return inputs
 
     def new_resource(self, args: MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        """The id and the outputs the provider would compute. Inputs are not echoed: outside a preview the SDK
+        takes every property the engine returns no value for from the resource's own inputs, so echoing them
+        only encoded and decoded each registration's inputs once more."""
         self._decoded.inputs = args.inputs
-        state: dict[str, Any] = dict(args.inputs)
         if not args.custom:
-            return None, state
-        name = state.get("name", args.name)
+            return None, {}
+        inputs = args.inputs
+        name = inputs.get("name", args.name)
         resource_id, identity = self._identity(args, name)
-        state.setdefault("arn", self._generic_arn(args.typ, name))
-        state.setdefault("name", args.name)
+        state: dict[str, Any] = {}
+        if "arn" not in inputs:
+            state["arn"] = self._generic_arn(args.typ, name)
+        if "name" not in inputs:
+            state["name"] = args.name
         state.update(identity)
         state.update(self._computed_outputs(args, resource_id))
         return resource_id, state

@@ -17,6 +17,12 @@ def make_plan(
 ) -> dict[str, Any]:
     """Run the stack's program under mocks and describe it: resources, summary, policy violations.
 
+    The same config gives the same plan, byte for byte once dumped: resources come parents first, siblings by URN
+    (`runner.in_plan_order`); each one's `dependsOn`, `ignoreChanges` and `propertyDependencies` are sorted (sets in
+    the engine's model); lists whose order means something (inputs such as security group rules or container
+    arguments, the violations, mandatory first) keep it. The clock reads `runner.PLAN_TIME`, and mock ids and ARNs
+    are derived from each resource's type and name (`mocks.PlanMocks`).
+
     Raises ConfigError (before anything is registered) when the stack's config is invalid.
     """
     files = load_stack(stack, config_file)

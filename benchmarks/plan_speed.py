@@ -1,0 +1,130 @@
+"""Benchmark: how much `blueprint plan` costs beyond importing the SDKs it cannot do without.
+
+Why: a plan's floor is the import of pulumi, the pulumi_aws and pulumi_kubernetes modules the program uses and the
+policy SDK; everything above it (registrations, mocks, policy checks, output, interpreter teardown) is this
+project's own cost. Each figure is the best of `--repeat` fresh processes (the machine's load only adds time):
+
+  (a) floor: a fresh interpreter imports exactly the SDK modules a plan of `--stack` loads;
+  (b) `blueprint plan --stack <stack> --format json` in a fresh process, and the ratio b/a (goal: about 1.0x);
+  (c) a synthetic stack of `--pools` node pools: milliseconds per pool above the floor, and peak RSS.
+
+Run: `python -m benchmarks.plan_speed [--stack hybrid] [--pools 200] [--repeat 3]`. Prints figures; it asserts
+nothing (timings are not tests).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks.plan_pools import raw_config  # noqa: E402
+
+SDK_PACKAGES = ("pulumi", "pulumi_aws", "pulumi_kubernetes", "pulumi_policy")
+
+#: Run inside a fresh interpreter: plan the stack and print the SDK modules that were really loaded (the
+#: providers register most submodules lazily; only those actually executed count).
+_LIST_MODULES = """
+import json, sys
+from blueprint.plan.plan import make_plan
+make_plan({stack!r})
+from pulumi._utils import _LazyModule
+print(json.dumps(sorted(name for name, module in list(sys.modules.items())
+                        if name.split(".")[0] in {packages!r} and not isinstance(module, _LazyModule))))
+"""
+
+#: The floor: import those modules, forcing lazy ones to load, and nothing else.
+_IMPORT_ONLY = """
+import importlib, json, sys
+for name in json.loads(sys.argv[1]):
+    hasattr(importlib.import_module(name), "__all__")
+"""
+
+
+def run_fresh(args: list[str]) -> tuple[float, int]:
+    """(wall seconds, peak RSS in KiB) of one fresh process; stdout discarded, a failure raises with its stderr."""
+    with tempfile.TemporaryFile() as stderr:
+        start = time.perf_counter()
+        process = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=stderr)
+        _, status, usage = os.wait4(process.pid, 0)
+        elapsed = time.perf_counter() - start
+        process.returncode = os.waitstatus_to_exitcode(status)
+        if process.returncode != 0:
+            stderr.seek(0)
+            message = stderr.read().decode(errors="replace")[-2000:]
+            raise RuntimeError(f"{' '.join(args[:4])}... exited {process.returncode}: {message}")
+    return elapsed, usage.ru_maxrss
+
+
+def best_of_interleaved(commands: list[list[str]], repeat: int) -> list[tuple[float, int]]:
+    """For each command, (best wall seconds, peak RSS in KiB) over `repeat` rounds that run every command once in
+    turn, so that a burst of load on the machine hits the floor and the plans alike."""
+    rounds = [[run_fresh(command) for command in commands] for _ in range(repeat)]
+    return [(min(r[i][0] for r in rounds), max(r[i][1] for r in rounds)) for i in range(len(commands))]
+
+
+def sdk_modules(stack: str) -> list[str]:
+    code = _LIST_MODULES.format(stack=stack, packages=SDK_PACKAGES)
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True, capture_output=True, text=True)
+    modules: list[str] = json.loads(out.stdout.strip().splitlines()[-1])
+    return modules
+
+
+def blueprint(*args: str) -> list[str]:
+    """The console script's command line, run by this interpreter (the same venv)."""
+    return [sys.executable, "-c", "import sys; from blueprint.cli import main; sys.exit(main())", *args]
+
+
+def synthetic_stack_file(pools: int, folder: Path) -> Path:
+    """A stack file with `pools` node pools (benchmarks.plan_pools' mix), in the CLI's `--config` format."""
+    raw = raw_config(pools)
+    config = {"aws:region": "us-east-1", **{f"gpu-clusters:{key}": value for key, value in raw.items()}}
+    path = folder / "Pulumi.bench.yaml"
+    path.write_text(yaml.safe_dump({"config": config}, sort_keys=False))
+    return path
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--stack", default="hybrid")
+    parser.add_argument("--pools", type=int, default=200)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args(argv)
+
+    modules = sdk_modules(args.stack)
+    with tempfile.TemporaryDirectory() as folder:
+        stack_file = synthetic_stack_file(args.pools, Path(folder))
+        (floor, floor_rss), (plan, plan_rss), (big, big_rss) = best_of_interleaved(
+            [
+                [sys.executable, "-c", _IMPORT_ONLY, json.dumps(modules)],
+                blueprint("plan", "--stack", args.stack, "--format", "json"),
+                blueprint("plan", "--config", str(stack_file), "--format", "json"),
+            ],
+            args.repeat,
+        )
+    print(f"(a) floor: import {len(modules)} SDK modules: {floor * 1000:.0f} ms, peak RSS {floor_rss / 1024:.0f} MiB")
+    print(
+        f"(b) blueprint plan --stack {args.stack} --format json: {plan * 1000:.0f} ms, "
+        f"peak RSS {plan_rss / 1024:.0f} MiB; b/a = {plan / floor:.2f}x"
+    )
+    per_pool = (big - floor) / args.pools * 1000
+    print(
+        f"(c) {args.pools} synthetic pools: {big * 1000:.0f} ms, {per_pool:.1f} ms per pool above the floor, "
+        f"peak RSS {big_rss / 1024:.0f} MiB"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
