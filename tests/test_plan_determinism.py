@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from blueprint.plan.plan import make_plan
-from blueprint.plan.runner import PLAN_TIME, list_stacks
+from blueprint.plan.runner import PLAN_TIME
 
 
 def _text(plan: dict[str, Any]) -> str:
@@ -16,9 +16,10 @@ def _text(plan: dict[str, Any]) -> str:
     return json.dumps(plan, indent=2, sort_keys=False, default=str)
 
 
-@pytest.fixture(scope="module", params=list_stacks())
-def plans(request: pytest.FixtureRequest) -> tuple[dict[str, Any], dict[str, Any]]:
-    return make_plan(request.param), make_plan(request.param)
+@pytest.fixture(scope="module")
+def plans(each_shipped_plan: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The session's shared plan of a stack (made earlier, other tests have read it since) and a fresh one."""
+    return each_shipped_plan, make_plan(each_shipped_plan["stack"])
 
 
 def test_two_plans_of_a_stack_are_byte_identical(plans):
