@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterator
 
 from components import catalog, tags
 from components.errors import Problem
+from components.planning.efa import efa_interfaces
 from components.planning.pools import (
     ACCELERATOR_LABEL,
     DEVICE_PLUGIN_CONFIG_LABEL,
@@ -171,6 +172,18 @@ def efa_settings_fit_the_type(p: Parsed) -> Iterator[Problem]:
             )
         elif "efa_layout" in pool.model_fields_set and not wants_efa(pool, instance):
             yield Problem(f"{path}.efaLayout", f"the pool wires no EFA ({instance.name}, efa: {pool.efa}); remove it")
+
+
+def efa_layout_fits_the_cards(p: Parsed) -> Iterator[Problem]:
+    """The `efa` layout puts an EFA device on network card 0, so it needs a type whose card 0 carries EFA (EC2 user
+    guide, EFA with multiple network cards; p6-b300's card 0 does not); `efa-only` fits every EFA type."""
+    for path, pool, instance in p.aws_pools():
+        if instance is None or not instance.efa_supported or not wants_efa(pool, instance):
+            continue
+        try:
+            efa_interfaces(instance, pool.efa_layout)
+        except ValueError as error:
+            yield Problem(f"{path}.efaLayout", f"{error}; use efaLayout: efa-only")
 
 
 def system_pools_use_cpu_types(p: Parsed) -> Iterator[Problem]:
@@ -385,6 +398,7 @@ RULES = (
     cluster_size_is_bounded,
     gpu_utilization_scaling_is_workable,
     efa_settings_fit_the_type,
+    efa_layout_fits_the_cards,
     system_pools_use_cpu_types,
     spot_settings_only_on_spot,
     spot_types_match_the_shape,
