@@ -26,7 +26,7 @@ from components.identity import aws_managed_policy_arn
 from components.network import Network
 from components.planning.stateful import Protection
 from components.security_groups import allow_all_within
-from components.tags import STATEFUL
+from components.tags import OWNED, STATEFUL, kubernetes_cluster
 
 #: Kubernetes resources EKS envelope-encrypts with the cluster's KMS key (EKS API: EncryptionConfig.resources).
 ENCRYPTED_RESOURCES = ("secrets",)
@@ -334,7 +334,7 @@ class EksCluster(pulumi.ComponentResource):
             f"{cluster_name}-node",
             vpc_id=vpc_id,
             description=f"EKS nodes of {cluster_name}: node-to-node (EFA), control plane to nodes",
-            tags={**self.tags, "Name": f"{cluster_name}-node", f"kubernetes.io/cluster/{cluster_name}": "owned"},
+            tags={**self.tags, "Name": f"{cluster_name}-node", kubernetes_cluster(cluster_name): OWNED},
             opts=child,
         )
         node_sg = self.node_security_group.id

@@ -557,8 +557,8 @@ class AddonVersions(Model):
         default_factory=dict
     )
     """`{add-on name: version}` for EKS managed add-ons, each an exact `vX.Y.Z-eksbuild.N` at or above the catalog's
-    minimum (`vpc-cni` at least v1.18.4). Unpinned add-ons get EKS's default version for the cluster's Kubernetes
-    version, resolved at deploy time."""
+    minimum (components/catalog/versions.yaml: `vpc-cni` must accept efa-only interfaces). Unpinned add-ons get EKS's
+    default version for the cluster's Kubernetes version, resolved at deploy time."""
 
 
 class AddonsConfig(Model):

@@ -15,9 +15,9 @@ They are built in two steps because EKS only reports an add-on ACTIVE once its p
 
 Versions: the stack's pin (`addons.managed.pins`) when given, else the default version EKS publishes for the
 cluster's Kubernetes version, resolved at deploy time (`aws.eks.get_addon_version(most_recent=False)`), the policy
-recorded in `components/catalog/versions.yaml`. Pins are checked against the catalog minimum (vpc-cni >= v1.18.4
-for efa-only interfaces). For every Kubernetes version the catalog supports (1.31+), EKS's default vpc-cni is
-already v1.19 or newer (EKS user guide, managing-vpc-cni, version table), so unpinned stacks meet the minimum.
+recorded in `components/catalog/versions.yaml`. Pins are checked against the catalog minimum (vpc-cni: the first
+release that accepts efa-only interfaces). For every Kubernetes version the catalog supports (1.31+), EKS's default
+vpc-cni is already v1.19 or newer (EKS user guide, managing-vpc-cni, version table), so unpinned stacks meet it.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from components.errors import ConfigError, Problem
 from components.identity import PodIdentityRoles
 from components.planning import compute_types
 from components.planning.addons.placement import CRITICAL_ADDONS_ONLY, SYSTEM_NODE_SELECTOR
+from components.planning.max_pods import VPC_CNI_PREFIX_DELEGATION
 
 NODE_AGENT_ADDONS: tuple[str, ...] = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")
 SYSTEM_ADDONS: tuple[str, ...] = ("coredns", "aws-ebs-csi-driver")
@@ -54,8 +55,10 @@ EBS_CSI_MANAGED_POLICY = "service-role/AmazonEBSCSIDriverPolicy"
 def addon_configuration(name: str) -> dict[str, Any] | None:
     """The `configuration_values` of an add-on (pure; validated by EKS against the add-on's JSON schema)."""
     if name == "vpc-cni":
-        # Replaces the add-on's default affinity, so it restates linux/amd64|arm64 and adds the exclusions.
+        # Replaces the add-on's default affinity, so it restates linux/amd64|arm64 and adds the exclusions. Prefix
+        # delegation is stated, not left to the default: every node's maxPods is computed from it.
         return {
+            "env": {"ENABLE_PREFIX_DELEGATION": "true" if VPC_CNI_PREFIX_DELEGATION else "false"},
             "affinity": {
                 "nodeAffinity": {
                     "requiredDuringSchedulingIgnoredDuringExecution": {
@@ -70,7 +73,7 @@ def addon_configuration(name: str) -> dict[str, Any] | None:
                         ]
                     }
                 }
-            }
+            },
         }
     if name == "coredns":
         return {

@@ -23,6 +23,7 @@ import pulumi_aws as aws
 
 from components.config import ExistingVpc, NetworkConfig
 from components.planning.subnets import subnet_layout
+from components.tags import SHARED, kubernetes_cluster
 
 #: Subnet tags read by EKS and the AWS Load Balancer Controller: `kubernetes.io/role/elb` marks subnets for
 #: internet-facing load balancers, `kubernetes.io/role/internal-elb` for internal ones, and
@@ -33,14 +34,10 @@ PUBLIC_LB_TAG = "kubernetes.io/role/elb"
 INTERNAL_LB_TAG = "kubernetes.io/role/internal-elb"
 
 
-def cluster_discovery_tag(cluster_name: str) -> str:
-    return f"kubernetes.io/cluster/{cluster_name}"
-
-
 def subnet_tags(base: Mapping[str, str], cluster_name: str, public: bool, name: str) -> dict[str, str]:
     """Tags of one subnet: the cluster's tags, a Name, cluster discovery and the load balancer role."""
     role_tag = PUBLIC_LB_TAG if public else INTERNAL_LB_TAG
-    return {**base, "Name": name, cluster_discovery_tag(cluster_name): "shared", role_tag: "1"}
+    return {**base, "Name": name, kubernetes_cluster(cluster_name): SHARED, role_tag: "1"}
 
 
 class Network(pulumi.ComponentResource):

@@ -156,8 +156,8 @@ class NodePool(pulumi.ComponentResource):
                     nodeadm.bottlerocket_settings(cluster_name, endpoint, certificate_authority, service_cidr, plan)
                 )
             else:
-                text = nodeadm.user_data(
-                    nodeadm.node_config(cluster_name, endpoint, certificate_authority, service_cidr, plan)
+                text = nodeadm.pool_user_data(
+                    nodeadm.node_config(cluster_name, endpoint, certificate_authority, service_cidr, plan), plan
                 )
             return base64.b64encode(text.encode()).decode()
 
@@ -326,12 +326,13 @@ def pool_tags(ctx: ClusterContext, plan: PoolPlan) -> dict[str, str]:
 def asg_tags(ctx: ClusterContext, plan: PoolPlan) -> list[dict[str, object]]:
     """The ASG's tags in its list form.
 
-    The pool's tags (and, on spot pools, the termination handler's opt-in tag) propagate to instances. The
+    The pool's tags, the node identity tag `kubernetes.io/cluster/<cluster>=owned` EKS requires on self-managed
+    nodes (components.tags) and, on spot pools, the termination handler's opt-in tag propagate to instances. The
     autoscaler's tags do not: cluster-autoscaler reads them from the group, and an instance holds at most 50 tags
     (https://docs.aws.amazon.com/tag-editor/latest/userguide/tagging.html), which dozens of node-template tags
     copied onto every node would eat into.
     """
-    propagated = dict(pool_tags(ctx, plan))
+    propagated = {**pool_tags(ctx, plan), tags.kubernetes_cluster(ctx.cluster_name_plain): tags.OWNED}
     if plan.capacity_type == "spot":
         propagated[tags.NTH_MANAGED] = "true"
     group_only = autoscaler_tags(ctx.cluster_name_plain, plan)

@@ -23,6 +23,16 @@ STATEFUL = f"{PREFIX}/stateful"
 #: at launch ([NTH] aws-node-termination-handler README, aws-gpu-facts.md §7b).
 NTH_MANAGED = "aws-node-termination-handler/managed"
 
+#: `kubernetes.io/cluster/<cluster name>`: how Kubernetes on AWS tells one cluster's resources from another's. `owned`
+#: on nodes: the EKS user guide requires it on every self-managed node ("add the following tag to each node ...
+#: `kubernetes.io/cluster/<cluster-name>` `owned`", https://docs.aws.amazon.com/eks/latest/userguide/worker.html),
+#: and the AWS cloud provider drops every instance without it when it looks nodes up, e.g. for load balancer targets
+#: (kubernetes/cloud-provider-aws `pkg/providers/v1/aws.go`: `describeInstances` keeps `hasClusterTag` matches).
+#: `owned` on the node security group, `shared` on subnets (components.network).
+KUBERNETES_CLUSTER_PREFIX = "kubernetes.io/cluster/"
+OWNED = "owned"
+SHARED = "shared"
+
 #: AWS tag limits: 50 user tags per resource, keys up to 128 and values up to 256 characters
 #: (https://docs.aws.amazon.com/tag-editor/latest/userguide/tagging.html#tag-conventions).
 MAX_TAGS = 50
@@ -33,6 +43,11 @@ MAX_VALUE_LENGTH = 256
 def cluster_tags(cluster_name: str, stack: str, extra: Mapping[str, str]) -> dict[str, str]:
     """Tags for every AWS resource of the cluster: identity first, then the stack's cost-allocation tags."""
     return {CLUSTER: cluster_name, STACK: stack, **extra}
+
+
+def kubernetes_cluster(cluster_name: str) -> str:
+    """The `kubernetes.io/cluster/<cluster name>` tag key."""
+    return f"{KUBERNETES_CLUSTER_PREFIX}{cluster_name}"
 
 
 def with_tags(base: Mapping[str, str], **more: str) -> dict[str, str]:

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from components.planning.autoscaler_tags import autoscaler_tags, discovery_tags
+from components.planning.hugepages import HUGEPAGE_MIB, hugepages
 from components.planning.pools import PoolPlan
 from tests.builders import first_pool_plan
 
@@ -95,3 +96,32 @@ def test_time_slicing_multiplies_the_advertised_gpus() -> None:
 def test_ephemeral_storage_follows_the_local_storage_strategy(strategy: str, expected: str) -> None:
     plan = plan_of(role="inference", instanceType="g6e.48xlarge", localStorage=strategy)
     assert autoscaler_tags("t", plan)[f"{NT}/resources/ephemeral-storage"] == expected
+
+
+def test_efa_pool_template_offers_everything_an_efa_job_requests() -> None:
+    """An EFA job asks for GPUs, EFA devices and 2 MiB huge pages; a template missing any one of them never
+    matches, and the pool stays at zero. The huge page quantity is what the node's kubelet will report: the pages
+    the user data sets aside, in a Kubernetes quantity (cluster-autoscaler parses it with `ParseQuantity`)."""
+    plan = plan_of(role="training", instanceType="p5.48xlarge")
+    tags = autoscaler_tags("train", plan)
+    assert tags[f"{NT}/resources/nvidia.com/gpu"] == "8"
+    assert tags[f"{NT}/resources/vpc.amazonaws.com/efa"] == "32"
+    assert tags[f"{NT}/resources/hugepages-2Mi"] == "10256Mi", "5128 pages x 2 MiB"
+    assert hugepages(plan) * HUGEPAGE_MIB == int(tags[f"{NT}/resources/hugepages-2Mi"].removesuffix("Mi"))
+
+
+def test_pools_without_efa_promise_no_huge_pages() -> None:
+    for plan in (
+        plan_of(role="inference", instanceType="g6e.48xlarge"),
+        plan_of(role="training", instanceType="p5.48xlarge", efa="off"),
+        plan_of(role="system", instanceType="m7i.xlarge"),
+    ):
+        assert f"{NT}/resources/hugepages-2Mi" not in autoscaler_tags("t", plan)
+
+
+@pytest.mark.parametrize(
+    ("instance_type", "role", "pods"), [("p5.48xlarge", "training", "51"), ("m7i.large", "system", "29")]
+)
+def test_template_pods_are_the_pools_max_pods_not_the_autoscalers_110(instance_type: str, role: str, pods: str) -> None:
+    plan = plan_of(role=role, instanceType=instance_type)
+    assert autoscaler_tags("t", plan)[f"{NT}/resources/pods"] == pods == str(plan.max_pods)

@@ -17,6 +17,7 @@ from components.context import ClusterContext
 from components.errors import ConfigError
 from components.identity import PodIdentityRoles
 from components.managed_addons import NODE_AGENT_ADDONS, SYSTEM_ADDONS, ManagedAddons
+from components.planning.max_pods import VPC_CNI_PREFIX_DELEGATION
 from components.planning.pools import plan_pools
 from tests.builders import run_with_context, stack_config
 from tests.fakes import KMS_KEY_ARN
@@ -97,10 +98,17 @@ def test_a_pin_wins_and_is_not_looked_up(invokes: list[Any]) -> None:
 
 def test_a_vpc_cni_pin_below_the_efa_only_minimum_is_refused() -> None:
     with pytest.raises(ConfigError) as raised:
-        build(spec({"vpc-cni": "v1.18.3-eksbuild.1"}), NODE_AGENT_ADDONS)
+        build(spec({"vpc-cni": "v1.18.4-eksbuild.1"}), NODE_AGENT_ADDONS)
     (problem,) = raised.value.problems
     assert problem.path == "addons.managed.pins.vpc-cni"
-    assert "v1.18.4" in problem.message
+    assert "v1.18.5" in problem.message
+
+
+def test_vpc_cni_prefix_delegation_is_the_one_max_pods_assumes() -> None:
+    """Every node's maxPods is computed for the CNI's addressing mode, so the add-on states it rather than
+    inheriting a default that someone may have changed on the cluster."""
+    config = configuration(build(spec(), NODE_AGENT_ADDONS), "vpc-cni")
+    assert config["env"] == {"ENABLE_PREFIX_DELEGATION": str(VPC_CNI_PREFIX_DELEGATION).lower()}
 
 
 def test_vpc_cni_stays_off_hybrid_and_fargate_nodes() -> None:

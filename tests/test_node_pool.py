@@ -202,6 +202,26 @@ def test_asg_tags_pool_identity_and_scale_from_zero_template(p5_run: tuple[Progr
     assert all(not propagate for key, (_, propagate) in tags.items() if key.startswith(CA_PREFIX))
 
 
+def test_asg_propagates_the_node_identity_tag_to_instances(p5_run: tuple[ProgramRun, Any]) -> None:
+    """EKS requires `kubernetes.io/cluster/<cluster>=owned` on every self-managed node (user guide, worker.html),
+    and the AWS cloud provider ignores instances without it when it looks nodes up."""
+    assert asg_tags(p5_run[0].one(ASG, "t-h100"))["kubernetes.io/cluster/t"] == ("owned", True)
+
+
+def test_p5_asg_and_user_data_agree_on_huge_pages_and_max_pods(p5_run: tuple[ProgramRun, Any]) -> None:
+    """The node template promises what the node's kubelet will report: the pages the user data sets aside and the
+    maxPods its NodeConfig states."""
+    run = p5_run[0]
+    tags = asg_tags(run.one(ASG, "t-h100"))
+    assert tags[f"{NT}/resources/hugepages-2Mi"] == ("10256Mi", False)
+    assert tags[f"{NT}/resources/pods"] == ("51", False)
+    lt = run.one(LT, "t-h100")
+    assert node_config(lt)["spec"]["kubelet"]["config"] == {"maxPods": 51}
+    message = email.message_from_string(decoded_user_data(lt))
+    (script,) = [p for p in message.walk() if p.get_content_type() == "text/x-shellscript"]
+    assert "vm.nr_hugepages = 5128" in str(script.get_payload())
+
+
 def test_launch_template_tags_instances_volumes_and_interfaces(p5_run: tuple[ProgramRun, Any]) -> None:
     specs = {s["resourceType"]: s["tags"] for s in p5_run[0].one(LT, "t-h100").inputs["tagSpecifications"]}
     assert set(specs) == {"instance", "volume", "network-interface"}
@@ -335,6 +355,7 @@ def test_cpu_pool_has_one_plain_interface_standard_ami_and_no_taints() -> None:
     config = node_config(lt)
     assert not any(f.startswith("--register-with-taints") for f in config["spec"]["kubelet"]["flags"])
     assert "gpu-clusters/taints" not in asg_tags(run.one(ASG, "t-system"))
+    assert asg_tags(run.one(ASG, "t-system"))["kubernetes.io/cluster/t"] == ("owned", True)
     assert built["system"].efa_security_group is None
 
 

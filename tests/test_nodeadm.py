@@ -122,7 +122,42 @@ def test_long_certificate_survives_rendering_unfolded() -> None:
     assert yaml.safe_load(str(parts[0].get_payload()))["spec"]["cluster"]["certificateAuthority"] == long_ca
 
 
+def test_efa_pool_user_data_sets_huge_pages_before_the_kubelet_starts() -> None:
+    """AL2023: a shell script part beside the NodeConfig. cloud-init runs it in its final stage, before
+    nodeadm-run.service starts the kubelet, which then reports the pages as `hugepages-2Mi` capacity."""
+    plan = p5()
+    config = nodeadm.node_config("train", ENDPOINT, CA, "172.20.0.0/16", plan)
+    _, parts = parse_user_data(nodeadm.pool_user_data(config, plan))
+    assert [part.get_content_type() for part in parts] == ["application/node.eks.aws", "text/x-shellscript"]
+    assert yaml.safe_load(str(parts[0].get_payload())) == config, "nodeadm still finds its one NodeConfig"
+    script = str(parts[1].get_payload())
+    assert script.startswith("#!/bin/bash\n")
+    assert "vm.nr_hugepages = 5128\n" in script
+    assert f"sysctl -p {nodeadm.SYSCTL_FILE}" in script
+
+
+def test_pools_without_efa_get_no_script() -> None:
+    for plan in (
+        plan_of(role="system", instanceType="m7i.xlarge"),
+        plan_of(role="inference", instanceType="g6e.48xlarge"),
+    ):
+        config = nodeadm.node_config("t", ENDPOINT, CA, "172.20.0.0/16", plan)
+        _, parts = parse_user_data(nodeadm.pool_user_data(config, plan))
+        assert [part.get_content_type() for part in parts] == ["application/node.eks.aws"]
+
+
 # --------------------------------------------------------------------------------------------------- Bottlerocket
+def test_bottlerocket_efa_pool_allocates_the_same_huge_pages() -> None:
+    """Bottlerocket pre-allocates none; its sysctl setting gives EFA nodes the pages AL2023 nodes get."""
+    plan = plan_of(role="training", instanceType="p5.48xlarge", amiFamily="bottlerocket")
+    parsed = tomllib.loads(
+        nodeadm.bottlerocket_user_data(nodeadm.bottlerocket_settings("t", ENDPOINT, CA, "172.20.0.0/16", plan))
+    )
+    assert parsed["settings"]["kernel"]["sysctl"] == {"vm.nr_hugepages": "5128"}
+    cpu = plan_of(role="system", instanceType="m7i.xlarge", amiFamily="bottlerocket")
+    assert "kernel" not in nodeadm.bottlerocket_settings("t", ENDPOINT, CA, "172.20.0.0/16", cpu)["settings"]
+
+
 def test_bottlerocket_settings_parse_back_as_toml() -> None:
     plan = plan_of(
         role="training",

@@ -102,10 +102,13 @@ def test_managed_addons_are_listed_and_sourced(name: str) -> None:
 
 
 def test_vpc_cni_minimum_supports_efa_only_interfaces() -> None:
+    """v1.18.5 is the first release whose ipamd accepts an interface without IP addresses (an efa-only one);
+    v1.18.4 fails `DescribeAllENIs` on it (aws/amazon-vpc-cni-k8s CHANGELOG v1.18.5, #3047)."""
     vpc_cni = managed_addon("vpc-cni")
-    assert vpc_cni.minimum_version == "v1.18.4"
-    assert vpc_cni.accepts("v1.18.4-eksbuild.1")
+    assert vpc_cni.minimum_version == "v1.18.5"
+    assert vpc_cni.accepts("v1.18.5-eksbuild.1")
     assert vpc_cni.accepts("v1.19.2-eksbuild.5")
+    assert not vpc_cni.accepts("v1.18.4-eksbuild.1")
     assert not vpc_cni.accepts("v1.18.3-eksbuild.2")
 
 

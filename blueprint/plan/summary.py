@@ -32,6 +32,7 @@ def pool_summary(plan: PoolPlan) -> dict[str, Any]:
         "placementGroup": plan.placement_group,
         "efaDevicesPerNode": plan.efa_devices,
         "maxEfaDevicesPerNode": plan.max_efa_devices,
+        "maxPods": plan.max_pods,
         "fabricGbpsPerNode": plan.fabric_gbps,
         "localStorage": plan.local_storage,
         "taints": [t.render() for t in plan.taints],

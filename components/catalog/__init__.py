@@ -52,7 +52,7 @@ INSTANCES_PATH = CATALOG_DIR / "instances.yaml"
 GPUS_PATH = CATALOG_DIR / "gpus.yaml"
 
 #: Field groups every instance entry must cite. GPU-only groups apply to types with GPUs.
-COMMON_FIELD_GROUPS: tuple[str, ...] = ("compute", "gpu", "network", "efa", "nvme", "price")
+COMMON_FIELD_GROUPS: tuple[str, ...] = ("compute", "gpu", "network", "eni", "efa", "nvme", "price")
 GPU_FIELD_GROUPS: tuple[str, ...] = ("nvlink", "gdr")
 
 _RANGE_PART = re.compile(r"^(\d+)(?:-(\d+))?$")
@@ -108,6 +108,10 @@ class InstanceType(BaseModel):
     network_gbps: float = Field(gt=0, description="sustained; for burstable types the baseline")
     efa_supported: bool
     network_cards: int = Field(gt=0)
+    default_card_max_enis: int = Field(
+        gt=0, description="network interfaces the default network card (card 0) takes: the VPC CNI's pod ENIs"
+    )
+    ipv4_per_eni: int = Field(gt=1, description="IPv4 addresses per network interface, its primary address included")
     max_efa_interfaces: int = Field(ge=0)
     efa_cards: tuple[int, ...] = Field(description="network-card indexes that carry EFA")
     nvlink: str | None = None
@@ -144,6 +148,8 @@ class InstanceType(BaseModel):
             problems.append("efa_cards has duplicates")
         if any(card not in range(self.network_cards) for card in self.efa_cards):
             problems.append(f"efa_cards {self.efa_cards} outside card indexes 0..{self.network_cards - 1}")
+        if 0 in self.efa_cards and self.default_card_max_enis < 2:
+            problems.append("card 0 carries EFA but takes fewer than 2 interfaces (the primary and the EFA device)")
         if self.efa_supported != (self.max_efa_interfaces > 0):
             problems.append("efa_supported must be true exactly when max_efa_interfaces > 0")
         if (self.local_nvme_count == 0) != (self.local_nvme_gb == 0):

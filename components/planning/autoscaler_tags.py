@@ -5,8 +5,12 @@ instance type gives cpu, memory and (from its static table) GPUs, and `k8s.io/cl
 tags add labels, taints and extra resources ([CA] `cluster-autoscaler/cloudprovider/aws/README.md` and
 `aws_manager.go`, facts §6). Without the taint and label tags a pending GPU pod that tolerates
 `nvidia.com/gpu:NoSchedule` and selects `gpu-clusters/pool=train` matches no template, and the pool stays at zero
-forever; without the `vpc.amazonaws.com/efa` resource tag a pod asking for 32 EFA devices never triggers a
-scale-up. No peer blueprint writes these tags (peers.md, gap 4; terraform-aws-eks #2597).
+forever; without the `vpc.amazonaws.com/efa` and `hugepages-2Mi` resource tags an EFA job (32 EFA devices, 8 GPUs
+and huge pages, [EKSEFA]) never triggers a scale-up. A `resources/<name>` tag sets that resource's capacity on the
+template node, its value parsed as a Kubernetes quantity ([CA] README: "The units are identical to the units used in
+the `resources` field of a Pod specification"; `aws_manager.go` `extractAllocatableResourcesFromAsg`). The template
+otherwise assumes 110 pods per node (`buildNodeFromTemplate`: "TODO: get a real value"), so the `pods` tag carries
+the pool's real maxPods. No peer blueprint writes these tags (peers.md, gap 4; terraform-aws-eks #2597).
 
 Only pools in `cluster-autoscaler` mode carry them: a `fixed` pool must not be resized by the autoscaler, and
 `gpu-utilization` pools are resized by CloudWatch alarms (the add-ons issue), not by pending pods.
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from components.planning.hugepages import HUGEPAGES_RESOURCE, hugepages, hugepages_quantity
 from components.planning.pools import GPU_RESOURCE, PoolPlan
 
 #: Auto-discovery: `--node-group-auto-discovery=asg:tag=k8s.io/cluster-autoscaler/enabled,
@@ -25,6 +30,7 @@ OWNER_TAG_PREFIX = "k8s.io/cluster-autoscaler/"
 NODE_TEMPLATE = "k8s.io/cluster-autoscaler/node-template"
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
 EPHEMERAL_STORAGE_RESOURCE = "ephemeral-storage"
+PODS_RESOURCE = "pods"
 AUTOSCALED_MODE = "cluster-autoscaler"
 
 
@@ -60,7 +66,8 @@ def ephemeral_storage(plan: PoolPlan) -> str:
 
 
 def node_template_tags(plan: PoolPlan) -> dict[str, str]:
-    """Scale-from-zero template: every kubelet label, every taint with its effect, GPUs, EFA devices, disk.
+    """Scale-from-zero template: every kubelet label, every taint with its effect, GPUs, EFA devices, huge pages,
+    disk and pods: each resource as the node's kubelet will report it.
 
     The taint tag holds `value:Effect` per key ([CA] aws_manager.go requires the effect suffix), so one key can
     carry only one taint; two taints with the same key would silently lose one, hence the error.
@@ -78,7 +85,11 @@ def node_template_tags(plan: PoolPlan) -> dict[str, str]:
         tags[f"{NODE_TEMPLATE}/resources/{GPU_RESOURCE}"] = str(advertised_gpus(plan))
     if plan.efa_devices > 0:
         tags[f"{NODE_TEMPLATE}/resources/{EFA_RESOURCE}"] = str(plan.efa_devices)
+    if hugepages(plan) > 0:
+        tags[f"{NODE_TEMPLATE}/resources/{HUGEPAGES_RESOURCE}"] = hugepages_quantity(plan)
     tags[f"{NODE_TEMPLATE}/resources/{EPHEMERAL_STORAGE_RESOURCE}"] = ephemeral_storage(plan)
+    if plan.max_pods is not None:
+        tags[f"{NODE_TEMPLATE}/resources/{PODS_RESOURCE}"] = str(plan.max_pods)
     return tags
 
 

@@ -27,6 +27,7 @@ from typing import Any
 import yaml
 
 from components.config import Taint
+from components.planning.hugepages import sysctls
 from components.planning.pools import PoolPlan
 
 NODEADM_API_VERSION = "node.eks.aws/v1alpha1"
@@ -35,6 +36,13 @@ NODEADM_CONTENT_TYPE = "application/node.eks.aws"
 #: A fixed boundary keeps the rendered user data byte-for-byte stable between runs. The email package would pick a
 #: random one, which would make every `pulumi up` publish a new launch template version and roll every node.
 MIME_BOUNDARY = "==GPU-CLUSTERS-NODEADM-BOUNDARY=="
+#: cloud-init runs `text/x-shellscript` parts in its final stage, and `nodeadm-run.service`, which starts the
+#: kubelet, runs `After=... cloud-final.service` "in order to pickup changes the user may have applied via cloud-init
+#: scripts" (https://github.com/awslabs/amazon-eks-ami/blob/81fec2e895854f599974fe4d3d72f61c0a9aaffa/templates/al2023/
+#: runtime/rootfs/etc/systemd/system/nodeadm-run.service): kernel settings made there are in place when kubelet starts.
+SHELL_SCRIPT_CONTENT_TYPE = "text/x-shellscript"
+#: Where the script persists its kernel settings, so they survive a reboot (sysctl.d(5)).
+SYSCTL_FILE = "/etc/sysctl.d/90-gpu-clusters.conf"
 
 #: The service CIDR's 10th address is the cluster DNS (kube-dns) address on EKS; nodeadm infers it from `cidr`
 #: ([AMI] api.md: "This value is used to infer your cluster's DNS address"), Bottlerocket takes it explicitly
@@ -77,11 +85,16 @@ def node_config(
     """The nodeadm `NodeConfig` of a pool ([AMI] `nodeadm/doc/api.md`, facts §5b).
 
     Giving endpoint, CA and service CIDR up front spares every node a `DescribeCluster` call at boot (and the node
-    role the permission). `instance.localStorage` is set only when the plan asks for a strategy: RAID0 puts
-    `/var/lib/kubelet`, `/var/lib/containerd` and `/var/log/pods` on one array of all instance-store NVMe disks
-    ([AMI] `templates/shared/runtime/bin/setup-local-disks`), which is where multi-GB training images and
-    checkpoints should land.
+    role the permission). `kubelet.config.maxPods` replaces nodeadm's own figure, which counts slots that EFA
+    devices occupy (components.planning.max_pods); nodeadm writes `kubelet.config` as a kubelet drop-in that wins
+    over its defaults ([AMI] `nodeadm/internal/kubelet/config.go`, `40-nodeadm.conf`). `instance.localStorage` is
+    set only when the plan asks for a strategy: RAID0 puts `/var/lib/kubelet`, `/var/lib/containerd` and
+    `/var/log/pods` on one array of all instance-store NVMe disks ([AMI] `templates/shared/runtime/bin/
+    setup-local-disks`), which is where multi-GB training images and checkpoints should land.
     """
+    kubelet: dict[str, Any] = {"flags": kubelet_flags(plan.labels, plan.taints)}
+    if plan.max_pods is not None:
+        kubelet["config"] = {"maxPods": plan.max_pods}
     spec: dict[str, Any] = {
         "cluster": {
             "name": cluster_name,
@@ -89,25 +102,46 @@ def node_config(
             "certificateAuthority": certificate_authority,
             "cidr": str(IPv4Network(str(service_cidr))),
         },
-        "kubelet": {"flags": kubelet_flags(plan.labels, plan.taints)},
+        "kubelet": kubelet,
     }
     if plan.local_storage:
         spec["instance"] = {"localStorage": {"strategy": plan.local_storage}}
     return {"apiVersion": NODEADM_API_VERSION, "kind": "NodeConfig", "spec": spec}
 
 
-def user_data(node_config: Mapping[str, Any]) -> str:
-    """The MIME multipart user data carrying one NodeConfig part (`Content-Type: application/node.eks.aws`).
+def user_data(node_config: Mapping[str, Any], kernel_settings: Mapping[str, str] | None = None) -> str:
+    """The MIME multipart user data: one NodeConfig part (`Content-Type: application/node.eks.aws`), then, when
+    there are kernel settings to make, a shell script part that cloud-init runs before the kubelet starts.
 
+    nodeadm reads only the parts of its own type and cloud-init runs the script (EKS user guide, launch templates:
+    user data is "a MIME multi-part file", https://docs.aws.amazon.com/eks/latest/userguide/launch-templates.html).
     Launch templates take user data base64-encoded; the caller encodes this text.
     """
     document = "---\n" + yaml.safe_dump(dict(node_config), sort_keys=False, default_flow_style=False, width=1 << 20)
-    maintype, subtype = NODEADM_CONTENT_TYPE.split("/")
-    part = MIMENonMultipart(maintype, subtype, policy=email.policy.default)
-    part.set_payload(document)
     message = MIMEMultipart("mixed", boundary=MIME_BOUNDARY, policy=email.policy.default)
-    message.attach(part)
+    message.attach(_mime_part(NODEADM_CONTENT_TYPE, document))
+    if kernel_settings:
+        message.attach(_mime_part(SHELL_SCRIPT_CONTENT_TYPE, sysctl_script(kernel_settings)))
     return message.as_string(policy=email.policy.default)
+
+
+def pool_user_data(node_config: Mapping[str, Any], plan: PoolPlan) -> str:
+    """The AL2023 user data of a pool: its NodeConfig and the kernel settings its nodes need (EFA huge pages)."""
+    return user_data(node_config, sysctls(plan))
+
+
+def sysctl_script(kernel_settings: Mapping[str, str]) -> str:
+    """A script that writes the settings to a sysctl.d file (kept across reboots) and applies them now."""
+    settings = [f"{key} = {kernel_settings[key]}" for key in sorted(kernel_settings)]
+    lines = ["#!/bin/bash", "set -euo pipefail", f"cat > {SYSCTL_FILE} <<'EOF'", *settings, "EOF"]
+    return "\n".join([*lines, f"sysctl -p {SYSCTL_FILE}", ""])
+
+
+def _mime_part(content_type: str, payload: str) -> MIMENonMultipart:
+    maintype, subtype = content_type.split("/")
+    part = MIMENonMultipart(maintype, subtype, policy=email.policy.default)
+    part.set_payload(payload)
+    return part
 
 
 # ------------------------------------------------------------------------------------------------- Bottlerocket
@@ -126,8 +160,9 @@ def bottlerocket_settings(
     """Bottlerocket settings for a pool (bottlerocket.dev "settings.kubernetes").
 
     `node-taints` maps a taint key to a list of `value:Effect` strings, so one key can carry several effects (the
-    shape Karpenter renders, aws/karpenter-provider-aws bootstrap/bottlerocket.go). Bottlerocket has no RAID10 or
-    Mount strategy: any local-storage strategy becomes the ephemeral-storage RAID0 bootstrap command.
+    shape Karpenter renders, aws/karpenter-provider-aws bootstrap/bottlerocket.go). `max-pods` is the VPC CNI's
+    figure (components.planning.max_pods) and `kernel.sysctl` the EFA huge pages, as on AL2023. Bottlerocket has no
+    RAID10 or Mount strategy: any local-storage strategy becomes the ephemeral-storage RAID0 bootstrap command.
     """
     taints: dict[str, list[str]] = {}
     for taint in plan.taints:
@@ -141,7 +176,12 @@ def bottlerocket_settings(
     }
     if taints:
         kubernetes["node-taints"] = taints
+    if plan.max_pods is not None:
+        kubernetes["max-pods"] = plan.max_pods
     settings: dict[str, Any] = {"kubernetes": kubernetes}
+    kernel_settings = sysctls(plan)
+    if kernel_settings:
+        settings["kernel"] = {"sysctl": dict(sorted(kernel_settings.items()))}
     if plan.local_storage:
         settings["bootstrap-commands"] = {
             "000-mount-instance-storage": {

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from components import catalog, tags
 from components.catalog import InstanceType
 from components.config import NetworkConfig, NodePool, StackConfig, Taint
+from components.planning import max_pods
 from components.planning.efa import NetworkInterface, efa_device_count, efa_interfaces
 
 #: The extended resource the NVIDIA device plugin advertises (time-slicing keeps the name, `renameByDefault: false`,
@@ -80,6 +81,14 @@ class PoolPlan:
     @property
     def max_efa_devices(self) -> int:
         return self.instance.max_efa_interfaces if self.instance else 0
+
+    @property
+    def max_pods(self) -> int | None:
+        """The kubelet's maxPods on an `aws` pool: what the VPC CNI can address (components.planning.max_pods).
+
+        None on hybrid pools, whose pod addresses come from Cilium and the remote pod network, not the VPC CNI.
+        """
+        return max_pods.max_pods(self.instance, self.interfaces) if self.instance else None
 
     @property
     def fabric_gbps(self) -> float:
