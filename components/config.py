@@ -425,7 +425,8 @@ class LustreConfig(Model):
     compression: Literal["LZ4", "NONE"] = "LZ4"
     """Data compression: `LZ4` (default) or `NONE`."""
     backup_retention_days: int = Field(7, ge=0, le=90)
-    """Days of automatic daily backups, 0-90 (PERSISTENT_2; set 0 for SCRATCH_2). Default 7."""
+    """Days of automatic daily backups, 0-90. Default 7; 0 on SCRATCH_2 and on a file system linked to S3
+    (`dataRepositories`), which FSx does not back up (more days are refused there)."""
     availability_zone: str | None = None
     """Defaults to the AZ of the training pools that mount it."""
     pools: list[str] | None = None

@@ -19,7 +19,7 @@ from components.config import StackConfig
 from components.context import ClusterContext
 from components.hybrid import HybridNodes
 from components.identity import NodeIdentity, PodIdentityRoles
-from components.managed_addons import NODE_AGENT_ADDONS, SYSTEM_ADDONS, ManagedAddons
+from components.managed_addons import DNS_ADDON, NODE_AGENT_ADDONS, SYSTEM_ADDONS, ManagedAddons
 from components.network import Network
 from components.node_pool import NodePool
 from components.planning.hybrid import remote_network_config
@@ -139,14 +139,12 @@ class GpuCluster(pulumi.ComponentResource):
         )
 
     def _node_pools(self) -> None:
-        """One launch template and Auto Scaling group per `aws` pool, the system pool included. Kubernetes objects
-        then wait for the system pool's group: controllers and charts need somewhere to run."""
+        """One launch template and Auto Scaling group per `aws` pool, the system pool included."""
         self.node_pools: dict[str, NodePool] = {
             plan.name: NodePool(f"{self.base_name}-{plan.name}", plan, self.context, opts=self._child())
             for plan in self.pool_plans
             if plan.kind == "aws"
         }
-        self.context.kubernetes_ready.extend(self._system_asgs)
         self._exports["nodePoolAsgNames"] = {pool: np.asg.name for pool, np in self.node_pools.items()}
 
     @property
@@ -155,7 +153,14 @@ class GpuCluster(pulumi.ComponentResource):
 
     def _system_addons(self) -> None:
         """The managed add-ons that run as pods (CoreDNS, EBS CSI): they wait for the system pool and the node
-        agents, or EKS reports them degraded."""
+        agents, or EKS reports them degraded.
+
+        Kubernetes objects (charts, claims, CSI add-ons) then wait for CoreDNS. The system pool's Auto Scaling group
+        is created without waiting for capacity, so it proves nothing about nodes; an ACTIVE CoreDNS add-on does:
+        the provider waits for ACTIVE and treats DEGRADED as still pending, and CoreDNS stays DEGRADED until its
+        pods run on a Ready system node (hashicorp/terraform-provider-aws#44669,
+        https://github.com/hashicorp/terraform-provider-aws/issues/44669).
+        """
         self.system_addons = ManagedAddons(
             f"{self.base_name}-system-addons",
             self.context,
@@ -163,6 +168,7 @@ class GpuCluster(pulumi.ComponentResource):
             after=[*self._system_asgs, self.node_agents],
             opts=self._child(),
         )
+        self.context.kubernetes_ready.append(self.system_addons.addons[DNS_ADDON])
 
     def _storage(self) -> None:
         """FSx for Lustre for training, EFS or an existing NFS server for inference, and their claims."""

@@ -38,7 +38,10 @@ from components.planning.addons.placement import CRITICAL_ADDONS_ONLY, SYSTEM_NO
 from components.planning.max_pods import VPC_CNI_PREFIX_DELEGATION
 
 NODE_AGENT_ADDONS: tuple[str, ...] = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")
-SYSTEM_ADDONS: tuple[str, ...] = ("coredns", "aws-ebs-csi-driver")
+#: Cluster DNS. Kubernetes objects wait for this add-on (`ClusterContext.kubernetes_ready`): ACTIVE means its pods
+#: run on a Ready system node.
+DNS_ADDON = "coredns"
+SYSTEM_ADDONS: tuple[str, ...] = (DNS_ADDON, "aws-ebs-csi-driver")
 #: Existing add-on objects (e.g. a self-managed copy) are taken over; the stack is the source of truth.
 RESOLVE_CONFLICTS = "OVERWRITE"
 
@@ -75,7 +78,7 @@ def addon_configuration(name: str) -> dict[str, Any] | None:
                 }
             },
         }
-    if name == "coredns":
+    if name == DNS_ADDON:
         return {
             "replicaCount": COREDNS_REPLICAS,
             "nodeSelector": dict(SYSTEM_NODE_SELECTOR),

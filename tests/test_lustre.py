@@ -10,6 +10,7 @@ import pytest
 from blueprint.plan.runner import ProgramRun
 from components import tags
 from components.config import StackConfig
+from components.errors import ConfigError
 from components.planning.pools import plan_pools
 from components.planning.storage import storage_summary
 from components.storage import SharedStorage
@@ -400,3 +401,32 @@ def test_training_stack_plans_a_protected_persistent_file_system_with_s3_and_a_c
     assert {r.inputs["fileSystemPath"] for r in run.of_type(DRA)} == {"/datasets", "/checkpoints"}
     claim = run.one(PVC).inputs
     assert (claim["metadata"]["namespace"], claim["metadata"]["name"]) == ("training", "lustre-scratch")
+
+
+def test_data_repository_associations_are_created_one_after_another() -> None:
+    """FSx fails associations created concurrently on one file system: each waits for the one before it."""
+    paths = ["/datasets", "/checkpoints", "/public"]
+    run = build(training_spec({"dataRepositories": [{"fileSystemPath": p, "prefix": p.strip("/")} for p in paths]}))
+    by_path = {r.inputs["fileSystemPath"]: r for r in run.of_type(DRA)}
+    assert not [urn for urn in by_path["/datasets"].depends_on if DRA in urn]
+    assert by_path["/datasets"].urn in by_path["/checkpoints"].depends_on
+    assert by_path["/checkpoints"].urn in by_path["/public"].depends_on
+
+
+def test_a_file_system_linked_to_s3_takes_no_backups() -> None:
+    """FSx does not back up an S3-linked file system: its default retention is 0 and tags are not copied to
+    backups (CopyTagsToBackups is refused on linked file systems); unlinked ones keep the default 7 days."""
+    linked = build(training_spec({"dataRepositories": [{"fileSystemPath": "/datasets", "prefix": "datasets"}]}))
+    fs = linked.one(LUSTRE).inputs
+    assert (fs["automaticBackupRetentionDays"], fs["copyTagsToBackups"]) == (0, False)
+    unlinked = build(training_spec({})).one(LUSTRE).inputs
+    assert (unlinked["automaticBackupRetentionDays"], unlinked["copyTagsToBackups"]) == (7, True)
+
+
+def test_backups_of_a_file_system_linked_to_s3_are_refused() -> None:
+    lustre = {"backupRetentionDays": 7, "dataRepositories": [{"fileSystemPath": "/datasets", "prefix": "datasets"}]}
+    with pytest.raises(ConfigError, match=r"storage\.lustre\.backupRetentionDays.*does not back up"):
+        stack_config(*TRAINING_POOLS, zones=THREE_ZONES, storage={"lustre": lustre}, validated=True)
+    # 0, or no key at all, is accepted.
+    for accepted in ({**lustre, "backupRetentionDays": 0}, {"dataRepositories": lustre["dataRepositories"]}):
+        stack_config(*TRAINING_POOLS, zones=THREE_ZONES, storage={"lustre": accepted}, validated=True)

@@ -2,8 +2,8 @@
 
 Every release takes its chart, version and repository from the catalog's `ChartPin` (one place for versions), gets
 an explicit release name (Pulumi would otherwise add a random suffix, and chart-derived names such as service
-accounts would change with it), and waits for `ClusterContext.kubernetes_ready` so it never lands in a cluster
-without a node to run on.
+accounts would change with it), and waits for `ClusterContext.kubernetes_ready` (the CoreDNS add-on ACTIVE, so a
+system node is Ready) so it never lands in a cluster without a node to run on.
 """
 
 from __future__ import annotations
@@ -16,6 +16,13 @@ import pulumi_kubernetes as k8s
 
 from components.catalog.versions import ChartPin
 from components.context import ClusterContext
+
+#: How long the provider waits for each Kubernetes operation of a release (its `timeout`, in seconds; Helm's own
+#: default is 300, https://helm.sh/docs/helm/helm_install/ `--timeout`). Releases start once a system node is Ready,
+#: but a first install still pulls every image (Prometheus, Grafana, DCGM are hundreds of MB) and runs hook Jobs,
+#: and the second system node may still be booting (a node boots, joins and turns Ready in minutes): 15 minutes
+#: covers that, where 5 can fail a first `pulumi up` half way.
+RELEASE_TIMEOUT_SECONDS = 900
 
 
 def helm_release(
@@ -43,6 +50,7 @@ def helm_release(
         create_namespace=create_namespace,
         values=values,
         skip_await=skip_await,
+        timeout=RELEASE_TIMEOUT_SECONDS,
         opts=pulumi.ResourceOptions(
             provider=ctx.k8s_provider,
             parent=parent,

@@ -69,3 +69,18 @@ def paths_overlap(a: str, b: str) -> bool:
     """Two file system paths overlap when one is the other or contains it (`/data` and `/data/raw`)."""
     pa, pb = a.rstrip("/") + "/", b.rstrip("/") + "/"
     return pa.startswith(pb) or pb.startswith(pa)
+
+
+def automatic_backup_retention_days(config: LustreConfig) -> int:
+    """Days of automatic backups the file system is created with: the configured days on an unlinked PERSISTENT_2
+    file system, else 0.
+
+    FSx backs up neither scratch file systems nor file systems linked to S3: "File system backups aren't supported
+    on file systems that are linked to an Amazon S3 data repository"
+    (https://docs.aws.amazon.com/fsx/latest/LustreGuide/fsx-data-repositories.html), and `CreateBackup` accepts
+    only persistent file systems that "are not linked to a data repository" ([BC] fsx CreateBackup). A linked file
+    system keeps its durable copy in S3. Validation refuses an explicit `backupRetentionDays` above 0 on either.
+    """
+    if config.deployment_type != "PERSISTENT_2" or config.data_repositories:
+        return 0
+    return config.backup_retention_days

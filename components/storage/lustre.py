@@ -6,8 +6,9 @@ training pools) and the security-group rules come from `components.planning.stor
 those decisions into resources:
 
 * `aws.fsx.LustreFileSystem`: Lustre 2.15 (PERSISTENT_2 with a metadata configuration requires it; 2.10 fails,
-  aws-gpu-facts.md §3a), encrypted with the cluster's KMS key, LZ4, backups kept per config; protected and kept
-  on delete unless the stack says otherwise;
+  aws-gpu-facts.md §3a), encrypted with the cluster's KMS key, LZ4, backups kept per config unless it is linked to
+  S3 (`components.planning.lustre.automatic_backup_retention_days`); protected and kept on delete unless the stack
+  says otherwise;
 * a security group with LNET ports (and EFA's all-traffic rules) towards the nodes' group and itself, created
   before the file system, whose creation checks them;
 * optionally the stack's data bucket (versioned, KMS-encrypted, private, lifecycle-managed) and one
@@ -31,7 +32,7 @@ from components.addons.helm import service_account_role
 from components.config import DataRepository, LustreConfig
 from components.context import ClusterContext, stateful_options
 from components.planning import compute_types
-from components.planning.lustre import per_unit_throughput
+from components.planning.lustre import automatic_backup_retention_days, per_unit_throughput
 from components.planning.pools import PoolPlan
 from components.planning.storage import (
     LUSTRE_CSI_DRIVER,
@@ -214,8 +215,9 @@ class LustreStorage(pulumi.ComponentResource):
             persistent_only = {
                 "per_unit_storage_throughput": config.per_unit_storage_throughput,
                 "kms_key_id": ctx.kms_key_arn,
-                "automatic_backup_retention_days": config.backup_retention_days,
-                "copy_tags_to_backups": True,
+                "automatic_backup_retention_days": automatic_backup_retention_days(config),
+                # Not available on file systems linked to S3 ([BC] fsx CopyTagsToBackups), which have no backups.
+                "copy_tags_to_backups": automatic_backup_retention_days(config) > 0,
                 "efa_enabled": config.efa_enabled,
             }
             if config.metadata is not None:
@@ -363,8 +365,13 @@ class LustreStorage(pulumi.ComponentResource):
         return bucket
 
     def _data_repositories(self, base: str) -> list[aws.fsx.DataRepositoryAssociation]:
-        """One association per configured path, named after the path so reordering the list replaces nothing."""
-        made = []
+        """One association per configured path, named after the path so reordering the list replaces nothing.
+
+        They are created one after another, each waiting for the previous one: FSx fails associations created
+        concurrently on one file system (hashicorp/terraform-provider-aws#24678, labelled upstream; the maintainers'
+        workaround is to serialize them, https://github.com/hashicorp/terraform-provider-aws/issues/24678).
+        """
+        made: list[aws.fsx.DataRepositoryAssociation] = []
         for repository in self.config.data_repositories:
             path: pulumi.Input[str]
             if repository.data_repository_path is not None or self.bucket is None:
@@ -380,7 +387,7 @@ class LustreStorage(pulumi.ComponentResource):
                     batch_import_meta_data_on_create=repository.batch_import_metadata_on_create,
                     s3=s3_policies(repository),
                     tags=self.tags,
-                    opts=pulumi.ResourceOptions(parent=self),
+                    opts=pulumi.ResourceOptions(parent=self, depends_on=made[-1:]),
                 )
             )
         return made

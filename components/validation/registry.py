@@ -6,7 +6,7 @@ cites the limit it enforces. `blueprint schema --write` turns this list into doc
 
 from __future__ import annotations
 
-from components.validation import addons, cluster, file, hybrid, network, pools, storage
+from components.validation import addons, cluster, file, hybrid, lustre_backups, network, pools, storage
 from components.validation.parse import Rule
 
 #: Concern -> its rules, in report order.
@@ -16,7 +16,7 @@ BY_CONCERN: dict[str, tuple[Rule, ...]] = {
     "network": network.RULES,
     "pools": pools.RULES,
     "hybrid": hybrid.RULES,
-    "storage": storage.RULES,
+    "storage": (*storage.RULES, *lustre_backups.RULES),
     "addons": addons.RULES,
 }
 #: The one list every validation runs.
