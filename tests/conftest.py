@@ -8,6 +8,7 @@ The builders are imported inside the fixtures, so a test module that needs none 
 from __future__ import annotations
 
 import gc
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,6 +19,11 @@ from blueprint.plan.runner import list_stacks
 
 if TYPE_CHECKING:
     from tests.builders import CliResult, ShippedStack
+
+# pytest rewrites the asserts of every test module as it imports it, and keeps the result as bytecode only when
+# bytecode may be written: under PYTHONDONTWRITEBYTECODE each run redid it, a third of collection. __pycache__/ is
+# ignored by git.
+sys.dont_write_bytecode = False
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import copy
 import json
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from blueprint.catalog_table import catalog_rows, catalog_table
 from components.catalog import (
@@ -30,6 +27,7 @@ from components.catalog import (
     parse_card_ranges,
     sources,
 )
+from tests.catalog_files import shipped_data, write_yaml
 
 REQUIRED_TYPES = [
     "p5.48xlarge",
@@ -277,30 +275,16 @@ def test_catalog_table_has_the_documented_columns() -> None:
 # ------------------------------------------------------------------------------------------- loader rejects bad data
 
 
-def _shipped(path: Path) -> dict[str, Any]:
-    """A fresh copy of a shipped catalog file's data, for one test to break (the file is parsed once)."""
-    return copy.deepcopy(_parsed(path))
-
-
-@cache
-def _parsed(path: Path) -> dict[str, Any]:
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    assert isinstance(data, dict)
-    return data
-
-
 def _entry(data: dict[str, Any], name: str) -> dict[str, Any]:
     return next(e for e in data["instance_types"] if e["name"] == name)
 
 
 def _write(tmp_path: Path, data: dict[str, Any], filename: str = "instances.yaml") -> Path:
-    path = tmp_path / filename
-    path.write_text(yaml.safe_dump(data), encoding="utf-8")
-    return path
+    return write_yaml(tmp_path, data, filename)
 
 
 def test_loader_accepts_the_shipped_files_copied(tmp_path: Path) -> None:
-    catalog = load_catalog(_write(tmp_path, _shipped(INSTANCES_PATH)))
+    catalog = load_catalog(_write(tmp_path, shipped_data(INSTANCES_PATH)))
     assert set(catalog.instance_types) == set(instance_types())
 
 
@@ -319,42 +303,42 @@ BAD_EDITS: list[tuple[str, str, Any, str]] = [
 
 @pytest.mark.parametrize(("name", "field", "value", "message"), BAD_EDITS)
 def test_loader_rejects_bad_values(tmp_path: Path, name: str, field: str, value: Any, message: str) -> None:
-    data = _shipped(INSTANCES_PATH)
+    data = shipped_data(INSTANCES_PATH)
     _entry(data, name)[field] = value
     with pytest.raises(CatalogError, match=message):
         load_catalog(_write(tmp_path, data))
 
 
 def test_loader_rejects_a_missing_field_group_source(tmp_path: Path) -> None:
-    data = _shipped(INSTANCES_PATH)
+    data = shipped_data(INSTANCES_PATH)
     del _entry(data, "p5.48xlarge")["source"]["efa"]
     with pytest.raises(CatalogError, match="no source for field group"):
         load_catalog(_write(tmp_path, data))
 
 
 def test_loader_rejects_an_unknown_source_tag(tmp_path: Path) -> None:
-    data = _shipped(INSTANCES_PATH)
+    data = shipped_data(INSTANCES_PATH)
     _entry(data, "p5.48xlarge")["source"]["price"] = "KPP+BLOG"
     with pytest.raises(CatalogError, match="unknown source tag"):
         load_catalog(_write(tmp_path, data))
 
 
 def test_loader_rejects_a_gpu_model_with_unknown_source(tmp_path: Path) -> None:
-    gpus = _shipped(GPUS_PATH)
+    gpus = shipped_data(GPUS_PATH)
     gpus["gpu_models"][0]["source"] = "FORUM"
     with pytest.raises(CatalogError, match="unknown source tag"):
         load_catalog(None, _write(tmp_path, gpus, "gpus.yaml"))
 
 
 def test_loader_rejects_a_hand_kept_rented_flag(tmp_path: Path) -> None:
-    gpus = _shipped(GPUS_PATH)
+    gpus = shipped_data(GPUS_PATH)
     gpus["gpu_models"][0]["rented_by_aws"] = True
     with pytest.raises(CatalogError, match="derived"):
         load_catalog(None, _write(tmp_path, gpus, "gpus.yaml"))
 
 
 def test_loader_rejects_a_duplicate_entry(tmp_path: Path) -> None:
-    data = _shipped(INSTANCES_PATH)
+    data = shipped_data(INSTANCES_PATH)
     data["instance_types"].append(dict(_entry(data, "m5.xlarge")))
     with pytest.raises(CatalogError, match="listed twice"):
         load_catalog(_write(tmp_path, data))

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from components.catalog.versions import (
     EXACT_VERSION,
@@ -27,6 +26,7 @@ from components.catalog.versions import (
     version_at_least,
     version_sources,
 )
+from tests.catalog_files import shipped_data, write_yaml
 
 REQUIRED_CHARTS = [
     "nvidia-device-plugin",
@@ -190,16 +190,8 @@ def test_version_comparison() -> None:
 # ------------------------------------------------------------------------------------------- loader rejects bad data
 
 
-def _shipped() -> dict[str, Any]:
-    data = yaml.safe_load(VERSIONS_PATH.read_text(encoding="utf-8"))
-    assert isinstance(data, dict)
-    return data
-
-
 def _write(tmp_path: Path, data: dict[str, Any]) -> Path:
-    path = tmp_path / "versions.yaml"
-    path.write_text(yaml.safe_dump(data), encoding="utf-8")
-    return path
+    return write_yaml(tmp_path, data, "versions.yaml")
 
 
 def _chart_entry(data: dict[str, Any], name: str) -> dict[str, Any]:
@@ -207,61 +199,61 @@ def _chart_entry(data: dict[str, Any], name: str) -> dict[str, Any]:
 
 
 def test_loader_accepts_the_shipped_file_copied(tmp_path: Path) -> None:
-    assert set(load_versions(_write(tmp_path, _shipped())).charts) == set(charts())
+    assert set(load_versions(_write(tmp_path, shipped_data(VERSIONS_PATH))).charts) == set(charts())
 
 
 @pytest.mark.parametrize("floating", ["latest", "~0.20", "0.20.x", ">=0.20.0", "", "0.20"])
 def test_loader_rejects_floating_chart_versions(tmp_path: Path, floating: str) -> None:
-    data = _shipped()
+    data = shipped_data(VERSIONS_PATH)
     _chart_entry(data, "nvidia-device-plugin")["version"] = floating
     with pytest.raises(VersionsError, match="not an exact version"):
         load_versions(_write(tmp_path, data))
 
 
 def test_loader_rejects_a_chart_without_source(tmp_path: Path) -> None:
-    data = _shipped()
+    data = shipped_data(VERSIONS_PATH)
     del _chart_entry(data, "dcgm-exporter")["source"]
     with pytest.raises(VersionsError, match="no source"):
         load_versions(_write(tmp_path, data))
 
 
 def test_loader_rejects_an_unknown_source_tag(tmp_path: Path) -> None:
-    data = _shipped()
+    data = shipped_data(VERSIONS_PATH)
     data["managed_addons"]["addons"][0]["source"] = "BLOG"
     with pytest.raises(VersionsError, match="source tag"):
         load_versions(_write(tmp_path, data))
 
 
 def test_loader_rejects_an_efa_plugin_below_the_minimum(tmp_path: Path) -> None:
-    data = _shipped()
+    data = shipped_data(VERSIONS_PATH)
     _chart_entry(data, "aws-efa-k8s-device-plugin")["app_version"] = "v0.4.4"
     with pytest.raises(VersionsError, match="below the minimum"):
         load_versions(_write(tmp_path, data))
 
 
 def test_loader_rejects_a_kubernetes_version_without_autoscaler(tmp_path: Path) -> None:
-    data = _shipped()
+    data = shipped_data(VERSIONS_PATH)
     del data["cluster_autoscaler"]["by_kubernetes_minor"]["1.33"]
     with pytest.raises(VersionsError, match=r"no cluster-autoscaler pin for Kubernetes 1\.33"):
         load_versions(_write(tmp_path, data))
 
 
 def test_loader_rejects_an_autoscaler_image_for_another_minor(tmp_path: Path) -> None:
-    data = _shipped()
+    data = shipped_data(VERSIONS_PATH)
     data["cluster_autoscaler"]["by_kubernetes_minor"]["1.33"]["image_tag"] = "v1.34.5"
     with pytest.raises(VersionsError, match=r"not an exact 1\.33\.x release"):
         load_versions(_write(tmp_path, data))
 
 
 def test_loader_rejects_an_unlisted_default(tmp_path: Path) -> None:
-    data = _shipped()
+    data = shipped_data(VERSIONS_PATH)
     data["kubernetes"]["default"] = "1.29"
     with pytest.raises(VersionsError, match="default Kubernetes version"):
         load_versions(_write(tmp_path, data))
 
 
 def test_loader_rejects_a_floating_addon_minimum(tmp_path: Path) -> None:
-    data = _shipped()
+    data = shipped_data(VERSIONS_PATH)
     data["managed_addons"]["addons"][0]["minimum_version"] = "latest"
     with pytest.raises(VersionsError, match="not exact"):
         load_versions(_write(tmp_path, data))
