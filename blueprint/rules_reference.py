@@ -56,8 +56,8 @@ def _table(rules: Iterable[Callable[..., Any]]) -> list[str]:
 def rules_markdown() -> str:
     lines = [HEADER, "## The file (offline loader, `blueprint/plan/stack_yaml.py`)", "", *_table(FILE_CHECKS)]
     for concern, rules in BY_CONCERN.items():
-        module = f"components/validation/{concern}.py"
-        lines += ["", f"## {concern}: {CONCERNS[concern]} (`{module}`)", "", *_table(rules)]
+        modules = ", ".join(f"`{module.replace('.', '/')}.py`" for module in dict.fromkeys(r.__module__ for r in rules))
+        lines += ["", f"## {concern}: {CONCERNS[concern]} ({modules})", "", *_table(rules)]
     return "\n".join(lines) + "\n"
 
 

@@ -491,9 +491,9 @@ def test_every_rule_is_small_documented_and_registered_once() -> None:
 
     names = [rule.__name__ for rule in RULES]
     assert len(names) == len(set(names))
-    for concern, rules in BY_CONCERN.items():
+    for rules in BY_CONCERN.values():
         for rule in rules:
-            assert rule.__module__ == f"components.validation.{concern}", rule
+            assert rule.__module__.startswith("components.validation."), rule
             assert len(inspect.getdoc(rule) or "") > 40, f"{rule.__name__} needs a docstring stating its rule"
             assert len(inspect.getsourcelines(rule)[0]) <= 40, f"{rule.__name__} is longer than 40 lines"
 

@@ -12,16 +12,19 @@ from collections.abc import Callable, Iterator
 
 from components import catalog, tags
 from components.errors import Problem
+from components.planning.autoscaler_tags import autoscaler_tags
 from components.planning.efa import efa_interfaces
 from components.planning.pools import (
     ACCELERATOR_LABEL,
     DEVICE_PLUGIN_CONFIG_LABEL,
     EFA_LABEL,
     GPU_PRESENT_LABEL,
+    plan_pool,
     pool_zones,
     wants_efa,
     wants_placement_group,
 )
+from components.validation.cluster import OWN_TAG_COUNT
 from components.validation.parse import Parsed, shown, shown_text
 
 #: Kubernetes supports clusters of at most 5,000 nodes (Kubernetes docs, "Considerations for large clusters"):
@@ -379,6 +382,28 @@ def taints_are_distinct(p: Parsed) -> Iterator[Problem]:
                 )
 
 
+def group_tags_fit(p: Parsed) -> Iterator[Problem]:
+    """An Auto Scaling group holds at most 50 tags (EC2 Auto Scaling quotas): the cluster's tags, the pool's own and,
+    in cluster-autoscaler mode, one node-template tag per label, taint and resource (components.node_pool.asg_tags);
+    the stack's own are counted at their most (OWN_TAG_COUNT)."""
+    if p.cluster is None or p.network is None or len(p.cluster.tags) + OWN_TAG_COUNT > tags.MAX_TAGS:
+        return  # too many cluster tags already: tags_fit_aws_limits says so
+    for path, pool, instance in p.aws_pools():
+        if instance is None:
+            continue
+        try:
+            template = autoscaler_tags(p.cluster.name, plan_pool(pool, p.network))
+        except ValueError:
+            continue  # the pool's own problem (an EFA layout, a taint key twice) is reported by its rule
+        count = len(p.cluster.tags) + OWN_TAG_COUNT + len(template)
+        if count > tags.MAX_TAGS:
+            yield Problem(
+                f"{path}.labels",
+                f"the pool's Auto Scaling group would carry up to {count} tags (cluster tags, the stack's own and one "
+                f"cluster-autoscaler node-template tag per label and taint); EC2 Auto Scaling allows {tags.MAX_TAGS}",
+            )
+
+
 def resource_names_fit(p: Parsed) -> Iterator[Problem]:
     """Cluster name + pool name fit a launch template name (128 characters, EC2 CreateLaunchTemplate, less the
     8 Pulumi appends)."""
@@ -411,4 +436,5 @@ RULES = (
     labels_are_allowed,
     taints_are_distinct,
     resource_names_fit,
+    group_tags_fit,
 )
