@@ -25,11 +25,10 @@ RULE = "aws:cloudwatch/eventRule:EventRule"
 TARGET = "aws:cloudwatch/eventTarget:EventTarget"
 HOOK = "aws:autoscaling/lifecycleHook:LifecycleHook"
 
-#: aws-gpu-facts.md §7b, verbatim.
+#: aws-gpu-facts.md §7b, verbatim, less the rebalance recommendation (the Auto Scaling group's own).
 EXPECTED_PATTERNS = [
     {"source": ["aws.autoscaling"], "detail-type": ["EC2 Instance-terminate Lifecycle Action"]},
     {"source": ["aws.ec2"], "detail-type": ["EC2 Spot Instance Interruption Warning"]},
-    {"source": ["aws.ec2"], "detail-type": ["EC2 Instance Rebalance Recommendation"]},
     {"source": ["aws.ec2"], "detail-type": ["EC2 Instance State-change Notification"]},
     {
         "source": ["aws.health"],
@@ -54,7 +53,7 @@ def test_queue_is_encrypted_and_keeps_messages_five_minutes(spot_run):
     assert queue.inputs["messageRetentionSeconds"] == 300
 
 
-def test_five_rules_with_the_documented_patterns_all_target_the_queue(spot_run):
+def test_four_rules_with_the_documented_patterns_all_target_the_queue(spot_run):
     _, run = spot_run
     patterns = [json.loads(r.inputs["eventPattern"]) for r in run.of_type(RULE)]
 
@@ -64,7 +63,7 @@ def test_five_rules_with_the_documented_patterns_all_target_the_queue(spot_run):
     assert sorted(map(canonical, patterns)) == sorted(map(canonical, EXPECTED_PATTERNS))
     queue_arn = "arn:aws:sqs:us-east-1:123456789012:serve-interruptions"
     targets = run.of_type(TARGET)
-    assert len(targets) == 5 and {t.inputs["arn"] for t in targets} == {queue_arn}
+    assert len(targets) == 4 and {t.inputs["arn"] for t in targets} == {queue_arn}
     assert {t.inputs["rule"] for t in targets} == {r.inputs.get("name", r.name) for r in run.of_type(RULE)}
 
 
@@ -76,7 +75,7 @@ def test_queue_policy_lets_only_eventbridge_and_sqs_send_from_these_rules(spot_r
     assert statement["Principal"] == {"Service": ["events.amazonaws.com", "sqs.amazonaws.com"]}
     rule_arns = sorted(statement["Condition"]["ArnEquals"]["aws:SourceArn"])
     rule_prefix = "arn:aws:events:us-east-1:123456789012:rule/serve-nth-"
-    assert len(rule_arns) == 5 and all(arn.startswith(rule_prefix) for arn in rule_arns)
+    assert len(rule_arns) == 4 and all(arn.startswith(rule_prefix) for arn in rule_arns)
 
 
 def test_terminate_lifecycle_hook_on_spot_pools_only(spot_run):
@@ -148,7 +147,7 @@ def test_nothing_deployed_without_spot_or_when_off(spec):
 def test_on_without_spot_pools_builds_the_queue_but_hooks_nothing():
     spec = addon_stack(SYSTEM_POOL, TRAINING_POOL, addons={"nodeTerminationHandler": {"enabled": "on"}})
     run = run_addons(spec)
-    assert len(run.of_type(RULE)) == 5 and run.of_type(HOOK) == []
+    assert len(run.of_type(RULE)) == 4 and run.of_type(HOOK) == []
     statements = policy_document(run, "node-termination-handler")["Statement"]
     assert "Lifecycle" not in {s["Sid"] for s in statements}
 
@@ -157,3 +156,13 @@ def test_spot_pool_without_an_asg_is_an_error():
     spec = addon_stack(SYSTEM_POOL, pool(INFERENCE_POOL, scaling={"min": 1, "max": 4, "mode": "cluster-autoscaler"}))
     with pytest.raises(ValueError, match="l40s"):
         run_addons(spec, asg_names={})
+
+
+def test_rebalance_recommendations_belong_to_the_auto_scaling_group_alone(spot_run):
+    """In queue mode the handler drains on every rebalance recommendation it reads, whatever its rebalance flags
+    say (NTH v1.25.6 draincordon/handler.go); spot groups rebalance capacity themselves (the
+    `spot-capacity-rebalance` policy), so no rule routes the recommendation to the handler's queue."""
+    _, run = spot_run
+    detail_types = {t for r in run.of_type(RULE) for t in json.loads(r.inputs["eventPattern"])["detail-type"]}
+    assert "EC2 Spot Instance Interruption Warning" in detail_types
+    assert "EC2 Instance Rebalance Recommendation" not in detail_types

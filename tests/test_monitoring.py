@@ -164,3 +164,20 @@ def test_nothing_deployed_when_monitoring_is_off(dcgm):
     names = set(releases(run))
     assert ("kube-prometheus-stack" in names) is dcgm and ("dcgm-exporter" in names) is dcgm
     assert (run.of_type("gpu-clusters:index:Monitoring") != []) is dcgm
+
+
+def test_kube_prometheus_stack_leaves_out_what_eks_hides_and_runs_its_hook_jobs_on_the_system_pool():
+    """EKS runs the scheduler, controller manager and etcd out of reach: scraping them would alert forever
+    (KubeSchedulerDown, ...). The admission webhook's certificate Jobs (pre-install hooks) get the system pool's
+    selector and tolerations, or they never schedule on a cluster whose every node is tainted."""
+    tainted_system = pool(SYSTEM_POOL, taints=[{"key": "CriticalAddonsOnly", "value": "true", "effect": "NoSchedule"}])
+    spec = addon_stack(tainted_system, TRAINING_POOL, addons={"monitoring": {"dcgmPrometheus": True}})
+    values = releases(run_addons(spec))["kube-prometheus-stack"]["values"]
+    for component in ("kubeScheduler", "kubeControllerManager", "kubeEtcd"):
+        assert values[component] == {"enabled": False}
+    assert "kubeProxy" not in values  # every stack runs the kube-proxy add-on
+    patch = values["prometheusOperator"]["admissionWebhooks"]["patch"]
+    assert patch["nodeSelector"] == {"gpu-clusters/role": "system"}
+    assert {"key": "CriticalAddonsOnly", "operator": "Equal", "value": "true", "effect": "NoSchedule"} in patch[
+        "tolerations"
+    ]

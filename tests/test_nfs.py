@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -75,6 +76,16 @@ def test_node_plugin_tolerates_gpu_and_hybrid_taints_and_controller_prefers_the_
     assert {"key": "CriticalAddonsOnly", "operator": "Exists", "effect": "NoSchedule"} in controller["tolerations"]
     preferred = controller["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
     assert preferred[0]["preference"]["matchExpressions"] == [{"key": tags.POOL, "operator": "In", "values": ["a40"]}]
+
+
+def test_the_chart_renders_the_controller_affinity() -> None:
+    """csi-driver-nfs 4.13.4 renders `controller.affinity` only when its text contains `nodeSelectorTerms`
+    (templates/csi-nfs-controller.yaml); a preference alone is silently dropped. The required term adds nothing
+    the template's own `kubernetes.io/os: linux` selector does not already ask."""
+    affinity = build(hybrid_spec()).one(RELEASE).inputs["values"]["controller"]["affinity"]
+    assert "nodeSelectorTerms" in json.dumps(affinity)
+    required = affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert required == [{"matchExpressions": [{"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}]}]
 
 
 def test_storage_class_parameters_mount_options_and_retain() -> None:

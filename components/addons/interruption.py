@@ -1,13 +1,15 @@
 """Spot interruption handling: AWS Node Termination Handler in queue mode ([NTH], aws-gpu-facts.md §7b).
 
 A spot GPU node gets a two-minute notice before EC2 takes it back. In queue mode EventBridge puts that notice (and
-rebalance recommendations, scheduled maintenance, state changes and the ASG's terminate lifecycle action) on an SQS
-queue; the handler, a Deployment on the system pool, reads the queue, cordons and drains the node, and completes
-the lifecycle action so the ASG replaces it. Queue mode instead of the IMDS DaemonSet because it also sees ASG
-scale-ins and rebalancing, and needs no pod on the (tainted, expensive) GPU nodes.
+scheduled maintenance, state changes and the ASG's terminate lifecycle action) on an SQS queue; rebalance
+recommendations are the Auto Scaling group's (capacity rebalancing), whose terminations reach the handler through
+the lifecycle hook (`INTERRUPTION_EVENT_PATTERNS`); the handler, a Deployment on the system pool, reads the queue,
+cordons and drains the node, and completes the lifecycle action so the ASG replaces it. Queue mode instead of the
+IMDS DaemonSet because it also sees ASG scale-ins and rebalancing, and needs no pod on the (tainted, expensive) GPU
+nodes.
 
 Built here: the SQS queue (SSE-SQS; the handler's docs note SSE-KMS with the AWS managed key does not work with
-EventBridge), its policy (EventBridge/SQS, only from these rules), five EventBridge rules targeting it, a
+EventBridge), its policy (EventBridge/SQS, only from these rules), four EventBridge rules targeting it, a
 terminate lifecycle hook on every spot pool's ASG, the handler's Pod Identity role and its Helm release (an OCI
 chart). Node pools tag spot ASGs with `aws-node-termination-handler/managed`, the tag the handler checks before it
 drains anything (`components.tags.NTH_MANAGED`).

@@ -47,6 +47,16 @@ def chart_values(pool_plans: Sequence[PoolPlan], mounting: Sequence[PoolPlan]) -
     if mounting:
         controller["affinity"] = {
             "nodeAffinity": {
+                # The chart renders `controller.affinity` only when it contains `nodeSelectorTerms`
+                # (kubernetes-csi/csi-driver-nfs @d3b27c00, charts/v4.13.4/csi-driver-nfs/templates/
+                # csi-nfs-controller.yaml: `if tpl "{{ .Values.controller.affinity }}" . | contains
+                # "nodeSelectorTerms"`) and silently drops a preference alone. The required term asks for what the
+                # template's own nodeSelector already does (linux), so the preference below reaches the pod.
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}]}
+                    ]
+                },
                 "preferredDuringSchedulingIgnoredDuringExecution": [
                     {
                         "weight": 100,
@@ -56,7 +66,7 @@ def chart_values(pool_plans: Sequence[PoolPlan], mounting: Sequence[PoolPlan]) -
                             ]
                         },
                     }
-                ]
+                ],
             }
         }
     return {"controller": controller, "node": {"tolerations": tolerations}}

@@ -55,7 +55,7 @@ def spot_capacity_rebalance(stack: Stack, config: Config) -> StackViolations:
 
 def spot_interruption_handler(stack: Stack, config: Config) -> StackViolations:
     """A stack with spot pools deploys the AWS Node Termination Handler, which cordons and drains a node when its
-    interruption notice or rebalance recommendation arrives ([NTH], aws-gpu-facts.md §7b)."""
+    interruption notice arrives or its Auto Scaling group terminates it ([NTH], aws-gpu-facts.md §7b)."""
     spot = [p for p in node_pools(stack) if p.capacity_type == "spot"]
     if spot and not helm_releases(stack, TERMINATION_HANDLER_CHART):
         yield (

@@ -24,11 +24,17 @@ def spot_plans(plans: Iterable[PoolPlan]) -> list[PoolPlan]:
     return [p for p in plans if p.kind == "aws" and p.capacity_type == "spot"]
 
 
-#: EventBridge rules of the termination handler's queue mode, exactly as [NTH] documents them (facts §7b).
+#: EventBridge rules of the termination handler's queue mode as [NTH] documents them (facts §7b), less the rebalance
+#: recommendation rule: spot Auto Scaling groups rebalance capacity themselves (`capacity_rebalance`, required by
+#: the `spot-capacity-rebalance` policy), and the group owns that event. It launches a replacement, then terminates
+#: the old instance through the terminate lifecycle hook, which the handler drains on. Routed to the queue, every
+#: recommendation would also be drained at once: in queue mode the handler cordons *and drains* on a rebalance
+#: recommendation whatever `enableRebalanceDraining` says (aws/aws-node-termination-handler v1.25.6,
+#: pkg/interruptionevent/draincordon/handler.go: cordon only if `!EnableSQSTerminationDraining &&
+#: IsRebalanceRecommendation() && !EnableRebalanceDraining`), possibly long before a replacement is Ready.
 INTERRUPTION_EVENT_PATTERNS: dict[str, dict[str, Any]] = {
     "asg-terminate": {"source": ["aws.autoscaling"], "detail-type": ["EC2 Instance-terminate Lifecycle Action"]},
     "spot-interruption": {"source": ["aws.ec2"], "detail-type": ["EC2 Spot Instance Interruption Warning"]},
-    "rebalance": {"source": ["aws.ec2"], "detail-type": ["EC2 Instance Rebalance Recommendation"]},
     "state-change": {"source": ["aws.ec2"], "detail-type": ["EC2 Instance State-change Notification"]},
     "scheduled-change": {
         "source": ["aws.health"],

@@ -245,11 +245,27 @@ def alertmanager_config(region: str, topic_arn: str | None) -> dict[str, Any] | 
     }
 
 
+#: Control-plane components EKS runs out of the cluster's reach: no Prometheus inside the cluster can scrape them,
+#: so the chart's scrape targets and their "down" alerts (KubeSchedulerDown, KubeControllerManagerDown, etcd*)
+#: would fire forever. `enabled: false` drops both: the chart renders those Services, ServiceMonitors and rule
+#: groups only when the component is enabled ([KPS] kube-prometheus-stack-88.5.3, values.yaml `kubeScheduler`,
+#: `kubeControllerManager`, `kubeEtcd`; templates/prometheus/rules-1.14/kubernetes-system-scheduler.yaml,
+#: kubernetes-system-controller-manager.yaml, etcd.yaml). kube-proxy stays: every stack installs the kube-proxy
+#: add-on on its nodes (hybrid nodes included; Cilium runs with `kubeProxyReplacement: "false"`).
+EKS_HIDDEN_COMPONENTS: tuple[str, ...] = ("kubeScheduler", "kubeControllerManager", "kubeEtcd")
+
+
 def kube_prometheus_stack_values(spec: StackConfig, plans: Sequence[PoolPlan], topic_arn: str | None) -> dict[str, Any]:
     """Helm values of kube-prometheus-stack: controllers on the system pool, node-exporter on every node, our
     GPU rules, Alertmanager to SNS when a topic exists. Prometheus selects every ServiceMonitor/PrometheusRule
     (not only the release's), so the DCGM exporter's ServiceMonitor is scraped. Grafana stays off: the chart's
-    default admin password is public; enable it with your own secret."""
+    default admin password is public; enable it with your own secret. No scraping of what EKS hides
+    (`EKS_HIDDEN_COMPONENTS`).
+
+    The admission webhook's certificate Jobs (`prometheusOperator.admissionWebhooks.patch`, pre-install hooks)
+    run on the system pool too: the chart gives them no toleration and no selector ([KPS] values.yaml
+    `admissionWebhooks.patch`, templates job-createSecret.yaml and job-patchWebhook.yaml), so on a cluster whose
+    every node is tainted they never schedule and the install hangs."""
     system = {"nodeSelector": dict(SYSTEM_NODE_SELECTOR), "tolerations": tolerations_for(system_plans(plans))}
     alertmanager: dict[str, Any] = {
         "serviceAccount": {"create": True, "name": ALERTMANAGER_SERVICE_ACCOUNT},
@@ -260,7 +276,8 @@ def kube_prometheus_stack_values(spec: StackConfig, plans: Sequence[PoolPlan], t
         alertmanager["config"] = routing
     return {
         "grafana": {"enabled": False},
-        "prometheusOperator": dict(system),
+        **{component: {"enabled": False} for component in EKS_HIDDEN_COMPONENTS},
+        "prometheusOperator": {**system, "admissionWebhooks": {"patch": dict(system)}},
         "kube-state-metrics": dict(system),
         "prometheus-node-exporter": {"tolerations": tolerations_for(plans)},
         "prometheus": {
