@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import yaml
 
@@ -32,6 +33,15 @@ if str(ROOT) not in sys.path:
 from benchmarks.plan_pools import raw_config  # noqa: E402
 
 SDK_PACKAGES = ("pulumi", "pulumi_aws", "pulumi_kubernetes", "pulumi_policy")
+
+
+class Run(NamedTuple):
+    """One process's cost. CPU time (user + system) moves far less than wall time when the machine is shared."""
+
+    wall: float
+    cpu: float
+    rss_kib: int
+
 
 #: Run inside a fresh interpreter: plan the stack and print the SDK modules that were really loaded (the
 #: providers register most submodules lazily; only those actually executed count).
@@ -52,8 +62,8 @@ for name in json.loads(sys.argv[1]):
 """
 
 
-def run_fresh(args: list[str]) -> tuple[float, int]:
-    """(wall seconds, peak RSS in KiB) of one fresh process; stdout discarded, a failure raises with its stderr."""
+def run_fresh(args: list[str]) -> Run:
+    """Wall and CPU seconds and peak RSS of one fresh process; stdout discarded, a failure raises with its stderr."""
     with tempfile.TemporaryFile() as stderr:
         start = time.perf_counter()
         process = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=stderr)
@@ -64,14 +74,17 @@ def run_fresh(args: list[str]) -> tuple[float, int]:
             stderr.seek(0)
             message = stderr.read().decode(errors="replace")[-2000:]
             raise RuntimeError(f"{' '.join(args[:4])}... exited {process.returncode}: {message}")
-    return elapsed, usage.ru_maxrss
+    return Run(elapsed, usage.ru_utime + usage.ru_stime, usage.ru_maxrss)
 
 
-def best_of_interleaved(commands: list[list[str]], repeat: int) -> list[tuple[float, int]]:
-    """For each command, (best wall seconds, peak RSS in KiB) over `repeat` rounds that run every command once in
-    turn, so that a burst of load on the machine hits the floor and the plans alike."""
+def best_of_interleaved(commands: list[list[str]], repeat: int) -> list[Run]:
+    """For each command, its best wall and CPU seconds and its highest peak RSS over `repeat` rounds that run every
+    command once in turn, so that a burst of load on the machine hits the floor and the plans alike."""
     rounds = [[run_fresh(command) for command in commands] for _ in range(repeat)]
-    return [(min(r[i][0] for r in rounds), max(r[i][1] for r in rounds)) for i in range(len(commands))]
+    return [
+        Run(min(r[i].wall for r in rounds), min(r[i].cpu for r in rounds), max(r[i].rss_kib for r in rounds))
+        for i in range(len(commands))
+    ]
 
 
 def sdk_modules(stack: str) -> list[str]:
@@ -95,6 +108,10 @@ def synthetic_stack_file(pools: int, folder: Path) -> Path:
     return path
 
 
+def _figures(run: Run) -> str:
+    return f"{run.wall * 1000:.0f} ms / {run.cpu * 1000:.0f} ms / {run.rss_kib / 1024:.0f} MiB"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stack", default="hybrid")
@@ -105,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     modules = sdk_modules(args.stack)
     with tempfile.TemporaryDirectory() as folder:
         stack_file = synthetic_stack_file(args.pools, Path(folder))
-        (floor, floor_rss), (plan, plan_rss), (big, big_rss) = best_of_interleaved(
+        floor, plan, big = best_of_interleaved(
             [
                 [sys.executable, "-c", _IMPORT_ONLY, json.dumps(modules)],
                 blueprint("plan", "--stack", args.stack, "--format", "json"),
@@ -113,16 +130,14 @@ def main(argv: list[str] | None = None) -> int:
             ],
             args.repeat,
         )
-    print(f"(a) floor: import {len(modules)} SDK modules: {floor * 1000:.0f} ms, peak RSS {floor_rss / 1024:.0f} MiB")
-    print(
-        f"(b) blueprint plan --stack {args.stack} --format json: {plan * 1000:.0f} ms, "
-        f"peak RSS {plan_rss / 1024:.0f} MiB; b/a = {plan / floor:.2f}x"
-    )
-    per_pool = (big - floor) / args.pools * 1000
-    print(
-        f"(c) {args.pools} synthetic pools: {big * 1000:.0f} ms, {per_pool:.1f} ms per pool above the floor, "
-        f"peak RSS {big_rss / 1024:.0f} MiB"
-    )
+    print("best of", args.repeat, "fresh processes each; wall ms / CPU ms / peak RSS")
+    print(f"(a) floor, import {len(modules)} SDK modules: {_figures(floor)}")
+    print(f"(b) blueprint plan --stack {args.stack} --format json: {_figures(plan)}")
+    print(f"    b/a: {plan.wall / floor.wall:.2f}x wall, {plan.cpu / floor.cpu:.2f}x CPU")
+    wall_per_pool = (big.wall - floor.wall) / args.pools * 1000
+    cpu_per_pool = (big.cpu - floor.cpu) / args.pools * 1000
+    print(f"(c) {args.pools} synthetic pools: {_figures(big)}")
+    print(f"    per pool above the floor: {wall_per_pool:.1f} ms wall, {cpu_per_pool:.1f} ms CPU")
     return 0
 
 
