@@ -1,7 +1,8 @@
 """A `ClusterContext` made of plain values, for testing components built on the cluster core without building it.
 
-Call `fake_context(spec)` inside the program given to `run_mocked`: it registers a Kubernetes provider, and the
-`pod_identity_role` fake registers a real `aws.iam.Role` so tests can assert on the roles a component asks for.
+Tests get one through `tests.builders.run_with_context`, which calls `fake_context(spec)` inside the mocked program:
+it registers a Kubernetes provider, and the `pod_identity_role` fake registers a real `aws.iam.Role` so tests can
+assert on the roles a component asks for.
 """
 
 from __future__ import annotations
