@@ -329,7 +329,8 @@ class NodePool(Model):
     """Extra node labels passed to kubelet at registration, added to the ones the stack sets (`gpu-clusters/pool`,
     `gpu-clusters/role`, GPU labels). Default none."""
     taints: list[Taint] | None = None
-    """Node taints; GPU pools default to `nvidia.com/gpu=true:NoSchedule` when left out."""
+    """Node taints; when left out, GPU pools get `nvidia.com/gpu=true:NoSchedule` and system pools
+    `CriticalAddonsOnly=true:NoSchedule` (every add-on tolerates it; user pods stay off the system nodes)."""
     efa: Literal["auto", "on", "off"] = "auto"
     """Wire EFA interfaces: `auto` (default) for training pools whose instance type has EFA, `on` to force (rejected
     on types without EFA), `off` to skip."""

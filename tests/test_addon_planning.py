@@ -99,6 +99,7 @@ def test_tolerations_match_each_taint_once_with_its_value_and_effect():
     spec = addon_stack(SYSTEM_POOL, gpu, other)
     assert tolerations_for(plan_pools(spec)) == [
         CRITICAL_ADDONS_ONLY,
+        {"key": "CriticalAddonsOnly", "operator": "Equal", "value": "true", "effect": "NoSchedule"},
         {"key": "dedicated", "operator": "Equal", "value": "training", "effect": "NoExecute"},
         {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
     ]

@@ -75,7 +75,7 @@ def test_cpu_pool_has_no_gpu_or_efa_resources_and_root_volume_storage() -> None:
     plan = plan_of(role="system", instanceType="m7i.xlarge", rootVolumeGib=120)
     tags = autoscaler_tags("t", plan)
     assert not any(k.endswith("/nvidia.com/gpu") or k.endswith("/vpc.amazonaws.com/efa") for k in tags)
-    assert not any("/taint/" in k for k in tags)
+    assert {k: v for k, v in tags.items() if "/taint/" in k} == {f"{NT}/taint/CriticalAddonsOnly": "true:NoSchedule"}
     assert tags[f"{NT}/resources/ephemeral-storage"] == "120Gi"
 
 

@@ -143,7 +143,12 @@ def test_csi_addon_role_and_gpu_tolerations() -> None:
     assert role.urn in addon.depends_on
     values = json.loads(addon.inputs["configurationValues"])
     assert values == {
-        "node": {"tolerations": [{"effect": "NoSchedule", "key": "nvidia.com/gpu", "operator": "Exists"}]}
+        "node": {
+            "tolerations": [
+                {"effect": "NoSchedule", "key": "CriticalAddonsOnly", "operator": "Exists"},
+                {"effect": "NoSchedule", "key": "nvidia.com/gpu", "operator": "Exists"},
+            ]
+        }
     }
 
 

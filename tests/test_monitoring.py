@@ -7,7 +7,8 @@ import json
 import pytest
 
 from components.catalog import versions
-from tests.builders import SYSTEM_POOL, TRAINING_POOL, addon_stack, pool, releases, run_addons
+from components.errors import ConfigError
+from tests.builders import SYSTEM_POOL, TRAINING_POOL, addon_stack, pool, releases, run_addons, stack_config
 
 ADDON = "aws:eks/addon:Addon"
 ALARM = "aws:cloudwatch/metricAlarm:MetricAlarm"
@@ -171,7 +172,8 @@ def test_kube_prometheus_stack_leaves_out_what_eks_hides_and_runs_its_hook_jobs_
     (KubeSchedulerDown, ...). The admission webhook's certificate Jobs (pre-install hooks) get the system pool's
     selector and tolerations, or they never schedule on a cluster whose every node is tainted."""
     tainted_system = pool(SYSTEM_POOL, taints=[{"key": "CriticalAddonsOnly", "value": "true", "effect": "NoSchedule"}])
-    spec = addon_stack(tainted_system, TRAINING_POOL, addons={"monitoring": {"dcgmPrometheus": True}})
+    monitoring = {"containerInsights": False, "dcgmPrometheus": True}
+    spec = addon_stack(tainted_system, TRAINING_POOL, addons={"monitoring": monitoring})
     values = releases(run_addons(spec))["kube-prometheus-stack"]["values"]
     for component in ("kubeScheduler", "kubeControllerManager", "kubeEtcd"):
         assert values[component] == {"enabled": False}
@@ -181,3 +183,13 @@ def test_kube_prometheus_stack_leaves_out_what_eks_hides_and_runs_its_hook_jobs_
     assert {"key": "CriticalAddonsOnly", "operator": "Equal", "value": "true", "effect": "NoSchedule"} in patch[
         "tolerations"
     ]
+
+
+def test_two_dcgm_exporters_never_share_a_node():
+    """The CloudWatch add-on runs its own DCGM exporter on every NVIDIA node, so the Prometheus path (NVIDIA's
+    dcgm-exporter) is refused while Container Insights is on."""
+    both = {"monitoring": {"dcgmPrometheus": True}}
+    with pytest.raises(ConfigError, match=r"addons\.monitoring\.dcgmPrometheus.*containerInsights: false"):
+        stack_config(SYSTEM_POOL, TRAINING_POOL, addons=both, validated=True)
+    one = {"monitoring": {"dcgmPrometheus": True, "containerInsights": False}}
+    stack_config(SYSTEM_POOL, TRAINING_POOL, addons=one, validated=True)

@@ -339,7 +339,7 @@ def test_gpu_utilization_pool_carries_no_autoscaler_tags() -> None:
     assert not any(key.startswith(CA_PREFIX) for key in asg_tags(run.one(ASG, "t-l40s")))
 
 
-def test_cpu_pool_has_one_plain_interface_standard_ami_and_no_taints() -> None:
+def test_cpu_pool_has_one_plain_interface_standard_ami_and_only_the_system_taint() -> None:
     run, built = build(SYSTEM, P5)
     lt = run.one(LT, "t-system")
     assert lt.inputs["networkInterfaces"] == [
@@ -353,8 +353,8 @@ def test_cpu_pool_has_one_plain_interface_standard_ami_and_no_taints() -> None:
     ]
     assert lt.inputs["imageId"] != run.one(LT, "t-h100").inputs["imageId"], "standard vs NVIDIA AMI"
     config = node_config(lt)
-    assert not any(f.startswith("--register-with-taints") for f in config["spec"]["kubelet"]["flags"])
-    assert "gpu-clusters/taints" not in asg_tags(run.one(ASG, "t-system"))
+    taint_flags = [f for f in config["spec"]["kubelet"]["flags"] if f.startswith("--register-with-taints")]
+    assert taint_flags == ["--register-with-taints=CriticalAddonsOnly=true:NoSchedule"]
     assert asg_tags(run.one(ASG, "t-system"))["kubernetes.io/cluster/t"] == ("owned", True)
     assert built["system"].efa_security_group is None
 

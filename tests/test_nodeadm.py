@@ -82,6 +82,7 @@ def test_node_config_has_no_local_storage_without_a_strategy() -> None:
     assert "instance" not in config["spec"]
     assert config["spec"]["kubelet"]["flags"] == [
         "--node-labels=gpu-clusters/pool=pool,gpu-clusters/role=system",
+        "--register-with-taints=CriticalAddonsOnly=true:NoSchedule",
     ]
 
 
@@ -189,12 +190,12 @@ def test_bottlerocket_strings_with_quotes_and_unicode_round_trip() -> None:
     assert tomllib.loads(nodeadm.bottlerocket_user_data(settings)) == settings
 
 
-def test_bottlerocket_cpu_pool_has_no_taints_or_raid() -> None:
+def test_bottlerocket_system_pool_has_only_the_system_taint_and_no_raid() -> None:
     settings = nodeadm.bottlerocket_settings(
         "t", ENDPOINT, CA, "10.100.0.0/16", plan_of(role="system", instanceType="m7i.xlarge", amiFamily="bottlerocket")
     )
     parsed = tomllib.loads(nodeadm.bottlerocket_user_data(settings))
-    assert "node-taints" not in parsed["settings"]["kubernetes"]
+    assert parsed["settings"]["kubernetes"]["node-taints"] == {"CriticalAddonsOnly": ["true:NoSchedule"]}
     assert "bootstrap-commands" not in parsed["settings"]
     assert parsed["settings"]["kubernetes"]["cluster-dns-ip"] == "10.100.0.10"
 

@@ -22,6 +22,12 @@ GPU_RESOURCE = "nvidia.com/gpu"
 #: The taint GPU pools get unless they say otherwise: only pods that tolerate it (GPU workloads, device plugins)
 #: land on GPU nodes, so no stray controller burns $55/hour.
 DEFAULT_GPU_TAINT = Taint(key=GPU_RESOURCE, value="true", effect="NoSchedule")
+#: The taint system pools get unless they say otherwise: the system pool is for cluster add-ons, which all tolerate
+#: `CriticalAddonsOnly` (components.planning.addons.placement.CRITICAL_ADDONS_ONLY), so user pods without a GPU
+#: request do not crowd out CoreDNS and the controllers. The key is the one EKS's own add-ons and the NVIDIA, EFA and
+#: FSx charts tolerate by default (https://github.com/aws/containers-roadmap/issues/1389 for CoreDNS,
+#: [EKSCH] and [NVDP] facts §8).
+DEFAULT_SYSTEM_TAINT = Taint(key="CriticalAddonsOnly", value="true", effect="NoSchedule")
 #: cluster-autoscaler's AWS GPU label ([CA] in aws-gpu-facts.md §6): set at kubelet start so the autoscaler knows a
 #: node has GPUs before the device plugin advertises them (no repeated scale-ups).
 ACCELERATOR_LABEL = "k8s.amazonaws.com/accelerator"
@@ -148,9 +154,12 @@ def wants_placement_group(pool: NodePool, efa: bool) -> bool:
 
 
 def default_taints(pool: NodePool, gpus: int) -> tuple[Taint, ...]:
+    """The pool's own taints, else the GPU taint on GPU pools and the CriticalAddonsOnly taint on system pools."""
     if pool.taints is not None:
         return tuple(pool.taints)
-    return (DEFAULT_GPU_TAINT,) if gpus > 0 else ()
+    if gpus > 0:
+        return (DEFAULT_GPU_TAINT,)
+    return (DEFAULT_SYSTEM_TAINT,) if pool.role == "system" else ()
 
 
 def local_storage_strategy(pool: NodePool, instance: InstanceType | None) -> str | None:

@@ -6,7 +6,17 @@ cites the limit it enforces. `blueprint schema --write` turns this list into doc
 
 from __future__ import annotations
 
-from components.validation import addons, cluster, file, hybrid, lustre_backups, network, pools, storage
+from components.validation import (
+    addons,
+    cluster,
+    dcgm_exporters,
+    file,
+    hybrid,
+    lustre_backups,
+    network,
+    pools,
+    storage,
+)
 from components.validation.parse import Rule
 
 #: Concern -> its rules, in report order.
@@ -17,7 +27,7 @@ BY_CONCERN: dict[str, tuple[Rule, ...]] = {
     "pools": pools.RULES,
     "hybrid": hybrid.RULES,
     "storage": (*storage.RULES, *lustre_backups.RULES),
-    "addons": addons.RULES,
+    "addons": (*addons.RULES, *dcgm_exporters.RULES),
 }
 #: The one list every validation runs.
 RULES: tuple[Rule, ...] = tuple(rule for rules in BY_CONCERN.values() for rule in rules)

@@ -13,12 +13,13 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from components import tags
-from components.planning.pools import PoolPlan
+from components.planning.pools import DEFAULT_SYSTEM_TAINT, PoolPlan
 from components.planning.tolerations import toleration
 
-#: Lets an add-on onto nodes reserved for cluster-critical pods (the usual system-pool taint); the NVIDIA and EFA
-#: device plugin charts tolerate it by default ([NVDP], [EKSCH] §8), and we keep it when we replace their lists.
-CRITICAL_ADDONS_ONLY: dict[str, str] = {"key": "CriticalAddonsOnly", "operator": "Exists"}
+#: Lets an add-on onto nodes reserved for cluster-critical pods (the system pool's default taint,
+#: `components.planning.pools.DEFAULT_SYSTEM_TAINT`); the NVIDIA and EFA device plugin charts tolerate it by default
+#: ([NVDP], [EKSCH] §8), and we keep it when we replace their lists.
+CRITICAL_ADDONS_ONLY: dict[str, str] = {"key": DEFAULT_SYSTEM_TAINT.key, "operator": "Exists"}
 #: Controllers (cluster-autoscaler, the termination handler, Prometheus) run on the system pool, never on a GPU
 #: node that may be scaled away or interrupted; `components.planning.pools.node_labels` sets this label.
 SYSTEM_NODE_SELECTOR: dict[str, str] = {tags.ROLE: "system"}
