@@ -16,6 +16,7 @@ import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cache, wraps
+from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
 import pulumi
@@ -213,3 +214,13 @@ def shipped_plan(stack: str) -> dict[str, Any]:
     """The offline plan of `stacks/Pulumi.<stack>.yaml` (what `blueprint plan --format json` prints), once per
     session. Callers only read it."""
     return make_plan(stack)
+
+
+def file_plan(config_file: Path) -> dict[str, Any]:
+    """The offline plan of a stack file, once per session and content; a file that does not plan raises each time."""
+    return _plan_of_content(config_file, config_file.read_bytes())
+
+
+@cache
+def _plan_of_content(config_file: Path, content: bytes) -> dict[str, Any]:
+    return make_plan(config_file=config_file)
