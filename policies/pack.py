@@ -42,7 +42,7 @@ from policies.resources import (
     Resource,
     Stack,
 )
-from policies.rules import control_plane, cost, data, fabric, network, nodes, spot, supply_chain
+from policies.rules import alerts, control_plane, cost, data, fabric, network, nodes, spot, supply_chain
 
 PACK_NAME = "gpu-clusters-guardrails"
 CONFIG_FILE = Path(__file__).with_name("policy-config.json")
@@ -225,6 +225,8 @@ POLICIES: list[Policy] = [
     # Cost
     resource_policy("cost-allocation-tags", cost.cost_allocation_tags, None),
     stack_policy("gpu-budget", cost.gpu_budget),
+    # Operations
+    resource_policy("alarms-notify-someone", alerts.alarms_notify_someone, [alerts.METRIC_ALARM]),
 ]
 
 #: Policies by name.

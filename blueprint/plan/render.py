@@ -98,6 +98,8 @@ def table(plan: dict[str, Any], console: Console) -> None:
         f"Cost: {_usd(cost['idle'])}/h idle, {_usd(cost['max'])}/h at max "
         f"(spot saves ~{_usd(cost['spotSaving'])}/h vs all on-demand).  Resources: {len(plan['resources'])}."
     )
+    for warning in summary.get("warnings", []):
+        console.print(f"[yellow]Warning: {warning}[/yellow]")
     _print_violations(plan["violations"], console)
 
 
@@ -125,6 +127,7 @@ def markdown(plan: dict[str, Any]) -> str:
         f"(spot saves ~{_usd(cost['spotSaving'])}/h) · **resources** {len(plan['resources'])} · "
         f"**violations** {len(plan['violations'])}",
         "",
+        *(f"**Warning:** {warning}\n" for warning in summary.get("warnings", [])),
         "| pool | kind/role | instance | GPUs/node | nodes | capacity | scaling | fabric | where "
         "| $/h idle | $/h max |",
         "|---|---|---|---|---|---|---|---|---|---:|---:|",

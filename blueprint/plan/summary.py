@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from components.config import StackConfig
+from components.planning.addons.selection import select_addons
 from components.planning.cost import pool_cost
 from components.planning.pools import PoolPlan
 from components.planning.storage import storage_summary
@@ -41,6 +42,30 @@ def pool_summary(plan: PoolPlan) -> dict[str, Any]:
     }
 
 
+#: The warning a stack gets when it creates alarms that tell nobody (the `alarms-notify-someone` policy says the same
+#: of each alarm).
+ALARMS_NOTIFY_NOBODY = (
+    "GPU alarms notify nobody: set addons.monitoring.alerts.email (a topic is created) or "
+    "addons.monitoring.alerts.snsTopicArn (an existing topic)"
+)
+
+
+def alerts_summary(spec: StackConfig, plans: list[PoolPlan]) -> dict[str, Any]:
+    """Where alerts go: an existing SNS topic, a topic the stack creates for an email address, or nowhere."""
+    alerts = spec.addons.monitoring.alerts
+    selection = select_addons(spec, plans)
+    return {
+        "alarms": selection.container_insights or selection.dcgm_prometheus,
+        "destination": {"existing": alerts.sns_topic_arn, "create": alerts.email, "none": None}[selection.alerts_topic],
+    }
+
+
+def warnings(spec: StackConfig, plans: list[PoolPlan]) -> list[str]:
+    """What a stack builds but probably did not mean to: today, alarms with nowhere to send them."""
+    alerts = alerts_summary(spec, plans)
+    return [ALARMS_NOTIFY_NOBODY] if alerts["alarms"] and alerts["destination"] is None else []
+
+
 def summarize(spec: StackConfig, plans: list[PoolPlan]) -> dict[str, Any]:
     costs = [pool_cost(p) for p in plans]
     return {
@@ -59,4 +84,6 @@ def summarize(spec: StackConfig, plans: list[PoolPlan]) -> dict[str, Any]:
             "maxOnDemand": round(sum(c.max_on_demand_usd for c in costs), 2),
             "spotSaving": round(sum(c.spot_saving_usd for c in costs), 2),
         },
+        "alerts": alerts_summary(spec, plans),
+        "warnings": warnings(spec, plans),
     }

@@ -53,7 +53,7 @@ def test_the_shipped_config_covers_every_policy_and_nothing_else() -> None:
 
 def test_taste_rules_are_advisory_and_the_rest_mandatory() -> None:
     advisory = {p.name for p in pack.POLICIES if p.enforcement_level == EnforcementLevel.ADVISORY}
-    assert advisory == {"efa-placement-group"}
+    assert advisory == {"efa-placement-group", "alarms-notify-someone"}
 
 
 def test_the_sdk_describes_the_pack_to_the_engine() -> None:
