@@ -43,7 +43,7 @@ def test_every_add_on_on_the_system_pool_tolerates_its_taint(stack: str) -> None
     plan = shipped_plan(stack)
     system = next(p for p in plan["summary"]["nodePools"] if p["role"] == "system")
     assert DEFAULT_SYSTEM_TAINT.render() in system["taints"]
-    found = []
+    found: list[tuple[str, dict[str, Any]]] = []
     for r in plan["resources"]:
         if r["type"] == RELEASE:
             found += pod_specs_on_the_system_pool(r["inputs"].get("values", {}), r["inputs"]["name"])

@@ -37,6 +37,7 @@ def pool_summary(plan: PoolPlan) -> dict[str, Any]:
         "fabricGbpsPerNode": plan.fabric_gbps,
         "localStorage": plan.local_storage,
         "taints": [t.render() for t in plan.taints],
+        "lustreClient": plan.lustre_client,
         "hourlyUsdPerNode": plan.hourly_usd_per_node,
         "hourlyUsd": {"idle": round(cost.idle_usd, 4), "max": round(cost.max_usd, 4)},
     }

@@ -28,6 +28,7 @@ import yaml
 
 from components.config import Taint
 from components.planning.hugepages import sysctls
+from components.planning.lustre_clients import efa_client_setup_script
 from components.planning.pools import PoolPlan
 
 NODEADM_API_VERSION = "node.eks.aws/v1alpha1"
@@ -109,9 +110,12 @@ def node_config(
     return {"apiVersion": NODEADM_API_VERSION, "kind": "NodeConfig", "spec": spec}
 
 
-def user_data(node_config: Mapping[str, Any], kernel_settings: Mapping[str, str] | None = None) -> str:
+def user_data(
+    node_config: Mapping[str, Any], kernel_settings: Mapping[str, str] | None = None, scripts: Sequence[str] = ()
+) -> str:
     """The MIME multipart user data: one NodeConfig part (`Content-Type: application/node.eks.aws`), then, when
-    there are kernel settings to make, a shell script part that cloud-init runs before the kubelet starts.
+    there are kernel settings to make, a shell script part that cloud-init runs before the kubelet starts, then one
+    part per further script (run in that order, also before the kubelet).
 
     nodeadm reads only the parts of its own type and cloud-init runs the script (EKS user guide, launch templates:
     user data is "a MIME multi-part file", https://docs.aws.amazon.com/eks/latest/userguide/launch-templates.html).
@@ -122,12 +126,16 @@ def user_data(node_config: Mapping[str, Any], kernel_settings: Mapping[str, str]
     message.attach(_mime_part(NODEADM_CONTENT_TYPE, document))
     if kernel_settings:
         message.attach(_mime_part(SHELL_SCRIPT_CONTENT_TYPE, sysctl_script(kernel_settings)))
+    for script in scripts:
+        message.attach(_mime_part(SHELL_SCRIPT_CONTENT_TYPE, script))
     return message.as_string(policy=email.policy.default)
 
 
 def pool_user_data(node_config: Mapping[str, Any], plan: PoolPlan) -> str:
-    """The AL2023 user data of a pool: its NodeConfig and the kernel settings its nodes need (EFA huge pages)."""
-    return user_data(node_config, sysctls(plan))
+    """The AL2023 user data of a pool: its NodeConfig, the kernel settings its nodes need (EFA huge pages) and, on
+    FSx for Lustre EFA clients, the Lustre EFA setup (components.planning.lustre_clients)."""
+    scripts = [efa_client_setup_script()] if plan.lustre_client == "efa" else []
+    return user_data(node_config, sysctls(plan), scripts)
 
 
 def sysctl_script(kernel_settings: Mapping[str, str]) -> str:

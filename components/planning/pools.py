@@ -9,6 +9,7 @@ Functions here assume a validated `StackConfig`; `components.validation` reuses 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 from components import catalog, tags
 from components.catalog import InstanceType
@@ -59,6 +60,9 @@ class PoolPlan:
     min_nodes: int
     max_nodes: int
     initial_nodes: int
+    #: How the pool's nodes reach the stack's FSx for Lustre file system, `efa` or `tcp`
+    #: (components.planning.lustre_clients); None when they do not mount it.
+    lustre_client: Literal["efa", "tcp"] | None = None
 
     @property
     def name(self) -> str:
@@ -226,4 +230,8 @@ def plan_pool(pool: NodePool, network: NetworkConfig) -> PoolPlan:
 
 
 def plan_pools(spec: StackConfig) -> list[PoolPlan]:
-    return [plan_pool(pool, spec.network) for pool in spec.node_pools]
+    plans = [plan_pool(pool, spec.network) for pool in spec.node_pools]
+    # Imported here: which pools mount Lustre is the storage planner's call, and it reads these plans.
+    from components.planning.lustre_clients import with_lustre_clients
+
+    return with_lustre_clients(plans, spec.storage.lustre)

@@ -13,6 +13,7 @@ from components.validation import (
     file,
     hybrid,
     lustre_backups,
+    lustre_clients,
     network,
     pools,
     storage,
@@ -26,7 +27,7 @@ BY_CONCERN: dict[str, tuple[Rule, ...]] = {
     "network": network.RULES,
     "pools": pools.RULES,
     "hybrid": hybrid.RULES,
-    "storage": (*storage.RULES, *lustre_backups.RULES),
+    "storage": (*storage.RULES, *lustre_backups.RULES, *lustre_clients.RULES),
     "addons": (*addons.RULES, *dcgm_exporters.RULES),
 }
 #: The one list every validation runs.
