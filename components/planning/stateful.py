@@ -4,7 +4,8 @@ File systems (FSx for Lustre, EFS), buckets (the Lustre data bucket) and KMS key
 topic key) hold or unlock data. With `cluster.protectStateful: true` (the default) each of them is `protect`ed, so
 `pulumi destroy` and a replacement refuse to delete it, and `retainOnDelete`, so removing it from the program (or
 destroying after lifting the protection without `pulumi up`) leaves it in the account. With `false` neither option
-is set and `pulumi destroy` deletes them like anything else (throwaway stacks).
+is set and `pulumi destroy` deletes them like anything else (throwaway stacks). Every kind takes the one setting, so
+a kept file system or bucket always keeps the key that decrypts it (data without its key is lost all the same).
 
 The components take their options from `stateful_protection`, the plan summary and the policy pack read the same
 kinds, so what docs/operations.md promises is kept in one place.
