@@ -20,12 +20,12 @@ import pulumi
 import pulumi_aws as aws
 
 from components.catalog import versions
-from components.config import AdminAccess, ClusterConfig
+from components.config import AdminAccess, ClusterConfig, EndpointAccess
 from components.context import stateful_options
 from components.identity import aws_managed_policy_arn
 from components.network import Network
 from components.planning.stateful import Protection
-from components.security_groups import allow_all_within
+from components.security_groups import allow_all_within, cidr_resource_name
 from components.tags import OWNED, STATEFUL, kubernetes_cluster
 
 #: Kubernetes resources EKS envelope-encrypts with the cluster's KMS key (EKS API: EncryptionConfig.resources).
@@ -45,6 +45,15 @@ CONTROL_PLANE_TO_NODE_PORTS: tuple[tuple[int, int, str], ...] = (
     (1025, 65535, "control plane to kubelet (10250) and webhooks on high ports"),
 )
 API_SERVER_PORT = 443
+#: The EC2 Auto Scaling service-linked role: it launches the nodes, so the key that encrypts their volumes must let it
+#: in (https://docs.aws.amazon.com/autoscaling/ec2/userguide/key-policy-requirements-EBS-encryption.html). A key
+#: policy naming a principal that does not exist is refused (MalformedPolicyDocumentException,
+#: https://repost.aws/knowledge-center/kms-policy-error-invalid-principals), and AWS creates this role only with the
+#: account's first Auto Scaling group or from the console; through the API it must be created
+#: (https://github.com/hashicorp/terraform-provider-aws/issues/28644), and creating it again fails ("has been taken").
+AUTOSCALING_SERVICE = "autoscaling.amazonaws.com"
+AUTOSCALING_ROLE_NAME = "AWSServiceRoleForAutoScaling"
+AUTOSCALING_ROLE_PATH = f"/aws-service-role/{AUTOSCALING_SERVICE}/"
 
 
 def require_supported_version(kubernetes_version: str) -> None:
@@ -90,10 +99,7 @@ def kms_key_policy(account_id: str, partition: str) -> str:
     service-linked role may use it, which it must to launch nodes whose EBS volumes use this key
     (https://docs.aws.amazon.com/autoscaling/ec2/userguide/key-policy-requirements-EBS-encryption.html).
     """
-    autoscaling = (
-        f"arn:{partition}:iam::{account_id}:role/aws-service-role/autoscaling.amazonaws.com/"
-        "AWSServiceRoleForAutoScaling"
-    )
+    autoscaling = f"arn:{partition}:iam::{account_id}:role{AUTOSCALING_ROLE_PATH}{AUTOSCALING_ROLE_NAME}"
     return json.dumps(
         {
             "Version": "2012-10-17",
@@ -129,6 +135,30 @@ def kms_key_policy(account_id: str, partition: str) -> str:
             ],
         }
     )
+
+
+def autoscaling_role_exists(parent: pulumi.Resource) -> bool:
+    """Whether the account already has the Auto Scaling service-linked role (`cluster.autoscalingServiceLinkedRole:
+    auto`). One IAM `ListRoles` at deploy time; `aws.iam.get_roles` answers an empty list, not an error, when nothing
+    matches."""
+    found = aws.iam.get_roles(
+        path_prefix=AUTOSCALING_ROLE_PATH,
+        name_regex=f"^{AUTOSCALING_ROLE_NAME}$",
+        opts=pulumi.InvokeOptions(parent=parent),
+    )
+    return AUTOSCALING_ROLE_NAME in found.names
+
+
+def deployer_sources(endpoint: EndpointAccess, vpc_cidr: str) -> list[tuple[str, str, str]]:
+    """`(resource suffix, kind, source)` of every network the stack admits to the private endpoint (TCP 443 on the
+    cluster security group): `kind` is `cidr` or `security-group`. The EKS user guide ("Accessing a private only API
+    server", https://docs.aws.amazon.com/eks/latest/userguide/cluster-endpoint.html) names the three ways in, each
+    needing such a rule: a connected network (VPN, Direct Connect, transit gateway), a bastion, a host in the VPC."""
+    sources = [(f"cidr-{cidr_resource_name(str(c))}", "cidr", str(c)) for c in endpoint.private_access_cidrs]
+    sources += [(group, "security-group", group) for group in endpoint.private_access_security_group_ids]
+    if endpoint.deploy_from_vpc:
+        sources.append(("vpc", "cidr", vpc_cidr))
+    return sources
 
 
 class EksCluster(pulumi.ComponentResource):
@@ -168,6 +198,7 @@ class EksCluster(pulumi.ComponentResource):
         self._admin_access()
         self._node_security_group(network.vpc_id)
         self._node_security_rules()
+        self._deployer_access(str(network.vpc_cidr))
         self.register_outputs(
             {
                 "name": self.name,
@@ -210,6 +241,7 @@ class EksCluster(pulumi.ComponentResource):
         """The key for secrets envelope encryption, reused for volumes and file systems. Losing it makes every
         object encrypted with it unreadable, so it gets the stateful protection."""
         cluster_name = self.cluster_name
+        role = self._autoscaling_service_linked_role()
         self.kms_key = aws.kms.Key(
             f"{cluster_name}-eks",
             description=f"EKS secrets and data encryption for cluster {cluster_name}",
@@ -217,13 +249,26 @@ class EksCluster(pulumi.ComponentResource):
             deletion_window_in_days=KMS_DELETION_WINDOW_DAYS,
             policy=pulumi.Output.all(account_id, self.partition).apply(lambda v: kms_key_policy(v[0], v[1])),
             tags={**self.tags, STATEFUL: "true"},
-            opts=stateful_options(protection, self),
+            opts=stateful_options(protection, self, depends_on=[role] if role is not None else []),
         )
         aws.kms.Alias(
             f"{cluster_name}-eks",
             name=f"alias/{cluster_name}-eks",
             target_key_id=self.kms_key.key_id,
             opts=pulumi.ResourceOptions(parent=self),
+        )
+
+    def _autoscaling_service_linked_role(self) -> aws.iam.ServiceLinkedRole | None:
+        """The Auto Scaling service-linked role the key policy names, created when the account lacks it (a new
+        account), so the key's creation never names a missing principal. Retained on delete: every Auto Scaling
+        group of the account uses it. With `auto`, once it exists the next `up` drops it from the stack's state only."""
+        mode = self.config.autoscaling_service_linked_role
+        if mode == "existing" or (mode == "auto" and autoscaling_role_exists(self)):
+            return None
+        return aws.iam.ServiceLinkedRole(
+            f"{self.cluster_name}-autoscaling",
+            aws_service_name=AUTOSCALING_SERVICE,
+            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True),
         )
 
     def _encryption_policy(self) -> aws.iam.RolePolicy:
@@ -379,3 +424,29 @@ class EksCluster(pulumi.ComponentResource):
             tags=self.tags,
             opts=child,
         )
+
+    def _deployer_access(self, vpc_cidr: str) -> None:
+        """Let the machine running `pulumi up` reach the private endpoint (`cluster.endpoint.privateAccessCidrs`,
+        `privateAccessSecurityGroupIds`, `deployFromVpc`). `endpoint` waits for these rules, so the kubeconfig
+        built from it (and every other reader, such as node configs) comes after them: the first Kubernetes call
+        never races them."""
+        cluster_name = self.cluster_name
+        rules = [
+            aws.vpc.SecurityGroupIngressRule(
+                f"{cluster_name}-control-plane-from-deployer-{suffix}",
+                security_group_id=self.cluster_security_group_id,
+                cidr_ipv4=source if kind == "cidr" else None,
+                referenced_security_group_id=source if kind == "security-group" else None,
+                ip_protocol="tcp",
+                from_port=API_SERVER_PORT,
+                to_port=API_SERVER_PORT,
+                description=f"Kubernetes API from {source} (the deployer and operators)",
+                tags=self.tags,
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+            for suffix, kind, source in deployer_sources(self.config.endpoint, vpc_cidr)
+        ]
+        if rules:
+            self.endpoint = pulumi.Output.all(self.cluster.endpoint, *(rule.id for rule in rules)).apply(
+                lambda values: str(values[0])
+            )

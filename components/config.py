@@ -79,6 +79,18 @@ class EndpointAccess(Model):
     public_access_cidrs: list[Cidr] = Field(default_factory=list)
     """IPv4 CIDRs allowed to reach the public endpoint (office, CI egress). Only valid with `public: true`;
     `0.0.0.0/0` is rejected. Default empty."""
+    private_access_cidrs: list[Cidr] = Field(default_factory=list)
+    """IPv4 CIDRs allowed on TCP 443 of the cluster security group, i.e. to the private endpoint: a VPN, Direct
+    Connect or transit-gateway network, or a bastion's subnet. `0.0.0.0/0` is rejected. Default empty."""
+    private_access_security_group_ids: list[Annotated[str, StringConstraints(pattern=r"^sg-[0-9a-f]{8,17}$")]] = Field(
+        default_factory=list
+    )
+    """Security groups (`sg-...`, in the cluster's VPC) allowed on TCP 443 of the cluster security group: a bastion's
+    or a CI runner's. Default empty."""
+    deploy_from_vpc: bool = False
+    """`true`: `pulumi up` runs inside the cluster's VPC (a runner in `existingVpc`), so the whole VPC CIDR is
+    allowed on TCP 443 of the cluster security group. A private-only endpoint needs this, `privateAccessCidrs` or
+    `privateAccessSecurityGroupIds`: otherwise nothing lets the deployer reach the API. Default `false`."""
 
 
 class AdminAccess(Model):
@@ -123,6 +135,11 @@ class ClusterConfig(Model):
     policy pack requires `team` and `cost-center` by default. Default none."""
     protect_stateful: bool = True
     """Protect stateful resources (KMS keys, file systems, buckets) from `pulumi destroy` and replacement."""
+    autoscaling_service_linked_role: Literal["auto", "create", "existing"] = "auto"
+    """The account's EC2 Auto Scaling service-linked role, which the cluster's KMS key policy names (nodes launch
+    with volumes encrypted by that key), and which must exist before the key: `auto` (default) looks it up at deploy
+    time and creates it when absent, `create` creates it (a new account), `existing` assumes it (any account that
+    has used Auto Scaling). A created role is retained on `pulumi destroy`: it is account-wide."""
 
 
 # ---------------------------------------------------------------------------------------------------------- network

@@ -54,6 +54,7 @@ from components.planning.hybrid import (
     ssm_trust_policy,
 )
 from components.planning.pools import PoolPlan
+from components.security_groups import cidr_resource_name
 
 Clock = Callable[[], datetime]
 
@@ -72,11 +73,6 @@ class HybridPool:
     trust_anchor: aws.rolesanywhere.TrustAnchor | None = None
     profile: aws.rolesanywhere.Profile | None = None
     policy_attachments: list[aws.iam.RolePolicyAttachment] = field(default_factory=list)
-
-
-def _cidr_name(cidr: str) -> str:
-    """`10.80.0.0/16` -> `10-80-0-0-16`: resource names may not contain dots or slashes everywhere."""
-    return cidr.replace(".", "-").replace("/", "-")
 
 
 class HybridNodes(pulumi.ComponentResource):
@@ -274,7 +270,7 @@ class HybridNodes(pulumi.ComponentResource):
         sources += [("pods", str(c)) for c in network.remote_pod_cidrs]
         return [
             aws.vpc.SecurityGroupIngressRule(
-                f"{prefix}-api-from-{kind}-{_cidr_name(cidr)}",
+                f"{prefix}-api-from-{kind}-{cidr_resource_name(cidr)}",
                 security_group_id=self._ctx.cluster_security_group_id,
                 cidr_ipv4=cidr,
                 ip_protocol="tcp",

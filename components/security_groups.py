@@ -8,6 +8,11 @@ import pulumi
 import pulumi_aws as aws
 
 
+def cidr_resource_name(cidr: str) -> str:
+    """`10.80.0.0/16` -> `10-80-0-0-16`: resource names may not contain dots or slashes everywhere."""
+    return cidr.replace(".", "-").replace("/", "-")
+
+
 def allow_all_within(
     name: str, group_id: pulumi.Input[str], purpose: str, tags: Mapping[str, str], opts: pulumi.ResourceOptions
 ) -> tuple[aws.vpc.SecurityGroupIngressRule, aws.vpc.SecurityGroupEgressRule]:

@@ -35,6 +35,9 @@ from tests.fakes import fake_context
 REGION = "us-east-1"
 TWO_ZONES = ("us-east-1a", "us-east-1b")
 THREE_ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
+#: How a validated test stack's deployer reaches its private API (validation refuses a private-only endpoint that
+#: admits nobody): a VPN network on TCP 443.
+DEPLOYER_ACCESS = {"privateAccessCidrs": ["192.168.10.0/24"]}
 
 T = TypeVar("T")
 
@@ -54,7 +57,8 @@ def stack_config(
     `cluster` adds keys to `{name: ...}`, `network` adds keys to `{availabilityZones: zones}`, `sections` sets the
     other top-level sections (`storage=`, `addons=`). `validated` runs the cross-field rules the program runs
     (`components.validation.validate`); without it only the schema applies, so planning code can be handed configs
-    validation would refuse.
+    validation would refuse. A validated stack's deployer reaches the API through `DEPLOYER_ACCESS` unless
+    `cluster` sets `endpoint`.
     """
     raw: dict[str, Any] = {
         "cluster": {"name": name, **(cluster or {})},
@@ -63,6 +67,7 @@ def stack_config(
         **sections,
     }
     if validated:
+        raw["cluster"].setdefault("endpoint", DEPLOYER_ACCESS)
         return validate(raw, region)
     return StackConfig.model_validate({"region": region, **raw})
 

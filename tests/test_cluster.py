@@ -12,6 +12,7 @@ import pytest
 
 from blueprint.plan.mocks import SECRET
 from blueprint.plan.runner import ProgramRun, run_mocked
+from components import cluster as cluster_module
 from components import kubernetes_access
 from components.catalog import versions
 from components.cluster import EksCluster
@@ -81,13 +82,55 @@ def test_unprotected_stacks_may_delete_the_key() -> None:
     assert key.retain_on_delete is False
 
 
+AUTOSCALING_ROLE = (
+    "arn:aws:iam::123456789012:role/aws-service-role/autoscaling.amazonaws.com/AWSServiceRoleForAutoScaling"
+)
+SERVICE_LINKED_ROLE = "aws:iam/serviceLinkedRole:ServiceLinkedRole"
+
+
 def test_key_policy_lets_auto_scaling_launch_nodes_with_encrypted_volumes() -> None:
     policy = json.loads(build(spec())[0].one("aws:kms/key:Key").inputs["policy"])
     principals = {s["Sid"]: s["Principal"]["AWS"] for s in policy["Statement"]}
     assert principals["AccountAdministersKeyThroughIam"] == "arn:aws:iam::123456789012:root"
-    assert principals["AutoScalingUsesKeyForEncryptedVolumes"].endswith(
-        ":role/aws-service-role/autoscaling.amazonaws.com/AWSServiceRoleForAutoScaling"
-    )
+    assert principals["AutoScalingUsesKeyForEncryptedVolumes"] == AUTOSCALING_ROLE
+    assert principals["AutoScalingGrantsForAttachedVolumes"] == AUTOSCALING_ROLE
+
+
+def test_in_a_fresh_account_the_auto_scaling_role_exists_before_the_key_names_it() -> None:
+    """KMS refuses a key policy naming a principal that does not exist (MalformedPolicyDocumentException), and a
+    new account has no Auto Scaling service-linked role until something creates it."""
+    run, _ = build(spec({"autoscalingServiceLinkedRole": "create"}))
+    role = run.one(SERVICE_LINKED_ROLE)
+    assert role.inputs["awsServiceName"] == "autoscaling.amazonaws.com"
+    assert role.retain_on_delete is True  # account-wide: other Auto Scaling groups use it
+    assert role.protect is False
+    assert role.urn in run.one("aws:kms/key:Key").depends_on
+
+
+def test_an_existing_auto_scaling_role_is_only_named() -> None:
+    run, _ = build(spec({"autoscalingServiceLinkedRole": "existing"}))
+    assert not run.of_type(SERVICE_LINKED_ROLE)
+    policy = json.loads(run.one("aws:kms/key:Key").inputs["policy"])
+    assert AUTOSCALING_ROLE in {s["Principal"]["AWS"] for s in policy["Statement"]}
+
+
+@pytest.mark.parametrize(("exists", "created"), [(True, 0), (False, 1)], ids=["role-exists", "fresh-account"])
+def test_auto_creates_the_auto_scaling_role_only_where_the_account_lacks_it(
+    monkeypatch: pytest.MonkeyPatch, exists: bool, created: int
+) -> None:
+    monkeypatch.setattr(cluster_module, "autoscaling_role_exists", lambda parent: exists)
+    # A config of its own per answer: `build` shares runs by config, and this one depends on the patched lookup.
+    config = spec({"autoscalingServiceLinkedRole": "auto", "tags": {"lookup": "finds-role" if exists else "none"}})
+    run, _ = build(config)
+    assert len(run.of_type(SERVICE_LINKED_ROLE)) == created
+    key_dependencies = run.one("aws:kms/key:Key").depends_on
+    assert [r.urn in key_dependencies for r in run.of_type(SERVICE_LINKED_ROLE)] == [True] * created
+
+
+def test_offline_plans_assume_an_account_that_has_the_auto_scaling_role() -> None:
+    """The offline mocks answer the lookup as an account that has used Auto Scaling: no role is planned."""
+    run, _ = build(spec())
+    assert not run.of_type(SERVICE_LINKED_ROLE)
 
 
 def test_cluster_role_may_use_the_key_and_has_the_cluster_policy() -> None:
@@ -202,6 +245,31 @@ def rules(run: ProgramRun, kind: str) -> list[dict[str, Any]]:
     return [r.inputs for r in run.of_type(token)]
 
 
+def deployer_rules(run: ProgramRun, cluster_sg: str) -> list[dict[str, Any]]:
+    return [r for r in rules(run, "Ingress") if r["securityGroupId"] == cluster_sg and "deployer" in r["description"]]
+
+
+def test_private_endpoint_admits_the_deployers_networks_and_groups_on_443() -> None:
+    endpoint = {"privateAccessCidrs": ["192.168.10.0/24"], "privateAccessSecurityGroupIds": ["sg-0123456789abcdef0"]}
+    run, seen = build(spec({"endpoint": endpoint}))
+    admitted = deployer_rules(run, seen["cluster_sg"])
+    assert {(r.get("cidrIpv4"), r.get("referencedSecurityGroupId")) for r in admitted} == {
+        ("192.168.10.0/24", None),
+        (None, "sg-0123456789abcdef0"),
+    }
+    assert all(r["ipProtocol"] == "tcp" and r["fromPort"] == r["toPort"] == 443 for r in admitted)
+
+
+def test_deploying_from_the_vpc_admits_the_vpc_cidr() -> None:
+    run, seen = build(spec({"endpoint": {"deployFromVpc": True}}))
+    assert [r["cidrIpv4"] for r in deployer_rules(run, seen["cluster_sg"])] == ["10.0.0.0/16"]
+
+
+def test_no_deployer_rules_without_an_access_path() -> None:
+    run, seen = build(spec())
+    assert deployer_rules(run, seen["cluster_sg"]) == []
+
+
 def test_no_security_group_ingress_from_anywhere() -> None:
     run, _ = build(spec({"endpoint": {"public": True, "publicAccessCidrs": ["203.0.113.0/24"]}}))
     ingress = rules(run, "Ingress")
@@ -305,3 +373,14 @@ def test_gpu_cluster_context_and_kubernetes_provider() -> None:
     assert json.loads(provider.inputs["kubeconfig"])["users"][0]["user"]["exec"]["command"] == "aws"
     addons = {a.inputs["addonName"] for a in run.of_type("aws:eks/addon:Addon")}
     assert {"vpc-cni", "kube-proxy", "eks-pod-identity-agent"} <= addons
+
+
+def test_kubernetes_provider_waits_for_the_deployers_way_in() -> None:
+    """The first Kubernetes call must not race the security group rule that lets the deployer reach the API."""
+    run, _ = run_gpu_cluster(spec({"endpoint": {"privateAccessCidrs": ["192.168.10.0/24"]}}))
+    rule = run.one(
+        "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule",
+        "demo-control-plane-from-deployer-cidr-192-168-10-0-24",
+    )
+    provider = run.one("pulumi:providers:kubernetes", "demo-k8s")
+    assert rule.urn in provider.property_dependencies["kubeconfig"]

@@ -13,7 +13,12 @@ from components.errors import ConfigError, Problem
 from components.validation import validate, validate_config
 
 BASE: dict[str, Any] = {
-    "cluster": {"name": "t", "kubernetesVersion": "1.35", "tags": {"team": "ml"}},
+    "cluster": {
+        "name": "t",
+        "kubernetesVersion": "1.35",
+        "endpoint": {"privateAccessCidrs": ["192.168.10.0/24"]},
+        "tags": {"team": "ml"},
+    },
     "network": {"vpcCidr": "10.0.0.0/16", "availabilityZones": ["us-east-1a", "us-east-1b"]},
     "nodePools": [
         {"name": "system", "role": "system", "instanceType": "m7i.xlarge", "scaling": {"min": 2, "max": 3}},
@@ -160,6 +165,40 @@ BROKEN: list[tuple[str, tuple[tuple[str, Any], ...], str, str]] = [
         (("cluster.endpoint", {"public": True, "publicAccessCidrs": ["0.0.0.0/0"]}),),
         "cluster.endpoint.publicAccessCidrs[0]",
         "no allow-list",
+    ),
+    (
+        "private-only endpoint nobody can reach",
+        (("cluster.endpoint", {"private": True, "public": False}),),
+        "cluster.endpoint",
+        "unreachable from the machine running `pulumi up`",
+    ),
+    (
+        "private access rules without the private endpoint",
+        (
+            (
+                "cluster.endpoint",
+                {
+                    "private": False,
+                    "public": True,
+                    "publicAccessCidrs": ["203.0.113.0/24"],
+                    "privateAccessCidrs": ["192.168.10.0/24"],
+                },
+            ),
+        ),
+        "cluster.endpoint",
+        "only apply to the private endpoint",
+    ),
+    (
+        "private access from the whole internet",
+        (("cluster.endpoint", {"privateAccessCidrs": ["0.0.0.0/0"]}),),
+        "cluster.endpoint.privateAccessCidrs[0]",
+        "no allow-list",
+    ),
+    (
+        "deploying from inside a VPC the stack has not created yet",
+        (("cluster.endpoint", {"deployFromVpc": True}),),
+        "cluster.endpoint.deployFromVpc",
+        "no runner is inside it",
     ),
     (
         "AZ of another region",

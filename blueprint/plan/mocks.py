@@ -239,6 +239,18 @@ class PlanMocks(pulumi.runtime.Mocks):
             }
         if token == "aws:iam/getPolicyDocument:getPolicyDocument":
             return {"json": json.dumps(_policy_document(a)), "id": "policy"}
+        if token == "aws:iam/getRoles:getRoles":
+            # Offline, the account is one that has used Auto Scaling: its service-linked role exists (a stack that
+            # says `autoscalingServiceLinkedRole: create` still plans the role).
+            path = a.get("pathPrefix") or "/"
+            names = ["AWSServiceRoleForAutoScaling"] if path == "/aws-service-role/autoscaling.amazonaws.com/" else []
+            return {
+                "names": names,
+                "arns": [f"arn:aws:iam::{ACCOUNT_ID}:role{path}{name}" for name in names],
+                "pathPrefix": path,
+                "nameRegex": a.get("nameRegex"),
+                "id": self.region,
+            }
         if token == "aws:eks/getAddonVersion:getAddonVersion":
             return {
                 "addonName": a["addonName"],

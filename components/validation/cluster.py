@@ -74,6 +74,39 @@ def endpoint_is_reachable_and_fenced(p: Parsed) -> Iterator[Problem]:
         yield Problem("cluster.endpoint.publicAccessCidrs", "only used with endpoint.public: true; remove it")
 
 
+def deployer_reaches_the_api(p: Parsed) -> Iterator[Problem]:
+    """The machine running `pulumi up` can reach the API it creates Kubernetes objects through: a private-only
+    endpoint admits someone on TCP 443 (`privateAccessCidrs`, `privateAccessSecurityGroupIds`) or the stack runs from
+    inside its VPC (`deployFromVpc`, which needs `existingVpc`: a VPC the stack creates holds no runner yet). The
+    cluster security group admits only itself by default (https://docs.aws.amazon.com/eks/latest/userguide/
+    sec-group-reqs.html), so each way in needs such a rule (EKS user guide, "Accessing a private only API server",
+    https://docs.aws.amazon.com/eks/latest/userguide/cluster-endpoint.html)."""
+    if p.cluster is None:
+        return
+    e = p.cluster.endpoint
+    admitted = e.private_access_cidrs or e.private_access_security_group_ids or e.deploy_from_vpc
+    # A damaged cluster section may have lost the very key that admits the deployer (`endpiont:`, a typo inside).
+    if e.private and not e.public and not admitted and "cluster" not in p.damaged:
+        yield Problem(
+            "cluster.endpoint",
+            "a private-only API is unreachable from the machine running `pulumi up`: add privateAccessCidrs (a VPN, "
+            "Direct Connect or bastion network) or privateAccessSecurityGroupIds (a bastion's or runner's group), "
+            "set deployFromVpc: true (a runner inside network.existingVpc), or use public: true with "
+            "publicAccessCidrs",
+        )
+    if admitted and not e.private:
+        yield Problem("cluster.endpoint", "private access rules only apply to the private endpoint; set private: true")
+    for i, cidr in enumerate(e.private_access_cidrs):
+        if cidr.prefixlen == 0:
+            yield Problem(f"cluster.endpoint.privateAccessCidrs[{i}]", "0.0.0.0/0 is no allow-list; name the CIDRs")
+    if e.deploy_from_vpc and p.network is not None and p.network.existing_vpc is None:
+        yield Problem(
+            "cluster.endpoint.deployFromVpc",
+            "the stack creates its VPC, so no runner is inside it when `pulumi up` first reaches the API; use "
+            "network.existingVpc with your runner's VPC, privateAccessCidrs, or public: true with publicAccessCidrs",
+        )
+
+
 def service_cidr_is_private_and_apart(p: Parsed) -> Iterator[Problem]:
     """`cluster.serviceCidr` lies in RFC 1918 space, /12 to /24, and does not overlap the VPC (EKS API reference,
     KubernetesNetworkConfigRequest.serviceIpv4Cidr)."""
@@ -129,6 +162,7 @@ RULES = (
     region_is_real,
     kubernetes_version_is_supported,
     endpoint_is_reachable_and_fenced,
+    deployer_reaches_the_api,
     service_cidr_is_private_and_apart,
     tags_fit_aws_limits,
     tags_leave_the_project_tags_alone,
