@@ -180,6 +180,7 @@ def test_namespaces_and_tolerations() -> None:
     assert namespaces_to_create(s.storage) == ["ml"]
     assert namespaces_to_create(spec([SYSTEM], {"lustre": {}}).storage) == []
     assert key_tolerations(plan_pools(s)) == [
+        {"key": "CriticalAddonsOnly", "operator": "Exists", "effect": "NoSchedule"},  # the system pool's taint
         {"key": "dedicated", "operator": "Exists", "effect": "NoExecute"},
         {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
     ]
