@@ -12,10 +12,12 @@ protected storage, IMDSv2, tainted GPU nodes).
 
 from __future__ import annotations
 
+import re
+from datetime import datetime
 from ipaddress import IPv4Network
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, Strict, StringConstraints
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, Strict, StringConstraints
 from pydantic.alias_generators import to_camel
 
 #: The config keys of a stack, in the order they are read and reported.
@@ -65,6 +67,32 @@ def _cidr_text(value: object) -> object:
 
 #: An IPv4 network written as text; the one lax field type of the strict models.
 Cidr = Annotated[IPv4Network, Strict(False), BeforeValidator(_cidr_text)]
+
+
+#: The date and time at the start of an RFC 3339 timestamp; pydantic alone would also read "1893497400" as seconds.
+_RFC3339_START = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}")
+
+
+def _instant_text(value: object) -> object:
+    """Instants are written as RFC 3339 text with an offset (`2026-12-01T11:30:00Z`); a bare number would be read
+    as seconds since 1970, and a time without an offset as local time."""
+    if isinstance(value, datetime) or (isinstance(value, str) and _RFC3339_START.match(value)):
+        return value
+    raise ValueError("give an RFC 3339 time with its offset as text, e.g. 2026-12-01T11:30:00Z")
+
+
+def _with_offset(value: datetime) -> datetime:
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError("give the time with its offset, e.g. 2026-12-01T11:30:00Z (UTC)")
+    return value
+
+
+#: A moment written as RFC 3339 text with an offset; parsed like `Cidr`, from text only.
+Instant = Annotated[datetime, Strict(False), BeforeValidator(_instant_text), AfterValidator(_with_offset)]
+#: An EKS-optimized AL2023 AMI release, `v` and its date (awslabs/amazon-eks-ami releases, e.g. `v20260714`).
+Al2023Release = Annotated[str, StringConstraints(pattern=r"^v\d{8}$")]
+#: A Bottlerocket release, `1.42.0` (a leading `v`, as GitHub writes it, is accepted and dropped in the SSM path).
+BottlerocketRelease = Annotated[str, StringConstraints(pattern=r"^v?\d+\.\d+\.\d+$")]
 
 
 # ---------------------------------------------------------------------------------------------------------- cluster
@@ -135,6 +163,15 @@ class ClusterConfig(Model):
     policy pack requires `team` and `cost-center` by default. Default none."""
     protect_stateful: bool = True
     """Protect stateful resources (KMS keys, file systems, buckets) from `pulumi destroy` and replacement."""
+    ami_release: Al2023Release = "v20260714"
+    """The EKS-optimized Amazon Linux 2023 AMI release every `al2023` pool boots, e.g. `v20260714` (releases:
+    https://github.com/awslabs/amazon-eks-ami/releases). Read from its own SSM parameter, so a new AWS release changes
+    nothing until this changes; changing it rolls system and inference pools (docs/operations.md, "Upgrading node
+    images"). Default `v20260714`, the release the catalog was checked against ([AMI])."""
+    bottlerocket_release: BottlerocketRelease | None = None
+    """The Bottlerocket release every `bottlerocket` pool boots, e.g. `1.42.0`; required when a pool uses
+    Bottlerocket (no default: the catalog pins no Bottlerocket release). Changing it rolls pools as `amiRelease`
+    does."""
     autoscaling_service_linked_role: Literal["auto", "create", "existing"] = "auto"
     """The account's EC2 Auto Scaling service-linked role, which the cluster's KMS key policy names (nodes launch
     with volumes encrypted by that key), and which must exist before the key: `auto` (default) looks it up at deploy
@@ -169,6 +206,13 @@ class NetworkConfig(Model):
     availability_zones: list[str] = Field(default_factory=list)
     """AZs of the stack's region for a new VPC, 2 to 6 (the EKS control plane needs two); one private and one public
     subnet each. Leave out with `existingVpc`."""
+    availability_zone_ids: dict[str, Annotated[str, StringConstraints(pattern=r"^[a-z]+\d+-az\d+$")]] = Field(
+        default_factory=dict
+    )
+    """This account's AZ ID of each AZ the network spans, `{us-east-1a: use1-az4, ...}` (`aws ec2
+    describe-availability-zones --query 'AvailabilityZones[].[ZoneName,ZoneId]'`). AZ names map to different zones
+    in different accounts of older regions; with the IDs, validation refuses a pool in an AZ that does not offer its
+    instance type (components/catalog/offerings.yaml). Optional."""
     nat_gateways: Literal["one-per-az", "single"] = "one-per-az"
     """One NAT gateway per AZ (survives an AZ outage) or a single shared one (cheaper, for dev stacks)."""
     private_subnet_cidrs: list[Cidr] | None = None
@@ -261,6 +305,14 @@ class Capacity(Model):
     """Capacity Block or On-Demand Capacity Reservation id (`cr-...`)."""
     reservation_resource_group_arn: str | None = None
     """Target a reservation resource group instead of one reservation (`reservation` only)."""
+    availability_zone: str | None = None
+    """The Availability Zone of the reservation named by `reservationId` (one reservation lives in one AZ: `aws ec2
+    describe-capacity-reservations --capacity-reservation-ids cr-...` shows it). The pool launches only there; may be
+    left out when `placement.availabilityZones` names exactly that one AZ."""
+    end_time: Instant | None = None
+    """`capacity-block` only, required there: when the Capacity Block ends, as RFC 3339 text with its offset
+    (`2026-12-01T11:30:00Z`; the `EndDate` of `aws ec2 describe-capacity-reservations`). The pool scales to zero,
+    draining its nodes, at least an hour before (components/planning/reservations.py)."""
 
 
 class Placement(Model):
@@ -279,8 +331,14 @@ class InstanceRefresh(Model):
     enabled: bool | None = None
     """Roll out launch template changes by instance refresh. Default: `false` for training pools (a refresh would
     kill running jobs), `true` for inference and system pools."""
-    min_healthy_percentage: int = Field(90, ge=0, le=100)
-    """Percentage (0-100) of the group kept healthy during a refresh. Default 90."""
+    min_healthy_percentage: int | None = Field(None, ge=0, le=100)
+    """Percentage (0-100) of the group kept in service during a refresh. Default 100 on system pools (with
+    `maxHealthyPercentage` 200: new nodes join before old ones drain, so CoreDNS and the controllers never lose
+    their nodes), 90 elsewhere."""
+    max_healthy_percentage: int | None = Field(None, ge=100, le=200)
+    """Percentage (100-200) of the group that may be in service or launching during a refresh; above 100, new
+    instances launch before old ones terminate. At most 100 above `minHealthyPercentage` (EC2 Auto Scaling
+    RefreshPreferences). Default 200 on system pools, unset (AWS's 100) elsewhere."""
     instance_warmup_seconds: int = Field(300, ge=0)
     """Seconds a new instance gets before it counts as healthy in a refresh. Default 300."""
     skip_matching: bool = True
@@ -539,7 +597,13 @@ class ClusterAutoscaler(Model):
 
 class NodeTerminationHandler(Model):
     enabled: Literal["auto", "on", "off"] = "auto"
-    """`auto`: deployed when any pool uses spot."""
+    """`auto` (default): deployed when the stack has an `aws` pool, since every Auto Scaling group terminates
+    instances (scale-in, instance refresh, spot, a Capacity Block's end) and each pool drains through it; `off`
+    leaves terminations undrained."""
+    drain_timeout_seconds: int = Field(600, ge=60, le=7080)
+    """Seconds the handler gives a node's pods to leave before it gives up (its `nodeTerminationGracePeriod`, the
+    drain timeout), 60-7080; each pool's terminate lifecycle hook holds the instance this long plus two minutes (a
+    hook waits at most 7200 s). Default 600."""
 
 
 class Alerts(Model):

@@ -12,7 +12,9 @@ Resources per pool:
 - EFA pools: a security group whose members may exchange all traffic with each other, both ways;
 - placement-group pools: a cluster placement group;
 - the Auto Scaling group, with spot diversification, instance refresh, and the tags that the autoscaler, the node
-  termination handler, cost reports and the policy pack read.
+  termination handler, cost reports and the policy pack read;
+- capacity-block pools: a scheduled action that sets the group to zero before the block ends, so its nodes drain
+  through the terminate lifecycle hook (components.planning.reservations).
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ from components.context import ClusterContext
 from components.planning import nodeadm
 from components.planning.autoscaler_tags import autoscaler_tags
 from components.planning.efa import NetworkInterface
-from components.planning.pools import PoolPlan
+from components.planning.pools import PoolPlan, refresh_healthy_percentages
+from components.planning.reservations import schedule_time_text
 from components.security_groups import allow_all_within
 
 #: ASG health check grace period: the AWS console's default (https://docs.aws.amazon.com/autoscaling/ec2/userguide/
@@ -49,6 +52,7 @@ class NodePool(pulumi.ComponentResource):
 
     asg: aws.autoscaling.Group
     launch_template: aws.ec2.LaunchTemplate
+    block_end: aws.autoscaling.Schedule | None
     efa_security_group: aws.ec2.SecurityGroup | None
     placement_group: aws.ec2.PlacementGroup | None
 
@@ -69,6 +73,7 @@ class NodePool(pulumi.ComponentResource):
         self.placement_group = self._placement_group(name, child) if plan.placement_group else None
         self.launch_template = self._launch_template(name, child)
         self.asg = self._auto_scaling_group(name, child)
+        self.block_end = self._capacity_block_end(name, child) if plan.scale_to_zero_at else None
         self.register_outputs(
             {
                 "asgName": self.asg.name,
@@ -103,8 +108,10 @@ class NodePool(pulumi.ComponentResource):
     # ------------------------------------------------------------------------------------- launch template
     def _launch_template(self, name: str, child: pulumi.ResourceOptions) -> aws.ec2.LaunchTemplate:
         plan, ctx, pool = self.plan, self._ctx, self.plan.pool
-        assert plan.instance is not None  # checked in __init__
-        parameter = nodeadm.ami_ssm_parameter(ctx.kubernetes_version, pool.ami_family, plan.instance.arch, plan.is_gpu)
+        assert plan.instance is not None and plan.ami_release is not None  # checked in __init__
+        parameter = nodeadm.ami_ssm_parameter(
+            ctx.kubernetes_version, pool.ami_family, plan.instance.arch, plan.is_gpu, plan.ami_release
+        )
         ami = aws.ssm.get_parameter_output(name=parameter, opts=pulumi.InvokeOutputOptions(parent=self))
         placement = (
             aws.ec2.LaunchTemplatePlacementArgs(group_name=self.placement_group.name) if self.placement_group else None
@@ -284,25 +291,51 @@ class NodePool(pulumi.ComponentResource):
         )
 
     def _instance_refresh(self) -> aws.autoscaling.GroupInstanceRefreshArgs | None:
-        """Rolling replacement on template changes, only where the plan wants it (training pools default off)."""
+        """Rolling replacement on template changes (a new `amiRelease`, user data), only where the plan wants it:
+        training pools default off, so a running job never loses its nodes to an upgrade.
+
+        A refresh terminates through the group, so every replaced node passes the terminate lifecycle hook and is
+        drained first (components.planning.drain). `SkipMatching` leaves nodes already on the new version alone.
+        """
         if not self.plan.instance_refresh:
             return None
         refresh = self.plan.pool.instance_refresh
+        low, high = refresh_healthy_percentages(self.plan.pool)
         return aws.autoscaling.GroupInstanceRefreshArgs(
             strategy="Rolling",
             preferences=aws.autoscaling.GroupInstanceRefreshPreferencesArgs(
-                min_healthy_percentage=refresh.min_healthy_percentage,
+                min_healthy_percentage=low,
+                max_healthy_percentage=high,
                 instance_warmup=str(refresh.instance_warmup_seconds),
                 skip_matching=refresh.skip_matching,
             ),
         )
 
+    def _capacity_block_end(self, name: str, child: pulumi.ResourceOptions) -> aws.autoscaling.Schedule:
+        """Set the group to zero (min, max and desired) at `plan.scale_to_zero_at`, ahead of the block's end: each
+        node then leaves through the terminate hook, drained by the handler, before EC2 reclaims the block
+        (components.planning.reservations). One-off: a block extended later gets a new end time in config."""
+        assert self.plan.scale_to_zero_at is not None
+        return aws.autoscaling.Schedule(
+            f"{name}-block-end",
+            scheduled_action_name=f"{self._ctx.cluster_name_plain}-{self.plan.name}-capacity-block-end",
+            autoscaling_group_name=self.asg.name,
+            start_time=schedule_time_text(self.plan.scale_to_zero_at),
+            min_size=0,
+            max_size=0,
+            desired_capacity=0,
+            opts=child,
+        )
+
 
 def require_buildable(plan: PoolPlan, ctx: ClusterContext) -> None:
-    """Refuse a plan this component cannot build: hybrid pools have no launch template, and every planned AZ needs
-    a private subnet. Config validation reports both first; this guards direct construction."""
+    """Refuse a plan this component cannot build: hybrid pools have no launch template, every pool boots a pinned
+    image release, and every planned AZ needs a private subnet. Config validation reports these first; this guards
+    direct construction."""
     if plan.kind != "aws" or plan.instance is None:
         raise ValueError(f"pool {plan.name}: NodePool builds `aws` pools with an instance type; got {plan.kind}")
+    if plan.ami_release is None:
+        raise ValueError(f"pool {plan.name}: no {plan.pool.ami_family} image release pinned (cluster config)")
     missing = [zone for zone in plan.availability_zones if zone not in ctx.private_subnet_ids]
     if not plan.availability_zones or missing:
         raise ValueError(
@@ -327,13 +360,16 @@ def asg_tags(ctx: ClusterContext, plan: PoolPlan) -> list[dict[str, object]]:
     """The ASG's tags in its list form.
 
     The pool's tags, the node identity tag `kubernetes.io/cluster/<cluster>=owned` EKS requires on self-managed
-    nodes (components.tags) and, on spot pools, the termination handler's opt-in tag propagate to instances. The
+    nodes (components.tags) and the termination handler's opt-in tag propagate to instances: every pool drains
+    through the handler when its group terminates an instance (components.planning.drain). The
     autoscaler's tags do not: cluster-autoscaler reads them from the group, and an instance holds at most 50 tags
     (https://docs.aws.amazon.com/tag-editor/latest/userguide/tagging.html), which dozens of node-template tags
     copied onto every node would eat into.
     """
-    propagated = {**pool_tags(ctx, plan), tags.kubernetes_cluster(ctx.cluster_name_plain): tags.OWNED}
-    if plan.capacity_type == "spot":
-        propagated[tags.NTH_MANAGED] = "true"
+    propagated = {
+        **pool_tags(ctx, plan),
+        tags.kubernetes_cluster(ctx.cluster_name_plain): tags.OWNED,
+        tags.NTH_MANAGED: "true",
+    }
     group_only = autoscaler_tags(ctx.cluster_name_plain, plan)
     return tags.asg_tags(propagated) + tags.asg_tags(group_only, propagate_at_launch=False)

@@ -33,12 +33,13 @@ def select(*pools, **addons):
 def test_training_stack_gets_both_device_plugins_and_the_autoscaler():
     s = select(SYSTEM_POOL, TRAINING_POOL)
     assert s.nvidia_device_plugin and s.efa_device_plugin and s.cluster_autoscaler
-    assert not s.node_termination_handler
+    assert s.node_termination_handler  # every Auto Scaling group drains through it, on-demand ones too
     assert s.gpu_scaling_pools == ()
     assert s.enabled == [
         "nvidia-device-plugin",
         "efa-device-plugin",
         "cluster-autoscaler",
+        "node-termination-handler",
         "container-insights",
     ]
 
@@ -319,4 +320,4 @@ def test_shipped_stacks_plan_their_addons(stack_name, expected_releases, expecte
             30,
             30,
         )
-        assert len(run.of_type("aws:autoscaling/lifecycleHook:LifecycleHook")) == 1
+        assert len(run.of_type("aws:autoscaling/lifecycleHook:LifecycleHook")) == 2  # system and l40s

@@ -78,13 +78,18 @@ def test_queue_policy_lets_only_eventbridge_and_sqs_send_from_these_rules(spot_r
     assert len(rule_arns) == 4 and all(arn.startswith(rule_prefix) for arn in rule_arns)
 
 
-def test_terminate_lifecycle_hook_on_spot_pools_only(spot_run):
+def test_every_aws_pool_drains_through_a_terminate_hook_that_outlasts_the_drain(spot_run):
+    """Any group scales in (autoscaler, alarms, refresh, spot, a block's end): every pool, not only spot ones, holds
+    a leaving instance until the handler drained it, for the drain timeout (600 s) plus two minutes."""
     spec, run = spot_run
-    (hook,) = run.of_type(HOOK)
-    assert hook.inputs["autoscalingGroupName"] == asg_name(spec, "l40s")
-    assert hook.inputs["lifecycleTransition"] == "autoscaling:EC2_INSTANCE_TERMINATING"
-    assert hook.inputs["defaultResult"] == "CONTINUE"
-    assert hook.inputs["heartbeatTimeout"] == 300
+    hooks = {hook.inputs["autoscalingGroupName"]: hook.inputs for hook in run.of_type(HOOK)}
+    assert set(hooks) == {asg_name(spec, name) for name in ("system", "l40s", "od")}
+    for hook in hooks.values():
+        assert hook["lifecycleTransition"] == "autoscaling:EC2_INSTANCE_TERMINATING"
+        assert hook["defaultResult"] == "CONTINUE"
+        assert hook["heartbeatTimeout"] == 720
+    release = releases(run)["aws-node-termination-handler"]
+    assert release["values"]["nodeTerminationGracePeriod"] == 600
 
 
 def test_handler_release_is_the_pinned_oci_chart_in_queue_mode(spot_run):
@@ -100,7 +105,7 @@ def test_handler_release_is_the_pinned_oci_chart_in_queue_mode(spot_run):
     assert values["queueURL"] == "https://sqs.us-east-1.amazonaws.com/123456789012/serve-interruptions"
     assert values["awsRegion"] == "us-east-1"
     assert values["nodeSelector"] == {"gpu-clusters/role": "system"}
-    # drains only what node pools tag as managed (spot ASGs carry tags.NTH_MANAGED)
+    # drains only what node pools tag as managed (every ASG propagates tags.NTH_MANAGED)
     assert values["checkTagBeforeDraining"] is True and values["managedTag"] == tags.NTH_MANAGED
 
 
@@ -122,7 +127,8 @@ def test_handler_role_has_the_documented_actions_on_the_narrowest_resources(spot
     )
     assert statements["Queue"]["Resource"] == "arn:aws:sqs:us-east-1:123456789012:serve-interruptions"
     assert statements["Lifecycle"]["Resource"] == [
-        f"arn:aws:autoscaling:us-east-1:123456789012:autoScalingGroup:*:autoScalingGroupName/{asg_name(spec, 'l40s')}"
+        f"arn:aws:autoscaling:us-east-1:123456789012:autoScalingGroup:*:autoScalingGroupName/{asg_name(spec, name)}"
+        for name in ("system", "l40s", "od")
     ]
     release = next(
         r for r in run.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "aws-node-termination-handler"
@@ -130,26 +136,27 @@ def test_handler_role_has_the_documented_actions_on_the_narrowest_resources(spot
     assert role.urn in release.depends_on
 
 
-@pytest.mark.parametrize(
-    "spec",
-    [
-        addon_stack(SYSTEM_POOL, TRAINING_POOL),  # no spot pool
-        addon_stack(SYSTEM_POOL, INFERENCE_POOL, addons={"nodeTerminationHandler": {"enabled": "off"}}),
-    ],
-)
-def test_nothing_deployed_without_spot_or_when_off(spec):
+def test_nothing_deployed_when_off():
+    spec = addon_stack(SYSTEM_POOL, INFERENCE_POOL, addons={"nodeTerminationHandler": {"enabled": "off"}})
     run = run_addons(spec)
     for token in (QUEUE, RULE, TARGET, HOOK, "aws:sqs/queuePolicy:QueuePolicy"):
         assert run.of_type(token) == []
     assert "aws-node-termination-handler" not in releases(run)
 
 
-def test_on_without_spot_pools_builds_the_queue_but_hooks_nothing():
-    spec = addon_stack(SYSTEM_POOL, TRAINING_POOL, addons={"nodeTerminationHandler": {"enabled": "on"}})
+def test_on_demand_pools_drain_too():
+    """No spot pool: the handler still deploys, and the training and system groups are hooked and may be completed."""
+    spec = addon_stack(SYSTEM_POOL, TRAINING_POOL, addons={"nodeTerminationHandler": {"drainTimeoutSeconds": 1800}})
     run = run_addons(spec)
-    assert len(run.of_type(RULE)) == 4 and run.of_type(HOOK) == []
-    statements = policy_document(run, "node-termination-handler")["Statement"]
-    assert "Lifecycle" not in {s["Sid"] for s in statements}
+    assert len(run.of_type(RULE)) == 4
+    assert {hook.inputs["heartbeatTimeout"] for hook in run.of_type(HOOK)} == {1920}
+    assert {hook.inputs["autoscalingGroupName"] for hook in run.of_type(HOOK)} == {
+        asg_name(spec, "system"),
+        asg_name(spec, "h100"),
+    }
+    statements = {s["Sid"]: s for s in policy_document(run, "node-termination-handler")["Statement"]}
+    assert len(statements["Lifecycle"]["Resource"]) == 2
+    assert releases(run)["aws-node-termination-handler"]["values"]["nodeTerminationGracePeriod"] == 1800
 
 
 def test_spot_pool_without_an_asg_is_an_error():

@@ -198,7 +198,7 @@ def test_asg_tags_pool_identity_and_scale_from_zero_template(p5_run: tuple[Progr
     assert tags[f"{NT}/label/gpu-clusters/pool"] == ("h100", False)
     assert tags[f"{NT}/resources/nvidia.com/gpu"] == ("8", False)
     assert tags[f"{NT}/resources/vpc.amazonaws.com/efa"] == ("32", False)
-    assert "aws-node-termination-handler/managed" not in tags, "on-demand pool"
+    assert tags["aws-node-termination-handler/managed"] == ("true", True), "every pool drains, on-demand too"
     assert all(not propagate for key, (_, propagate) in tags.items() if key.startswith(CA_PREFIX))
 
 
@@ -366,7 +366,11 @@ def test_imds_hop_limit_and_root_volume_come_from_config() -> None:
 
 
 def test_bottlerocket_pool_sizes_the_data_volume_and_renders_toml() -> None:
-    lt = build({**P5, "amiFamily": "bottlerocket", "rootVolumeGib": 500})[0].one(LT, "t-h100")
+    cluster = {"tags": {"team": "ml"}, "bottlerocketRelease": "1.42.0"}
+    spec = stack_config(
+        {**P5, "amiFamily": "bottlerocket", "rootVolumeGib": 500}, name="t", cluster=cluster, zones=THREE_ZONES
+    )
+    lt = build_pools(spec)[0].one(LT, "t-h100")
     devices = {d["deviceName"]: d["ebs"] for d in lt.inputs["blockDeviceMappings"]}
     assert set(devices) == {"/dev/xvda", "/dev/xvdb"}
     assert devices["/dev/xvdb"]["volumeSize"] == 500

@@ -213,30 +213,35 @@ def test_cluster_dns_ip_is_the_tenth_service_address() -> None:
             "al2023",
             "x86_64",
             True,
-            "/aws/service/eks/optimized-ami/1.35/amazon-linux-2023/x86_64/nvidia/recommended/image_id",
+            "/aws/service/eks/optimized-ami/1.35/amazon-linux-2023/x86_64/nvidia/"
+            "amazon-eks-node-al2023-x86_64-nvidia-1.35-v20260714/image_id",
         ),
         (
             "al2023",
             "x86_64",
             False,
-            "/aws/service/eks/optimized-ami/1.35/amazon-linux-2023/x86_64/standard/recommended/image_id",
+            "/aws/service/eks/optimized-ami/1.35/amazon-linux-2023/x86_64/standard/"
+            "amazon-eks-node-al2023-x86_64-standard-1.35-v20260714/image_id",
         ),
         (
             "al2023",
             "arm64",
             True,
-            "/aws/service/eks/optimized-ami/1.35/amazon-linux-2023/arm64/nvidia/recommended/image_id",
+            "/aws/service/eks/optimized-ami/1.35/amazon-linux-2023/arm64/nvidia/"
+            "amazon-eks-node-al2023-arm64-nvidia-1.35-v20260714/image_id",
         ),
-        ("bottlerocket", "x86_64", True, "/aws/service/bottlerocket/aws-k8s-1.35-nvidia/x86_64/latest/image_id"),
-        ("bottlerocket", "x86_64", False, "/aws/service/bottlerocket/aws-k8s-1.35/x86_64/latest/image_id"),
+        ("bottlerocket", "x86_64", True, "/aws/service/bottlerocket/aws-k8s-1.35-nvidia/x86_64/1.42.0/image_id"),
+        ("bottlerocket", "x86_64", False, "/aws/service/bottlerocket/aws-k8s-1.35/x86_64/1.42.0/image_id"),
     ],
 )
-def test_ami_parameters_follow_the_published_names(family: str, arch: str, gpu: bool, expected: str) -> None:
-    assert nodeadm.ami_ssm_parameter("1.35", family, arch, gpu) == expected
+def test_ami_parameters_name_one_pinned_release(family: str, arch: str, gpu: bool, expected: str) -> None:
+    """The release's own parameter, never `recommended`/`latest`, which move whenever AWS publishes an image."""
+    release = "v20260714" if family == "al2023" else "v1.42.0"
+    assert nodeadm.ami_ssm_parameter("1.35", family, arch, gpu, release) == expected
 
 
 def test_ami_parameter_rejects_unknown_family_and_arch() -> None:
     with pytest.raises(ValueError, match="AMI family"):
-        nodeadm.ami_ssm_parameter("1.35", "ubuntu", "x86_64", True)
+        nodeadm.ami_ssm_parameter("1.35", "ubuntu", "x86_64", True, "v20260714")
     with pytest.raises(ValueError, match="architecture"):
-        nodeadm.ami_ssm_parameter("1.35", "al2023", "riscv64", False)
+        nodeadm.ami_ssm_parameter("1.35", "al2023", "riscv64", False, "v20260714")

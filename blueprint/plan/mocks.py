@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import re
 import threading
 import uuid
 from dataclasses import dataclass, field
@@ -40,6 +41,14 @@ def _hex17(typ: str, name: str) -> str:
     """The 17 hex digits after an EC2 (and FSx, EFS) id prefix: `sg-0123456789abcdef0`."""
     return _digest(typ, name).hex()[:17]
 
+
+#: The SSM parameters of one EKS-optimized AMI release (components.planning.nodeadm.ami_ssm_parameter): AL2023's
+#: `.../amazon-eks-node-al2023-<arch>-<variant>-<k8s>-v<date>/image_id` and Bottlerocket's `.../<version>/image_id`.
+PINNED_AMI_PARAMETER = re.compile(
+    r"^/aws/service/eks/optimized-ami/(?P<k8s>1\.\d+)/amazon-linux-2023/(?P<arch>x86_64|arm64)/"
+    r"(?P<variant>standard|nvidia|neuron)/amazon-eks-node-al2023-(?P=arch)-(?P=variant)-(?P=k8s)-v\d{8}/image_id$"
+    r"|^/aws/service/bottlerocket/aws-k8s-1\.\d+(-nvidia)?/(x86_64|arm64)/\d+\.\d+\.\d+/image_id$"
+)
 
 #: EC2-style prefixed ids (`<prefix>-<17 hex>`) and the ARN resource segment each one appears under.
 _PREFIXED: dict[str, tuple[str, str]] = {
@@ -226,6 +235,11 @@ class PlanMocks(pulumi.runtime.Mocks):
                 "reverseDnsPrefix": "com.amazonaws",
             }
         if token == "aws:ssm/getParameter:getParameter":
+            if not PINNED_AMI_PARAMETER.match(a["name"]):
+                raise ValueError(
+                    f"the offline mocks answer the SSM parameter of a pinned EKS-optimized AMI release only, not "
+                    f"{a['name']}: a `recommended` or `latest` image would move under the stack on every `pulumi up`"
+                )
             ami = "ami-" + hashlib.sha1(a["name"].encode()).hexdigest()[:17]
             return {
                 "name": a["name"],

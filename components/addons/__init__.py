@@ -1,5 +1,5 @@
-"""GPU platform add-ons: device plugins, cluster-autoscaler, spot interruption handling, GPU-utilization
-scaling, monitoring and alerts.
+"""GPU platform add-ons: device plugins, cluster-autoscaler, drains before terminations (the node termination
+handler), GPU-utilization scaling, monitoring and alerts.
 
 `Addons` builds the ones the stack switches on (`components.planning.addons.selection.select_addons` resolves the `auto`
 switches from the pool plans); each is its own component in this package, and every value it installs with is
@@ -8,7 +8,7 @@ computed in `components.planning.addons`. Nothing is built for an add-on that is
     Addons(f"{name}-addons", ctx, spec, pool_plans, asg_names={pool: asg.name, ...}, opts=ResourceOptions(parent=self))
 
 `asg_names` maps `aws` pool names to their Auto Scaling group names (hybrid pools have none); the interruption
-handler hooks the spot pools' groups and GPU-utilization scaling resizes its pools' groups.
+handler hooks every group (each can scale in) and GPU-utilization scaling resizes its pools' groups.
 """
 
 from __future__ import annotations

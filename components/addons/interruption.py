@@ -1,4 +1,4 @@
-"""Spot interruption handling: AWS Node Termination Handler in queue mode ([NTH], aws-gpu-facts.md §7b).
+"""Drains before terminations: AWS Node Termination Handler in queue mode ([NTH], aws-gpu-facts.md §7b).
 
 A spot GPU node gets a two-minute notice before EC2 takes it back. In queue mode EventBridge puts that notice (and
 scheduled maintenance, state changes and the ASG's terminate lifecycle action) on an SQS queue; rebalance
@@ -10,9 +10,11 @@ nodes.
 
 Built here: the SQS queue (SSE-SQS; the handler's docs note SSE-KMS with the AWS managed key does not work with
 EventBridge), its policy (EventBridge/SQS, only from these rules), four EventBridge rules targeting it, a
-terminate lifecycle hook on every spot pool's ASG, the handler's Pod Identity role and its Helm release (an OCI
-chart). Node pools tag spot ASGs with `aws-node-termination-handler/managed`, the tag the handler checks before it
-drains anything (`components.tags.NTH_MANAGED`).
+terminate lifecycle hook on every `aws` pool's ASG (`drained_plans`: any group can scale in), the handler's Pod
+Identity role and its Helm release (an OCI chart). Node pools propagate `aws-node-termination-handler/managed` from
+every ASG, the tag the handler checks before it drains anything (`components.tags.NTH_MANAGED`). A Capacity Block's
+expiry warning is not routed here: the handler ignores it (components.planning.reservations), and the pool's
+scheduled scale-to-zero brings its nodes through the hook instead.
 """
 
 from __future__ import annotations
@@ -32,17 +34,17 @@ from components.planning.addons.interruption import (
     INTERRUPTION_EVENT_PATTERNS,
     INTERRUPTION_QUEUE_RETENTION_SECONDS,
     LIFECYCLE_DEFAULT_RESULT,
-    LIFECYCLE_HEARTBEAT_SECONDS,
     LIFECYCLE_TRANSITION,
     NTH_RELEASE,
     NTH_SERVICE_ACCOUNT,
     asg_arn_pattern,
+    drained_plans,
     interruption_queue_policy,
     node_termination_handler_policy,
     node_termination_handler_values,
-    spot_plans,
 )
 from components.planning.addons.placement import KUBE_SYSTEM
+from components.planning.drain import hook_timeout_seconds
 from components.planning.pools import PoolPlan
 
 
@@ -59,10 +61,11 @@ class InterruptionHandler(pulumi.ComponentResource):
         super().__init__("gpu-clusters:index:InterruptionHandler", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
         cluster = ctx.cluster_name_plain
-        spot = spot_plans(plans)
-        missing = [p.name for p in spot if p.name not in asg_names]
+        drained = drained_plans(plans)
+        missing = [p.name for p in drained if p.name not in asg_names]
         if missing:
-            raise ValueError(f"spot pool(s) {', '.join(missing)} have no Auto Scaling group to hook")
+            raise ValueError(f"pool(s) {', '.join(missing)} have no Auto Scaling group to hook")
+        heartbeat = hook_timeout_seconds(spec.addons.node_termination_handler.drain_timeout_seconds)
 
         self.queue = aws.sqs.Queue(
             f"{cluster}-interruptions",
@@ -99,14 +102,14 @@ class InterruptionHandler(pulumi.ComponentResource):
                 autoscaling_group_name=asg_names[p.name],
                 lifecycle_transition=LIFECYCLE_TRANSITION,
                 default_result=LIFECYCLE_DEFAULT_RESULT,
-                heartbeat_timeout=LIFECYCLE_HEARTBEAT_SECONDS,
+                heartbeat_timeout=heartbeat,
                 opts=child,
             )
-            for p in spot
+            for p in drained
         }
 
         policy = pulumi.Output.all(
-            ctx.partition, ctx.account_id, self.queue.arn, *[asg_names[p.name] for p in spot]
+            ctx.partition, ctx.account_id, self.queue.arn, *[asg_names[p.name] for p in drained]
         ).apply(
             lambda v: as_json(
                 node_termination_handler_policy(

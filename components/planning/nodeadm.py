@@ -246,21 +246,29 @@ def _toml_table(lines: list[str], path: tuple[str, ...], table: Mapping[str, Any
 
 
 # ---------------------------------------------------------------------------------------------------------- AMI
-def ami_ssm_parameter(kubernetes_version: str, ami_family: str, arch: str, gpu: bool) -> str:
-    """The public SSM parameter holding the recommended EKS-optimized AMI id (facts §5a).
+def ami_ssm_parameter(kubernetes_version: str, ami_family: str, arch: str, gpu: bool, release: str) -> str:
+    """The public SSM parameter holding the AMI id of one pinned EKS-optimized release (facts §5a).
 
-    AL2023: `/aws/service/eks/optimized-ami/<k8s>/amazon-linux-2023/<arch>/<nvidia|standard>/recommended/image_id`
-    (https://docs.aws.amazon.com/eks/latest/userguide/retrieve-ami-id.html). Bottlerocket:
-    `/aws/service/bottlerocket/aws-k8s-<k8s>[-nvidia]/<arch>/latest/image_id` ([EKSUG] retrieve-ami-id-bottlerocket).
-    GPU types get the NVIDIA variants (driver, container toolkit and EFA host components baked in, facts §2).
+    Pinned, not `recommended`/`latest`: those move whenever AWS publishes a release, and each move would give every
+    `pulumi up` a new launch template version (and roll the pools). The release is the stack's
+    (`cluster.amiRelease`, `cluster.bottlerocketRelease`), so images change when the config does.
+
+    AL2023: `/aws/service/eks/optimized-ami/<k8s>/amazon-linux-2023/<arch>/<nvidia|standard>/
+    amazon-eks-node-al2023-<arch>-<variant>-<k8s>-<release>/image_id`, the parameter Karpenter reads for an
+    `al2023@<release>` alias (aws/karpenter-provider-aws pkg/providers/amifamily/al2023.go `resolvePath`, commit
+    41cd7465; the `recommended` form is https://docs.aws.amazon.com/eks/latest/userguide/retrieve-ami-id.html).
+    Bottlerocket: `/aws/service/bottlerocket/aws-k8s-<k8s>[-nvidia]/<arch>/<version>/image_id`, version without
+    GitHub's `v` (karpenter-provider-aws pkg/providers/amifamily/bottlerocket.go, commit b522a943; [EKSUG]
+    retrieve-ami-id-bottlerocket). GPU types get the NVIDIA variants (driver, container toolkit and EFA host
+    components baked in, facts §2).
     """
     if arch not in ("x86_64", "arm64"):
         raise ValueError(f"no EKS-optimized AMI parameter for architecture {arch!r} (x86_64 or arm64)")
     if ami_family == "al2023":
         variant = "nvidia" if gpu else "standard"
-        prefix = f"/aws/service/eks/optimized-ami/{kubernetes_version}/amazon-linux-2023"
-        return f"{prefix}/{arch}/{variant}/recommended/image_id"
+        name = f"amazon-eks-node-al2023-{arch}-{variant}-{kubernetes_version}-{release}"
+        return f"/aws/service/eks/optimized-ami/{kubernetes_version}/amazon-linux-2023/{arch}/{variant}/{name}/image_id"
     if ami_family == "bottlerocket":
         variant = f"aws-k8s-{kubernetes_version}" + ("-nvidia" if gpu else "")
-        return f"/aws/service/bottlerocket/{variant}/{arch}/latest/image_id"
+        return f"/aws/service/bottlerocket/{variant}/{arch}/{release.removeprefix('v')}/image_id"
     raise ValueError(f"unknown AMI family {ami_family!r} (al2023 or bottlerocket)")

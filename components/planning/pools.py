@@ -9,13 +9,16 @@ Functions here assume a validated `StackConfig`; `components.validation` reuses 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Literal
 
 from components import catalog, tags
 from components.catalog import InstanceType
-from components.config import NetworkConfig, NodePool, StackConfig, Taint
+from components.config import ClusterConfig, NetworkConfig, NodePool, StackConfig, Taint
 from components.planning import max_pods
+from components.planning.drain import hook_timeout_seconds
 from components.planning.efa import NetworkInterface, efa_device_count, efa_interfaces
+from components.planning.reservations import reservation_zone, scale_in_time
 
 #: The extended resource the NVIDIA device plugin advertises (time-slicing keeps the name, `renameByDefault: false`,
 #: so pod specs that ask for it work unchanged on shared GPUs, [NVDP] facts §8); also the key of the GPU taint.
@@ -60,6 +63,12 @@ class PoolPlan:
     min_nodes: int
     max_nodes: int
     initial_nodes: int
+    #: The release of the pool's AMI family it boots (`cluster.amiRelease` / `bottlerocketRelease`); None for
+    #: hybrid pools, which bring their own OS.
+    ami_release: str | None = None
+    #: Capacity-block pools: when a scheduled action sets the group to zero, so every node drains before EC2
+    #: reclaims the block (components.planning.reservations).
+    scale_to_zero_at: datetime | None = None
     #: How the pool's nodes reach the stack's FSx for Lustre file system, `efa` or `tcp`
     #: (components.planning.lustre_clients); None when they do not mount it.
     lustre_client: Literal["efa", "tcp"] | None = None
@@ -135,9 +144,13 @@ def wants_efa(pool: NodePool, instance: InstanceType | None) -> bool:
 
 
 def pool_zones(pool: NodePool, network: NetworkConfig, efa: bool) -> tuple[str, ...]:
-    """EFA does not cross AZs ([EFAD], ParallelCluster efa-v3 in §2): EFA pools default to the first AZ."""
+    """A reservation's pool launches in the reservation's AZ (components.planning.reservations); EFA does not cross
+    AZs ([EFAD], ParallelCluster efa-v3 in §2): EFA pools default to the first AZ."""
     if pool.kind != "aws":
         return ()
+    reserved = reservation_zone(pool)
+    if reserved:
+        return (reserved,)
     if pool.placement.availability_zones:
         return tuple(pool.placement.availability_zones)
     zones = network.zones
@@ -193,7 +206,36 @@ def node_labels(pool: NodePool, gpu_model: str | None, gpus: int, efa: bool) -> 
     return labels
 
 
-def plan_pool(pool: NodePool, network: NetworkConfig) -> PoolPlan:
+def image_release(pool: NodePool, cluster: ClusterConfig) -> str | None:
+    """The release of the pool's AMI family the stack pins (docs/operations.md, "Upgrading node images")."""
+    if pool.kind != "aws":
+        return None
+    return cluster.ami_release if pool.ami_family == "al2023" else cluster.bottlerocket_release
+
+
+def refresh_healthy_percentages(pool: NodePool) -> tuple[int, int | None]:
+    """(minimum, maximum) healthy percentages of the pool's instance refresh. System pools launch before they
+    terminate (100/200: a 2-node pool gains 2 new nodes, then drains the old ones), so CoreDNS and the controllers
+    always have Ready nodes to move to; other pools keep AWS's 90 and leave the maximum to AWS (100)."""
+    refresh = pool.instance_refresh
+    system = pool.role == "system"
+    low = refresh.min_healthy_percentage
+    high = refresh.max_healthy_percentage
+    if low is None:
+        low = 100 if system else 90
+    if high is None and system:
+        high = min(200, low + 100)
+    return low, high
+
+
+def plan_pool(
+    pool: NodePool,
+    network: NetworkConfig,
+    ami_release: str | None = None,
+    drain_timeout_seconds: int | None = None,
+) -> PoolPlan:
+    """The pool's plan. `ami_release` is the pinned release of its image family (`image_release`); a Capacity
+    Block's scale-to-zero moment needs the handler's drain timeout (`addons.nodeTerminationHandler`)."""
     instance = resolve_instance(pool)
     efa = wants_efa(pool, instance)
     interfaces = tuple(efa_interfaces(instance, pool.efa_layout)) if (efa and instance) else ()
@@ -226,11 +268,21 @@ def plan_pool(pool: NodePool, network: NetworkConfig) -> PoolPlan:
         min_nodes=low,
         max_nodes=high,
         initial_nodes=initial,
+        ami_release=ami_release,
+        scale_to_zero_at=_scale_to_zero_at(pool, drain_timeout_seconds),
     )
 
 
+def _scale_to_zero_at(pool: NodePool, drain_timeout_seconds: int | None) -> datetime | None:
+    end = pool.capacity.end_time
+    if pool.kind != "aws" or pool.capacity.type != "capacity-block" or end is None or drain_timeout_seconds is None:
+        return None
+    return scale_in_time(end, hook_timeout_seconds(drain_timeout_seconds))
+
+
 def plan_pools(spec: StackConfig) -> list[PoolPlan]:
-    plans = [plan_pool(pool, spec.network) for pool in spec.node_pools]
+    drain = spec.addons.node_termination_handler.drain_timeout_seconds
+    plans = [plan_pool(pool, spec.network, image_release(pool, spec.cluster), drain) for pool in spec.node_pools]
     # Imported here: which pools mount Lustre is the storage planner's call, and it reads these plans.
     from components.planning.lustre_clients import with_lustre_clients
 

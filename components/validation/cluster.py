@@ -22,7 +22,7 @@ TAG_CHARACTERS = re.compile(r"^[\w .:/=+\-@]*$")
 PROJECT_TAG_PREFIXES = (f"{tags.PREFIX}/", tags.NTH_MANAGED, "kubernetes.io/", "k8s.io/")
 #: The most tags the stack itself puts on one resource: a pool's instances carry the cluster and stack identity, the
 #: pool, role, capacity type, GPU model, taints and EFA device count (components.node_pool.pool_tags), a `Name`, the
-#: node identity tag `kubernetes.io/cluster/<name>` and the termination handler's marker on spot pools.
+#: node identity tag `kubernetes.io/cluster/<name>` and the termination handler's marker (every pool).
 OWN_TAG_COUNT = (
     len(tags.cluster_tags("", "", {}))
     + len(tags.with_tags({}, pool="", role="", capacity_type="", gpu_model="", taints=""))

@@ -15,7 +15,10 @@ from components.validation import (
     lustre_backups,
     lustre_clients,
     network,
+    node_images,
+    offerings,
     pools,
+    reservations,
     storage,
 )
 from components.validation.parse import Rule
@@ -25,7 +28,7 @@ BY_CONCERN: dict[str, tuple[Rule, ...]] = {
     "file": file.RULES,
     "cluster": cluster.RULES,
     "network": network.RULES,
-    "pools": pools.RULES,
+    "pools": (*pools.RULES, *reservations.RULES, *node_images.RULES, *offerings.RULES),
     "hybrid": hybrid.RULES,
     "storage": (*storage.RULES, *lustre_backups.RULES, *lustre_clients.RULES),
     "addons": (*addons.RULES, *dcgm_exporters.RULES),

@@ -1,5 +1,5 @@
-"""Spot interruption handling with the AWS Node Termination Handler in queue mode (pure, no Pulumi): EventBridge
-patterns, the queue and its policy, the lifecycle hook, the handler's IAM policy and Helm values.
+"""Drains with the AWS Node Termination Handler in queue mode (pure, no Pulumi): EventBridge patterns, the queue and
+its policy, the terminate lifecycle hook every `aws` pool gets, the handler's IAM policy and Helm values.
 
 Source: [NTH] aws-node-termination-handler queue processor (docs/sources.md: aws-gpu-facts.md §7b).
 """
@@ -20,8 +20,12 @@ NTH_RELEASE = "aws-node-termination-handler"
 NTH_SERVICE_ACCOUNT = "aws-node-termination-handler"
 
 
-def spot_plans(plans: Iterable[PoolPlan]) -> list[PoolPlan]:
-    return [p for p in plans if p.kind == "aws" and p.capacity_type == "spot"]
+def drained_plans(plans: Iterable[PoolPlan]) -> list[PoolPlan]:
+    """Pools whose nodes the handler drains: every `aws` pool. Any Auto Scaling group terminates instances (a
+    scale-in by the autoscaler or an alarm, a smaller `max`, an instance refresh, AZ rebalancing, a spot
+    interruption, a Capacity Block's end), and each termination passes the group's terminate lifecycle hook, which
+    routes it to the handler. Hybrid pools have no Auto Scaling group: their servers leave when you drain them."""
+    return [p for p in plans if p.kind == "aws"]
 
 
 #: EventBridge rules of the termination handler's queue mode as [NTH] documents them (facts §7b), less the rebalance
@@ -44,10 +48,10 @@ INTERRUPTION_EVENT_PATTERNS: dict[str, dict[str, Any]] = {
 }
 #: [NTH] example queue attributes: events older than the 2-minute spot notice are useless ([NTH] §7b).
 INTERRUPTION_QUEUE_RETENTION_SECONDS = 300
-#: Terminate lifecycle hook: the ASG waits for the handler to drain the node, up to 300 s, then goes on.
+#: Terminate lifecycle hook: the ASG waits for the handler to drain the node, up to the drain timeout plus a margin
+#: (components.planning.drain.hook_timeout_seconds), then goes on.
 LIFECYCLE_TRANSITION = "autoscaling:EC2_INSTANCE_TERMINATING"
 LIFECYCLE_DEFAULT_RESULT = "CONTINUE"
-LIFECYCLE_HEARTBEAT_SECONDS = 300
 #: Principals that put messages on the queue: EventBridge (the rules) and SQS (([NTH] §7b queue policy).
 QUEUE_SENDERS: tuple[str, ...] = ("events.amazonaws.com", "sqs.amazonaws.com")
 NTH_DESCRIBE_ACTIONS: tuple[str, ...] = (
@@ -84,7 +88,8 @@ def asg_arn_pattern(region: str, account_id: str, asg_name: str, partition: str 
 
 def node_termination_handler_policy(queue_arn: str, asg_arns: Sequence[str]) -> dict[str, Any]:
     """The [NTH] action list (facts §7b), each on the narrowest resource it supports: describes on `*`, the
-    queue's two actions on this queue, CompleteLifecycleAction on the spot pools' ASGs only."""
+    queue's two actions on this queue, CompleteLifecycleAction on this cluster's Auto Scaling groups only (the ones
+    `drained_plans` hooks)."""
     statements: list[dict[str, Any]] = [
         {"Sid": "Describe", "Effect": "Allow", "Action": list(NTH_DESCRIBE_ACTIONS), "Resource": "*"},
         {"Sid": "Queue", "Effect": "Allow", "Action": list(NTH_QUEUE_ACTIONS), "Resource": queue_arn},
@@ -100,11 +105,13 @@ def node_termination_handler_values(spec: StackConfig, plans: Sequence[PoolPlan]
     """Helm values of the handler in queue mode (a Deployment on the system pool, [NTH] chart values).
 
     It drains only instances tagged `aws-node-termination-handler/managed` (the chart's `checkTagBeforeDraining`,
-    on by default), which node pools set on spot ASGs (`components.tags.NTH_MANAGED`); the same key is given here
-    so the two can never differ.
+    on by default), which node pools propagate from every ASG (`components.tags.NTH_MANAGED`); the same key is given
+    here so the two can never differ. `nodeTerminationGracePeriod` is the drain's timeout ([NTH] chart values; the
+    drain helper's `Timeout` in pkg/node/node.go), the figure the terminate hooks wait on.
     """
     return {
         "enableSqsTerminationDraining": True,
+        "nodeTerminationGracePeriod": spec.addons.node_termination_handler.drain_timeout_seconds,
         "queueURL": queue_url,
         "awsRegion": spec.region,
         "checkTagBeforeDraining": True,

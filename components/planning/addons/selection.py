@@ -12,7 +12,7 @@ from typing import Literal
 from components.config import StackConfig
 from components.planning.addons.cluster_autoscaler import autoscaled_plans
 from components.planning.addons.gpu_scaling import gpu_scaling_plans
-from components.planning.addons.interruption import spot_plans
+from components.planning.addons.interruption import drained_plans
 from components.planning.addons.placement import gpu_plans
 from components.planning.pools import PoolPlan
 
@@ -59,7 +59,8 @@ def _switch(value: str, auto: bool) -> bool:
 
 def select_addons(spec: StackConfig, plans: Sequence[PoolPlan]) -> AddonSelection:
     """Resolve every switch. `auto`: EFA plugin when a pool wires EFA, cluster-autoscaler when a pool is in
-    cluster-autoscaler mode with room to scale, termination handler when a pool buys spot."""
+    cluster-autoscaler mode with room to scale, termination handler when an `aws` pool exists (every Auto Scaling
+    group drains through it)."""
     addons = spec.addons
     alerts = addons.monitoring.alerts
     topic: AlertsTopic = "existing" if alerts.sns_topic_arn else ("create" if alerts.email else "none")
@@ -67,7 +68,7 @@ def select_addons(spec: StackConfig, plans: Sequence[PoolPlan]) -> AddonSelectio
         nvidia_device_plugin=addons.nvidia_device_plugin.enabled and bool(gpu_plans(plans)),
         efa_device_plugin=_switch(addons.efa_device_plugin.enabled, any(p.efa for p in plans)),
         cluster_autoscaler=_switch(addons.cluster_autoscaler.enabled, bool(autoscaled_plans(plans))),
-        node_termination_handler=_switch(addons.node_termination_handler.enabled, bool(spot_plans(plans))),
+        node_termination_handler=_switch(addons.node_termination_handler.enabled, bool(drained_plans(plans))),
         gpu_scaling_pools=tuple(p.name for p in gpu_scaling_plans(plans)),
         container_insights=addons.monitoring.container_insights,
         dcgm_prometheus=addons.monitoring.dcgm_prometheus,

@@ -1,0 +1,67 @@
+"""Reserved capacity: where a reservation's instances can launch, and when a Capacity Block's nodes must be drained.
+
+A Capacity Block for ML or an On-Demand Capacity Reservation targeted by id reserves capacity in one Availability
+Zone (its `AvailabilityZone`, EC2 DescribeCapacityReservations; EC2 user guide, On-Demand Capacity Reservations,
+https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-capacity-reservations.html): the group's subnets in other
+AZs could never launch into it. A resource group of reservations may span AZs, so it is not pinned.
+
+A Capacity Block also ends. EC2 sends an EventBridge warning forty minutes before the end: running instances "will
+begin to terminate in 10 minutes" (EC2 user guide, Monitor Capacity Blocks using EventBridge,
+https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-monitor.html), so EC2 terminates from 30
+minutes before the end. The node termination handler does nothing with that warning: its queue processor knows three
+`aws.ec2` detail types (state change, spot interruption, rebalance recommendation) and drops any other event
+(aws/aws-node-termination-handler v1.25.6, pkg/monitor/sqsevent/sqs-monitor.go `processEventBridgeEvent`), and the
+warning names the reservation, not instances. So no rule routes it anywhere. Instead, as the EKS user guide advises
+("schedule scaling to scale to zero more than 30 minutes before the Capacity Block reservation end time",
+https://docs.aws.amazon.com/eks/latest/userguide/capacity-blocks.html), a scheduled action sets the pool's group to
+zero early enough that every node's terminate lifecycle hook (and so the handler's drain) completes before EC2 acts.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from components.config import NodePool
+
+#: EC2 starts terminating a Capacity Block's instances this long before the block ends.
+EC2_TERMINATES_BEFORE_END = timedelta(minutes=30)
+#: Time for the scheduled action to fire and the group to start its terminations (scheduled actions run "within
+#: minutes" of their start time, not to the second).
+SCHEDULE_SLACK = timedelta(minutes=15)
+#: Never less than an hour ahead: the 40-minute warning is then still a backstop, not the plan.
+MINIMUM_LEAD = timedelta(hours=1)
+
+
+def pinned_to_one_zone(pool: NodePool) -> bool:
+    """Capacity blocks and reservations targeted by id launch in the reservation's one AZ."""
+    capacity = pool.capacity
+    return capacity.type == "capacity-block" or (capacity.type == "reservation" and bool(capacity.reservation_id))
+
+
+def reservation_zone(pool: NodePool) -> str | None:
+    """The reservation's AZ: `capacity.availabilityZone`, or the pool's one placement AZ when that is left out."""
+    if not pinned_to_one_zone(pool):
+        return None
+    if pool.capacity.availability_zone:
+        return pool.capacity.availability_zone
+    zones = pool.placement.availability_zones or []
+    return zones[0] if len(zones) == 1 else None
+
+
+def scale_in_lead(hook_timeout_seconds: int) -> timedelta:
+    """How long before a block's end its pool goes to zero: EC2's 30 minutes, plus the longest a terminate hook
+    holds a node for its drain, plus the scheduled action's slack; at least an hour."""
+    lead = EC2_TERMINATES_BEFORE_END + timedelta(seconds=hook_timeout_seconds) + SCHEDULE_SLACK
+    return max(lead, MINIMUM_LEAD)
+
+
+def scale_in_time(end_time: datetime, hook_timeout_seconds: int) -> datetime:
+    """When a Capacity Block pool's group is set to zero, in UTC, to the minute."""
+    moment = end_time.astimezone(UTC) - scale_in_lead(hook_timeout_seconds)
+    return moment.replace(second=0, microsecond=0)
+
+
+def schedule_time_text(moment: datetime) -> str:
+    """A scheduled action's start time as EC2 Auto Scaling takes it: `YYYY-MM-DDThh:mm:ssZ`, UTC only
+    (PutScheduledUpdateGroupAction `StartTime`)."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
