@@ -206,13 +206,6 @@ class NetworkConfig(Model):
     availability_zones: list[str] = Field(default_factory=list)
     """AZs of the stack's region for a new VPC, 2 to 6 (the EKS control plane needs two); one private and one public
     subnet each. Leave out with `existingVpc`."""
-    availability_zone_ids: dict[str, Annotated[str, StringConstraints(pattern=r"^[a-z]+\d+-az\d+$")]] = Field(
-        default_factory=dict
-    )
-    """This account's AZ ID of each AZ the network spans, `{us-east-1a: use1-az4, ...}` (`aws ec2
-    describe-availability-zones --query 'AvailabilityZones[].[ZoneName,ZoneId]'`). AZ names map to different zones
-    in different accounts of older regions; with the IDs, validation refuses a pool in an AZ that does not offer its
-    instance type (components/catalog/offerings.yaml). Optional."""
     nat_gateways: Literal["one-per-az", "single"] = "one-per-az"
     """One NAT gateway per AZ (survives an AZ outage) or a single shared one (cheaper, for dev stacks)."""
     private_subnet_cidrs: list[Cidr] | None = None
