@@ -4,31 +4,25 @@
 - `run_with_context` registers a component on a `tests.fakes.fake_context` under fresh mocks (`run_mocked` sets
   fresh mocks per call: a module-level `set_mocks` leaks across files, pulumi-testing-notes §1.5).
 - `addon_stack` and `run_addons` do the same for the `Addons` component, with pools as stack-file dicts.
-- `shipped_stack` and `shipped_plan` build each stack in `stacks/` once per session: the whole program under mocks
-  and the offline plan (`make_plan`, what `blueprint plan` prints) are the slowest things a test can ask for, and
-  every test of a shipped stack only reads them.
+- `shipped_stack` and `shipped_plan` build each stack in `stacks/` once per session, in one run (`plan_stack`): the
+  whole program under mocks and the offline plan (what `blueprint plan` prints) are the slowest things a test can
+  ask for, and every test of a shipped stack only reads them.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from functools import cache, wraps
 from pathlib import Path
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeAlias, TypeVar
 
-import pulumi
-
-from blueprint.plan.plan import make_plan
-from blueprint.plan.runner import ProgramRun, StackFiles, load_stack, run_mocked, run_program
+from blueprint.plan.plan import PlannedStack, make_plan, plan_stack
+from blueprint.plan.runner import ProgramRun, run_mocked
 from components.addons import Addons
 from components.config import StackConfig
 from components.context import ClusterContext
-from components.gpu_cluster import GpuCluster
 from components.planning.pools import PoolPlan, plan_pools
-from components.program import main
 from components.validation import validate
 from tests.fakes import fake_context
 
@@ -179,31 +173,16 @@ def releases(run: ProgramRun) -> dict[str, dict[str, Any]]:
 
 
 # ----------------------------------------------------------------------------------------------- shipped stacks
-@dataclass(frozen=True)
-class ShippedStack:
-    """A stack in `stacks/` through the real program under mocks: registrations and resolved stack outputs."""
-
-    files: StackFiles
-    run: ProgramRun
-    exports: dict[str, Any]
+#: A stack in `stacks/` through the real program under mocks (`blueprint.plan.plan.plan_stack`): its files, every
+#: registration, the resolved stack outputs and the offline plan, all from one run.
+ShippedStack: TypeAlias = PlannedStack
 
 
 @cache
 def shipped_stack(stack: str) -> ShippedStack:
-    """`stacks/Pulumi.<stack>.yaml` through `components.program.main`, as `pulumi up` runs it (once per session)."""
-    files = load_stack(stack)
-    exports: dict[str, Any] = {}
-
-    def program() -> Any:
-        cluster: GpuCluster = main()
-
-        async def resolve() -> None:
-            for key, value in cluster.exports().items():
-                exports[key] = await value.future() if isinstance(value, pulumi.Output) else value
-
-        return asyncio.ensure_future(resolve())
-
-    return ShippedStack(files=files, run=run_program(program, files), exports=exports)
+    """`stacks/Pulumi.<stack>.yaml` through `components.program.main`, as `pulumi up` runs it, and planned as
+    `blueprint plan` plans it: one run per stack and session. Callers only read it."""
+    return plan_stack(stack)
 
 
 class CliResult(NamedTuple):
@@ -214,11 +193,10 @@ class CliResult(NamedTuple):
     stderr: str
 
 
-@cache
 def shipped_plan(stack: str) -> dict[str, Any]:
     """The offline plan of `stacks/Pulumi.<stack>.yaml` (what `blueprint plan --format json` prints), once per
-    session. Callers only read it."""
-    return make_plan(stack)
+    session (the plan of `shipped_stack`'s run). Callers only read it."""
+    return shipped_stack(stack).plan
 
 
 def file_plan(config_file: Path) -> dict[str, Any]:

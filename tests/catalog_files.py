@@ -14,6 +14,8 @@ from typing import Any
 
 import yaml
 
+from components.yaml_loader import parse_yaml
+
 
 def shipped_data(path: Path) -> dict[str, Any]:
     """A fresh copy of a shipped YAML file's data, for one test to change."""
@@ -22,7 +24,7 @@ def shipped_data(path: Path) -> dict[str, Any]:
 
 @cache
 def _parsed(path: Path) -> dict[str, Any]:
-    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    data = parse_yaml(path.read_text(encoding="utf-8"))
     assert isinstance(data, dict)
     return data
 

@@ -1,5 +1,6 @@
 """Fixtures over `tests.builders` (the shipped stacks built once per session, the CLI run in-process), and session
-settings that make the run cheaper: no source positions under mocks, fewer garbage collections, bytecode kept.
+settings that make the run cheaper: fewer garbage collections, bytecode kept. (Runs under mocks skip the SDK's
+source positions on their own: `blueprint.plan.runner.run_mocked`.)
 
 Builders live in `tests.builders`; components run under mocks through its `run_with_context` (fresh mocks per call).
 The builders are imported inside the fixtures, so a test module that needs none of them never imports the program.
@@ -24,17 +25,6 @@ if TYPE_CHECKING:
 # bytecode may be written: under PYTHONDONTWRITEBYTECODE each run redid it, a third of collection. __pycache__/ is
 # ignored by git.
 sys.dont_write_bytecode = False
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    """Runs under mocks skip the SDK's source positions. For every resource the SDK walks and formats the whole
-    Python stack to tell the engine which line created it (a fifth of a mocked run's time); the mocks record no
-    position and no test reads one. Private SDK name: when a release renames it, runs only get slower."""
-    from pulumi.runtime import resource
-    from pulumi.runtime.proto import source_pb2
-
-    if hasattr(resource, "_get_stack_trace"):
-        resource._get_stack_trace = source_pb2.StackTrace
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

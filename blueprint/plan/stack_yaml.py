@@ -22,9 +22,8 @@ from typing import Any
 import yaml
 
 from components.errors import ConfigError, Problem
+from components.yaml_loader import SAFE_LOADER
 
-#: The C parser when PyYAML was built with libyaml (much faster on big files); the pure-Python one otherwise.
-_BASE: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 #: A stack file is a few kilobytes; anything past this is not one.
 MAX_FILE_BYTES = 1 << 20
 #: Stack files nest about six levels deep; far deeper is a mistake or an attack on the parser.
@@ -43,7 +42,7 @@ _LEADING_ZERO = re.compile(r"^[-+]?0[0-9]")
 _NON_FINITE = re.compile(r"^[-+]?\.(inf|Inf|INF)$|^\.(nan|NaN|NAN)$")
 
 
-class StackLoader(_BASE):  # type: ignore[misc, valid-type]
+class StackLoader(SAFE_LOADER):  # type: ignore[misc, valid-type]
     """SafeLoader with the YAML 1.2 core schema: booleans are true/false only, no dates, decimal and hex integers."""
 
     yaml_implicit_resolvers: dict[str, list[tuple[str, re.Pattern[str]]]] = {}

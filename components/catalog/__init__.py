@@ -25,6 +25,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from components.yaml_loader import parse_yaml
+
 __all__ = [
     "COMMON_FIELD_GROUPS",
     "GPUS_PATH",
@@ -222,7 +224,7 @@ class HardwareCatalog:
 
 def _read_yaml(path: Path) -> dict[str, Any]:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = parse_yaml(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
         raise CatalogError(f"{path}: not valid YAML: {exc}") from exc
     if not isinstance(data, dict):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
-import yaml
+from components.yaml_loader import parse_yaml
 
 REGIONS_PATH = Path(__file__).parent / "regions.yaml"
 
@@ -13,7 +13,7 @@ REGIONS_PATH = Path(__file__).parent / "regions.yaml"
 @cache
 def partitions() -> dict[str, tuple[str, ...]]:
     """Partition (`aws`, `aws-cn`, ...) -> its regions."""
-    data = yaml.safe_load(REGIONS_PATH.read_text())
+    data = parse_yaml(REGIONS_PATH.read_text())
     return {partition: tuple(names) for partition, names in data["regions"].items()}
 
 
@@ -23,4 +23,4 @@ def regions() -> tuple[str, ...]:
 
 
 def source() -> str:
-    return str(yaml.safe_load(REGIONS_PATH.read_text())["source"])
+    return str(parse_yaml(REGIONS_PATH.read_text())["source"])

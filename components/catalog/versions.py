@@ -23,6 +23,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from components.yaml_loader import parse_yaml
+
 __all__ = [
     "AddonPin",
     "ChartPin",
@@ -214,7 +216,7 @@ def load_versions(path: Path | None = None) -> PinnedVersions:
     """Load and check versions.yaml (or another file, for tests). Raises :class:`VersionsError`."""
     vpath = path or VERSIONS_PATH
     try:
-        data = yaml.safe_load(vpath.read_text(encoding="utf-8"))
+        data = parse_yaml(vpath.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
         raise VersionsError(f"{vpath}: not valid YAML: {exc}") from exc
     if not isinstance(data, dict):
