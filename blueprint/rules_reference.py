@@ -38,9 +38,9 @@ A stack file that breaks any rule below is refused before anything is planned or
 `blueprint check` print every problem at once on stderr and exit 2, and `pulumi up` stops with the same lines and no
 traceback. Each problem reads `path.to.key: what is wrong, what would be valid`.
 
-Besides these rules, every key is checked against the config reference (README): unknown or misspelt keys are
-refused with the closest valid spelling, types are strict (`true` is not a number, `2.5` not a count, `"3"` not a
-number, no NaN or infinity), and values are held to their ranges and patterns.
+Besides these rules, every key is checked against the config reference (docs/configuration.md): unknown or
+misspelt keys are refused with the closest valid spelling, types are strict (`true` is not a number, `2.5` not a
+count, `"3"` not a number, no NaN or infinity), and values are held to their ranges and patterns.
 """
 
 

@@ -283,7 +283,7 @@ def describe(item: Mapping[str, Any]) -> str:
     """Pydantic's message, made to say what would be valid, echoing at most a short piece of the input."""
     kind, message, value = item["type"], item["msg"], item.get("input")
     if kind == "extra_forbidden":
-        return "unknown key (check its spelling and the config reference in the README)"
+        return "unknown key (check its spelling and the config reference in docs/configuration.md)"
     if kind == "missing":
         return "required key is missing"
     if kind == "literal_error":
