@@ -183,7 +183,7 @@ class GpuCluster(pulumi.ComponentResource):
         self.addons = Addons(
             f"{self.base_name}-addons",
             self.context,
-            self.spec,
+            self.spec.addons,
             self.pool_plans,
             asg_names={pool: np.asg.name for pool, np in self.node_pools.items()},
             opts=self._child(),

@@ -156,7 +156,9 @@ def _addons_with_every_asg(spec: StackConfig) -> ProgramRun:
 
 def _register_addons(spec: StackConfig, asg_names: dict[str, str]) -> ProgramRun:
     pool_plans = plan_pools(spec)
-    return run_with_context(spec, lambda ctx: Addons(f"{spec.cluster.name}-addons", ctx, spec, pool_plans, asg_names))
+    return run_with_context(
+        spec, lambda ctx: Addons(f"{spec.cluster.name}-addons", ctx, spec.addons, pool_plans, asg_names)
+    )
 
 
 def policy_document(run: ProgramRun, role_name: str) -> dict[str, Any]:

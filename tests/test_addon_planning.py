@@ -26,7 +26,7 @@ from tests.builders import HYBRID_POOL, INFERENCE_POOL, SYSTEM_POOL, TRAINING_PO
 
 def select(*pools, **addons):
     spec = addon_stack(*pools, addons=addons)
-    return select_addons(spec, plan_pools(spec))
+    return select_addons(spec.addons, plan_pools(spec))
 
 
 # ---------------------------------------------------------------------------------------------- selection
@@ -111,7 +111,7 @@ def test_device_plugin_config_map_has_a_default_and_one_entry_per_time_sliced_po
     sliced = pool(INFERENCE_POOL, devicePlugin={"timeSlicingReplicas": 4})
     spec = addon_stack(SYSTEM_POOL, TRAINING_POOL, sliced, addons={"nvidiaDevicePlugin": {"migStrategy": "single"}})
     plans = plan_pools(spec)
-    values = nvidia_device_plugin_values(spec, plans)
+    values = nvidia_device_plugin_values(spec.addons.nvidia_device_plugin, plans)
     config = values["config"]
     assert config["default"] == "default"
     assert sorted(config["map"]) == ["default", "l40s"]
@@ -130,7 +130,7 @@ def test_device_plugin_config_map_has_a_default_and_one_entry_per_time_sliced_po
 
 def test_device_plugin_schedules_on_the_gpu_present_label_without_nfd():
     spec = addon_stack(SYSTEM_POOL, TRAINING_POOL, HYBRID_POOL)
-    values = nvidia_device_plugin_values(spec, plan_pools(spec))
+    values = nvidia_device_plugin_values(spec.addons.nvidia_device_plugin, plan_pools(spec))
     terms = values["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert terms == [{"matchExpressions": [{"key": "nvidia.com/gpu.present", "operator": "In", "values": ["true"]}]}]
     assert values["gfd"] == {"enabled": False} and values["nfd"] == {"enabled": False}
@@ -142,7 +142,7 @@ def test_device_plugin_schedules_on_the_gpu_present_label_without_nfd():
 def test_device_plugin_stays_off_bottlerocket_nodes_which_bundle_their_own():
     bottlerocket = pool(INFERENCE_POOL, amiFamily="bottlerocket")
     spec = addon_stack(SYSTEM_POOL, TRAINING_POOL, bottlerocket)
-    values = nvidia_device_plugin_values(spec, plan_pools(spec))
+    values = nvidia_device_plugin_values(spec.addons.nvidia_device_plugin, plan_pools(spec))
     (term,) = values["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert term["matchExpressions"] == [
         {"key": "nvidia.com/gpu.present", "operator": "In", "values": ["true"]},
@@ -158,7 +158,9 @@ def test_autoscaler_values_follow_config():
         addons={"clusterAutoscaler": {"expander": "most-pods", "scaleDownUnneededTime": "20m"}},
         name="train",
     )
-    values = cluster_autoscaler_values(spec, plan_pools(spec), "v1.35.2")
+    values = cluster_autoscaler_values(
+        spec.addons.cluster_autoscaler, spec.cluster.name, spec.region, plan_pools(spec), "v1.35.2"
+    )
     assert values["autoDiscovery"] == {
         "clusterName": "train",
         "tags": ["k8s.io/cluster-autoscaler/enabled", "k8s.io/cluster-autoscaler/train"],
@@ -243,9 +245,9 @@ def test_gpu_metrics_agent_runs_only_on_gpu_utilization_pools_with_the_asg_dimen
 
 def test_cloudwatch_addon_adds_the_gpu_agent_only_when_a_pool_needs_it():
     without = addon_stack(SYSTEM_POOL, TRAINING_POOL)
-    assert "agents" not in cloudwatch_addon_configuration(without, plan_pools(without))
+    assert "agents" not in cloudwatch_addon_configuration(plan_pools(without))
     with_scaling = addon_stack(SYSTEM_POOL, INFERENCE_POOL)
-    agents = cloudwatch_addon_configuration(with_scaling, plan_pools(with_scaling))["agents"]
+    agents = cloudwatch_addon_configuration(plan_pools(with_scaling))["agents"]
     # a custom list replaces the chart's default one, so the Container Insights agent must stay first
     assert [a["name"] for a in agents] == ["cloudwatch-agent", "gpu-utilization-agent"]
 

@@ -54,7 +54,7 @@ ALARMS_NOTIFY_NOBODY = (
 def alerts_summary(spec: StackConfig, plans: list[PoolPlan]) -> dict[str, Any]:
     """Where alerts go: an existing SNS topic, a topic the stack creates for an email address, or nowhere."""
     alerts = spec.addons.monitoring.alerts
-    selection = select_addons(spec, plans)
+    selection = select_addons(spec.addons, plans)
     return {
         "alarms": selection.container_insights or selection.dcgm_prometheus,
         "destination": {"existing": alerts.sns_topic_arn, "create": alerts.email, "none": None}[selection.alerts_topic],

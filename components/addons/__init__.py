@@ -5,7 +5,11 @@ handler), GPU-utilization scaling, monitoring and alerts.
 switches from the pool plans); each is its own component in this package, and every value it installs with is
 computed in `components.planning.addons`. Nothing is built for an add-on that is off.
 
-    Addons(f"{name}-addons", ctx, spec, pool_plans, asg_names={pool: asg.name, ...}, opts=ResourceOptions(parent=self))
+    Addons(f"{name}-addons", ctx, spec.addons, pool_plans, asg_names={pool: asg.name, ...},
+           opts=ResourceOptions(parent=self))
+
+Each add-on receives its own section of the `addons` config; the cluster's names, region and versions come from the
+`ClusterContext`.
 
 `asg_names` maps `aws` pool names to their Auto Scaling group names (hybrid pools have none); the interruption
 handler hooks every group (each can scale in) and GPU-utilization scaling resizes its pools' groups.
@@ -23,7 +27,7 @@ from components.addons.device_plugins import EfaDevicePlugin, NvidiaDevicePlugin
 from components.addons.gpu_scaling import GpuUtilizationScaling, gpu_utilization_scaling
 from components.addons.interruption import InterruptionHandler
 from components.addons.monitoring import Monitoring
-from components.config import StackConfig
+from components.config import AddonsConfig
 from components.context import ClusterContext
 from components.planning.addons.selection import AddonSelection, select_addons
 from components.planning.pools import PoolPlan
@@ -46,18 +50,18 @@ class Addons(pulumi.ComponentResource):
         self,
         name: str,
         ctx: ClusterContext,
-        spec: StackConfig,
+        settings: AddonsConfig,
         pool_plans: Sequence[PoolPlan],
         asg_names: Mapping[str, pulumi.Input[str]],
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpu-clusters:index:Addons", name, None, opts)
-        self.selection: AddonSelection = select_addons(spec, pool_plans)
+        self.selection: AddonSelection = select_addons(settings, pool_plans)
         selection = self.selection
         child = pulumi.ResourceOptions(parent=self)
 
         self.nvidia_device_plugin = (
-            NvidiaDevicePlugin(f"{name}-nvidia-device-plugin", ctx, spec, pool_plans, child)
+            NvidiaDevicePlugin(f"{name}-nvidia-device-plugin", ctx, settings.nvidia_device_plugin, pool_plans, child)
             if selection.nvidia_device_plugin
             else None
         )
@@ -67,18 +71,22 @@ class Addons(pulumi.ComponentResource):
             else None
         )
         self.cluster_autoscaler = (
-            ClusterAutoscaler(f"{name}-cluster-autoscaler", ctx, spec, pool_plans, child)
+            ClusterAutoscaler(f"{name}-cluster-autoscaler", ctx, settings.cluster_autoscaler, pool_plans, child)
             if selection.cluster_autoscaler
             else None
         )
         self.interruption_handler = (
-            InterruptionHandler(f"{name}-node-termination-handler", ctx, spec, pool_plans, asg_names, child)
+            InterruptionHandler(
+                f"{name}-node-termination-handler", ctx, settings.node_termination_handler, pool_plans, asg_names, child
+            )
             if selection.node_termination_handler
             else None
         )
         self.gpu_scaling = gpu_utilization_scaling(f"{name}-gpu-scaling", ctx, pool_plans, asg_names, self)
         self.monitoring = (
-            Monitoring(f"{name}-monitoring", ctx, spec, pool_plans, selection, child) if selection.monitoring else None
+            Monitoring(f"{name}-monitoring", ctx, settings.monitoring.alerts, pool_plans, selection, child)
+            if selection.monitoring
+            else None
         )
         self.register_outputs({"enabled": selection.enabled})
 

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components import config
 from components.addons.helm import helm_release, service_account_role
 from components.catalog import versions
-from components.config import StackConfig
 from components.context import ClusterContext
 from components.planning.addons.cluster_autoscaler import (
     CLUSTER_AUTOSCALER_RELEASE,
@@ -33,7 +33,7 @@ class ClusterAutoscaler(pulumi.ComponentResource):
         self,
         name: str,
         ctx: ClusterContext,
-        spec: StackConfig,
+        settings: config.ClusterAutoscaler,
         plans: Sequence[PoolPlan],
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
@@ -49,7 +49,7 @@ class ClusterAutoscaler(pulumi.ComponentResource):
             (),
             self,
         )
-        self.values = cluster_autoscaler_values(spec, plans, pin.image_tag)
+        self.values = cluster_autoscaler_values(settings, ctx.cluster_name_plain, ctx.region, plans, pin.image_tag)
         self.release: k8s.helm.v3.Release = helm_release(
             name,
             CLUSTER_AUTOSCALER_RELEASE,

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components import config
 from components.addons.helm import helm_release
 from components.catalog import versions
-from components.config import StackConfig
 from components.context import ClusterContext
 from components.planning.addons.device_plugins import (
     EFA_DEVICE_PLUGIN_RELEASE,
@@ -33,12 +33,12 @@ class NvidiaDevicePlugin(pulumi.ComponentResource):
         self,
         name: str,
         ctx: ClusterContext,
-        spec: StackConfig,
+        settings: config.NvidiaDevicePlugin,
         plans: Sequence[PoolPlan],
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpu-clusters:index:NvidiaDevicePlugin", name, None, opts)
-        self.values = nvidia_device_plugin_values(spec, plans)
+        self.values = nvidia_device_plugin_values(settings, plans)
         self.release: k8s.helm.v3.Release = helm_release(
             name,
             NVIDIA_DEVICE_PLUGIN_RELEASE,

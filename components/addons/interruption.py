@@ -27,7 +27,7 @@ import pulumi_kubernetes as k8s
 
 from components.addons.helm import helm_release, service_account_role
 from components.catalog import versions
-from components.config import StackConfig
+from components.config import NodeTerminationHandler
 from components.context import ClusterContext
 from components.planning.addons.documents import as_json
 from components.planning.addons.interruption import (
@@ -53,7 +53,7 @@ class InterruptionHandler(pulumi.ComponentResource):
         self,
         name: str,
         ctx: ClusterContext,
-        spec: StackConfig,
+        settings: NodeTerminationHandler,
         plans: Sequence[PoolPlan],
         asg_names: Mapping[str, pulumi.Input[str]],
         opts: pulumi.ResourceOptions | None = None,
@@ -65,7 +65,7 @@ class InterruptionHandler(pulumi.ComponentResource):
         missing = [p.name for p in drained if p.name not in asg_names]
         if missing:
             raise ValueError(f"pool(s) {', '.join(missing)} have no Auto Scaling group to hook")
-        heartbeat = hook_timeout_seconds(spec.addons.node_termination_handler.drain_timeout_seconds)
+        heartbeat = hook_timeout_seconds(settings.drain_timeout_seconds)
 
         self.queue = aws.sqs.Queue(
             f"{cluster}-interruptions",
@@ -125,7 +125,7 @@ class InterruptionHandler(pulumi.ComponentResource):
             NTH_RELEASE,
             versions.chart("aws-node-termination-handler"),
             KUBE_SYSTEM,
-            self.queue.url.apply(lambda url: node_termination_handler_values(spec, plans, url)),
+            self.queue.url.apply(lambda url: node_termination_handler_values(settings, ctx.region, plans, url)),
             ctx,
             parent=self,
             depends_on=[*self.identity, self.queue_policy, *self.targets.values()],

@@ -24,7 +24,7 @@ import pulumi_kubernetes as k8s
 from components.addons.alarms import metric_alarm
 from components.addons.helm import helm_release, service_account_role
 from components.catalog import versions
-from components.config import StackConfig
+from components.config import Alerts
 from components.context import ClusterContext, stateful_options
 from components.managed_addons import RESOLVE_CONFLICTS, pinned_version
 from components.planning.addons.documents import as_json
@@ -54,14 +54,14 @@ class Monitoring(pulumi.ComponentResource):
         self,
         name: str,
         ctx: ClusterContext,
-        spec: StackConfig,
+        alerts: Alerts,
         plans: Sequence[PoolPlan],
         selection: AddonSelection,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpu-clusters:index:Monitoring", name, None, opts)
         self._ctx = ctx
-        self._spec = spec
+        self._alerts = alerts
         self.topic_arn: pulumi.Output[str] | None = None
         self.topic_key: aws.kms.Key | None = None
         self.addon: aws.eks.Addon | None = None
@@ -79,7 +79,7 @@ class Monitoring(pulumi.ComponentResource):
     # ------------------------------------------------------------------------------------------------ SNS topic
     def _alerts_topic(self, mode: AlertsTopic) -> None:
         ctx = self._ctx
-        alerts = self._spec.addons.monitoring.alerts
+        alerts = self._alerts
         child = pulumi.ResourceOptions(parent=self)
         cluster = ctx.cluster_name_plain
         if mode == "existing" and alerts.sns_topic_arn:
@@ -112,7 +112,6 @@ class Monitoring(pulumi.ComponentResource):
     # ---------------------------------------------------------------------------------------- Container Insights
     def _container_insights(self, plans: Sequence[PoolPlan]) -> None:
         ctx = self._ctx
-        spec = self._spec
         cluster = ctx.cluster_name_plain
         identity = service_account_role(
             ctx,
@@ -136,13 +135,13 @@ class Monitoring(pulumi.ComponentResource):
             cluster_name=ctx.cluster_name,
             addon_name=CLOUDWATCH_ADDON,
             addon_version=version,
-            configuration_values=as_json(cloudwatch_addon_configuration(spec, plans)),
+            configuration_values=as_json(cloudwatch_addon_configuration(plans)),
             resolve_conflicts_on_create=RESOLVE_CONFLICTS,
             resolve_conflicts_on_update=RESOLVE_CONFLICTS,
             tags=dict(ctx.tags),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[*ctx.kubernetes_ready, *identity]),
         )
-        for alarm in container_insights_alarms(spec.addons.monitoring.alerts):
+        for alarm in container_insights_alarms(self._alerts):
             self.alarms[alarm.suffix] = metric_alarm(
                 f"{cluster}-{alarm.suffix}",
                 alarm,
@@ -156,7 +155,7 @@ class Monitoring(pulumi.ComponentResource):
     # --------------------------------------------------------------------------------- DCGM + Prometheus stack
     def _dcgm_prometheus(self, plans: Sequence[PoolPlan]) -> None:
         ctx = self._ctx
-        spec = self._spec
+        alerts = self._alerts
         depends: list[pulumi.Resource] = []
         if self.topic_arn is not None:
             key_arn = self.topic_key.arn if self.topic_key is not None else None
@@ -173,9 +172,11 @@ class Monitoring(pulumi.ComponentResource):
                 self,
             )
         values = (
-            pulumi.Output.from_input(self.topic_arn).apply(lambda arn: kube_prometheus_stack_values(spec, plans, arn))
+            pulumi.Output.from_input(self.topic_arn).apply(
+                lambda arn: kube_prometheus_stack_values(alerts, ctx.region, plans, arn)
+            )
             if self.topic_arn is not None
-            else kube_prometheus_stack_values(spec, plans, None)
+            else kube_prometheus_stack_values(alerts, ctx.region, plans, None)
         )
         self.prometheus = helm_release(
             f"{ctx.cluster_name_plain}-{KUBE_PROMETHEUS_STACK_RELEASE}",

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from components.config import StackConfig
+from components.config import ClusterAutoscaler
 from components.planning.addons.placement import SYSTEM_NODE_SELECTOR, system_plans, tolerations_for
 from components.planning.autoscaler_tags import AUTOSCALED_MODE, ENABLED_TAG, OWNER_TAG_PREFIX, discovery_tags
 from components.planning.pools import PoolPlan
@@ -69,7 +69,9 @@ def cluster_autoscaler_policy(cluster_name: str) -> dict[str, Any]:
     }
 
 
-def cluster_autoscaler_values(spec: StackConfig, plans: Sequence[PoolPlan], image_tag: str | None) -> dict[str, Any]:
+def cluster_autoscaler_values(
+    settings: ClusterAutoscaler, cluster_name: str, region: str, plans: Sequence[PoolPlan], image_tag: str | None
+) -> dict[str, Any]:
     """Helm values of cluster-autoscaler ([CA] chart values.yaml, facts §6).
 
     - auto-discovery by exactly the two tags node pools put on autoscaled ASGs (`autoscaler_tags.discovery_tags`);
@@ -78,17 +80,15 @@ def cluster_autoscaler_values(spec: StackConfig, plans: Sequence[PoolPlan], imag
       and the default (true) would then never scale a GPU node down;
     - the image tag of the cluster's Kubernetes minor (catalog), since the chart's appVersion trails releases.
     """
-    ca = spec.addons.cluster_autoscaler
-    cluster = spec.cluster.name
     values: dict[str, Any] = {
         "cloudProvider": "aws",
-        "awsRegion": spec.region,
-        "autoDiscovery": {"clusterName": cluster, "tags": [ENABLED_TAG, f"{OWNER_TAG_PREFIX}{cluster}"]},
+        "awsRegion": region,
+        "autoDiscovery": {"clusterName": cluster_name, "tags": [ENABLED_TAG, f"{OWNER_TAG_PREFIX}{cluster_name}"]},
         "extraArgs": {
-            "expander": ca.expander,
-            "scale-down-unneeded-time": ca.scale_down_unneeded_time,
-            "scale-down-utilization-threshold": ca.scale_down_utilization_threshold,
-            "scale-down-delay-after-add": ca.scale_down_delay_after_add,
+            "expander": settings.expander,
+            "scale-down-unneeded-time": settings.scale_down_unneeded_time,
+            "scale-down-utilization-threshold": settings.scale_down_utilization_threshold,
+            "scale-down-delay-after-add": settings.scale_down_delay_after_add,
             "balance-similar-node-groups": True,
             "skip-nodes-with-local-storage": False,
         },

@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from components import tags
-from components.config import StackConfig
+from components.config import NvidiaDevicePlugin
 from components.planning.addons.placement import NODE_CRITICAL, gpu_plans, node_affinity, tolerations_for
 from components.planning.pools import (
     DEVICE_PLUGIN_CONFIG_LABEL,
@@ -59,7 +59,7 @@ def device_plugin_config_map(mig_strategy: str, plans: Iterable[PoolPlan]) -> di
     return {name: yaml.safe_dump(config, sort_keys=False) for name, config in entries.items()}
 
 
-def nvidia_device_plugin_values(spec: StackConfig, plans: Sequence[PoolPlan]) -> dict[str, Any]:
+def nvidia_device_plugin_values(settings: NvidiaDevicePlugin, plans: Sequence[PoolPlan]) -> dict[str, Any]:
     """Helm values of the NVIDIA device plugin.
 
     Scheduling: the chart's default affinity needs node-feature-discovery labels or `nvidia.com/gpu.present=true`
@@ -73,7 +73,7 @@ def nvidia_device_plugin_values(spec: StackConfig, plans: Sequence[PoolPlan]) ->
     Bottlerocket NVIDIA nodes run the device plugin bundled in the OS (`settings.kubelet-device-plugins.nvidia`,
     aws-gpu-facts.md §5a); a second plugin there would fight it for `nvidia.com/gpu`, so those pools are excluded.
     """
-    mig = spec.addons.nvidia_device_plugin.mig_strategy
+    mig = settings.mig_strategy
     gpu = gpu_plans(plans)
     affinity = node_affinity(GPU_PRESENT_LABEL, ["true"])
     bundled = sorted(p.name for p in gpu if p.kind == "aws" and p.pool.ami_family == "bottlerocket")

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from components import tags
-from components.config import StackConfig
+from components.config import NodeTerminationHandler
 from components.planning.addons.placement import SYSTEM_NODE_SELECTOR, system_plans, tolerations_for
 from components.planning.pools import PoolPlan
 
@@ -101,7 +101,9 @@ def node_termination_handler_policy(queue_arn: str, asg_arns: Sequence[str]) -> 
     return {"Version": "2012-10-17", "Statement": statements}
 
 
-def node_termination_handler_values(spec: StackConfig, plans: Sequence[PoolPlan], queue_url: str) -> dict[str, Any]:
+def node_termination_handler_values(
+    settings: NodeTerminationHandler, region: str, plans: Sequence[PoolPlan], queue_url: str
+) -> dict[str, Any]:
     """Helm values of the handler in queue mode (a Deployment on the system pool, [NTH] chart values).
 
     It drains only instances tagged `aws-node-termination-handler/managed` (the chart's `checkTagBeforeDraining`,
@@ -111,9 +113,9 @@ def node_termination_handler_values(spec: StackConfig, plans: Sequence[PoolPlan]
     """
     return {
         "enableSqsTerminationDraining": True,
-        "nodeTerminationGracePeriod": spec.addons.node_termination_handler.drain_timeout_seconds,
+        "nodeTerminationGracePeriod": settings.drain_timeout_seconds,
         "queueURL": queue_url,
-        "awsRegion": spec.region,
+        "awsRegion": region,
         "checkTagBeforeDraining": True,
         "managedTag": tags.NTH_MANAGED,
         "serviceAccount": {"create": True, "name": NTH_SERVICE_ACCOUNT},

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from components.config import Alerts, StackConfig
+from components.config import Alerts
 from components.planning.addons.alarms import METRIC_PERIOD_SECONDS, MetricAlarmPlan
 from components.planning.addons.gpu_scaling import gpu_metrics_agent, gpu_scaling_plans
 from components.planning.addons.placement import SYSTEM_NODE_SELECTOR, gpu_plans, system_plans, tolerations_for
@@ -43,7 +43,7 @@ CLUSTER_NAME = "${cluster}"
 TEMPERATURE_MINUTES = 5
 
 
-def cloudwatch_addon_configuration(spec: StackConfig, plans: Sequence[PoolPlan]) -> dict[str, Any]:
+def cloudwatch_addon_configuration(plans: Sequence[PoolPlan]) -> dict[str, Any]:
     """`configuration_values` of the amazon-cloudwatch-observability add-on.
 
     - `tolerations` (the chart's root value, used by the agent, Fluent Bit and the DCGM exporter it runs for GPU
@@ -255,7 +255,9 @@ def alertmanager_config(region: str, topic_arn: str | None) -> dict[str, Any] | 
 EKS_HIDDEN_COMPONENTS: tuple[str, ...] = ("kubeScheduler", "kubeControllerManager", "kubeEtcd")
 
 
-def kube_prometheus_stack_values(spec: StackConfig, plans: Sequence[PoolPlan], topic_arn: str | None) -> dict[str, Any]:
+def kube_prometheus_stack_values(
+    alerts: Alerts, region: str, plans: Sequence[PoolPlan], topic_arn: str | None
+) -> dict[str, Any]:
     """Helm values of kube-prometheus-stack: controllers on the system pool, node-exporter on every node, our
     GPU rules, Alertmanager to SNS when a topic exists. Prometheus selects every ServiceMonitor/PrometheusRule
     (not only the release's), so the DCGM exporter's ServiceMonitor is scraped. Grafana stays off: the chart's
@@ -271,7 +273,7 @@ def kube_prometheus_stack_values(spec: StackConfig, plans: Sequence[PoolPlan], t
         "serviceAccount": {"create": True, "name": ALERTMANAGER_SERVICE_ACCOUNT},
         "alertmanagerSpec": dict(system),
     }
-    routing = alertmanager_config(spec.region, topic_arn)
+    routing = alertmanager_config(region, topic_arn)
     if routing is not None:
         alertmanager["config"] = routing
     return {
@@ -288,5 +290,5 @@ def kube_prometheus_stack_values(spec: StackConfig, plans: Sequence[PoolPlan], t
             }
         },
         "alertmanager": alertmanager,
-        "additionalPrometheusRulesMap": prometheus_rules(spec.addons.monitoring.alerts),
+        "additionalPrometheusRulesMap": prometheus_rules(alerts),
     }

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from components.config import StackConfig
+from components.config import AddonsConfig
 from components.planning.addons.cluster_autoscaler import autoscaled_plans
 from components.planning.addons.gpu_scaling import gpu_scaling_plans
 from components.planning.addons.interruption import drained_plans
@@ -57,11 +57,10 @@ def _switch(value: str, auto: bool) -> bool:
     return auto if value == "auto" else value == "on"
 
 
-def select_addons(spec: StackConfig, plans: Sequence[PoolPlan]) -> AddonSelection:
+def select_addons(addons: AddonsConfig, plans: Sequence[PoolPlan]) -> AddonSelection:
     """Resolve every switch. `auto`: EFA plugin when a pool wires EFA, cluster-autoscaler when a pool is in
     cluster-autoscaler mode with room to scale, termination handler when an `aws` pool exists (every Auto Scaling
     group drains through it)."""
-    addons = spec.addons
     alerts = addons.monitoring.alerts
     topic: AlertsTopic = "existing" if alerts.sns_topic_arn else ("create" if alerts.email else "none")
     return AddonSelection(
