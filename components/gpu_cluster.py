@@ -71,7 +71,7 @@ class GpuCluster(pulumi.ComponentResource):
             f"{name}-eks",
             spec.cluster,
             self.network,
-            remote_network_config(spec),
+            remote_network_config(spec.hybrid_pools),
             self.stateful["kms-key"],
             self.tags,
             self.account_id,

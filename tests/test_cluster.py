@@ -43,7 +43,7 @@ def build(config: StackConfig) -> tuple[ProgramRun, dict[str, Any]]:
             "demo-eks",
             config.cluster,
             net,
-            remote_network_config(config),
+            remote_network_config(config.hybrid_pools),
             stateful_protection(config.cluster.protect_stateful)["kms-key"],
             tags,
             account,

@@ -47,7 +47,7 @@ def test_remote_network_config_is_one_node_and_one_pod_network_object() -> None:
             network={"remoteNodeCidrs": ["192.168.10.0/24"], "remotePodCidrs": ["192.168.64.0/20"]},
         ),
     )
-    assert hybrid.remote_network_config(spec) == {
+    assert hybrid.remote_network_config(spec.hybrid_pools) == {
         "remoteNodeNetworks": {"cidrs": ["10.80.0.0/16", "192.168.10.0/24"]},
         "remotePodNetworks": {"cidrs": ["10.85.0.0/16", "192.168.64.0/20"]},
     }
@@ -55,11 +55,11 @@ def test_remote_network_config_is_one_node_and_one_pod_network_object() -> None:
 
 def test_remote_network_config_leaves_out_pods_when_none_are_routed() -> None:
     spec = stack(pool(network={"remoteNodeCidrs": ["10.80.0.0/16"], "webhooksOnHybridNodes": False}))
-    assert hybrid.remote_network_config(spec) == {"remoteNodeNetworks": {"cidrs": ["10.80.0.0/16"]}}
+    assert hybrid.remote_network_config(spec.hybrid_pools) == {"remoteNodeNetworks": {"cidrs": ["10.80.0.0/16"]}}
 
 
 def test_no_hybrid_pool_means_no_remote_network_config() -> None:
-    assert hybrid.remote_network_config(stack()) is None
+    assert hybrid.remote_network_config(stack().hybrid_pools) is None
 
 
 def test_cilium_node_blocks_count_slash_25s() -> None:
@@ -181,7 +181,7 @@ def test_cilium_ipam_uses_every_remote_pod_cidr() -> None:
         "mode": "cluster-pool",
         "operator": {"clusterPoolIPv4PodCIDRList": ["10.85.0.0/16", "192.168.64.0/20"], "clusterPoolIPv4MaskSize": 25},
     }
-    assert values["ipam"]["operator"]["clusterPoolIPv4PodCIDRList"] == hybrid.remote_pod_cidrs(spec)
+    assert values["ipam"]["operator"]["clusterPoolIPv4PodCIDRList"] == hybrid.remote_pod_cidrs(spec.hybrid_pools)
 
 
 def test_cilium_values_aws_lists_for_hybrid_nodes() -> None:

@@ -397,7 +397,10 @@ def test_training_stack_plans_a_protected_persistent_file_system_with_s3_and_a_c
     shipped_pools = training_stack.files.config["gpu-clusters:nodePools"]
     pool = next(p for p in shipped_pools if p["role"] == "training")
     spec = training_spec({}, pools=shipped_pools)
-    assert storage_summary(spec, plan_pools(spec))[0]["availabilityZone"] == pool["placement"]["availabilityZones"][0]
+    assert (
+        storage_summary(spec.storage, spec.network.zones, plan_pools(spec))[0]["availabilityZone"]
+        == pool["placement"]["availabilityZones"][0]
+    )
     assert {r.inputs["fileSystemPath"] for r in run.of_type(DRA)} == {"/datasets", "/checkpoints"}
     claim = run.one(PVC).inputs
     assert (claim["metadata"]["namespace"], claim["metadata"]["name"]) == ("training", "lustre-scratch")

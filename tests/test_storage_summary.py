@@ -41,7 +41,7 @@ def spec(pools: list[dict[str, Any]], storage: dict[str, Any], zones: list[str] 
 
 
 def summary(s: StackConfig) -> dict[str, dict[str, Any]]:
-    return {entry["kind"]: entry for entry in storage_summary(s, plan_pools(s))}
+    return {entry["kind"]: entry for entry in storage_summary(s.storage, s.network.zones, plan_pools(s))}
 
 
 def test_lustre_4800_gib_at_250_shared_by_four_p5_nodes() -> None:
@@ -187,4 +187,4 @@ def test_namespaces_and_tolerations() -> None:
 
 
 def test_no_storage_no_summary() -> None:
-    assert storage_summary(spec([SYSTEM], {}), []) == []
+    assert storage_summary(spec([SYSTEM], {}).storage, TWO_ZONES, []) == []

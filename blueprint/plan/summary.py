@@ -74,7 +74,7 @@ def summarize(spec: StackConfig, plans: list[PoolPlan]) -> dict[str, Any]:
         "region": spec.region,
         "kubernetesVersion": spec.cluster.kubernetes_version,
         "nodePools": [pool_summary(p) for p in plans],
-        "storage": storage_summary(spec, plans),
+        "storage": storage_summary(spec.storage, spec.network.zones, plans),
         "gpus": {
             "min": sum(p.gpus_per_node * p.min_nodes for p in plans),
             "max": sum(p.gpus_per_node * p.max_nodes for p in plans),

@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 import yaml
 
-from components.config import NodePool, StackConfig
+from components.config import NodePool
 from components.planning import compute_types
 from components.planning.nodeadm import NODEADM_API_VERSION, kubelet_flags
 from components.planning.pools import PoolPlan
@@ -85,17 +85,17 @@ def _cidrs(pools: Iterable[NodePool], key: Literal["remote_node_cidrs", "remote_
     return list(found)
 
 
-def remote_node_cidrs(spec: StackConfig) -> list[str]:
+def remote_node_cidrs(hybrid_pools: Iterable[NodePool]) -> list[str]:
     """Every hybrid pool's on-prem node networks, in config order, each once."""
-    return _cidrs(spec.hybrid_pools, "remote_node_cidrs")
+    return _cidrs(hybrid_pools, "remote_node_cidrs")
 
 
-def remote_pod_cidrs(spec: StackConfig) -> list[str]:
+def remote_pod_cidrs(hybrid_pools: Iterable[NodePool]) -> list[str]:
     """Every hybrid pool's on-prem pod networks, in config order, each once."""
-    return _cidrs(spec.hybrid_pools, "remote_pod_cidrs")
+    return _cidrs(hybrid_pools, "remote_pod_cidrs")
 
 
-def remote_network_config(spec: StackConfig) -> dict[str, Any] | None:
+def remote_network_config(hybrid_pools: Sequence[NodePool]) -> dict[str, Any] | None:
     """The EKS cluster's `remoteNetworkConfig`, or None when the stack has no hybrid pools.
 
     The API takes at most one node-network object and one pod-network object, each a list of CIDRs ([BC] §5f),
@@ -103,11 +103,11 @@ def remote_network_config(spec: StackConfig) -> dict[str, Any] | None:
     its pods (allowed when no webhook runs on hybrid nodes). Shaped as pulumi-aws `ClusterRemoteNetworkConfigArgs`
     wire names, so `components.cluster` can pass it straight to `aws.eks.Cluster(remote_network_config=...)`.
     """
-    nodes = remote_node_cidrs(spec)
+    nodes = remote_node_cidrs(hybrid_pools)
     if not nodes:
         return None
     config: dict[str, Any] = {"remoteNodeNetworks": {"cidrs": nodes}}
-    pods = remote_pod_cidrs(spec)
+    pods = remote_pod_cidrs(hybrid_pools)
     if pods:
         config["remotePodNetworks"] = {"cidrs": pods}
     return config

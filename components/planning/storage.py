@@ -20,7 +20,6 @@ from components.config import (
     KubernetesVolume,
     LustreConfig,
     NfsConfig,
-    StackConfig,
     StorageConfig,
 )
 from components.planning.lustre import per_unit_throughput, throughput_mbps
@@ -233,10 +232,12 @@ def per_gpu_mbps(
     return share
 
 
-def storage_summary(spec: StackConfig, pool_plans: Sequence[PoolPlan]) -> list[dict[str, Any]]:
+def storage_summary(
+    storage: StorageConfig, network_zones: Sequence[str], pool_plans: Sequence[PoolPlan]
+) -> list[dict[str, Any]]:
     """The plan summary's `storage` list (design.md, plan contract): one entry per file system."""
     out: list[dict[str, Any]] = []
-    lustre = spec.storage.lustre
+    lustre = storage.lustre
     if lustre is not None:
         pools = lustre_pools(lustre, pool_plans)
         throughput = throughput_mbps(lustre)
@@ -252,11 +253,11 @@ def storage_summary(spec: StackConfig, pool_plans: Sequence[PoolPlan]) -> list[d
                 "deploymentType": lustre.deployment_type,
                 "perUnitThroughputMBpsPerTiB": per_unit_throughput(lustre),
                 "efaEnabled": lustre.efa_enabled,
-                "availabilityZone": lustre_availability_zone(lustre, pools, spec.network.zones),
+                "availabilityZone": lustre_availability_zone(lustre, pools, network_zones),
                 "claim": f"{lustre.kubernetes.namespace}/{claim_name(lustre.kubernetes, lustre.name)}",
             }
         )
-    nfs = spec.storage.nfs
+    nfs = storage.nfs
     if nfs is not None:
         pools = nfs_pools(nfs, pool_plans)
         nfs_mbps = nfs_throughput_mbps(nfs)
