@@ -3,7 +3,8 @@
 The CLI parses stack files with Go's yaml.v3, which follows YAML 1.2 for untyped values: only `true`/`false` are
 booleans, so `placementGroup: off` stays the word `off` (yaml.v3 README, "Compatibility": YAML 1.1 bools are decoded
 as bools only into typed bool fields). PyYAML's SafeLoader is YAML 1.1 (`off` -> False, `2024-01-01` -> a date);
-`StackLoader` swaps in the YAML 1.2 core schema, on the C parser where it is built.
+`StackLoader` swaps in the YAML 1.2 core schema, on the C parser where it is built, and keeps the one YAML 1.1 type
+yaml.v3 still applies to untyped values: merge keys (`<<: *defaults`), merged as yaml.v3 merges them.
 
 Each check below is one named rule with its reason; `FILE_CHECKS` lists them for docs/validation-rules.md. They run
 on the composed node graph before anything is constructed, so an alias bomb or a cycle is refused without ever being
@@ -38,6 +39,8 @@ MAX_ECHO = 60
 _TAG = "tag:yaml.org,2002:"
 #: The tags a JSON value can have; the CLI passes config to the program as JSON.
 JSON_TAGS = frozenset(f"{_TAG}{name}" for name in ("str", "int", "float", "bool", "null", "seq", "map"))
+#: The tag of a plain `<<` key: a merge key (YAML 1.1 "Merge Key Language-Independent Type"), which yaml.v3 applies.
+MERGE_TAG = f"{_TAG}merge"
 _LEADING_ZERO = re.compile(r"^[-+]?0[0-9]")
 _NON_FINITE = re.compile(r"^[-+]?\.(inf|Inf|INF)$|^\.(nan|NaN|NAN)$")
 
@@ -57,6 +60,9 @@ _resolver("null", r"^(?:~|null|Null|NULL|)$", "~nN")
 _resolver("int", r"^(?:[-+]?[0-9]+|0x[0-9a-fA-F]+)$", "-+0123456789")
 _resolver("float", r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?)$", "-+.0123456789")
 _resolver("float", _NON_FINITE.pattern, "-+.")
+# yaml.v3 resolves a plain `<<` to the merge tag (resolve.go) and merges it into the mapping (decode.go); PyYAML's
+# SafeConstructor merges with the same precedence: the mapping's own keys first, then each merged mapping in order.
+_resolver("merge", r"^<<$", "<")
 # The empty plain scalar (`key:` with nothing after it) is null; the resolver files it under the empty first character.
 StackLoader.yaml_implicit_resolvers.setdefault("", []).append((f"{_TAG}null", re.compile(r"^$")))
 
@@ -86,6 +92,10 @@ def _cut(text: str) -> str:
     return text if len(text) <= MAX_ECHO else f"{text[: MAX_ECHO - 1]}…"
 
 
+def _is_merge_key(node: yaml.Node) -> bool:
+    return isinstance(node, yaml.ScalarNode) and node.tag == MERGE_TAG and node.value == "<<"
+
+
 def _children(node: yaml.Node) -> list[yaml.Node]:
     if isinstance(node, yaml.MappingNode):
         return [part for pair in node.value for part in pair]
@@ -102,7 +112,7 @@ def values_are_json(node: yaml.Node) -> Iterator[str]:
     """Values are what JSON can carry (text, finite numbers, true/false, null, lists, mappings): the CLI hands config
     to the program as JSON, so dates, binary, sets, ordered maps, custom tags, NaN and infinity mean nothing there;
     and a number with a leading zero (`010`), octal to the CLI but decimal in YAML 1.2, is refused as ambiguous."""
-    if node.tag not in JSON_TAGS:
+    if node.tag not in JSON_TAGS and not _is_merge_key(node):
         kind = node.tag.removeprefix(_TAG).removeprefix("!")
         yield f"{_where(node)}: a `{_cut(kind)}` value is not JSON; quote it or write plain text, numbers, lists, maps"
     elif node.tag == f"{_TAG}float" and not math.isfinite(_float(node.value)):
@@ -121,7 +131,7 @@ def keys_are_unique_text(node: yaml.Node) -> Iterator[str]:
         return
     seen: dict[str, yaml.Node] = {}
     for key, _ in node.value:
-        if not isinstance(key, yaml.ScalarNode) or key.tag != f"{_TAG}str":
+        if not isinstance(key, yaml.ScalarNode) or (key.tag != f"{_TAG}str" and not _is_merge_key(key)):
             shown = _cut(str(key.value)) if isinstance(key, yaml.ScalarNode) else "that is a list or mapping"
             yield f"{_where(key)}: key {shown} is not text; keys are names (quote numbers and booleans)"
         elif key.value in seen:
@@ -130,7 +140,25 @@ def keys_are_unique_text(node: yaml.Node) -> Iterator[str]:
             seen[key.value] = key
 
 
-NODE_CHECKS: tuple[NodeCheck, ...] = (values_are_json, keys_are_unique_text)
+def merge_keys_merge_mappings(node: yaml.Node) -> Iterator[str]:
+    """A merge key (`<<`) takes a mapping, an alias of one (`<<: *defaults`) or a list of them, as yaml.v3 requires
+    ("map merge requires map or sequence of maps as the value", decode.go). The mapping's own keys win over merged
+    ones, and an earlier mapping in the list over a later one, as in yaml.v3."""
+    if not isinstance(node, yaml.MappingNode):
+        return
+    for key, value in node.value:
+        if not _is_merge_key(key):
+            continue
+        merged = value.value if isinstance(value, yaml.SequenceNode) else [value]
+        for item in merged:
+            if not isinstance(item, yaml.MappingNode):
+                yield (
+                    f"{_where(item)}: `<<` merges a mapping or a list of mappings (e.g. `<<: *defaults` with "
+                    "`defaults: &defaults {...}`) into this one"
+                )
+
+
+NODE_CHECKS: tuple[NodeCheck, ...] = (values_are_json, keys_are_unique_text, merge_keys_merge_mappings)
 
 
 def walk(root: yaml.Node) -> Iterator[str]:
@@ -247,6 +275,7 @@ FILE_CHECKS: tuple[Callable[..., Any], ...] = (
     compose,
     values_are_json,
     keys_are_unique_text,
+    merge_keys_merge_mappings,
     walk,
     stack_file_shape,
 )

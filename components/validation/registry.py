@@ -17,6 +17,7 @@ from components.validation import (
     network,
     node_images,
     pools,
+    regions,
     reservations,
     storage,
 )
@@ -25,7 +26,7 @@ from components.validation.parse import Rule
 #: Concern -> its rules, in report order.
 BY_CONCERN: dict[str, tuple[Rule, ...]] = {
     "file": file.RULES,
-    "cluster": cluster.RULES,
+    "cluster": (*cluster.RULES, *regions.RULES),
     "network": network.RULES,
     "pools": (*pools.RULES, *reservations.RULES, *node_images.RULES),
     "hybrid": hybrid.RULES,
