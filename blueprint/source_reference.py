@@ -1,8 +1,9 @@
 """The catalog's source list in `docs/sources.md`, generated from the `sources:` maps of the catalog YAML files.
 
 Catalog entries cite their sources by tag (`source: AC+KP+NVHOPPER`); the tags, titles, URLs and snapshots live
-in the `sources:` map of `components/catalog/instances.yaml` and `versions.yaml`. Generating their headings keeps
-every tag a reader meets in the catalog (or in a code comment) one link away from where it points.
+in the `sources:` maps of the catalog files (`components/catalog/instances.yaml`, `versions.yaml`,
+`offerings.yaml`). Generating their headings keeps every tag a reader meets in the catalog (or in a code comment)
+one link away from where it points.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 import yaml
 
 CATALOG_DIR = Path(__file__).resolve().parents[1] / "components" / "catalog"
-SOURCE_FILES = ("instances.yaml", "versions.yaml")
+SOURCE_FILES = ("instances.yaml", "versions.yaml", "offerings.yaml")
 
 
 def catalog_sources() -> dict[str, tuple[str, dict[str, Any]]]:

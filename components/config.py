@@ -206,6 +206,13 @@ class NetworkConfig(Model):
     availability_zones: list[str] = Field(default_factory=list)
     """AZs of the stack's region for a new VPC, 2 to 6 (the EKS control plane needs two); one private and one public
     subnet each. Leave out with `existingVpc`."""
+    availability_zone_ids: dict[str, Annotated[str, StringConstraints(pattern=r"^[a-z]+\d+-az\d+$")]] = Field(
+        default_factory=dict
+    )
+    """This account's AZ ID of each AZ the network spans, `{us-east-1a: use1-az4, ...}` (`aws ec2
+    describe-availability-zones --query 'AvailabilityZones[].[ZoneName,ZoneId]'`). AZ names map to different zones
+    in different accounts of older regions; with the IDs, validation refuses a pool in an AZ that does not offer its
+    instance type (components/catalog/offerings.yaml). Optional."""
     nat_gateways: Literal["one-per-az", "single"] = "one-per-az"
     """One NAT gateway per AZ (survives an AZ outage) or a single shared one (cheaper, for dev stacks)."""
     private_subnet_cidrs: list[Cidr] | None = None
@@ -362,8 +369,15 @@ class HybridNetwork(Model):
     webhooks_on_hybrid_nodes: bool = True
     """Webhooks (e.g. admission controllers) running on hybrid nodes must be reachable from the control plane,
     which needs routable pod CIDRs."""
-    uplink_gbps: float = Field(10, gt=0)
-    """Bandwidth of the site's uplink, used for the plan's storage throughput figures."""
+
+
+#: Keys people write that no model reads, each with the reason: refused with it rather than with a spelling hint.
+UNSUPPORTED_KEYS: dict[type[Model], dict[str, str]] = {
+    HybridNetwork: {
+        "uplinkGbps": "not supported: nothing the stack plans crosses the site's uplink (hybrid nodes mount neither "
+        "FSx for Lustre nor EFS; an existing NFS server's bandwidth is storage.nfs.bandwidthGbps); remove it",
+    },
+}
 
 
 class DevicePluginSettings(Model):
@@ -611,8 +625,8 @@ class Alerts(Model):
     sns_topic_arn: str | None = None
     """SNS topic to deliver alerts to (created when `email` is set and this is not)."""
     email: str | None = None
-    """Email address subscribed to a KMS-encrypted SNS topic the stack creates (confirm the email AWS sends). Ignored
-    when `snsTopicArn` is set. Optional."""
+    """Email address subscribed to the alerts topic (confirm the email AWS sends): a KMS-encrypted SNS topic the
+    stack creates, or the one `snsTopicArn` names. Optional."""
 
 
 class Monitoring(Model):

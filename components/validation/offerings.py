@@ -1,0 +1,116 @@
+"""Rules on where instance types are offered: a pool launches only in AZs that offer one of its types.
+
+EC2 offers each instance type in some AZs of a region only (DescribeInstanceTypeOfferings), and an Auto Scaling
+group tells only at launch time. The catalog's snapshot (components/catalog/offerings.yaml) is keyed by AZ ID; the
+stack's AZ names become IDs through `network.availabilityZoneIds`, because names differ between accounts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from components.catalog import InstanceType
+from components.catalog.offerings import OFFERINGS_PATH, RegionOfferings, az_id_order, region_offerings
+from components.config import NetworkConfig, NodePool
+from components.errors import Problem
+from components.planning.pools import pool_zones, wants_efa
+from components.validation.parse import Parsed, shown_text
+
+NETWORK_ZONE_IDS = "network.availabilityZoneIds"
+SNAPSHOT = f"EC2 instance type offerings, {OFFERINGS_PATH.parent.name}/{OFFERINGS_PATH.name}"
+
+
+def zone_ids_name_the_networks_zones(p: Parsed) -> Iterator[Problem]:
+    """`network.availabilityZoneIds` maps the network's AZs, each to a distinct AZ ID of the stack's region (the
+    catalog's snapshot lists the region's AZ IDs, AWS Regions and Availability Zones guide, "AZ IDs")."""
+    if p.network is None:
+        return
+    known = region_offerings(p.region)
+    seen: dict[str, str] = {}
+    for name, az_id in p.network.availability_zone_ids.items():
+        where = f"{NETWORK_ZONE_IDS}.{shown_text(name)}"
+        if name not in p.zones:
+            yield Problem(where, f"not an AZ of the network ({', '.join(p.zones) or 'none'})")
+        if known is not None and az_id not in known.zones:
+            yield Problem(where, f"{az_id} is not an AZ ID of {p.region} ({', '.join(known.zones)})")
+        if az_id in seen:
+            yield Problem(where, f"{az_id} is already the ID of {seen[az_id]}; each AZ has its own")
+        seen.setdefault(az_id, name)
+
+
+def pools_launch_where_their_type_is_offered(p: Parsed) -> Iterator[Problem]:
+    """Every AZ an `aws` pool launches in offers one of its instance types, where the catalog's snapshot of the
+    region knows them (EC2 DescribeInstanceTypeOfferings; components/catalog/offerings.yaml names its source and
+    date). With `network.availabilityZoneIds` each AZ is checked; without, a pool is refused when its type is
+    offered nowhere in the region, or in fewer AZs than the pool spans (then some AZ of the pool cannot offer it)."""
+    known = region_offerings(p.region)
+    if known is None or p.network is None:
+        return
+    for index, pool in p.pools:
+        if pool.kind != "aws":
+            continue
+        instance = p.instances.get(index)
+        types = _types(pool, instance)
+        offered = _offered(types, known)
+        if offered is None:
+            continue
+        path, named = f"nodePools[{index}]", " or ".join(types)
+        if not offered:
+            yield Problem(f"{path}.instanceType", f"{named} is offered in no AZ of {p.region} ({SNAPSHOT})")
+            continue
+        zones = pool_zones(pool, p.network, wants_efa(pool, instance))
+        yield from _zones_without(p.network, path, pool, zones, named, offered, known)
+
+
+def _types(pool: NodePool, instance: InstanceType | None) -> list[str]:
+    """The pool's instance type (named, or resolved from its GPU model) and its spot alternatives."""
+    name = pool.instance_type or (instance.name if instance else None)
+    return [t for t in (name, *pool.capacity.spot_instance_types) if t]
+
+
+def _offered(types: list[str], known: RegionOfferings) -> frozenset[str] | None:
+    """AZ IDs offering any of `types`; None when there are none or the snapshot does not list one of them."""
+    found = [known.zones_offering(t) for t in types]
+    if not found or any(ids is None for ids in found):
+        return None
+    return frozenset().union(*(ids for ids in found if ids is not None))
+
+
+def _zones_without(
+    network: NetworkConfig,
+    path: str,
+    pool: NodePool,
+    zones: tuple[str, ...],
+    types: str,
+    offered: frozenset[str],
+    known: RegionOfferings,
+) -> Iterator[Problem]:
+    """Each mapped AZ of the pool that offers none of `types`; and, for the AZs left unmapped, whether the region
+    has enough offering AZs for all of them (if not, at least one cannot offer the type, whatever the mapping)."""
+    # An ID of another region is reported by zone_ids_name_the_networks_zones; its AZ counts as unmapped here.
+    ids = {zone: az_id for zone, az_id in network.availability_zone_ids.items() if az_id in known.zones}
+    placed = pool.placement.availability_zones or []
+    where_offered = ", ".join(
+        f"{az_id} ({names[0]})" if (names := [n for n, i in ids.items() if i == az_id]) else az_id
+        for az_id in sorted(offered, key=az_id_order)
+    )
+    for zone in zones:
+        if zone in ids and ids[zone] not in offered:
+            where = f"{path}.placement.availabilityZones[{placed.index(zone)}]" if zone in placed else path
+            yield Problem(
+                where,
+                f"{zone} ({ids[zone]}) does not offer {types}; AZs of {known.region} that do: {where_offered} "
+                f"({SNAPSHOT})",
+            )
+    unmapped = [zone for zone in zones if zone not in ids]
+    free = offered - {ids[zone] for zone in zones if zone in ids}
+    if len(unmapped) > len(free):
+        yield Problem(
+            f"{path}.placement.availabilityZones" if placed else path,
+            f"the pool spans {len(zones)} AZs ({', '.join(zones)}) but {types} is offered in only {len(offered)} of "
+            f"{known.region}'s {len(known.zones)} ({where_offered}; {SNAPSHOT}), so one of them cannot launch it: pin "
+            f"placement.availabilityZones, and give {NETWORK_ZONE_IDS} to check each AZ",
+        )
+
+
+RULES = (zone_ids_name_the_networks_zones, pools_launch_where_their_type_is_offered)
