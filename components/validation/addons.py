@@ -82,9 +82,23 @@ def alert_targets_are_addresses(p: Parsed) -> Iterator[Problem]:
         )
 
 
+def alerts_have_a_metrics_path(p: Parsed) -> Iterator[Problem]:
+    """Alert thresholds and destinations are read by the CloudWatch alarms (`containerInsights`) and the Prometheus
+    rules (`dcgmPrometheus`); with both off, nothing raises an alert, so `alerts` would be ignored."""
+    monitoring = p.addons.monitoring if p.addons else None
+    if monitoring is None or monitoring.container_insights or monitoring.dcgm_prometheus:
+        return
+    if monitoring.alerts.model_fields_set:
+        yield Problem(
+            "addons.monitoring.alerts",
+            "containerInsights and dcgmPrometheus are both off, so no alarm or rule reads it; turn one on or remove it",
+        )
+
+
 RULES = (
     managed_addon_pins_are_known,
     autoscaler_expander_works_here,
     mig_needs_mig_capable_gpus,
     alert_targets_are_addresses,
+    alerts_have_a_metrics_path,
 )

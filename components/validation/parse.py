@@ -19,6 +19,7 @@ from pydantic.alias_generators import to_snake
 from components import catalog
 from components.config import (
     SECTIONS,
+    UNSUPPORTED_KEYS,
     AddonsConfig,
     ClusterConfig,
     LabelKey,
@@ -164,32 +165,53 @@ Rule = Callable[[Parsed], Iterator[Problem]]
 
 
 def _problems(model: type[BaseModel], path: str, items: list[Any]) -> Iterator[Problem]:
-    """One problem per pydantic error; a misspelt key names its likely spelling, and the "required key is missing"
-    that the misspelling causes is left out (one mistake, one problem)."""
+    """One problem per pydantic error; a misspelt key names its likely spelling, a key the stack does not support
+    says why (`config.UNSUPPORTED_KEYS`), and the "required key is missing" that a misspelling causes is left out
+    (one mistake, one problem)."""
+    unsupported = {
+        index: reason
+        for index, item in enumerate(items)
+        if item["type"] == "extra_forbidden"
+        and (reason := _unsupported(_model_at(model, item["loc"][:-1]), str(item["loc"][-1])))
+    }
     guesses = {
         index: guess
         for index, item in enumerate(items)
         if item["type"] == "extra_forbidden"
+        and index not in unsupported
         and (guess := closest(str(item["loc"][-1]), _keys_at(model, item["loc"][:-1])))
     }
     meant = {(*items[index]["loc"][:-1], guess) for index, guess in guesses.items()}
     for index, item in enumerate(items):
         if item["type"] == "missing" and tuple(item["loc"]) in meant:
             continue
-        message = f"unknown key (did you mean {guesses[index]}?)" if index in guesses else describe(item)
+        if index in unsupported:
+            message = unsupported[index]
+        else:
+            message = f"unknown key (did you mean {guesses[index]}?)" if index in guesses else describe(item)
         yield Problem(join_path(path, item["loc"]), message)
 
 
-def _keys_at(model: type[BaseModel] | None, loc: tuple[Any, ...]) -> list[str]:
-    """The keys the model at `loc` inside `model` accepts (list indexes and dict keys pass through)."""
+def _unsupported(model: type[BaseModel] | None, key: str) -> str | None:
+    """Why `key` of `model` is refused, when the stack does not support it (`config.UNSUPPORTED_KEYS`)."""
+    reasons = next((keys for owner, keys in UNSUPPORTED_KEYS.items() if owner is model), {})
+    return reasons.get(key)
+
+
+def _model_at(model: type[BaseModel] | None, loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The model at `loc` inside `model` (list indexes and dict keys pass through), or None."""
     for part in loc:
         if model is None or isinstance(part, int):
             continue
         found = model.model_fields.get(to_snake(str(part)))
         model = next(iter(_models_in(found.annotation)), None) if found else None
-    if model is None:
-        return []
-    return [field.alias or name for name, field in model.model_fields.items()]
+    return model
+
+
+def _keys_at(model: type[BaseModel] | None, loc: tuple[Any, ...]) -> list[str]:
+    """The keys the model at `loc` inside `model` accepts."""
+    found = _model_at(model, loc)
+    return [field.alias or name for name, field in found.model_fields.items()] if found else []
 
 
 def _models_in(annotation: Any) -> list[type[BaseModel]]:

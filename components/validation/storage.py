@@ -194,7 +194,8 @@ def lustre_sits_with_its_clients(p: Parsed) -> Iterator[Problem]:
 
 def nfs_settings_fit_the_kind(p: Parsed) -> Iterator[Problem]:
     """An existing NFS server gives its address and an absolute export path; EFS (created by the stack) takes
-    neither, and provisioned throughput names its MiB/s (EFS, 1-3414)."""
+    neither, nor the server's mount options and bandwidth (the EFS CSI driver mounts with its own options, and EFS
+    throughput follows `throughputMode`); provisioned throughput names its MiB/s (EFS, 1-3414)."""
     fs = p.storage.nfs if p.storage else None
     if fs is None:
         return
@@ -213,13 +214,27 @@ def nfs_settings_fit_the_kind(p: Parsed) -> Iterator[Problem]:
             if field in fs.model_fields_set:
                 yield Problem(f"{NFS}.{key}", "an EFS setting; an existing NFS server does not read it")
         return
-    for key in ("server", "share"):
-        if getattr(fs, key) is not None:
+    for field, key in (("server", "server"), ("share", "share"), ("mount_options", "mountOptions")):
+        if field in fs.model_fields_set:
             yield Problem(f"{NFS}.{key}", "only for kind: existing; EFS is created by the stack")
+    if "bandwidth_gbps" in fs.model_fields_set:
+        yield Problem(f"{NFS}.bandwidthGbps", "only for kind: existing; EFS throughput follows throughputMode")
     if fs.throughput_mode == "provisioned" and fs.provisioned_throughput_mibps is None:
         yield Problem(f"{NFS}.provisionedThroughputMibps", "provisioned throughput needs a MiB/s figure (1-3414)")
     if fs.throughput_mode != "provisioned" and fs.provisioned_throughput_mibps is not None:
         yield Problem(f"{NFS}.provisionedThroughputMibps", "only read with throughputMode: provisioned")
+
+
+def storage_class_is_lustre_only(p: Parsed) -> Iterator[Problem]:
+    """`kubernetes.storageClass` asks for a StorageClass that provisions more Lustre file systems; the NFS volume
+    always has its own StorageClass (`<name>-efs` or `<name>-nfs`), so nothing reads the key there."""
+    fs = p.storage.nfs if p.storage else None
+    if fs is not None and "storage_class" in fs.kubernetes.model_fields_set:
+        own = f"{fs.name}-{'efs' if fs.kind == 'efs' else 'nfs'}"
+        yield Problem(
+            f"{NFS}.kubernetes.storageClass",
+            f"only Lustre reads it; the NFS volume always has its own StorageClass, {own}",
+        )
 
 
 RULES = (
@@ -231,4 +246,5 @@ RULES = (
     mounting_pools_exist,
     lustre_sits_with_its_clients,
     nfs_settings_fit_the_kind,
+    storage_class_is_lustre_only,
 )
