@@ -13,20 +13,12 @@ from components.errors import ConfigError
 from components.validation import validate
 from components.validation.parse import Parsed
 from components.validation.regions import services_used
+from tests.builders import HYBRID_POOL as HYBRID
 
 STACK: dict[str, Any] = {
     "cluster": {"name": "t", "endpoint": {"privateAccessCidrs": ["192.168.10.0/24"]}},
     "network": {"availabilityZones": ["a", "b"]},
     "nodePools": [{"name": "system", "role": "system", "instanceType": "m7i.xlarge", "scaling": {"min": 2, "max": 3}}],
-}
-HYBRID = {
-    "name": "a40",
-    "kind": "hybrid",
-    "role": "inference",
-    "gpuModel": "A40",
-    "gpusPerNode": 4,
-    "nodes": 2,
-    "network": {"remoteNodeCidrs": ["192.168.100.0/24"], "remotePodCidrs": ["192.168.128.0/18"]},
 }
 ROLES_ANYWHERE = {
     "credentials": {

@@ -40,8 +40,8 @@ def test_a_quoted_merge_key_is_an_ordinary_key(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("text", "fragment"),
     [
-        ("use: {<<: 3}\n", "line 1, column 11: `<<` merges a mapping"),
-        ("use: {<<: [{a: 1}, [2]]}\n", "line 1, column 20: `<<` merges a mapping"),
+        ("use: {<<: 3}\n", "line 1, column 7: `<<` merges a mapping"),
+        ("use: {<<: [{a: 1}, [2]]}\n", "line 1, column 7: `<<` merges a mapping"),
         ("a: &a {x: 1}\nuse: {<<: *a, <<: *a}\n", "duplicate key '<<'"),
     ],
 )

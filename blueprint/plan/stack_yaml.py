@@ -33,6 +33,8 @@ MAX_DEPTH = 64
 MAX_VALUES = 100_000
 #: Top-level keys of a Pulumi stack file (Pulumi docs, "Stack settings file": config, environment, secrets keys).
 STACK_FILE_KEYS = ("config", "environment", "secretsprovider", "encryptedkey", "encryptionsalt")
+#: The stack file's secrets settings: text in the CLI's stack settings (`secretsprovider: awskms://...`).
+SECRETS_SETTINGS = ("secretsprovider", "encryptedkey", "encryptionsalt")
 #: How much of a bad key or value a message quotes.
 MAX_ECHO = 60
 
@@ -150,12 +152,12 @@ def merge_keys_merge_mappings(node: yaml.Node) -> Iterator[str]:
         if not _is_merge_key(key):
             continue
         merged = value.value if isinstance(value, yaml.SequenceNode) else [value]
-        for item in merged:
-            if not isinstance(item, yaml.MappingNode):
-                yield (
-                    f"{_where(item)}: `<<` merges a mapping or a list of mappings (e.g. `<<: *defaults` with "
-                    "`defaults: &defaults {...}`) into this one"
-                )
+        if not all(isinstance(item, yaml.MappingNode) for item in merged):
+            # At the key: an alias's own node is its anchor's, which may stand anywhere in the file.
+            yield (
+                f"{_where(key)}: `<<` merges a mapping or a list of mappings (e.g. `<<: *defaults` with "
+                "`defaults: &defaults {...}`) into this one"
+            )
 
 
 NODE_CHECKS: tuple[NodeCheck, ...] = (values_are_json, keys_are_unique_text, merge_keys_merge_mappings)
@@ -244,8 +246,9 @@ def read_yaml(path: Path) -> Any:
 
 
 def stack_file_shape(path: Path, document: Any) -> Iterator[Problem]:
-    """The top level is a mapping of the stack file's keys (config, environment, secrets settings), and `config`
-    is a mapping of `namespace:key` to values."""
+    """The top level is a mapping of the stack file's keys (config, environment, secrets settings), `config` is a
+    mapping of `namespace:key` to values, and the secrets settings are text: a provider (`passphrase`,
+    `awskms://...`), its encrypted key and salt (yaml.v3 would read `5` there as the provider "5")."""
     if not isinstance(document, dict):
         yield Problem(str(path), f"the top level must be a mapping with `config:` (got a {_kind(document)})")
         return
@@ -256,6 +259,9 @@ def stack_file_shape(path: Path, document: Any) -> Iterator[Problem]:
             yield Problem(
                 f"{path}: {_cut(str(key))}", f"not a stack file key{hint}; valid: {', '.join(STACK_FILE_KEYS)}"
             )
+    for key in SECRETS_SETTINGS:
+        if key in document and not isinstance(document[key], str):
+            yield Problem(f"{path}: {key}", f"must be text (got a {_kind(document[key])}); quote it")
     config = document.get("config")
     if config is not None and not isinstance(config, dict):
         yield Problem(f"{path}: config", f"must be a mapping of `namespace:key: value` (got a {_kind(config)})")

@@ -76,7 +76,8 @@ def zones_are_distinct_and_enough(p: Parsed) -> Iterator[Problem]:
     if p.network is None or p.network.existing_vpc is not None:
         return
     zones = p.network.availability_zones
-    if len(zones) < MIN_CLUSTER_AZS:
+    # A malformed `availabilityZones` (already reported) leaves the default, no zones: not a second problem.
+    if len(zones) < MIN_CLUSTER_AZS and "network.availabilityZones" not in p.damaged:
         region = p.region if p.region in regions.regions() else "the region"
         example = f", e.g. [{p.region}a, {p.region}b]" if p.region in regions.regions() else ""
         yield Problem(

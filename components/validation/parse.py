@@ -314,7 +314,8 @@ def describe(item: Mapping[str, Any]) -> str:
         pattern = item["ctx"]["pattern"]
         return f"{shown(value)} is not valid: {PATTERN_MEANINGS.get(pattern, f'must match {pattern}')}"
     if kind in TYPE_MESSAGES:
-        return f"{TYPE_MESSAGES[kind]} (got {_kind_of(value)} {shown(value)})"
+        got = "null: an empty value" if value is None else f"{_kind_of(value)} {shown(value)}"
+        return f"{TYPE_MESSAGES[kind]} (got {got})"
     return f"{shown_text(message, 200)} (got {shown(value)})"
 
 
