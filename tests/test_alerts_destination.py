@@ -43,7 +43,7 @@ def test_check_reports_an_alarm_without_actions_as_advisory() -> None:
 @pytest.mark.parametrize("stack", list_stacks())
 def test_shipped_stacks_warn_and_show_how_to_set_a_destination(stack: str) -> None:
     plan = shipped_plan(stack)
-    assert plan["summary"]["warnings"] == [ALARMS_NOTIFY_NOBODY]
+    assert ALARMS_NOTIFY_NOBODY in plan["summary"]["warnings"]
     advisories = {v["policy"] for v in plan["violations"] if v["level"] == "advisory"}
     assert "alarms-notify-someone" in advisories
     text = stack_file(stack).read_text()

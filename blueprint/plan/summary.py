@@ -6,6 +6,7 @@ never re-derived from the registered resources.
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Any
 
 from components.config import StackConfig
@@ -61,10 +62,37 @@ def alerts_summary(spec: StackConfig, plans: list[PoolPlan]) -> dict[str, Any]:
     }
 
 
+#: The address blocks reserved for documentation (RFC 5737, https://www.rfc-editor.org/rfc/rfc5737): the shipped
+#: stacks admit one to the API as a placeholder, and nobody's deployer sits in one.
+DOCUMENTATION_NETWORKS = tuple(
+    ipaddress.ip_network(block) for block in ("192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24")
+)
+
+
+def placeholder_api_cidrs(spec: StackConfig) -> list[str]:
+    """API access CIDRs inside a documentation range: placeholders that would leave `pulumi up` unable to reach the
+    API (every Kubernetes resource would time out), so the plan says to replace them."""
+    endpoint = spec.cluster.endpoint
+    return [
+        cidr
+        for cidr in [*endpoint.public_access_cidrs, *endpoint.private_access_cidrs]
+        if any(ipaddress.ip_network(cidr, strict=False).subnet_of(net) for net in DOCUMENTATION_NETWORKS)
+    ]
+
+
 def warnings(spec: StackConfig, plans: list[PoolPlan]) -> list[str]:
-    """What a stack builds but probably did not mean to: today, alarms with nowhere to send them."""
+    """What a stack builds but probably did not mean to: alarms with nowhere to send them, and API access CIDRs that
+    are documentation placeholders."""
+    found: list[str] = []
     alerts = alerts_summary(spec, plans)
-    return [ALARMS_NOTIFY_NOBODY] if alerts["alarms"] and alerts["destination"] is None else []
+    if alerts["alarms"] and alerts["destination"] is None:
+        found.append(ALARMS_NOTIFY_NOBODY)
+    found.extend(
+        f"cluster.endpoint admits {cidr}, a documentation range (RFC 5737): replace it with the network that runs "
+        "`pulumi up` (docs/operations.md, 'Reaching the API'), or the deployer cannot reach the API"
+        for cidr in placeholder_api_cidrs(spec)
+    )
+    return found
 
 
 def summarize(spec: StackConfig, plans: list[PoolPlan]) -> dict[str, Any]:
