@@ -65,18 +65,18 @@ def alerts_summary(spec: StackConfig, plans: list[PoolPlan]) -> dict[str, Any]:
 #: The address blocks reserved for documentation (RFC 5737, https://www.rfc-editor.org/rfc/rfc5737): the shipped
 #: stacks admit one to the API as a placeholder, and nobody's deployer sits in one.
 DOCUMENTATION_NETWORKS = tuple(
-    ipaddress.ip_network(block) for block in ("192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24")
+    ipaddress.IPv4Network(block) for block in ("192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24")
 )
 
 
-def placeholder_api_cidrs(spec: StackConfig) -> list[str]:
+def placeholder_api_cidrs(spec: StackConfig) -> list[ipaddress.IPv4Network]:
     """API access CIDRs inside a documentation range: placeholders that would leave `pulumi up` unable to reach the
     API (every Kubernetes resource would time out), so the plan says to replace them."""
     endpoint = spec.cluster.endpoint
     return [
         cidr
         for cidr in [*endpoint.public_access_cidrs, *endpoint.private_access_cidrs]
-        if any(ipaddress.ip_network(cidr, strict=False).subnet_of(net) for net in DOCUMENTATION_NETWORKS)
+        if any(cidr.subnet_of(net) for net in DOCUMENTATION_NETWORKS)
     ]
 
 
