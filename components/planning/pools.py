@@ -213,6 +213,13 @@ def image_release(pool: NodePool, cluster: ClusterConfig) -> str | None:
     return cluster.ami_release if pool.ami_family == "al2023" else cluster.bottlerocket_release
 
 
+def refreshes(pool: NodePool) -> bool:
+    """Whether launch template changes roll out by instance refresh: as configured, else everywhere but training
+    pools (a refresh would kill running jobs)."""
+    enabled = pool.instance_refresh.enabled
+    return pool.role != "training" if enabled is None else enabled
+
+
 def refresh_healthy_percentages(pool: NodePool) -> tuple[int, int | None]:
     """(minimum, maximum) healthy percentages of the pool's instance refresh. System pools launch before they
     terminate (100/200: a 2-node pool gains 2 new nodes, then drains the old ones), so CoreDNS and the controllers
@@ -250,7 +257,6 @@ def plan_pool(
         low, high, initial = count, count, count
     else:
         low, high, initial = pool.scaling.min, pool.scaling.max, pool.scaling.initial
-    refresh = pool.instance_refresh.enabled
     return PoolPlan(
         pool=pool,
         instance=instance,
@@ -264,7 +270,7 @@ def plan_pool(
         local_storage=local_storage_strategy(pool, instance),
         taints=default_taints(pool, gpus),
         labels=node_labels(pool, gpu_model, gpus, efa),
-        instance_refresh=(pool.role != "training") if refresh is None else refresh,
+        instance_refresh=refreshes(pool),
         min_nodes=low,
         max_nodes=high,
         initial_nodes=initial,

@@ -95,10 +95,32 @@ def alerts_have_a_metrics_path(p: Parsed) -> Iterator[Problem]:
         )
 
 
+def switched_off_addons_take_no_settings(p: Parsed) -> Iterator[Problem]:
+    """An add-on switched off reads none of its settings: cluster-autoscaler's expander and scale-down timings,
+    the termination handler's drain timeout, the device plugin's MIG strategy."""
+    if p.addons is None:
+        return
+    autoscaler, handler, plugin = (
+        p.addons.cluster_autoscaler,
+        p.addons.node_termination_handler,
+        p.addons.nvidia_device_plugin,
+    )
+    sections = (
+        ("clusterAutoscaler", autoscaler, "enabled: off" if autoscaler.enabled == "off" else None),
+        ("nodeTerminationHandler", handler, "enabled: off" if handler.enabled == "off" else None),
+        ("nvidiaDevicePlugin", plugin, None if plugin.enabled else "enabled: false"),
+    )
+    for key, section, off in sections:
+        for field in sorted(section.model_fields_set - {"enabled"}) if off else ():
+            alias = type(section).model_fields[field].alias or field
+            yield Problem(f"addons.{key}.{alias}", f"the add-on is off ({off}), so nothing reads it; remove it")
+
+
 RULES = (
     managed_addon_pins_are_known,
     autoscaler_expander_works_here,
     mig_needs_mig_capable_gpus,
     alert_targets_are_addresses,
     alerts_have_a_metrics_path,
+    switched_off_addons_take_no_settings,
 )

@@ -21,6 +21,7 @@ from components.planning.pools import (
     GPU_PRESENT_LABEL,
     plan_pool,
     pool_zones,
+    refreshes,
     wants_efa,
     wants_placement_group,
 )
@@ -417,6 +418,30 @@ def resource_names_fit(p: Parsed) -> Iterator[Problem]:
             )
 
 
+#: Instance refresh settings that only a refreshing pool reads.
+REFRESH_SETTINGS = {
+    "min_healthy_percentage": "minHealthyPercentage",
+    "max_healthy_percentage": "maxHealthyPercentage",
+    "instance_warmup_seconds": "instanceWarmupSeconds",
+    "skip_matching": "skipMatching",
+}
+
+
+def refresh_settings_need_a_refresh(p: Parsed) -> Iterator[Problem]:
+    """Instance refresh settings apply only to a pool that refreshes: `instanceRefresh.enabled: true`, or left out
+    on a system or inference pool (training pools never refresh unless asked: a refresh kills running jobs)."""
+    for path, pool, _ in p.aws_pools():
+        if refreshes(pool):
+            continue
+        why = "enabled: false" if pool.instance_refresh.enabled is False else "a training pool"
+        for field, key in REFRESH_SETTINGS.items():
+            if field in pool.instance_refresh.model_fields_set:
+                yield Problem(
+                    f"{path}.instanceRefresh.{key}",
+                    f"the pool never refreshes ({why}); set instanceRefresh.enabled: true or remove it",
+                )
+
+
 RULES = (
     pool_names_are_unique,
     instance_type_resolves,
@@ -438,4 +463,5 @@ RULES = (
     taints_are_distinct,
     resource_names_fit,
     group_tags_fit,
+    refresh_settings_need_a_refresh,
 )

@@ -225,6 +225,18 @@ def nfs_settings_fit_the_kind(p: Parsed) -> Iterator[Problem]:
         yield Problem(f"{NFS}.provisionedThroughputMibps", "only read with throughputMode: provisioned")
 
 
+def repository_prefix_is_in_the_stack_bucket(p: Parsed) -> Iterator[Problem]:
+    """`prefix` places an association in the bucket the stack creates; an association with its own
+    `dataRepositoryPath` reads only that path (components.planning.storage.data_repository_path)."""
+    fs = p.storage.lustre if p.storage else None
+    for i, repository in enumerate(fs.data_repositories if fs else ()):
+        if repository.data_repository_path is not None and "prefix" in repository.model_fields_set:
+            yield Problem(
+                f"{LUSTRE}.dataRepositories[{i}].prefix",
+                "only read without dataRepositoryPath (a prefix in the stack's bucket); put it in that path instead",
+            )
+
+
 def storage_class_is_lustre_only(p: Parsed) -> Iterator[Problem]:
     """`kubernetes.storageClass` asks for a StorageClass that provisions more Lustre file systems; the NFS volume
     always has its own StorageClass (`<name>-efs` or `<name>-nfs`), so nothing reads the key there."""
@@ -246,5 +258,6 @@ RULES = (
     mounting_pools_exist,
     lustre_sits_with_its_clients,
     nfs_settings_fit_the_kind,
+    repository_prefix_is_in_the_stack_bucket,
     storage_class_is_lustre_only,
 )
