@@ -641,14 +641,16 @@ class Monitoring(Model):
 
 
 class AddonVersions(Model):
-    """Pins for EKS managed add-ons (`v1.20.4-eksbuild.1`); unpinned ones resolve to EKS's default."""
+    """Per-stack overrides of the EKS managed add-on versions the catalog pins (`v1.20.4-eksbuild.1`)."""
 
     pins: dict[str, Annotated[str, StringConstraints(pattern=r"^v\d+\.\d+\.\d+-eksbuild\.\d+$")]] = Field(
         default_factory=dict
     )
     """`{add-on name: version}` for EKS managed add-ons, each an exact `vX.Y.Z-eksbuild.N` at or above the catalog's
-    minimum (components/catalog/versions.yaml: `vpc-cni` must accept efa-only interfaces). Unpinned add-ons get EKS's
-    default version for the cluster's Kubernetes version, resolved at deploy time."""
+    minimum (`vpc-cni` must accept efa-only interfaces). Unpinned add-ons get the exact version
+    components/catalog/versions.yaml records for the cluster's Kubernetes version; EKS is never asked for its
+    default, so a new AWS build changes nothing until this or the catalog changes (docs/operations.md, "Upgrading
+    managed add-ons")."""
 
 
 class AddonsConfig(Model):

@@ -13,17 +13,17 @@ They are built in two steps because EKS only reports an add-on ACTIVE once its p
 
     ManagedAddons(f"{name}-system-addons", ctx, SYSTEM_ADDONS, after=[system_pool, node_agents])
 
-Versions: the stack's pin (`addons.managed.pins`) when given, else the default version EKS publishes for the
-cluster's Kubernetes version, resolved at deploy time (`aws.eks.get_addon_version(most_recent=False)`), the policy
-recorded in `components/catalog/versions.yaml`. Pins are checked against the catalog minimum (vpc-cni: the first
-release that accepts efa-only interfaces). For every Kubernetes version the catalog supports (1.31+), EKS's default
-vpc-cni is already v1.19 or newer (EKS user guide, managing-vpc-cni, version table), so unpinned stacks meet it.
+Versions (`addon_version`): the stack's pin (`addons.managed.pins`) when given, else the exact version
+`components/catalog/versions.yaml` records for the cluster's Kubernetes version. EKS is never asked for its default
+version: that default moves when AWS publishes a build, and with `OVERWRITE` an unrelated `pulumi up` would then
+upgrade every add-on. Pins are checked against the catalog minimum (vpc-cni: the first release that accepts
+efa-only interfaces); the catalog's own versions are checked against it when the catalog loads.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pulumi
@@ -96,12 +96,13 @@ def addon_configuration(name: str) -> dict[str, Any] | None:
     return None
 
 
-def pinned_version(name: str, pins: dict[str, str]) -> str | None:
-    """The stack's pin for an add-on, checked against the catalog minimum (raises ConfigError below it)."""
+def addon_version(name: str, kubernetes_version: str, pins: Mapping[str, str]) -> str:
+    """The exact version an add-on installs: the stack's pin, checked against the catalog minimum (ConfigError below
+    it), else the catalog's version for the cluster's Kubernetes version. Unknown add-on names raise KeyError."""
+    catalog_pin = versions.managed_addon(name)
     pin = pins.get(name)
     if pin is None:
-        return None
-    catalog_pin = versions.managed_addon(name)
+        return catalog_pin.version_for(kubernetes_version)
     if not catalog_pin.accepts(pin):
         raise ConfigError(
             [
@@ -161,19 +162,10 @@ class ManagedAddons(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpu-clusters:index:ManagedAddons", name, None, opts)
-        pins = dict(ctx.managed_addon_pins)
         self.addons: dict[str, aws.eks.Addon] = {}
         self.roles: dict[str, aws.iam.Role] = {}
         for addon in addons:
-            versions.managed_addon(addon)  # unknown names fail here, with the known ones listed
-            version: pulumi.Input[str] | None = pinned_version(addon, pins)
-            if version is None:
-                version = aws.eks.get_addon_version_output(
-                    addon_name=addon,
-                    kubernetes_version=ctx.kubernetes_version,
-                    most_recent=False,
-                    opts=pulumi.InvokeOutputOptions(parent=self),
-                ).version
+            version = addon_version(addon, ctx.kubernetes_version, ctx.managed_addon_pins)
             wait_for: list[pulumi.Resource] = list(after)
             if addon == "aws-ebs-csi-driver":
                 wait_for.extend(self._ebs_csi_identity(ctx))

@@ -9,6 +9,7 @@ import pytest
 
 from blueprint.plan.runner import ProgramRun
 from components import tags
+from components.catalog import versions
 from components.config import StackConfig
 from components.errors import ConfigError
 from components.planning.pools import plan_pools
@@ -352,7 +353,7 @@ def test_csi_addon_role_and_gpu_tolerations() -> None:
     assert policy["Statement"] == [{"Effect": "Allow", "Action": ["fsx:DescribeFileSystems"], "Resource": "*"}]
     addon = run.one(ADDON)
     assert addon.inputs["addonName"] == "aws-fsx-csi-driver"
-    assert addon.inputs["addonVersion"].startswith("v1.0.0-eksbuild.1+default-for-1.35")
+    assert addon.inputs["addonVersion"] == versions.managed_addon_version("aws-fsx-csi-driver", "1.35")
     assert role.urn in addon.depends_on
     values = json.loads(addon.inputs["configurationValues"])
     assert values["node"]["tolerateAllTaints"] is False

@@ -1,4 +1,4 @@
-"""EKS managed add-ons: names, versions (pinned or resolved), configuration values, the EBS CSI role, ordering."""
+"""EKS managed add-ons: names, versions (catalog or stack pins), configuration values, the EBS CSI role, ordering."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 from blueprint import plan
 from blueprint.plan.mocks import PlanMocks
 from blueprint.plan.runner import ProgramRun
+from components.catalog import versions
 from components.config import StackConfig
 from components.context import ClusterContext
 from components.errors import ConfigError
@@ -80,20 +81,21 @@ def test_node_agents_and_system_addons_by_name() -> None:
         assert a.inputs["clusterName"] == "demo"
 
 
-def test_unpinned_versions_resolve_to_the_eks_default_for_the_cluster_version(invokes: list[Any]) -> None:
-    run = build(spec(version="1.34"), NODE_AGENT_ADDONS)
-    lookups = [a for token, a in invokes if token == "aws:eks/getAddonVersion:getAddonVersion"]
-    assert {a["addonName"] for a in lookups} == set(NODE_AGENT_ADDONS)
-    assert all(a["kubernetesVersion"] == "1.34" and a["mostRecent"] is False for a in lookups)
-    # The add-on takes the version the lookup answered (the offline mocks answer "...default-for-<k8s>").
-    assert addon(run, "kube-proxy")["addonVersion"].endswith("default-for-1.34")
+def test_unpinned_versions_are_the_catalog_pins_for_the_cluster_version(invokes: list[Any]) -> None:
+    """EKS is never asked for its default version: it moves when AWS publishes a build, and with OVERWRITE an
+    unrelated `pulumi up` would upgrade every add-on."""
+    run = build(spec(version="1.34"), (*NODE_AGENT_ADDONS, *SYSTEM_ADDONS))
+    for name in (*NODE_AGENT_ADDONS, *SYSTEM_ADDONS):
+        assert addon(run, name)["addonVersion"] == versions.managed_addon_version(name, "1.34")
+    assert addon(run, "kube-proxy")["addonVersion"] == "v1.34.6-eksbuild.29"
+    assert not [token for token, _ in invokes if token.startswith("aws:eks/")]
 
 
-def test_a_pin_wins_and_is_not_looked_up(invokes: list[Any]) -> None:
+def test_a_pin_wins(invokes: list[Any]) -> None:
     run = build(spec({"vpc-cni": "v1.20.4-eksbuild.1"}), NODE_AGENT_ADDONS)
     assert addon(run, "vpc-cni")["addonVersion"] == "v1.20.4-eksbuild.1"
-    looked_up = {a["addonName"] for token, a in invokes if token == "aws:eks/getAddonVersion:getAddonVersion"}
-    assert looked_up == {"kube-proxy", "eks-pod-identity-agent"}
+    assert addon(run, "kube-proxy")["addonVersion"] == versions.managed_addon_version("kube-proxy", "1.35")
+    assert not [token for token, _ in invokes if token.startswith("aws:eks/")]
 
 
 def test_a_vpc_cni_pin_below_the_efa_only_minimum_is_refused() -> None:

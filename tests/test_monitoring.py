@@ -24,8 +24,8 @@ def test_cloudwatch_addon_with_pod_identity_role_and_gpu_tolerations():
     addon = run.one(ADDON)
     assert addon.inputs["addonName"] == "amazon-cloudwatch-observability"
     assert addon.inputs["clusterName"] == "train"
-    # unpinned: EKS's default version for the cluster's Kubernetes version, resolved at deploy time
-    assert addon.inputs["addonVersion"].endswith("default-for-1.35")
+    # unpinned: the catalog's exact version for the cluster's Kubernetes version
+    assert addon.inputs["addonVersion"] == versions.managed_addon_version("amazon-cloudwatch-observability", "1.35")
     config = json.loads(addon.inputs["configurationValues"])
     assert {"key": "dedicated", "operator": "Equal", "value": "training", "effect": "NoSchedule"} in config[
         "tolerations"

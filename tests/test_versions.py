@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from components.catalog.versions import (
+    EKS_ADDON_VERSION,
     EXACT_VERSION,
     VERSIONS_PATH,
     VersionsError,
@@ -21,6 +22,7 @@ from components.catalog.versions import (
     load_versions,
     managed_addon,
     managed_addon_policy,
+    managed_addon_version,
     managed_addons,
     supported_kubernetes_versions,
     version_at_least,
@@ -124,9 +126,24 @@ def test_addons_without_a_minimum_accept_anything() -> None:
     assert managed_addon("coredns").accepts("v1.0.0-eksbuild.1")
 
 
-def test_addon_policy_is_resolve_at_deploy_time() -> None:
-    assert "deploy time" in managed_addon_policy()
+def test_addon_policy_never_asks_eks_for_a_default() -> None:
+    assert "never asks EKS" in managed_addon_policy()
     assert set(REQUIRED_ADDONS) <= set(managed_addons())
+
+
+@pytest.mark.parametrize("name", REQUIRED_ADDONS)
+def test_every_addon_has_an_exact_sourced_version_for_every_kubernetes_version(name: str) -> None:
+    addon = managed_addon(name)
+    assert _cited(addon.version_source)
+    for kubernetes in supported_kubernetes_versions(on=dt.date(2026, 1, 1)):
+        version = managed_addon_version(name, kubernetes)
+        assert EKS_ADDON_VERSION.match(version) and addon.accepts(version)
+    assert managed_addon_version(name, "1.35.2") == managed_addon_version(name, "1.35")
+
+
+def test_kube_proxy_versions_follow_the_kubernetes_minor() -> None:
+    for minor in managed_addon("kube-proxy").by_kubernetes_minor:
+        assert kubernetes_minor(managed_addon_version("kube-proxy", minor)) == minor
 
 
 def test_unknown_names_raise_key_errors_listing_known_ones() -> None:
@@ -256,4 +273,40 @@ def test_loader_rejects_a_floating_addon_minimum(tmp_path: Path) -> None:
     data = shipped_data(VERSIONS_PATH)
     data["managed_addons"]["addons"][0]["minimum_version"] = "latest"
     with pytest.raises(VersionsError, match="not exact"):
+        load_versions(_write(tmp_path, data))
+
+
+def _addon_entry(data: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(a for a in data["managed_addons"]["addons"] if a["name"] == name)
+
+
+def test_loader_rejects_an_addon_missing_a_kubernetes_version(tmp_path: Path) -> None:
+    data = shipped_data(VERSIONS_PATH)
+    del _addon_entry(data, "kube-proxy")["by_kubernetes_minor"]["1.33"]
+    with pytest.raises(VersionsError, match="by_kubernetes_minor must cover"):
+        load_versions(_write(tmp_path, data))
+
+
+@pytest.mark.parametrize("version", ["v1.22.4", "latest", "v1.22.x-eksbuild.1"])
+def test_loader_rejects_an_addon_version_that_is_not_exact(tmp_path: Path, version: str) -> None:
+    data = shipped_data(VERSIONS_PATH)
+    _addon_entry(data, "vpc-cni")["version"] = version
+    with pytest.raises(VersionsError, match=r"not an exact vX\.Y\.Z-eksbuild\.N"):
+        load_versions(_write(tmp_path, data))
+
+
+def test_loader_rejects_an_addon_version_below_its_minimum(tmp_path: Path) -> None:
+    data = shipped_data(VERSIONS_PATH)
+    _addon_entry(data, "vpc-cni")["version"] = "v1.18.4-eksbuild.1"
+    with pytest.raises(VersionsError, match=r"below the minimum v1\.18\.5"):
+        load_versions(_write(tmp_path, data))
+
+
+def test_loader_rejects_an_addon_with_both_or_neither_version_form(tmp_path: Path) -> None:
+    data = shipped_data(VERSIONS_PATH)
+    _addon_entry(data, "vpc-cni")["by_kubernetes_minor"] = dict(_addon_entry(data, "kube-proxy")["by_kubernetes_minor"])
+    with pytest.raises(VersionsError, match="exactly one of"):
+        load_versions(_write(tmp_path, data))
+    del _addon_entry(data, "vpc-cni")["by_kubernetes_minor"], _addon_entry(data, "vpc-cni")["version"]
+    with pytest.raises(VersionsError, match="exactly one of"):
         load_versions(_write(tmp_path, data))

@@ -265,13 +265,6 @@ class PlanMocks(pulumi.runtime.Mocks):
                 "nameRegex": a.get("nameRegex"),
                 "id": self.region,
             }
-        if token == "aws:eks/getAddonVersion:getAddonVersion":
-            return {
-                "addonName": a["addonName"],
-                "kubernetesVersion": a["kubernetesVersion"],
-                "version": f"v1.0.0-eksbuild.1+default-for-{a['kubernetesVersion']}",
-                "id": a["addonName"],
-            }
         raise NotImplementedError(f"the offline mocks do not answer the invoke {token}; teach PlanMocks.call")
 
 

@@ -26,7 +26,7 @@ from components.addons.helm import helm_release, service_account_role
 from components.catalog import versions
 from components.config import Alerts
 from components.context import ClusterContext, stateful_options
-from components.managed_addons import RESOLVE_CONFLICTS, pinned_version
+from components.managed_addons import RESOLVE_CONFLICTS, addon_version
 from components.planning.addons.documents import as_json
 from components.planning.addons.monitoring import (
     ALERTMANAGER_SERVICE_ACCOUNT,
@@ -122,19 +122,11 @@ class Monitoring(pulumi.ComponentResource):
             [CLOUDWATCH_AGENT_POLICY],
             self,
         )
-        version: pulumi.Input[str] | None = pinned_version(CLOUDWATCH_ADDON, dict(ctx.managed_addon_pins))
-        if version is None:
-            version = aws.eks.get_addon_version_output(
-                addon_name=CLOUDWATCH_ADDON,
-                kubernetes_version=ctx.kubernetes_version,
-                most_recent=False,
-                opts=pulumi.InvokeOutputOptions(parent=self),
-            ).version
         self.addon = aws.eks.Addon(
             f"{cluster}-{CLOUDWATCH_ADDON}",
             cluster_name=ctx.cluster_name,
             addon_name=CLOUDWATCH_ADDON,
-            addon_version=version,
+            addon_version=addon_version(CLOUDWATCH_ADDON, ctx.kubernetes_version, ctx.managed_addon_pins),
             configuration_values=as_json(cloudwatch_addon_configuration(plans)),
             resolve_conflicts_on_create=RESOLVE_CONFLICTS,
             resolve_conflicts_on_update=RESOLVE_CONFLICTS,

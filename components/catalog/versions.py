@@ -1,9 +1,10 @@
-"""Pinned software versions: EKS Kubernetes versions, Helm charts, EKS managed add-on minimums.
+"""Pinned software versions: EKS Kubernetes versions, Helm charts, EKS managed add-ons (exact versions, minimums).
 
 Why one module: a chart version or an add-on minimum that lives in the component that installs it gets copied
 into the policy pack, the plan and the tests, and the copies drift. Here each pin is data (``versions.yaml``)
 with the source it was read from, checked when loading: no floating chart versions, every Kubernetes version
-has a matching cluster-autoscaler, and no chart pins an app older than a known-bad release.
+has a matching cluster-autoscaler, every managed add-on has an exact version for every Kubernetes version, and
+no chart or add-on pins a release older than its known minimum.
 
 Support status of a Kubernetes version is derived from its end dates and a day (today by default), so the list
 of supported versions moves with time instead of being hand-edited.
@@ -40,6 +41,7 @@ __all__ = [
     "load_versions",
     "managed_addon",
     "managed_addon_policy",
+    "managed_addon_version",
     "managed_addons",
     "parse_version",
     "supported_kubernetes_versions",
@@ -51,6 +53,8 @@ VERSIONS_PATH = Path(__file__).parent / "versions.yaml"
 
 #: An exact release: optional "v", MAJOR.MINOR.PATCH, optional pre-release/build suffix ("-0", "-eksbuild.1").
 EXACT_VERSION = re.compile(r"^v?\d+\.\d+\.\d+(?:-[0-9A-Za-z][0-9A-Za-z.-]*)?$")
+#: An EKS managed add-on version as EKS names it (DescribeAddonVersions): "v1.22.4-eksbuild.3".
+EKS_ADDON_VERSION = re.compile(r"^v\d+\.\d+\.\d+-eksbuild\.\d+$")
 _KUBERNETES_MINOR = re.compile(r"^1\.\d+$")
 _NUMBERS = re.compile(r"\d+")
 
@@ -152,7 +156,12 @@ class ChartPin(BaseModel):
 
 
 class AddonPin(BaseModel):
-    """An EKS managed add-on: the minimum version our blueprints need, if any source sets one."""
+    """An EKS managed add-on: the exact version installed per Kubernetes version, and the minimum our blueprints
+    need, if any source sets one.
+
+    ``version`` serves every Kubernetes version; ``by_kubernetes_minor`` is for add-ons EKS builds per minor
+    (kube-proxy, CoreDNS). Exactly one is given (checked when loading).
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -161,10 +170,31 @@ class AddonPin(BaseModel):
     reason: str | None = None
     feature_minimums: dict[str, str] = Field(default_factory=dict)
     source: str
+    version: str | None = None
+    by_kubernetes_minor: dict[str, str] = Field(default_factory=dict)
+    version_source: str
+    version_notes: str | None = None
+    partially_confirmed: bool = False
 
     def accepts(self, version: str) -> bool:
         """Whether a stack-pinned version meets the minimum (always true without a minimum)."""
         return self.minimum_version is None or version_at_least(version, self.minimum_version)
+
+    def version_for(self, kubernetes_version: str) -> str:
+        """The pinned version for a cluster's Kubernetes version ("1.35" or "1.35.2"); KeyError when none."""
+        if self.version is not None:
+            return self.version
+        minor = kubernetes_minor(kubernetes_version)
+        if minor not in self.by_kubernetes_minor:
+            raise _unknown(
+                f"Kubernetes version for the {self.name} add-on", kubernetes_version, self.by_kubernetes_minor
+            )
+        return self.by_kubernetes_minor[minor]
+
+    @property
+    def pinned_versions(self) -> dict[str, str]:
+        """Every pinned version by what it serves: {"*": v} or {minor: v}."""
+        return {"*": self.version} if self.version is not None else dict(self.by_kubernetes_minor)
 
 
 @dataclass(frozen=True)
@@ -210,6 +240,28 @@ def _validated(model: type[BaseModel], data: Any, where: str) -> Any:
         return model.model_validate(data)
     except ValueError as exc:
         raise VersionsError(f"{where}: {exc}") from exc
+
+
+def _check_addon(
+    where: str, addon: AddonPin, known: Mapping[str, str], kubernetes: Mapping[str, KubernetesVersionSupport]
+) -> None:
+    """Sources cited, minimums exact, and one exact version, at or above the minimum, for every Kubernetes version."""
+    _check_source(where, addon.source, known)
+    _check_source(f"{where}: version_source", addon.version_source, known)
+    for label, value in [("minimum_version", addon.minimum_version), *addon.feature_minimums.items()]:
+        if value is not None and not EXACT_VERSION.match(value):
+            raise VersionsError(f"{where}: {label} {value!r} is not exact")
+    if (addon.version is None) == (not addon.by_kubernetes_minor):
+        raise VersionsError(f"{where}: give exactly one of `version` and `by_kubernetes_minor`")
+    unknown = sorted(set(addon.by_kubernetes_minor) - set(kubernetes))
+    missing = sorted(set(kubernetes) - set(addon.by_kubernetes_minor)) if addon.by_kubernetes_minor else []
+    if unknown or missing:
+        raise VersionsError(f"{where}: by_kubernetes_minor must cover exactly {', '.join(sorted(kubernetes))}")
+    for served, version in addon.pinned_versions.items():
+        if not EKS_ADDON_VERSION.match(version):
+            raise VersionsError(f"{where} ({served}): {version!r} is not an exact vX.Y.Z-eksbuild.N version")
+        if not addon.accepts(version):
+            raise VersionsError(f"{where} ({served}): {version} is below the minimum {addon.minimum_version}")
 
 
 def load_versions(path: Path | None = None) -> PinnedVersions:
@@ -285,10 +337,7 @@ def load_versions(path: Path | None = None) -> PinnedVersions:
     addons: dict[str, AddonPin] = {}
     for entry in addons_raw.get("addons") or []:
         addon: AddonPin = _validated(AddonPin, entry, f"{vpath}: add-on {entry.get('name')}")
-        _check_source(f"{vpath}: add-on {addon.name}", addon.source, known)
-        for label, value in [("minimum_version", addon.minimum_version), *addon.feature_minimums.items()]:
-            if value is not None and not EXACT_VERSION.match(value):
-                raise VersionsError(f"{vpath}: add-on {addon.name}: {label} {value!r} is not exact")
+        _check_addon(f"{vpath}: add-on {addon.name}", addon, known, kubernetes)
         addons[addon.name] = addon
 
     return PinnedVersions(
@@ -374,8 +423,13 @@ def managed_addon(name: str) -> AddonPin:
     return addons[name]
 
 
+def managed_addon_version(name: str, kubernetes_version: str) -> str:
+    """The catalog's exact version of a managed add-on for a Kubernetes version ("1.35" or "1.35.2")."""
+    return managed_addon(name).version_for(kubernetes_version)
+
+
 def managed_addon_policy() -> str:
-    """How add-on versions are chosen when a stack does not pin one."""
+    """How add-on versions are chosen: pinned here per Kubernetes version, overridable per stack."""
     return _pinned().managed_addon_policy
 
 

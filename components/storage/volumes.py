@@ -18,7 +18,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components.context import ClusterContext
-from components.managed_addons import pinned_version
+from components.managed_addons import addon_version
 
 #: Every shared volume is mounted by many pods on many nodes at once.
 ACCESS_MODES = ["ReadWriteMany"]
@@ -108,21 +108,6 @@ def storage_class(
     )
 
 
-def addon_version(name: str, ctx: ClusterContext, parent: pulumi.Resource) -> pulumi.Input[str]:
-    """The stack's pin for an EKS add-on (checked against the catalog minimum by the cluster core's
-    `pinned_version`), else EKS's default version for the cluster's Kubernetes version, resolved at deploy time:
-    the versions catalog's policy for managed add-ons."""
-    pinned = pinned_version(name, dict(ctx.managed_addon_pins))
-    if pinned is not None:
-        return pinned
-    return aws.eks.get_addon_version_output(
-        addon_name=name,
-        kubernetes_version=ctx.kubernetes_version,
-        most_recent=False,
-        opts=pulumi.InvokeOutputOptions(parent=parent),
-    ).version
-
-
 def csi_addon(
     name: str,
     *,
@@ -143,7 +128,7 @@ def csi_addon(
         f"{ctx.cluster_name_plain}-{name}",
         cluster_name=ctx.cluster_name,
         addon_name=name,
-        addon_version=addon_version(name, ctx, parent),
+        addon_version=addon_version(name, ctx.kubernetes_version, ctx.managed_addon_pins),
         configuration_values=json.dumps(configuration, sort_keys=True),
         resolve_conflicts_on_create="OVERWRITE",
         resolve_conflicts_on_update="OVERWRITE",
