@@ -10,7 +10,7 @@ from components import tags
 from components.config import StackConfig
 from components.planning.pools import plan_pools
 from components.storage.efs import EfsStorage
-from tests.builders import THREE_ZONES, ShippedStack, once_per_config, run_with_context, stack_config
+from tests.builders import HYBRID_POOL, THREE_ZONES, ShippedStack, once_per_config, run_with_context, stack_config
 from tests.fakes import KMS_KEY_ARN, NODE_SECURITY_GROUP_ID, subnet_id
 
 EFS = "aws:efs/fileSystem:FileSystem"
@@ -96,15 +96,7 @@ def test_hybrid_pools_mount_from_their_remote_node_cidrs() -> None:
         {"pools": ["a40"]},
         pools=[
             {"name": "system", "role": "system", "instanceType": "m7i.xlarge"},
-            {
-                "name": "a40",
-                "kind": "hybrid",
-                "role": "inference",
-                "gpuModel": "A40",
-                "gpusPerNode": 4,
-                "nodes": 2,
-                "network": {"remoteNodeCidrs": ["192.168.100.0/24"], "remotePodCidrs": ["192.168.128.0/18"]},
-            },
+            HYBRID_POOL,
         ],
     )
     cidrs = {r.inputs.get("cidrIpv4") for r in build(spec).of_type(INGRESS)}
