@@ -30,7 +30,7 @@ from components.planning import nodeadm
 from components.planning.autoscaler_tags import autoscaler_tags
 from components.planning.efa import NetworkInterface
 from components.planning.pools import PoolPlan, refresh_healthy_percentages
-from components.planning.reservations import schedule_time_text
+from components.planning.reservations import SCHEDULE_TIME_ZONE, schedule_name_suffix, yearly_recurrence
 from components.security_groups import allow_all_within
 
 #: ASG health check grace period: the AWS console's default (https://docs.aws.amazon.com/autoscaling/ec2/userguide/
@@ -314,13 +314,22 @@ class NodePool(pulumi.ComponentResource):
     def _capacity_block_end(self, name: str, child: pulumi.ResourceOptions) -> aws.autoscaling.Schedule:
         """Set the group to zero (min, max and desired) at `plan.scale_to_zero_at`, ahead of the block's end: each
         node then leaves through the terminate hook, drained by the handler, before EC2 reclaims the block
-        (components.planning.reservations). One-off: a block extended later gets a new end time in config."""
-        assert self.plan.scale_to_zero_at is not None
+        (components.planning.reservations).
+
+        A recurring action at that minute of the year, with no start time, so it outlives its first run and the
+        stack never sends a past start time (`yearly_recurrence`). Its name carries the moment, so the next block's
+        end time replaces it. After it runs the group stays at zero: the next `pulumi up --refresh` reads the zeros
+        and sets the configured sizes again [PULUMIDRIFT] (docs/node-pools.md, "After the block")."""
+        moment = self.plan.scale_to_zero_at
+        assert moment is not None
         return aws.autoscaling.Schedule(
             f"{name}-block-end",
-            scheduled_action_name=f"{self._ctx.cluster_name_plain}-{self.plan.name}-capacity-block-end",
+            scheduled_action_name=(
+                f"{self._ctx.cluster_name_plain}-{self.plan.name}-capacity-block-end-{schedule_name_suffix(moment)}"
+            ),
             autoscaling_group_name=self.asg.name,
-            start_time=schedule_time_text(self.plan.scale_to_zero_at),
+            recurrence=yearly_recurrence(moment),
+            time_zone=SCHEDULE_TIME_ZONE,
             min_size=0,
             max_size=0,
             desired_capacity=0,

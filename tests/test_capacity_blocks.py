@@ -95,9 +95,30 @@ def test_the_pool_goes_to_zero_an_hour_before_the_end_by_default():
     (_, plan) = plan_pools(stack_config(SYSTEM_POOL, block()))
     assert plan.scale_to_zero_at == datetime(2030, 3, 1, 10, 30, tzinfo=UTC)
     (schedule,) = build(stack_config(SYSTEM_POOL, block())).of_type(SCHEDULE)
-    assert schedule.inputs["startTime"] == "2030-03-01T10:30:00Z"
+    assert schedule.inputs["recurrence"] == "30 10 1 3 *"
+    assert schedule.inputs["timeZone"] == "Etc/UTC"
     assert (schedule.inputs["minSize"], schedule.inputs["maxSize"], schedule.inputs["desiredCapacity"]) == (0, 0, 0)
     assert schedule.inputs["autoscalingGroupName"] == "demo-h100"
+
+
+def test_the_scale_in_survives_its_first_run_and_never_sends_a_past_start_time():
+    """AWS deletes a one-time action after it runs, and refuses to recreate one whose start time has passed: the
+    action recurs (yearly, at the scale-in minute) and leaves its start time to AWS."""
+    (schedule,) = build(stack_config(SYSTEM_POOL, block())).of_type(SCHEDULE)
+    assert "startTime" not in schedule.inputs and "endTime" not in schedule.inputs
+    assert schedule.inputs["recurrence"]
+
+
+def test_the_next_block_replaces_the_action_instead_of_updating_it():
+    """The scale-in moment is in the action's name (a new name replaces the action), so an update never resends the
+    start time AWS computed for the old block."""
+    first, second = (
+        build(stack_config(SYSTEM_POOL, block(endTime=end))).one(SCHEDULE).inputs
+        for end in (END, "2030-04-02T07:05:00Z")
+    )
+    assert first["scheduledActionName"].endswith("-capacity-block-end-20300301T1030Z")
+    assert second["scheduledActionName"].endswith("-capacity-block-end-20300402T0605Z")
+    assert second["recurrence"] == "5 6 2 4 *"
 
 
 def test_a_longer_drain_moves_the_scale_in_earlier():

@@ -60,7 +60,7 @@ def test_a_new_release_changes_only_the_image_of_each_launch_template():
         assert {k: v for k, v in old.items() if k != "imageId"} == {k: v for k, v in new.items() if k != "imageId"}
 
 
-def test_the_system_pool_rolls_launch_before_terminate_and_training_is_never_refreshed():
+def test_system_and_inference_pools_roll_launch_before_terminate_and_training_is_never_refreshed():
     run = build(stack())
     system = run.one(ASG, "demo-system").inputs["instanceRefresh"]
     assert system["strategy"] == "Rolling"
@@ -69,7 +69,7 @@ def test_the_system_pool_rolls_launch_before_terminate_and_training_is_never_ref
     assert system["preferences"]["skipMatching"] is True
     assert "instanceRefresh" not in run.one(ASG, "demo-h100").inputs
     inference = run.one(ASG, "demo-l40s").inputs["instanceRefresh"]["preferences"]
-    assert inference["minHealthyPercentage"] == 90 and "maxHealthyPercentage" not in inference
+    assert (inference["minHealthyPercentage"], inference["maxHealthyPercentage"]) == (100, 200)
 
 
 def test_a_training_pool_refreshes_only_when_asked():

@@ -262,12 +262,27 @@ def test_spot_pool_mixes_same_shape_types_with_rebalance_and_termination_handler
     assert run.of_type(PG) == [] and run.of_type(SG) == []
 
 
-def test_inference_pool_rolls_nodes_on_template_changes() -> None:
+def test_inference_pool_rolls_nodes_on_template_changes_launching_before_terminating() -> None:
+    """An AMI upgrade must not take half of a 2-node serving pool away: new nodes join before old ones drain."""
     refresh = build(SPOT)[0].one(ASG, "t-l40s").inputs["instanceRefresh"]
     assert refresh == {
         "strategy": "Rolling",
-        "preferences": {"minHealthyPercentage": 90, "instanceWarmup": "300", "skipMatching": True},
+        "preferences": {
+            "minHealthyPercentage": 100,
+            "maxHealthyPercentage": 200,
+            "instanceWarmup": "300",
+            "skipMatching": True,
+        },
     }
+
+
+def test_configured_refresh_percentages_win_and_the_derived_maximum_stays_within_aws_bounds() -> None:
+    terminate_first = {**SPOT, "instanceRefresh": {"maxHealthyPercentage": 100}}
+    preferences = build(terminate_first)[0].one(ASG, "t-l40s").inputs["instanceRefresh"]["preferences"]
+    assert (preferences["minHealthyPercentage"], preferences["maxHealthyPercentage"]) == (100, 100)
+    lower = {**SPOT, "instanceRefresh": {"minHealthyPercentage": 50}}
+    preferences = build(lower)[0].one(ASG, "t-l40s").inputs["instanceRefresh"]["preferences"]
+    assert (preferences["minHealthyPercentage"], preferences["maxHealthyPercentage"]) == (50, 150)
 
 
 def test_training_pool_can_opt_into_instance_refresh() -> None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from blueprint.plan.runner import list_stacks
+from components.planning import stateful as stateful_module
 from components.planning.stateful import STATEFUL_KINDS, Protection, stateful_protection
 from tests.builders import shipped_plan
 
@@ -54,3 +56,31 @@ def test_a_kept_file_system_or_bucket_keeps_the_key_that_decrypts_it(stack: str)
         for option in ("protect", "retainOnDelete"):
             if data["options"][option]:
                 assert key["options"][option], f"{data['name']} is kept ({option}) but its key {key['name']} is not"
+
+
+LUSTRE = "aws:fsx/lustreFileSystem:LustreFileSystem"
+OPERATIONS = Path(__file__).resolve().parents[1] / "docs" / "operations.md"
+
+
+def _destroy_section() -> str:
+    text = OPERATIONS.read_text()
+    start = text.index("## Stateful resources and `pulumi destroy`")
+    return text[start : text.index("\n## ", start + 1)]
+
+
+def test_a_lustre_file_system_is_deleted_before_the_destroy_because_its_network_is_not_kept() -> None:
+    """A Lustre file system kept through `pulumi destroy` holds network interfaces in the stack's subnet behind its
+    security group, so deleting those fails (DependencyViolation). The stack keeps no network for it; the documented
+    procedure saves the data, deletes the file system, refreshes it out of the state, and only then destroys."""
+    resources = shipped_plan("training")["resources"]
+    by_urn = {r["urn"]: r for r in resources}
+    (lustre,) = [r for r in resources if r["type"] == LUSTRE]
+    placed_by = lustre["propertyDependencies"]
+    network = [by_urn[u] for prop in ("subnetIds", "securityGroupIds") for u in placed_by[prop]]
+    assert network and not any(r["options"]["retainOnDelete"] for r in network)
+    section = _destroy_section()
+    steps = ["create-data-repository-task", "create-backup", "delete-file-system", "pulumi refresh", "pulumi destroy`:"]
+    positions = [section.index(step, section.index("does not work for an FSx for Lustre")) for step in steps]
+    assert positions == sorted(positions), "save the data, delete the file system, refresh, then destroy"
+    assert "DependencyViolation" in section
+    assert "the file system deleted before the destroy" in (stateful_module.__doc__ or "")

@@ -30,6 +30,16 @@ def _fabric(pool: dict[str, Any]) -> str:
     return f"{pool['efaDevicesPerNode']}/{pool['maxEfaDevicesPerNode']} EFA, {pool['fabricGbpsPerNode']:g} Gbps"
 
 
+def _pods(pool: dict[str, Any]) -> str:
+    """The kubelet's maxPods (what the VPC CNI can address); `-` on hybrid pools, whose pod addresses Cilium assigns."""
+    return "-" if pool["maxPods"] is None else str(pool["maxPods"])
+
+
+def _lustre(pool: dict[str, Any]) -> str:
+    """How the pool's nodes reach the Lustre file system (`efa` or `tcp`), or `-` when they do not mount it."""
+    return pool["lustreClient"] or "-"
+
+
 def _mbps(value: float | None) -> str:
     """Throughput figure; None where nobody can know it (bursting EFS, an NFS server of unknown bandwidth)."""
     return "-" if value is None else f"{value:,.0f}"
@@ -58,6 +68,8 @@ def table(plan: dict[str, Any], console: Console) -> None:
         "capacity",
         "scaling",
         "fabric",
+        "pods/node",
+        "Lustre",
         "where",
         "$/h idle",
         "$/h max",
@@ -73,6 +85,8 @@ def table(plan: dict[str, Any], console: Console) -> None:
             p["capacityType"],
             p["scalingMode"],
             _fabric(p),
+            _pods(p),
+            _lustre(p),
             _where(p),
             _usd(p["hourlyUsd"]["idle"]),
             _usd(p["hourlyUsd"]["max"]),
@@ -128,14 +142,14 @@ def markdown(plan: dict[str, Any]) -> str:
         f"**violations** {len(plan['violations'])}",
         "",
         *(f"**Warning:** {warning}\n" for warning in summary.get("warnings", [])),
-        "| pool | kind/role | instance | GPUs/node | nodes | capacity | scaling | fabric | where "
+        "| pool | kind/role | instance | GPUs/node | nodes | capacity | scaling | fabric | pods/node | Lustre | where "
         "| $/h idle | $/h max |",
-        "|---|---|---|---|---|---|---|---|---|---:|---:|",
+        "|---|---|---|---|---|---|---|---|---:|---|---|---:|---:|",
     ]
     for p in summary["nodePools"]:
         lines.append(
             f"| {p['name']} | {p['kind']}/{p['role']} | {p['instanceType'] or '-'} | {_gpus(p)} | {_nodes(p)} | "
-            f"{p['capacityType']} | {p['scalingMode']} | {_fabric(p)} | {_where(p)} | "
+            f"{p['capacityType']} | {p['scalingMode']} | {_fabric(p)} | {_pods(p)} | {_lustre(p)} | {_where(p)} | "
             f"{_usd(p['hourlyUsd']['idle'])} | {_usd(p['hourlyUsd']['max'])} |"
         )
     if summary["storage"]:

@@ -220,17 +220,19 @@ def refreshes(pool: NodePool) -> bool:
     return pool.role != "training" if enabled is None else enabled
 
 
-def refresh_healthy_percentages(pool: NodePool) -> tuple[int, int | None]:
-    """(minimum, maximum) healthy percentages of the pool's instance refresh. System pools launch before they
-    terminate (100/200: a 2-node pool gains 2 new nodes, then drains the old ones), so CoreDNS and the controllers
-    always have Ready nodes to move to; other pools keep AWS's 90 and leave the maximum to AWS (100)."""
+def refresh_healthy_percentages(pool: NodePool) -> tuple[int, int]:
+    """(minimum, maximum) healthy percentages of the pool's instance refresh. Every pool that refreshes launches
+    before it terminates unless configured otherwise (100/200: a 2-node pool gains 2 new nodes, then drains the old
+    ones), so CoreDNS and the controllers always have Ready nodes to move to and an inference pool keeps serving
+    with all its GPUs. AWS's own defaults (90 and no maximum, i.e. 100) terminate first: with a maximum of 100 a
+    node can only be replaced after it leaves, so a 2-node inference pool serves on one node per batch (EC2 Auto
+    Scaling RefreshPreferences `MinHealthyPercentage`, `MaxHealthyPercentage`,
+    https://docs.aws.amazon.com/autoscaling/ec2/APIReference/API_RefreshPreferences.html). The derived maximum stays
+    within AWS's bounds: at most 200 and at most 100 above the minimum."""
     refresh = pool.instance_refresh
-    system = pool.role == "system"
-    low = refresh.min_healthy_percentage
+    low = 100 if refresh.min_healthy_percentage is None else refresh.min_healthy_percentage
     high = refresh.max_healthy_percentage
-    if low is None:
-        low = 100 if system else 90
-    if high is None and system:
+    if high is None:
         high = min(200, low + 100)
     return low, high
 

@@ -61,7 +61,29 @@ def scale_in_time(end_time: datetime, hook_timeout_seconds: int) -> datetime:
     return moment.replace(second=0, microsecond=0)
 
 
-def schedule_time_text(moment: datetime) -> str:
-    """A scheduled action's start time as EC2 Auto Scaling takes it: `YYYY-MM-DDThh:mm:ssZ`, UTC only
-    (PutScheduledUpdateGroupAction `StartTime`)."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+#: The time zone of the scale-in's cron expression. EC2 Auto Scaling reads a recurrence in UTC unless the action
+#: names an IANA zone; naming UTC keeps the expression and `scale_in_time` in the same clock [ASGSCHED].
+SCHEDULE_TIME_ZONE = "Etc/UTC"
+
+
+def yearly_recurrence(moment: datetime) -> str:
+    """The scale-in as a recurring scheduled action: a five-field Unix cron expression (`minute hour day-of-month
+    month day-of-week`) that fires at `moment`'s minute, hour, day and month, every year, in UTC [ASGSCHED].
+
+    Recurring, not one-time, because EC2 Auto Scaling deletes a one-time action once it has run
+    (DescribeScheduledActions lists only actions "that haven't run or that have not reached their end time"). A
+    deleted action drifts from the stack's state: destroying it then fails with "Scheduled action name not found",
+    and a refresh followed by `up` recreates it with its start time, now past, which AWS refuses ("Given start time
+    is in the past") [ASGSCHED]. A recurring action without a start time stays in the account; AWS computes its next
+    run from the expression, so the stack never sends a past one. It fires again a year later only on a stack left
+    unchanged that long, whose block has long expired and can launch nothing. The day of the week is `*`: in cron a
+    restricted day of the month and day of the week match either, not both."""
+    utc = moment.astimezone(UTC)
+    return f"{utc.minute} {utc.hour} {utc.day} {utc.month} *"
+
+
+def schedule_name_suffix(moment: datetime) -> str:
+    """The scale-in moment in the scheduled action's name (`20261215T1030Z`): a new block end names a new action, so
+    the stack replaces the action instead of updating it, and an update never resends the old action's start time,
+    which AWS computed and would now refuse as past [ASGSCHED]."""
+    return moment.astimezone(UTC).strftime("%Y%m%dT%H%MZ")

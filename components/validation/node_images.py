@@ -33,7 +33,7 @@ def refresh_bounds_are_accepted(p: Parsed) -> Iterator[Problem]:
     RefreshPreferences `MaxHealthyPercentage`)."""
     for path, pool, _ in p.aws_pools():
         low, high = refresh_healthy_percentages(pool)
-        if high is not None and high - low > 100:
+        if high - low > 100:
             yield Problem(
                 f"{path}.instanceRefresh.maxHealthyPercentage",
                 f"{high} is more than 100 above minHealthyPercentage {low}; AWS refuses the refresh",
