@@ -332,13 +332,14 @@ class InstanceRefresh(Model):
     """Roll out launch template changes by instance refresh. Default: `false` for training pools (a refresh would
     kill running jobs), `true` for inference and system pools."""
     min_healthy_percentage: int | None = Field(None, ge=0, le=100)
-    """Percentage (0-100) of the group kept in service during a refresh. Default 100 on system pools (with
-    `maxHealthyPercentage` 200: new nodes join before old ones drain, so CoreDNS and the controllers never lose
-    their nodes), 90 elsewhere."""
+    """Percentage (0-100) of the group kept in service during a refresh. Default 100 (with `maxHealthyPercentage`
+    200: new nodes join before old ones drain, so CoreDNS and the controllers never lose their nodes and an
+    inference pool keeps every GPU serving)."""
     max_healthy_percentage: int | None = Field(None, ge=100, le=200)
     """Percentage (100-200) of the group that may be in service or launching during a refresh; above 100, new
     instances launch before old ones terminate. At most 100 above `minHealthyPercentage` (EC2 Auto Scaling
-    RefreshPreferences). Default 200 on system pools, unset (AWS's 100) elsewhere."""
+    RefreshPreferences). Default: 100 above the minimum, at most 200 (200 with the default minimum). Set 100 to
+    terminate before launching, e.g. on a reservation with no instance to spare."""
     instance_warmup_seconds: int = Field(300, ge=0)
     """Seconds a new instance gets before it counts as healthy in a refresh. Default 300."""
     skip_matching: bool = True
