@@ -197,6 +197,21 @@ class ExistingVpc(Model):
     """Public subnets as `{availability zone: subnet id}`, for internet-facing load balancers only. Optional."""
 
 
+class SiteConnection(Model):
+    """The gateway that already connects the region to the site (VPN or Direct Connect): a new VPC is attached to it
+    and routes the site's networks through it (EKS user guide, "Prepare networking for hybrid nodes" [EKSUG]). Give
+    exactly one of the two ids."""
+
+    transit_gateway_id: Annotated[str, StringConstraints(pattern=r"^tgw-[0-9a-f]{8,17}$")] | None = None
+    """A transit gateway (`tgw-` and 8 or 17 hex digits) whose route tables reach the site: the stack attaches the
+    VPC's private subnets to it. Its route table must send the VPC CIDR back to the attachment (the default route
+    table propagation does) and accept the attachment (auto-accept, or accept it when the gateway is shared from
+    another account)."""
+    virtual_private_gateway_id: Annotated[str, StringConstraints(pattern=r"^vgw-[0-9a-f]{8,17}$")] | None = None
+    """A virtual private gateway (`vgw-` and 8 or 17 hex digits) the site's VPN or Direct Connect gateway ends on,
+    attached to no other VPC (a VGW serves one VPC): the stack attaches it to the new VPC."""
+
+
 class NetworkConfig(Model):
     """A new VPC (default) or an existing one (`existingVpc`)."""
 
@@ -222,6 +237,10 @@ class NetworkConfig(Model):
     last eighth of the VPC split into eighths (a /22 in a /16). They hold only NAT gateways and load balancers."""
     existing_vpc: ExistingVpc | None = None
     """Use subnets you already have instead of creating a VPC. Default: a new VPC."""
+    site_connection: SiteConnection | None = None
+    """The gateway to the site, for a new VPC: its private subnets route the hybrid pools' remote node and pod CIDRs
+    and `cluster.endpoint.privateAccessCidrs` outside the VPC through it. Required when a new VPC has either; not
+    used with `existingVpc`, whose routes are yours. Default none."""
 
     @property
     def zones(self) -> list[str]:

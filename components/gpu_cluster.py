@@ -24,6 +24,7 @@ from components.network import Network
 from components.node_pool import NodePool
 from components.planning.hybrid import remote_network_config
 from components.planning.pools import PoolPlan, plan_pools
+from components.planning.site_routes import site_cidrs
 from components.planning.stateful import stateful_protection
 from components.storage import SharedStorage
 
@@ -65,7 +66,13 @@ class GpuCluster(pulumi.ComponentResource):
         self.partition = aws.get_partition_output(opts=pulumi.InvokeOutputOptions(parent=self)).partition
         self.stateful = stateful_protection(spec.cluster.protect_stateful)
         self.network = Network(
-            f"{name}-network", spec.network, spec.cluster.name, spec.region, self.tags, opts=self._child()
+            f"{name}-network",
+            spec.network,
+            spec.cluster.name,
+            spec.region,
+            self.tags,
+            site_cidrs(spec.network.vpc_cidr, spec.cluster.endpoint.private_access_cidrs, spec.hybrid_pools),
+            opts=self._child(),
         )
         self.eks = EksCluster(
             f"{name}-eks",
@@ -113,7 +120,12 @@ class GpuCluster(pulumi.ComponentResource):
             node_role_arn=self.node_identity.role_arn,
             node_instance_profile_arn=self.node_identity.instance_profile_arn,
             kms_key_arn=self.eks.kms_key.arn,
-            k8s_provider=kubernetes_access.kubernetes_provider(f"{name}-k8s", self.kubeconfig, opts=self._child()),
+            # Kubernetes objects go through the private endpoint from the site: not before the routes there exist.
+            k8s_provider=kubernetes_access.kubernetes_provider(
+                f"{name}-k8s",
+                self.kubeconfig,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=list(self.network.site_routes)),
+            ),
             pod_identity_role=PodIdentityRoles(self.eks.name, spec.cluster.name, self.partition, self.tags),
         )
 

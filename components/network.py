@@ -9,8 +9,18 @@ Lustre data repositories, container layers) off the NAT gateways, where it would
 Subnet CIDRs come from `components.planning.subnets` (the same derivation config validation checks), and subnets
 carry the tags EKS and the AWS Load Balancer Controller use to discover them (see `subnet_tags`).
 
+A new VPC reaches the site (hybrid nodes, the networks admitted to the private endpoint) through the gateway
+`network.siteConnection` names: the VPC is attached to that transit gateway or virtual private gateway, and every
+private route table sends the site's CIDRs (`components.planning.site_routes`) to it. Static routes, not route
+propagation: the routes are exactly the CIDRs the config lists, the same for both gateway kinds, and in the plan
+whatever the site advertises (propagation exists for a VGW only, and takes every prefix the VPN or Direct Connect
+link learns). The public route table gets none: the cluster's network interfaces, nodes and internal load balancers
+sit in the private subnets, the public ones hold only NAT gateways and internet-facing load balancers ([EKSUG]
+`hybrid-nodes-networking`: the routes go in the route tables of the subnets passed to the cluster).
+
 An existing VPC is never modified: no VPC, subnet or route is registered, and its subnets must already carry the
-load balancer tags if load balancers are wanted (docs/network-and-cluster.md lists them).
+load balancer tags if load balancers are wanted (docs/network-and-cluster.md lists them); its route tables must
+already reach the site.
 """
 
 from __future__ import annotations
@@ -21,7 +31,7 @@ from ipaddress import IPv4Network
 import pulumi
 import pulumi_aws as aws
 
-from components.config import ExistingVpc, NetworkConfig
+from components.config import ExistingVpc, NetworkConfig, SiteConnection
 from components.planning.subnets import subnet_layout
 from components.tags import SHARED, kubernetes_cluster
 
@@ -49,6 +59,8 @@ class Network(pulumi.ComponentResource):
       private_subnet_ids / public_subnet_ids   {az: subnet id}
       nat_gateway_ids                  {az: NAT gateway id} (new VPC only; one entry with `single`)
       s3_endpoint                      the S3 gateway endpoint (new VPC only)
+      site_routes                      the routes to the site's CIDRs (new VPC with a site connection only): what
+                                       must exist before anything on the site can reach the API
     """
 
     vpc: aws.ec2.Vpc | None
@@ -61,8 +73,11 @@ class Network(pulumi.ComponentResource):
         cluster_name: str,
         region: str,
         tags: Mapping[str, str],
+        site_cidrs: Sequence[str] = (),
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
+        """`site_cidrs` are the CIDRs a new VPC routes to `network.site_connection`
+        (`components.planning.site_routes.site_cidrs`)."""
         super().__init__("gpu-clusters:index:Network", name, None, opts)
         self.network = network
         self.cluster_name = cluster_name
@@ -73,6 +88,8 @@ class Network(pulumi.ComponentResource):
         self.private_subnet_ids: dict[str, pulumi.Input[str]] = {}
         self.public_subnet_ids: dict[str, pulumi.Input[str]] = {}
         self.nat_gateway_ids: dict[str, pulumi.Output[str]] = {}
+        self.site_cidrs = list(site_cidrs)
+        self.site_routes: list[aws.ec2.Route] = []
         self.vpc = None
         self.s3_endpoint = None
         if network.existing_vpc is not None:
@@ -117,7 +134,9 @@ class Network(pulumi.ComponentResource):
         public_subnets = self._public_subnets(vpc, public_rt, layout.zones, layout.public)
         nat_zones = self._nat_gateways(igw, public_subnets, layout.zones)
         private_route_tables = self._private_subnets(vpc, nat_zones, layout.zones, layout.private)
-        self._s3_endpoint(vpc, [*private_route_tables, public_rt.id])
+        self._s3_endpoint(vpc, [route_table.id for route_table in private_route_tables.values()] + [public_rt.id])
+        if self.network.site_connection is not None:
+            self._site_routes(vpc, self.network.site_connection, private_route_tables)
 
     def _vpc(self) -> aws.ec2.Vpc:
         """The VPC with DNS hostnames and resolution on: EKS needs both (private endpoint resolution, nodes)."""
@@ -196,11 +215,11 @@ class Network(pulumi.ComponentResource):
 
     def _private_subnets(
         self, vpc: aws.ec2.Vpc, nat_zones: Sequence[str], zones: Sequence[str], cidrs: Sequence[IPv4Network]
-    ) -> list[pulumi.Output[str]]:
+    ) -> dict[str, aws.ec2.RouteTable]:
         """One private subnet per AZ for nodes and pods, routed through its AZ's NAT gateway (else the single one);
-        returns the route tables, which the S3 endpoint joins."""
+        returns the route tables by AZ, which the S3 endpoint joins and the site routes go in."""
         child = pulumi.ResourceOptions(parent=self)
-        private_route_tables: list[pulumi.Output[str]] = []
+        private_route_tables: dict[str, aws.ec2.RouteTable] = {}
         for zone, cidr in zip(zones, cidrs, strict=True):
             subnet = aws.ec2.Subnet(
                 self._named(f"private-{zone}"),
@@ -225,9 +244,52 @@ class Network(pulumi.ComponentResource):
             aws.ec2.RouteTableAssociation(
                 self._named(f"private-{zone}"), subnet_id=subnet.id, route_table_id=route_table.id, opts=child
             )
-            private_route_tables.append(route_table.id)
+            private_route_tables[zone] = route_table
             self.private_subnet_ids[zone] = subnet.id
         return private_route_tables
+
+    def _site_routes(
+        self, vpc: aws.ec2.Vpc, site: SiteConnection, route_tables: Mapping[str, aws.ec2.RouteTable]
+    ) -> None:
+        """Attach the VPC to the site's gateway and route each site CIDR to it from every private route table.
+
+        A transit gateway attachment takes one subnet per AZ, the private ones here (its network interfaces live
+        there); a virtual private gateway is attached to the VPC as a whole ([EKSUG] `hybrid-nodes-networking`,
+        step 3). A route naming a gateway that is not yet attached is refused, so each route waits for the
+        attachment."""
+        attachment: pulumi.Resource
+        if site.transit_gateway_id is not None:
+            attachment = aws.ec2transitgateway.VpcAttachment(
+                self._named("site"),
+                transit_gateway_id=site.transit_gateway_id,
+                vpc_id=vpc.id,
+                subnet_ids=self.private_subnet_id_list,
+                tags=self._tags("site"),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+        elif site.virtual_private_gateway_id is not None:
+            attachment = aws.ec2.VpnGatewayAttachment(
+                self._named("site"),
+                vpc_id=vpc.id,
+                vpn_gateway_id=site.virtual_private_gateway_id,
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+        else:
+            raise ValueError("network.siteConnection names no gateway (config validation refuses that)")
+        after_attachment = pulumi.ResourceOptions(parent=self, depends_on=[attachment])
+        for zone, route_table in route_tables.items():
+            for cidr in self.site_cidrs:
+                self.site_routes.append(
+                    aws.ec2.Route(
+                        self._named(f"private-{zone}-site-{cidr.replace('.', '-').replace('/', '-')}"),
+                        route_table_id=route_table.id,
+                        destination_cidr_block=cidr,
+                        # One of the two is set: a VGW is a route's `gateway_id`, as an internet gateway is.
+                        transit_gateway_id=site.transit_gateway_id,
+                        gateway_id=site.virtual_private_gateway_id,
+                        opts=after_attachment,
+                    )
+                )
 
     def _s3_endpoint(self, vpc: aws.ec2.Vpc, route_table_ids: Sequence[pulumi.Input[str]]) -> None:
         """An S3 gateway endpoint on every route table: gateway endpoints are free, S3 traffic through NAT is billed

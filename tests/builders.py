@@ -23,6 +23,7 @@ from components.addons import Addons
 from components.config import StackConfig
 from components.context import ClusterContext
 from components.planning.pools import PoolPlan, plan_pools
+from components.planning.site_routes import site_cidrs
 from components.validation import validate
 from tests.fakes import fake_context
 
@@ -30,8 +31,11 @@ REGION = "us-east-1"
 TWO_ZONES = ("us-east-1a", "us-east-1b")
 THREE_ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
 #: How a validated test stack's deployer reaches its private API (validation refuses a private-only endpoint that
-#: admits nobody): a VPN network on TCP 443.
+#: admits nobody): a VPN network on TCP 443, reached through `SITE_CONNECTION`.
 DEPLOYER_ACCESS = {"privateAccessCidrs": ["192.168.10.0/24"]}
+#: The gateway a validated test stack's new VPC reaches the site through (validation refuses a new VPC that admits
+#: a network outside it, or has hybrid pools, without one).
+SITE_CONNECTION = {"transitGatewayId": "tgw-0f3a9c1e27d84b5a6"}
 
 T = TypeVar("T")
 
@@ -52,7 +56,8 @@ def stack_config(
     other top-level sections (`storage=`, `addons=`). `validated` runs the cross-field rules the program runs
     (`components.validation.validate`); without it only the schema applies, so planning code can be handed configs
     validation would refuse. A validated stack's deployer reaches the API through `DEPLOYER_ACCESS` unless
-    `cluster` sets `endpoint`.
+    `cluster` sets `endpoint`, and its new VPC reaches the site through `SITE_CONNECTION` when it routes anything
+    there and `network` sets no `siteConnection`.
     """
     raw: dict[str, Any] = {
         "cluster": {"name": name, **(cluster or {})},
@@ -62,8 +67,21 @@ def stack_config(
     }
     if validated:
         raw["cluster"].setdefault("endpoint", DEPLOYER_ACCESS)
+        if _routes_to_the_site(raw, region):
+            raw["network"].setdefault("siteConnection", SITE_CONNECTION)
         return validate(raw, region)
     return StackConfig.model_validate({"region": region, **raw})
+
+
+def _routes_to_the_site(raw: dict[str, Any], region: str) -> bool:
+    """Whether the stack `raw` describes creates its VPC and routes some network to the site."""
+    try:
+        spec = StackConfig.model_validate({"region": region, **raw})
+    except ValueError:
+        return False
+    if spec.network.existing_vpc is not None:
+        return False
+    return bool(site_cidrs(spec.network.vpc_cidr, spec.cluster.endpoint.private_access_cidrs, spec.hybrid_pools))
 
 
 def once_per_config(build: Callable[[StackConfig], T]) -> Callable[[StackConfig], T]:

@@ -14,6 +14,7 @@ from components.validation import validate
 from components.validation.parse import Parsed
 from components.validation.regions import services_used
 from tests.builders import HYBRID_POOL as HYBRID
+from tests.builders import SITE_CONNECTION
 
 STACK: dict[str, Any] = {
     "cluster": {"name": "t", "endpoint": {"privateAccessCidrs": ["192.168.10.0/24"]}},
@@ -36,7 +37,8 @@ ENDPOINTS = {
 
 def stack_in(region: str, *pools: dict[str, Any], **sections: Any) -> dict[str, Any]:
     zones = [f"{region}a", f"{region}b"]
-    return {**STACK, "network": {"availabilityZones": zones}, "nodePools": [*STACK["nodePools"], *pools], **sections}
+    network = {"availabilityZones": zones, "siteConnection": SITE_CONNECTION}
+    return {**STACK, "network": network, "nodePools": [*STACK["nodePools"], *pools], **sections}
 
 
 def test_every_region_offers_eks_and_every_service_names_its_source() -> None:

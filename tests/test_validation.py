@@ -11,6 +11,7 @@ import pytest
 
 from components.errors import ConfigError, Problem
 from components.validation import validate, validate_config
+from tests.builders import SITE_CONNECTION
 
 BASE: dict[str, Any] = {
     "cluster": {
@@ -19,7 +20,11 @@ BASE: dict[str, Any] = {
         "endpoint": {"privateAccessCidrs": ["192.168.10.0/24"]},
         "tags": {"team": "ml"},
     },
-    "network": {"vpcCidr": "10.0.0.0/16", "availabilityZones": ["us-east-1a", "us-east-1b"]},
+    "network": {
+        "vpcCidr": "10.0.0.0/16",
+        "availabilityZones": ["us-east-1a", "us-east-1b"],
+        "siteConnection": SITE_CONNECTION,
+    },
     "nodePools": [
         {"name": "system", "role": "system", "instanceType": "m7i.xlarge", "scaling": {"min": 2, "max": 3}},
         {"name": "h100", "role": "training", "instanceType": "p5.48xlarge", "scaling": {"min": 0, "max": 4}},

@@ -7,6 +7,7 @@ never re-derived from the registered resources.
 from __future__ import annotations
 
 import ipaddress
+from itertools import pairwise
 from typing import Any
 
 from components.config import StackConfig
@@ -80,9 +81,32 @@ def placeholder_api_cidrs(spec: StackConfig) -> list[ipaddress.IPv4Network]:
     ]
 
 
+#: Hex digits in ascending order: an id whose hex holds a run of `EXAMPLE_RUN` of them (`tgw-0123456789abcdef0`) or
+#: one digit repeated is an example, as AWS's documentation writes them; a random id holds such a run about once in
+#: a hundred thousand.
+HEX_ORDER = "0123456789abcdef"
+EXAMPLE_RUN = 6
+
+
+def example_id(resource_id: str) -> bool:
+    """Whether an AWS id (`tgw-...`, `vgw-...`) is an example rather than a real resource's."""
+    digits = resource_id.partition("-")[2]
+    ascending = [HEX_ORDER.find(b) - HEX_ORDER.find(a) in (1, -15) for a, b in pairwise(digits)]
+    runs = "".join("1" if step else "0" for step in ascending)
+    return len(set(digits)) == 1 or "1" * (EXAMPLE_RUN - 1) in runs
+
+
+def placeholder_site_gateways(spec: StackConfig) -> list[str]:
+    """The site connection's gateway id when it is an example: the attachment would fail on `pulumi up`."""
+    site = spec.network.site_connection
+    if site is None:
+        return []
+    return [gw for gw in (site.transit_gateway_id, site.virtual_private_gateway_id) if gw and example_id(gw)]
+
+
 def warnings(spec: StackConfig, plans: list[PoolPlan]) -> list[str]:
-    """What a stack builds but probably did not mean to: alarms with nowhere to send them, and API access CIDRs that
-    are documentation placeholders."""
+    """What a stack builds but probably did not mean to: alarms with nowhere to send them, API access CIDRs that are
+    documentation placeholders, and an example id for the gateway to the site."""
     found: list[str] = []
     alerts = alerts_summary(spec, plans)
     if alerts["alarms"] and alerts["destination"] is None:
@@ -91,6 +115,12 @@ def warnings(spec: StackConfig, plans: list[PoolPlan]) -> list[str]:
         f"cluster.endpoint admits {cidr}, a documentation range (RFC 5737): replace it with the network that runs "
         "`pulumi up` (docs/operations.md, 'Reaching the API'), or the deployer cannot reach the API"
         for cidr in placeholder_api_cidrs(spec)
+    )
+    found.extend(
+        f"network.siteConnection names {gateway}, an example id: replace it with the gateway your VPN or Direct "
+        "Connect link to the site ends on (docs/network-and-cluster.md, 'Reaching the site'), or attaching the VPC "
+        "fails"
+        for gateway in placeholder_site_gateways(spec)
     )
     return found
 

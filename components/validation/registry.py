@@ -20,6 +20,7 @@ from components.validation import (
     pools,
     regions,
     reservations,
+    site_connection,
     storage,
 )
 from components.validation.parse import Rule
@@ -28,7 +29,7 @@ from components.validation.parse import Rule
 BY_CONCERN: dict[str, tuple[Rule, ...]] = {
     "file": file.RULES,
     "cluster": (*cluster.RULES, *regions.RULES),
-    "network": network.RULES,
+    "network": (*network.RULES, *site_connection.RULES),
     "pools": (*pools.RULES, *reservations.RULES, *node_images.RULES, *offerings.RULES),
     "hybrid": hybrid.RULES,
     "storage": (*storage.RULES, *lustre_backups.RULES, *lustre_clients.RULES),
