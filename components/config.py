@@ -543,6 +543,36 @@ class LustreConfig(Model):
     Retain`)."""
 
 
+class NfsMount(Model):
+    """The mount options of an existing NFS server's volume, each a Linux NFS client option (nfs(5) man page).
+
+    The defaults are for reading large files (model weights) from one server over a fast link: NFS 4.1, several
+    TCP connections, the client's largest transfer size, and hard mounts so a server restart stalls reads instead of
+    failing them.
+    """
+
+    nfs_version: Literal["3", "4.0", "4.1", "4.2"] = "4.1"
+    """`nfsvers`: the NFS protocol version the server exports, as text (`"4.1"`, like `kubernetesVersion`). Default
+    `"4.1"`."""
+    nconnect: int = Field(8, ge=1, le=16)
+    """`nconnect`: TCP connections per node to the server, 1-16 (nfs(5): "up to a limit of 16"; Linux 5.3 and
+    later). More connections spread reads over the NICs' queues and links. Default 8."""
+    rsize: int = Field(1048576, ge=1024, le=1048576)
+    """`rsize`: bytes per read request, 1024 or 2048 or a multiple of 4096 (the page size) up to 1048576, the Linux
+    client's largest (nfs(5): other values are rounded down); the server may lower it. Default 1048576."""
+    wsize: int = Field(1048576, ge=1024, le=1048576)
+    """`wsize`: bytes per write request, as `rsize`. Default 1048576."""
+    hard: bool = True
+    """`hard` (default `true`): retry a request until the server answers; `false` mounts `soft`, which fails it
+    after `retrans` retries and "can cause silent data corruption" (nfs(5))."""
+    timeo: int = Field(600, ge=1, le=600)
+    """`timeo`: tenths of a second the client waits for a reply before it retries, 1-600 (nfs(5): over TCP a larger
+    value is set to the default, 600). Default 600 (60 s)."""
+    retrans: int = Field(2, ge=0)
+    """`retrans`: retries before the client logs "server not responding" (hard) or fails the request (soft).
+    Default 2 (nfs(5))."""
+
+
 class NfsConfig(Model):
     """Shared NFS for inference: Amazon EFS, or an existing (e.g. on-prem) NFS server through csi-driver-nfs."""
 
@@ -573,16 +603,19 @@ class NfsConfig(Model):
     """`existing` only: DNS name or IP address of the NFS server. Required for `existing`."""
     share: str | None = None
     """`existing` only: absolute path of the export, e.g. `/exports/models`. Required for `existing`."""
-    mount_options: list[str] = Field(default_factory=lambda: ["nfsvers=4.1"])
-    """`existing` only: NFS mount options of every volume. Default `[nfsvers=4.1]`."""
+    mount: NfsMount = NfsMount()
+    """`existing` only: how every node mounts the share (NFS version, connections, transfer sizes, retries)."""
+    mount_options: list[str] = Field(default_factory=list)
+    """`existing` only: further NFS mount options, appended after those `mount` sets and not repeating them (e.g.
+    `noatime`, `sec=krb5`; nfs(5)). Default none."""
     capacity_gib: int = Field(1024, ge=1)
     """Size in GiB the claim requests, at least 1. Neither EFS nor NFS enforces it. Default 1024."""
     bandwidth_gbps: float | None = Field(None, gt=0)
     """`existing` only: the server's network bandwidth in Gbit/s, used only for the plan's throughput figures (x 125
     MB/s). Optional."""
     pools: list[str] | None = None
-    """Pools that mount the volume (for the plan's per-GPU throughput and, for `existing`, where the controller
-    prefers to run). Default: every inference pool."""
+    """Pools that mount the volume (for the plan's per-GPU throughput); never hybrid pools for EFS, whose CSI driver
+    AWS does not list for EKS Hybrid Nodes. Default: every inference pool (for EFS, every cloud inference pool)."""
     kubernetes: KubernetesVolume = KubernetesVolume()
     """Namespace and claim pods mount the volume through."""
 

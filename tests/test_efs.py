@@ -10,7 +10,7 @@ from components import tags
 from components.config import StackConfig
 from components.planning.pools import plan_pools
 from components.storage.efs import EfsStorage
-from tests.builders import HYBRID_POOL, THREE_ZONES, ShippedStack, once_per_config, run_with_context, stack_config
+from tests.builders import THREE_ZONES, ShippedStack, once_per_config, run_with_context, stack_config
 from tests.fakes import KMS_KEY_ARN, NODE_SECURITY_GROUP_ID, subnet_id
 
 EFS = "aws:efs/fileSystem:FileSystem"
@@ -89,18 +89,6 @@ def test_one_mount_target_per_private_subnet_az_behind_port_2049() -> None:
     assert rule.inputs["referencedSecurityGroupId"] == NODE_SECURITY_GROUP_ID
     assert (rule.inputs["ipProtocol"], rule.inputs["fromPort"], rule.inputs["toPort"]) == ("tcp", 2049, 2049)
     assert "cidrIpv4" not in rule.inputs
-
-
-def test_hybrid_pools_mount_from_their_remote_node_cidrs() -> None:
-    spec = inference_spec(
-        {"pools": ["a40"]},
-        pools=[
-            {"name": "system", "role": "system", "instanceType": "m7i.xlarge"},
-            HYBRID_POOL,
-        ],
-    )
-    cidrs = {r.inputs.get("cidrIpv4") for r in build(spec).of_type(INGRESS)}
-    assert cidrs == {None, "192.168.100.0/24"}
 
 
 def test_storage_class_with_access_points_and_claim() -> None:

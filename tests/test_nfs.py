@@ -1,23 +1,35 @@
-"""An existing NFS server through csi-driver-nfs: the pinned chart, tolerations, StorageClass parameters, claim."""
+"""An existing NFS server bound statically through csi-driver-nfs: the pinned chart's node plugin, a
+PersistentVolume on the server's export with the configured mount options, the claim bound to it, and the refusals
+of file systems hybrid nodes cannot mount."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
 
 from blueprint.plan.runner import ProgramRun
-from components import tags
 from components.catalog import versions
 from components.config import StackConfig
+from components.errors import ConfigError
 from components.planning.pools import plan_pools
-from components.storage.nfs import ExistingNfsStorage, storage_class_parameters
+from components.planning.storage import nfs_pools
+from components.storage.nfs import ExistingNfsStorage, volume_attributes
 from tests.builders import ShippedStack, once_per_config, run_with_context, stack_config
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 PVC = "kubernetes:core/v1:PersistentVolumeClaim"
+PV = "kubernetes:core/v1:PersistentVolume"
 SC = "kubernetes:storage.k8s.io/v1:StorageClass"
+DEFAULT_MOUNT_OPTIONS = [
+    "nfsvers=4.1",
+    "nconnect=8",
+    "rsize=1048576",
+    "wsize=1048576",
+    "hard",
+    "timeo=600",
+    "retrans=2",
+]
 GPU_TAINT = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 
 
@@ -50,6 +62,15 @@ def hybrid_spec(nfs: dict[str, Any] | None = None) -> StackConfig:
     return stack_config(*HYBRID_POOLS, name="hybrid", storage={"nfs": {**EXISTING_SERVER, **(nfs or {})}})
 
 
+def problems(nfs: dict[str, Any], pools: list[dict[str, Any]] | None = None) -> list[str]:
+    """The validation problems of the hybrid pools with this `storage.nfs` (empty when it is valid)."""
+    try:
+        stack_config(*(pools or HYBRID_POOLS), name="hybrid", storage={"nfs": nfs}, validated=True)
+    except ConfigError as error:
+        return [str(p) for p in error.problems]
+    return []
+
+
 @once_per_config
 def build(spec: StackConfig) -> ProgramRun:
     nfs = spec.storage.nfs
@@ -66,69 +87,150 @@ def test_chart_is_the_catalog_pin() -> None:
     assert release["namespace"] == "kube-system"
 
 
-def test_node_plugin_tolerates_gpu_and_hybrid_taints_and_controller_prefers_the_mounting_pools() -> None:
+def test_only_the_node_plugin_runs_and_it_tolerates_gpu_and_hybrid_taints() -> None:
+    """A static volume needs no controller (it makes sub-directories for dynamic volumes), so none runs and nothing
+    waits for one to reach the server; the node plugin mounts on tainted GPU and hybrid nodes alike."""
     values = build(hybrid_spec()).one(RELEASE).inputs["values"]
+    assert values["controller"] == {"replicas": 0}
     node = values["node"]["tolerations"]
     assert GPU_TAINT in node
     assert {"key": "site", "operator": "Exists", "effect": "NoExecute"} in node
-    controller = values["controller"]
-    assert GPU_TAINT in controller["tolerations"]
-    assert {"key": "CriticalAddonsOnly", "operator": "Exists", "effect": "NoSchedule"} in controller["tolerations"]
-    preferred = controller["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
-    assert preferred[0]["preference"]["matchExpressions"] == [{"key": tags.POOL, "operator": "In", "values": ["a40"]}]
+    # The node's own resolver knows the site's names; cluster DNS answers from whichever CoreDNS replica it reaches.
+    assert values["node"]["dnsPolicy"] == "Default"
 
 
-def test_the_chart_renders_the_controller_affinity() -> None:
-    """csi-driver-nfs 4.13.4 renders `controller.affinity` only when its text contains `nodeSelectorTerms`
-    (templates/csi-nfs-controller.yaml); a preference alone is silently dropped. The required term adds nothing
-    the template's own `kubernetes.io/os: linux` selector does not already ask."""
-    affinity = build(hybrid_spec()).one(RELEASE).inputs["values"]["controller"]["affinity"]
-    assert "nodeSelectorTerms" in json.dumps(affinity)
-    required = affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-    assert required == [{"matchExpressions": [{"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}]}]
+def test_persistent_volume_names_the_server_share_and_mount_options() -> None:
+    pv = build(hybrid_spec()).one(PV).inputs
+    assert pv["metadata"]["name"] == "default-models"
+    spec = pv["spec"]
+    assert spec["csi"] == {
+        "driver": "nfs.csi.k8s.io",
+        "volumeHandle": "nfs.lab.example.internal#/exports/models#",
+        "volumeAttributes": {"server": "nfs.lab.example.internal", "share": "/exports/models"},
+    }
+    assert spec["mountOptions"] == DEFAULT_MOUNT_OPTIONS
+    assert spec["persistentVolumeReclaimPolicy"] == "Retain"
+    assert spec["storageClassName"] == ""
+    assert spec["accessModes"] == ["ReadWriteMany"]
+    assert spec["claimRef"] == {"namespace": "default", "name": "models"}
 
 
-def test_storage_class_parameters_mount_options_and_retain() -> None:
-    run = build(hybrid_spec({"mountOptions": ["nfsvers=4.1", "hard"]}))
-    sc = run.one(SC)
-    assert sc.inputs["metadata"]["name"] == "models-nfs"
-    assert sc.inputs["provisioner"] == "nfs.csi.k8s.io"
-    assert sc.inputs["parameters"] == {"server": "nfs.lab.example.internal", "share": "/exports/models"}
-    assert sc.inputs["mountOptions"] == ["nfsvers=4.1", "hard"]
-    assert sc.inputs["reclaimPolicy"] == "Retain"
-    assert sc.inputs["volumeBindingMode"] == "Immediate"
-    assert run.one(RELEASE).urn in sc.depends_on
+def test_mount_options_follow_the_config() -> None:
+    mount = {"nfsVersion": "4.2", "nconnect": 16, "rsize": 262144, "wsize": 65536, "hard": False}
+    run = build(hybrid_spec({"mount": {**mount, "timeo": 150, "retrans": 3}, "mountOptions": ["noatime"]}))
+    assert run.one(PV).inputs["spec"]["mountOptions"] == [
+        "nfsvers=4.2",
+        "nconnect=16",
+        "rsize=262144",
+        "wsize=65536",
+        "soft",
+        "timeo=150",
+        "retrans=3",
+        "noatime",
+    ]
 
 
-def test_default_mount_options_are_nfs_4_1() -> None:
-    assert build(hybrid_spec()).one(SC).inputs["mountOptions"] == ["nfsvers=4.1"]
-
-
-def test_claim_fields() -> None:
+def test_claim_is_bound_to_the_volume_by_name_with_no_storage_class() -> None:
     run = build(hybrid_spec({"capacityGib": 2048, "kubernetes": {"namespace": "inference", "claimName": "weights"}}))
+    pv = run.one(PV)
+    assert pv.inputs["metadata"]["name"] == "inference-weights"
+    assert pv.inputs["spec"]["capacity"] == {"storage": "2048Gi"}
+    assert pv.inputs["spec"]["claimRef"] == {"namespace": "inference", "name": "weights"}
     pvc = run.one(PVC)
     assert pvc.inputs["metadata"]["name"] == "weights"
     assert pvc.inputs["metadata"]["namespace"] == "inference"
     assert pvc.inputs["spec"] == {
         "accessModes": ["ReadWriteMany"],
-        "storageClassName": "models-nfs",
+        "storageClassName": "",
+        "volumeName": "inference-weights",
         "resources": {"requests": {"storage": "2048Gi"}},
     }
-    assert run.one(SC).urn in pvc.depends_on
+    assert pv.urn in pvc.depends_on
+
+
+def test_no_provisioner_is_involved() -> None:
+    """No StorageClass, and neither the volume nor the claim waits for the chart: binding a static volume is the
+    API server's work, and a claim never waits on a controller that cannot reach the site."""
+    run = build(hybrid_spec())
+    assert run.of_type(SC) == []
+    release = run.one(RELEASE).urn
+    assert release not in run.one(PV).depends_on
+    assert release not in run.one(PVC).depends_on
 
 
 def test_a_server_without_a_share_is_refused() -> None:
     spec = hybrid_spec({"share": None})
     assert spec.storage.nfs is not None
     with pytest.raises(ValueError, match="needs `server` and `share`"):
-        storage_class_parameters(spec.storage.nfs)
+        volume_attributes(spec.storage.nfs)
 
 
-def test_hybrid_stack_uses_the_existing_server_through_csi_driver_nfs(hybrid_stack: ShippedStack) -> None:
+def test_the_default_mount_is_valid() -> None:
+    assert problems(EXISTING_SERVER) == []
+    assert problems({**EXISTING_SERVER, "mount": {"rsize": 2048, "wsize": 262144}}) == []
+
+
+@pytest.mark.parametrize(
+    ("nfs", "expected"),
+    [
+        ({"mount": {"nconnect": 17}}, "storage.nfs.mount.nconnect"),
+        ({"mount": {"nconnect": 0}}, "storage.nfs.mount.nconnect"),
+        ({"mount": {"rsize": 2097152}}, "storage.nfs.mount.rsize"),
+        ({"mount": {"wsize": 65000}}, "storage.nfs.mount.wsize: 65000 bytes would be rounded down"),
+        ({"mount": {"rsize": 3072}}, "storage.nfs.mount.rsize: 3072 bytes would be rounded down"),
+        ({"mount": {"timeo": 601}}, "storage.nfs.mount.timeo"),
+        ({"mount": {"nfsVersion": 4.1}}, "storage.nfs.mount.nfsVersion"),
+        ({"mountOptions": ["nconnect=4"]}, "storage.nfs.mountOptions[0]: 'nconnect=4' is set by storage.nfs.mount"),
+        ({"mountOptions": ["noatime", "soft"]}, "storage.nfs.mountOptions[1]: 'soft' is set by storage.nfs.mount"),
+        ({"mountOptions": ["vers=3"]}, "storage.nfs.mountOptions[0]: 'vers=3' is set by storage.nfs.mount"),
+    ],
+)
+def test_bad_mount_options_are_refused(nfs: dict[str, Any], expected: str) -> None:
+    found = problems({**EXISTING_SERVER, **nfs})
+    assert any(p.startswith(expected) for p in found), found
+
+
+def test_mount_settings_on_efs_are_refused() -> None:
+    found = problems({"kind": "efs", "mount": {"nconnect": 4}, "pools": ["burst"]})
+    assert any(p.startswith("storage.nfs.mount: only for kind: existing") for p in found), found
+
+
+def test_efs_on_a_hybrid_pool_is_refused_with_the_reason() -> None:
+    found = problems({"kind": "efs", "pools": ["a40"]})
+    assert any(
+        p.startswith("storage.nfs.pools[0]: a40 is a hybrid pool; the EFS CSI driver is not among the add-ons AWS")
+        and "hybrid-nodes-add-ons" in p
+        for p in found
+    ), found
+
+
+def test_lustre_on_a_hybrid_pool_is_refused_with_the_reason() -> None:
+    try:
+        stack_config(*HYBRID_POOLS, name="hybrid", storage={"lustre": {"pools": ["a40"]}}, validated=True)
+    except ConfigError as error:
+        found = [str(p) for p in error.problems]
+    else:
+        found = []
+    assert any(
+        p.startswith("storage.lustre.pools[0]: a40 is a hybrid pool; the FSx CSI driver does not run on EKS Hybrid")
+        for p in found
+    ), found
+
+
+def test_efs_by_default_is_mounted_by_cloud_inference_pools_only() -> None:
+    spec = stack_config(*HYBRID_POOLS, name="hybrid", storage={"nfs": {"kind": "efs"}})
+    assert spec.storage.nfs is not None
+    assert [p.name for p in nfs_pools(spec.storage.nfs, plan_pools(spec))] == ["burst"]
+
+
+def test_hybrid_stack_binds_the_existing_share_statically(hybrid_stack: ShippedStack) -> None:
     """The shipped hybrid stack, through the whole program."""
     run = hybrid_stack.run
     assert run.one(RELEASE, "hybrid-models-csi-driver-nfs").inputs["chart"] == "csi-driver-nfs"
-    sc = run.one(SC, "hybrid-models-sc").inputs
-    assert sc["provisioner"] == "nfs.csi.k8s.io"
-    assert sc["parameters"]["share"] == "/exports/models"
+    pv = run.one(PV, "hybrid-models-pv").inputs["spec"]
+    assert pv["csi"]["volumeAttributes"] == {"server": "nfs.site.example.internal", "share": "/exports/models"}
+    assert pv["mountOptions"] == DEFAULT_MOUNT_OPTIONS
+    pvc = run.one(PVC, "hybrid-models-pvc").inputs["spec"]
+    assert (pvc["storageClassName"], pvc["volumeName"]) == ("", "inference-model-weights")
+    assert [sc for sc in run.of_type(SC) if sc.inputs["provisioner"] == "nfs.csi.k8s.io"] == []
     assert run.of_type("aws:efs/fileSystem:FileSystem") == []

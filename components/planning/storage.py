@@ -20,6 +20,7 @@ from components.config import (
     KubernetesVolume,
     LustreConfig,
     NfsConfig,
+    NfsMount,
     StorageConfig,
 )
 from components.planning.lustre import per_unit_throughput, throughput_mbps
@@ -38,8 +39,14 @@ EFS_PER_CLIENT_MIBPS = 1500
 #: The FSx for Lustre CSI driver's provisioner and static volume driver name (kubernetes-sigs/aws-fsx-csi-driver).
 LUSTRE_CSI_DRIVER = "fsx.csi.aws.com"
 EFS_CSI_DRIVER = "efs.csi.aws.com"
-#: csi-driver-nfs provisioner (aws-gpu-facts.md §4, [NFS]).
+#: csi-driver-nfs driver name (aws-gpu-facts.md §4, [NFS]).
 NFS_CSI_DRIVER = "nfs.csi.k8s.io"
+#: The Linux NFS client's read and write sizes are "a positive integral multiple of system's page size or a power of
+#: two if it is less than system's page size"; other values are rounded down (nfs(5), `rsize`, `wsize`). The page
+#: size of x86_64 servers, such as the hybrid A40 servers.
+NFS_PAGE_SIZE = 4096
+#: The mount options `NfsMount` sets, by name; `soft` is the other side of `hard`, `vers` another name of `nfsvers`.
+NFS_MOUNT_KEYS = frozenset({"nfsvers", "vers", "nconnect", "rsize", "wsize", "hard", "soft", "timeo", "retrans"})
 #: Lustre LNET: "allow inbound traffic on ports 988 and 1018-1023" (FSx Lustre guide, cannot-create-fs.html;
 #: aws-gpu-facts.md §3d).
 LUSTRE_TCP_PORTS: tuple[tuple[int, int], ...] = ((988, 988), (1018, 1023))
@@ -66,10 +73,14 @@ def lustre_pools(config: LustreConfig, pool_plans: Sequence[PoolPlan]) -> list[P
 
 
 def nfs_pools(config: NfsConfig, pool_plans: Sequence[PoolPlan]) -> list[PoolPlan]:
-    """The pools that mount the shared NFS volume: those listed under `pools`, else every inference pool."""
-    if config.pools is not None:
-        return [p for p in pool_plans if p.name in config.pools]
-    return [p for p in pool_plans if p.role == "inference"]
+    """The pools that mount the shared NFS volume: those listed under `pools`, else every inference pool.
+
+    An existing server is mounted by any pool. EFS never is by hybrid pools: the EFS CSI driver is not among the
+    add-ons AWS validated for EKS Hybrid Nodes (Amazon EKS User Guide,
+    https://docs.aws.amazon.com/eks/latest/userguide/hybrid-nodes-add-ons.html).
+    """
+    listed = [p for p in pool_plans if (p.name in config.pools if config.pools is not None else p.role == "inference")]
+    return [p for p in listed if p.kind == "aws"] if config.kind == "efs" else listed
 
 
 def mounting_zones(pools: Iterable[PoolPlan]) -> list[str]:
@@ -186,6 +197,42 @@ def claim_name(volume: KubernetesVolume, file_system_name: str) -> str:
     return volume.claim_name or file_system_name
 
 
+def nfs_mount_options(mount: NfsMount, extra: Sequence[str] = ()) -> list[str]:
+    """The mount options of an existing NFS server's volume, in nfs(5) spelling, then the extra ones as given.
+
+    csi-driver-nfs passes a PersistentVolume's `mountOptions` to `mount -t nfs` on the node (pkg/nfs/nodeserver.go,
+    `NodePublishVolume`: the volume capability's mount flags).
+    """
+    return [
+        f"nfsvers={mount.nfs_version}",
+        f"nconnect={mount.nconnect}",
+        f"rsize={mount.rsize}",
+        f"wsize={mount.wsize}",
+        "hard" if mount.hard else "soft",
+        f"timeo={mount.timeo}",
+        f"retrans={mount.retrans}",
+        *extra,
+    ]
+
+
+def is_nfs_transfer_size(size: int) -> bool:
+    """Whether the Linux NFS client uses `size` as given for `rsize`/`wsize` rather than rounding it down."""
+    if size < NFS_PAGE_SIZE:
+        return size & (size - 1) == 0
+    return size % NFS_PAGE_SIZE == 0
+
+
+def mount_option_key(option: str) -> str:
+    """The name of a mount option: `rsize=65536` -> `rsize`, `hard` -> `hard`."""
+    return option.split("=", 1)[0].strip().lower()
+
+
+def nfs_volume_handle(server: str, share: str) -> str:
+    """The static PersistentVolume's `volumeHandle`: csi-driver-nfs's `{server}#{share}#{subdir}` with no sub-directory
+    (docs/driver-parameters.md, "PV/PVC usage (static provisioning)": unique for every share in the cluster)."""
+    return f"{server}#{share}#"
+
+
 def namespaces_to_create(storage: StorageConfig) -> list[str]:
     """The claim namespaces the stack must create (the built-in ones always exist), sorted, without repeats."""
     wanted = [fs.kubernetes.namespace for fs in (storage.lustre, storage.nfs) if fs is not None]
@@ -276,5 +323,6 @@ def storage_summary(
             entry["throughputMode"] = nfs.throughput_mode
         else:
             entry["server"] = f"{nfs.server}:{nfs.share}"
+            entry["mountOptions"] = nfs_mount_options(nfs.mount, nfs.mount_options)
         out.append(entry)
     return out

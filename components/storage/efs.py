@@ -94,27 +94,6 @@ class EfsStorage(pulumi.ComponentResource):
             tags=self.tags,
             opts=child,
         )
-        # Hybrid nodes mount from their on-prem addresses, not from the nodes' security group.
-        remote = sorted(
-            {
-                str(c)
-                for p in self.pools
-                if p.kind == "hybrid" and p.pool.network
-                for c in p.pool.network.remote_node_cidrs
-            }
-        )
-        for cidr in remote:
-            aws.vpc.SecurityGroupIngressRule(
-                f"{base}-in-{cidr.replace('/', '-').replace('.', '-')}-tcp-{NFS_TCP_PORT}",
-                security_group_id=self.security_group.id,
-                cidr_ipv4=cidr,
-                ip_protocol="tcp",
-                from_port=NFS_TCP_PORT,
-                to_port=NFS_TCP_PORT,
-                description="NFS from hybrid nodes (remote node network)",
-                tags=self.tags,
-                opts=child,
-            )
 
         self.file_system = aws.efs.FileSystem(
             base,

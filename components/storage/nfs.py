@@ -1,16 +1,20 @@
-"""An existing NFS server (on-prem, next to hybrid GPU nodes) as the shared inference volume.
+"""An existing NFS server (on-prem, next to hybrid GPU nodes) as the shared inference volume, bound statically.
 
-The stack does not create the server; it installs `csi-driver-nfs` (pinned in the versions catalog), a
-StorageClass pointing at the server's export, and a claim. Each claim becomes a sub-directory of the share
-(dynamic provisioning in csi-driver-nfs, aws-gpu-facts.md §4 [NFS]); the class keeps it when the claim goes
-(`Retain`), because on a shared server the data is usually someone else's too.
+The stack does not create the server, and it does not provision anything on it: the share already holds the data
+(model weights), so a PersistentVolume names the server and the export, and the claim is bound to that volume by
+name with storage class "" (no provisioner involved). Dynamic provisioning would be wrong twice over: csi-driver-nfs
+makes a new sub-directory of the share per claim (docs/driver-parameters.md), so pods would see an empty directory,
+and its controller must mount the share to make it, so the claim stays Pending (and `pulumi up`, which waits for
+an Immediate claim to bind, times out) until a node that reaches the server runs the controller.
 
-Placement matters more than for EFS:
-* the node plugin (a DaemonSet) must run on every node that mounts, tainted GPU nodes and hybrid nodes included,
-  so it tolerates the pools' taints;
-* the controller mounts the share to create and remove those sub-directories, so it must reach the server; it
-  prefers the pools that mount the volume (for an on-prem server, the hybrid pools beside it) and tolerates their
-  taints. It uses the host network (chart default), so it reaches the server as its node does.
+The volume is mounted by csi-driver-nfs's node plugin (pinned in the versions catalog) rather than the in-tree
+`nfs` volume: the plugin brings its own NFS client, so on-prem servers need no NFS client package of their OS,
+and it passes the volume's `mountOptions` to `mount -t nfs` (pkg/nfs/nodeserver.go). A static volume needs only
+the node plugin and the `CSIDriver` object (`attachRequired: false`), so the chart's controller runs no replica.
+The node plugin (a DaemonSet) tolerates every pool's taints, so it runs on tainted GPU nodes and on hybrid nodes.
+It resolves the server's name with its node's resolver (`dnsPolicy: Default`): a site name such as
+`nfs.site.example.internal` is known to the site's DNS, which the on-prem node uses, while cluster DNS answers from
+whichever CoreDNS replica the query reaches.
 """
 
 from __future__ import annotations
@@ -21,66 +25,41 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components import tags
 from components.addons.helm import helm_release
 from components.catalog import versions
 from components.config import NfsConfig
 from components.context import ClusterContext
 from components.planning.pools import PoolPlan
-from components.planning.storage import NFS_CSI_DRIVER, claim_name, nfs_pools
+from components.planning.storage import NFS_CSI_DRIVER, claim_name, nfs_mount_options, nfs_pools, nfs_volume_handle
 from components.planning.tolerations import key_tolerations
 from components.storage import volumes
 
 CHART = "csi-driver-nfs"
-#: Of the chart's default controller tolerations (csi-driver-nfs chart values, `controller.tolerations`), the ones
-#: that mean something on EKS; setting the value replaces the whole list, so they are repeated here.
-CONTROLLER_DEFAULT_TOLERATIONS: list[dict[str, str]] = [
-    {"key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule"},
-    {"key": "CriticalAddonsOnly", "operator": "Exists", "effect": "NoSchedule"},
-]
 
 
-def chart_values(pool_plans: Sequence[PoolPlan], mounting: Sequence[PoolPlan]) -> dict[str, Any]:
-    """csi-driver-nfs chart values (chart `values.yaml`: `controller.*`, `node.*`)."""
-    tolerations = key_tolerations(pool_plans)
-    controller: dict[str, Any] = {"tolerations": [*CONTROLLER_DEFAULT_TOLERATIONS, *tolerations]}
-    if mounting:
-        controller["affinity"] = {
-            "nodeAffinity": {
-                # The chart renders `controller.affinity` only when it contains `nodeSelectorTerms`
-                # (kubernetes-csi/csi-driver-nfs @d3b27c00, charts/v4.13.4/csi-driver-nfs/templates/
-                # csi-nfs-controller.yaml: `if tpl "{{ .Values.controller.affinity }}" . | contains
-                # "nodeSelectorTerms"`) and silently drops a preference alone. The required term asks for what the
-                # template's own nodeSelector already does (linux), so the preference below reaches the pod.
-                "requiredDuringSchedulingIgnoredDuringExecution": {
-                    "nodeSelectorTerms": [
-                        {"matchExpressions": [{"key": "kubernetes.io/os", "operator": "In", "values": ["linux"]}]}
-                    ]
-                },
-                "preferredDuringSchedulingIgnoredDuringExecution": [
-                    {
-                        "weight": 100,
-                        "preference": {
-                            "matchExpressions": [
-                                {"key": tags.POOL, "operator": "In", "values": sorted(p.name for p in mounting)}
-                            ]
-                        },
-                    }
-                ],
-            }
-        }
-    return {"controller": controller, "node": {"tolerations": tolerations}}
+def chart_values(pool_plans: Sequence[PoolPlan]) -> dict[str, Any]:
+    """csi-driver-nfs chart values (chart `values.yaml`: `controller.*`, `node.*`): the node plugin only.
+
+    The controller creates and deletes sub-directories for dynamically provisioned volumes and snapshots; a static
+    volume uses neither, so it gets no replica and nothing waits for it to reach the server. The node plugin's
+    `dnsPolicy` (chart default `ClusterFirstWithHostNet`) becomes `Default`, the node's own resolver.
+    """
+    return {
+        "controller": {"replicas": 0},
+        "node": {"tolerations": key_tolerations(pool_plans), "dnsPolicy": "Default"},
+    }
 
 
-def storage_class_parameters(config: NfsConfig) -> dict[str, str]:
-    """StorageClass parameters of csi-driver-nfs: `server` and `share` are required ([NFS] §4)."""
+def volume_attributes(config: NfsConfig) -> dict[str, str]:
+    """The static PersistentVolume's `csi.volumeAttributes`: `server` and `share` are required
+    (csi-driver-nfs docs/driver-parameters.md, "PV/PVC usage (static provisioning)")."""
     if not config.server or not config.share:
         raise ValueError("storage.nfs: an existing NFS server needs `server` and `share`")
     return {"server": config.server, "share": config.share}
 
 
 class ExistingNfsStorage(pulumi.ComponentResource):
-    """csi-driver-nfs, a StorageClass on an existing server's export, and the claim pods mount."""
+    """csi-driver-nfs's node plugin, a PersistentVolume on an existing server's export, and the claim bound to it."""
 
     def __init__(
         self,
@@ -95,41 +74,57 @@ class ExistingNfsStorage(pulumi.ComponentResource):
         self.config = config
         self.pools = nfs_pools(config, pool_plans)
         base = f"{ctx.cluster_name_plain}-{config.name}"
-        parameters = storage_class_parameters(config)
-        self.server = f"{parameters['server']}:{parameters['share']}"
+        attributes = volume_attributes(config)
+        self.server = f"{attributes['server']}:{attributes['share']}"
 
         self.release = helm_release(
             f"{base}-{CHART}",
             CHART,
             versions.chart(CHART),
             volumes.KUBE_SYSTEM,
-            chart_values(pool_plans, self.pools),
+            chart_values(pool_plans),
             ctx,
             self,
         )
         volume = config.kubernetes
         self.namespace = volume.namespace
         self.claim_name = claim_name(volume, config.name)
-        self.storage_class_name = f"{config.name}-nfs"
-        self.storage_class = volumes.storage_class(
-            f"{base}-sc",
-            name=self.storage_class_name,
-            provisioner=NFS_CSI_DRIVER,
-            parameters=parameters,
-            mount_options=config.mount_options,
-            file_system=config.name,
-            opts=volumes.k8s_options(ctx, self, [self.release]),
-        )
-        waits: list[pulumi.Resource] = [self.release, self.storage_class]
+        self.mount_options = nfs_mount_options(config.mount, config.mount_options)
+        # Cluster-scoped, so named after the claim it is reserved for, as the Lustre volume is.
+        self.volume_name = f"{self.namespace}-{self.claim_name}"
+        waits: list[pulumi.Resource] = []
         if self.namespace in (namespaces or {}):
             waits.append((namespaces or {})[self.namespace])
+        # Binding a static volume is the API server's own work (no CSI call); the node plugin is needed only when
+        # a pod mounts, so neither object waits for the chart.
+        self.persistent_volume = k8s.core.v1.PersistentVolume(
+            f"{base}-pv",
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=self.volume_name, labels=volumes.storage_labels(config.name)),
+            spec=k8s.core.v1.PersistentVolumeSpecArgs(
+                capacity={"storage": volumes.quantity(config.capacity_gib)},
+                volume_mode="Filesystem",
+                access_modes=volumes.ACCESS_MODES,
+                persistent_volume_reclaim_policy=volumes.RECLAIM_POLICY,
+                storage_class_name="",
+                mount_options=self.mount_options,
+                # Reserved for our claim: no other claim in the cluster can bind the share by accident.
+                claim_ref=k8s.core.v1.ObjectReferenceArgs(namespace=self.namespace, name=self.claim_name),
+                csi=k8s.core.v1.CSIPersistentVolumeSourceArgs(
+                    driver=NFS_CSI_DRIVER,
+                    volume_handle=nfs_volume_handle(attributes["server"], attributes["share"]),
+                    volume_attributes=attributes,
+                ),
+            ),
+            opts=volumes.k8s_options(ctx, self, waits),
+        )
         self.claim = volumes.claim(
             f"{base}-pvc",
             claim_name=self.claim_name,
             namespace=self.namespace,
             capacity_gib=config.capacity_gib,
-            storage_class=self.storage_class_name,
+            storage_class="",
+            volume_name=self.volume_name,
             file_system=config.name,
-            opts=volumes.k8s_options(ctx, self, waits),
+            opts=volumes.k8s_options(ctx, self, [*waits, self.persistent_volume]),
         )
         self.register_outputs({"server": self.server, "claimName": self.claim_name, "namespace": self.namespace})

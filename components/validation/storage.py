@@ -18,6 +18,7 @@ from components.planning.lustre import (
     valid_metadata_iops,
 )
 from components.planning.pools import pool_zones, wants_efa
+from components.planning.storage import NFS_MOUNT_KEYS, NFS_PAGE_SIZE, is_nfs_transfer_size, mount_option_key
 from components.validation.parse import Parsed, shown
 
 #: Kubernetes object names (namespaces, claims): DNS-1123 labels, at most 63 characters (Kubernetes "Object Names").
@@ -145,23 +146,30 @@ def lustre_repositories_are_distinct(p: Parsed) -> Iterator[Problem]:
             yield Problem(f"{where}.dataRepositoryPath", "give s3://bucket/prefix/ or set createBucket: true")
 
 
+#: Why a file system the stack creates in AWS cannot be mounted by hybrid nodes, by config key.
+HYBRID_REFUSALS = {
+    "lustre": "the FSx CSI driver does not run on EKS Hybrid Nodes (EKS user guide, fsx-csi-create); serve on-prem "
+    "pools from storage.nfs with kind: existing",
+    "efs": "the EFS CSI driver is not among the add-ons AWS validated for EKS Hybrid Nodes (EKS user guide, "
+    "hybrid-nodes-add-ons: only the add-ons listed there are compatible); serve on-prem pools from storage.nfs with "
+    "kind: existing",
+}
+
+
 def mounting_pools_exist(p: Parsed) -> Iterator[Problem]:
-    """`pools` name node pools of the stack; Lustre mounts only on aws pools (the FSx CSI driver does not run on
-    EKS Hybrid Nodes, EKS user guide fsx-csi-create)."""
+    """`pools` name node pools of the stack; Lustre and EFS mount only on aws pools, because their CSI drivers do
+    not run on EKS Hybrid Nodes (`HYBRID_REFUSALS`); an existing NFS server mounts on any pool."""
     if not p.pools_complete:
         return
     kinds = {pool.name: pool.kind for _, pool in p.pools}
     for key, fs in _file_systems(p):
+        kind = "efs" if isinstance(fs, NfsConfig) and fs.kind == "efs" else key
         for j, name in enumerate(fs.pools or []):
             where = f"storage.{key}.pools[{j}]"
             if name not in kinds:
                 yield Problem(where, f"no node pool named {shown(name)}; pools: {', '.join(sorted(kinds))}")
-            elif key == "lustre" and kinds[name] != "aws":
-                yield Problem(
-                    where,
-                    f"{name} is a hybrid pool; the FSx CSI driver does not run on EKS Hybrid Nodes (EKS user guide, "
-                    "fsx-csi-create); serve on-prem pools from storage.nfs",
-                )
+            elif kinds[name] != "aws" and kind in HYBRID_REFUSALS:
+                yield Problem(where, f"{name} is a hybrid pool; {HYBRID_REFUSALS[kind]}")
 
 
 def lustre_sits_with_its_clients(p: Parsed) -> Iterator[Problem]:
@@ -214,7 +222,7 @@ def nfs_settings_fit_the_kind(p: Parsed) -> Iterator[Problem]:
             if field in fs.model_fields_set:
                 yield Problem(f"{NFS}.{key}", "an EFS setting; an existing NFS server does not read it")
         return
-    for field, key in (("server", "server"), ("share", "share"), ("mount_options", "mountOptions")):
+    for field, key in (("server", "server"), ("share", "share"), ("mount", "mount"), ("mount_options", "mountOptions")):
         if field in fs.model_fields_set:
             yield Problem(f"{NFS}.{key}", "only for kind: existing; EFS is created by the stack")
     if "bandwidth_gbps" in fs.model_fields_set:
@@ -223,6 +231,33 @@ def nfs_settings_fit_the_kind(p: Parsed) -> Iterator[Problem]:
         yield Problem(f"{NFS}.provisionedThroughputMibps", "provisioned throughput needs a MiB/s figure (1-3414)")
     if fs.throughput_mode != "provisioned" and fs.provisioned_throughput_mibps is not None:
         yield Problem(f"{NFS}.provisionedThroughputMibps", "only read with throughputMode: provisioned")
+
+
+def nfs_mount_options_fit(p: Parsed) -> Iterator[Problem]:
+    """Read and write sizes are 1024, 2048 or a multiple of the 4096-byte page (nfs(5): other values are rounded
+    down, so the mount would not use the figure written); `mountOptions` adds options and never repeats one `mount`
+    sets, so each option has one place."""
+    fs = p.storage.nfs if p.storage else None
+    if fs is None or fs.kind != "existing":
+        return
+    for key in ("rsize", "wsize"):
+        size = getattr(fs.mount, key)
+        if not is_nfs_transfer_size(size):
+            rounded = size - size % NFS_PAGE_SIZE if size > NFS_PAGE_SIZE else 1 << (size.bit_length() - 1)
+            yield Problem(
+                f"{NFS}.mount.{key}",
+                f"{size} bytes would be rounded down to {rounded}: give 1024, 2048 or a multiple of {NFS_PAGE_SIZE} "
+                "(nfs(5))",
+            )
+    for j, option in enumerate(fs.mount_options):
+        name = mount_option_key(option)
+        if not name:
+            yield Problem(f"{NFS}.mountOptions[{j}]", "an empty mount option")
+        elif name in NFS_MOUNT_KEYS:
+            yield Problem(
+                f"{NFS}.mountOptions[{j}]",
+                f"{shown(option)} is set by storage.nfs.mount ({', '.join(sorted(NFS_MOUNT_KEYS))}); change it there",
+            )
 
 
 def repository_prefix_is_in_the_stack_bucket(p: Parsed) -> Iterator[Problem]:
@@ -238,15 +273,17 @@ def repository_prefix_is_in_the_stack_bucket(p: Parsed) -> Iterator[Problem]:
 
 
 def storage_class_is_lustre_only(p: Parsed) -> Iterator[Problem]:
-    """`kubernetes.storageClass` asks for a StorageClass that provisions more Lustre file systems; the NFS volume
-    always has its own StorageClass (`<name>-efs` or `<name>-nfs`), so nothing reads the key there."""
+    """`kubernetes.storageClass` asks for a StorageClass that provisions more Lustre file systems; EFS always has its
+    own StorageClass (`<name>-efs`) and an existing server's share is bound statically, so nothing reads the key
+    there."""
     fs = p.storage.nfs if p.storage else None
     if fs is not None and "storage_class" in fs.kubernetes.model_fields_set:
-        own = f"{fs.name}-{'efs' if fs.kind == 'efs' else 'nfs'}"
-        yield Problem(
-            f"{NFS}.kubernetes.storageClass",
-            f"only Lustre reads it; the NFS volume always has its own StorageClass, {own}",
+        own = (
+            f"EFS always has its own StorageClass, {fs.name}-efs"
+            if fs.kind == "efs"
+            else "an existing server's share is bound statically, with no StorageClass"
         )
+        yield Problem(f"{NFS}.kubernetes.storageClass", f"only Lustre reads it; {own}")
 
 
 RULES = (
@@ -258,6 +295,7 @@ RULES = (
     mounting_pools_exist,
     lustre_sits_with_its_clients,
     nfs_settings_fit_the_kind,
+    nfs_mount_options_fit,
     repository_prefix_is_in_the_stack_bucket,
     storage_class_is_lustre_only,
 )
