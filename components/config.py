@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from ipaddress import IPv4Network
+from ipaddress import IPv4Address, IPv4Network
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, Strict, StringConstraints
@@ -67,6 +67,19 @@ def _cidr_text(value: object) -> object:
 
 #: An IPv4 network written as text; the one lax field type of the strict models.
 Cidr = Annotated[IPv4Network, Strict(False), BeforeValidator(_cidr_text)]
+
+
+def _address_text(value: object) -> object:
+    """Addresses are written as text (`192.168.100.1`); a bare number would silently become some other address."""
+    if isinstance(value, IPv4Address | str):
+        return value
+    raise ValueError("give an IPv4 address as text, e.g. 192.168.100.1")
+
+
+#: An IPv4 address written as text.
+IpAddress = Annotated[IPv4Address, Strict(False), BeforeValidator(_address_text)]
+#: A BGP autonomous system number: 4-byte ASNs are 1 to 4294967295 (RFC 6793).
+Asn = Annotated[int, Field(ge=1, le=4_294_967_295)]
 
 
 #: The date and time at the start of an RFC 3339 timestamp; pydantic alone would also read "1893497400" as seconds.
@@ -377,6 +390,18 @@ class HybridCredentials(Model):
     """IAM Roles Anywhere: the PEM bundle of the CA that signs the nodes' certificates."""
 
 
+class CiliumBgp(Model):
+    """Cilium's BGP control plane on a hybrid pool's servers: each server peers with the site router and advertises
+    the pod block Cilium gave it, so the site (and through it the VPC) routes the remote pod CIDRs."""
+
+    peer_address: IpAddress
+    """The site router's address the servers peer with (e.g. 192.168.100.1). Required."""
+    peer_asn: Asn
+    """The site router's autonomous system number. Required."""
+    local_asn: Asn
+    """The servers' autonomous system number (Cilium's `localASN`). Required."""
+
+
 class HybridNetwork(Model):
     """The on-prem networks of a hybrid pool (EKS `remoteNetworkConfig`)."""
 
@@ -384,11 +409,15 @@ class HybridNetwork(Model):
     """The servers' own networks, RFC 1918, /8 to /32; must not overlap the VPC, the service CIDR or each other.
     Required for a hybrid pool."""
     remote_pod_cidrs: list[Cidr] = Field(default_factory=list)
-    """Pod networks Cilium hands out on the servers, RFC 1918, same overlap rules as `remoteNodeCidrs`. Required when
-    `webhooksOnHybridNodes` is true."""
+    """Pod networks Cilium hands out on the servers (its cluster-pool, a /25 per server), RFC 1918, same overlap
+    rules as `remoteNodeCidrs`. Required for a hybrid pool: Cilium's pool is exactly these CIDRs."""
     webhooks_on_hybrid_nodes: bool = True
-    """Webhooks (e.g. admission controllers) running on hybrid nodes must be reachable from the control plane,
-    which needs routable pod CIDRs."""
+    """Webhooks (e.g. admission controllers) may run on hybrid nodes: the control plane's security group may reach
+    the remote pod CIDRs on webhook ports (443 and 1025-65535). The site must route the pod CIDRs (`bgp`, or
+    static routes on its router). Default `true`."""
+    bgp: CiliumBgp | None = None
+    """Advertise the pod CIDRs to the site router with Cilium's BGP control plane (peer address and ASNs). Without
+    it, the site router needs static routes for each server's pod block."""
 
 
 #: Keys people write that no model reads, each with the reason: refused with it rather than with a spelling hint.

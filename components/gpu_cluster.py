@@ -22,7 +22,7 @@ from components.identity import NodeIdentity, PodIdentityRoles
 from components.managed_addons import DNS_ADDON, NODE_AGENT_ADDONS, SYSTEM_ADDONS, ManagedAddons
 from components.network import Network
 from components.node_pool import NodePool
-from components.planning.hybrid import remote_network_config
+from components.planning.hybrid import hybrid_plans, remote_network_config
 from components.planning.pools import PoolPlan, plan_pools
 from components.planning.site_routes import site_cidrs
 from components.planning.stateful import stateful_protection
@@ -178,6 +178,7 @@ class GpuCluster(pulumi.ComponentResource):
             self.context,
             SYSTEM_ADDONS,
             after=[*self._system_asgs, self.node_agents],
+            hybrid_pools=hybrid_plans(self.pool_plans),
             opts=self._child(),
         )
         self.context.kubernetes_ready.append(self.system_addons.addons[DNS_ADDON])

@@ -3,8 +3,11 @@
 Per hybrid pool: an IAM role the servers' temporary credentials resolve to, the credentials' source (an SSM hybrid
 activation sized to the pool, or an IAM Roles Anywhere trust anchor and profile), an access entry of type
 `HYBRID_LINUX` so the role authenticates as a node, cluster security group rules admitting the pool's node and pod
-networks to the API server, and the nodeadm `NodeConfig` the server owner runs `nodeadm init` with, exported as a
-secret. Once for all pools: Cilium, the only CNI AWS supports on hybrid nodes, pinned to them by affinity.
+networks to the API server, the rest of AWS's hybrid networking table that touches AWS security groups (control
+plane to kubelets and webhooks, DNS from the remote networks to CoreDNS on cloud nodes), and the nodeadm
+`NodeConfig` the server owner runs `nodeadm init` with, exported as a secret. Once for all pools: Cilium, the only
+CNI AWS supports on hybrid nodes, pinned to them by affinity, with its BGP control plane when a pool peers with its
+site router.
 
 What is NOT here: the cluster's `remoteNetworkConfig` and authentication mode are properties of the EKS cluster and
 are set by `components.cluster` (from `components.planning.hybrid.remote_network_config`); keeping the VPC CNI off
@@ -38,17 +41,21 @@ from components.planning.hybrid import (
     ROLES_ANYWHERE_ROLE_MAX_SESSION_SECONDS,
     ROLES_ANYWHERE_SESSION_SECONDS,
     SSM_DEREGISTER_TAG_KEY,
+    NetworkRule,
     Provider,
     RolesAnywhere,
     SsmActivation,
     activation_expiry,
+    cilium_bgp_manifests,
     cilium_values,
     hybrid_node_config,
     hybrid_node_policy,
     hybrid_plans,
     managed_policy_names,
+    network_rules,
     nodeadm_install_command,
     registration_limit,
+    render_manifests,
     render_node_config,
     roles_anywhere_trust_policy,
     ssm_trust_policy,
@@ -69,6 +76,9 @@ class HybridPool:
     api_ingress: list[aws.vpc.SecurityGroupIngressRule]
     node_config: pulumi.Output[str]
     install_command: str
+    network_rules: list[aws.vpc.SecurityGroupIngressRule | aws.vpc.SecurityGroupEgressRule] = field(
+        default_factory=list
+    )
     activation: aws.ssm.Activation | None = None
     trust_anchor: aws.rolesanywhere.TrustAnchor | None = None
     profile: aws.rolesanywhere.Profile | None = None
@@ -127,6 +137,7 @@ class HybridNodes(pulumi.ComponentResource):
             role=role,
             access_entry=access_entry,
             api_ingress=self._api_ingress(plan, prefix, pool_tags),
+            network_rules=[self._network_rule(plan, rule, prefix, pool_tags) for rule in network_rules(plan.pool)],
             node_config=self._node_config(plan, credentials),
             install_command=nodeadm_install_command(ctx.kubernetes_version, plan.pool.credentials.provider),
             activation=activation,
@@ -283,6 +294,25 @@ class HybridNodes(pulumi.ComponentResource):
             for kind, cidr in sources
         ]
 
+    def _network_rule(
+        self, plan: PoolPlan, rule: NetworkRule, prefix: str, pool_tags: dict[str, str]
+    ) -> aws.vpc.SecurityGroupIngressRule | aws.vpc.SecurityGroupEgressRule:
+        """One of the pool's planned kubelet, webhook and DNS rules (`components.planning.hybrid.network_rules`), on
+        the cluster security group (control plane) or the node security group (CoreDNS on cloud nodes)."""
+        group = self._ctx.cluster_security_group_id if rule.group == "cluster" else self._ctx.node_security_group_id
+        rule_type = aws.vpc.SecurityGroupIngressRule if rule.direction == "ingress" else aws.vpc.SecurityGroupEgressRule
+        return rule_type(
+            f"{prefix}-{rule.name}-{cidr_resource_name(rule.cidr)}",
+            security_group_id=group,
+            cidr_ipv4=rule.cidr,
+            ip_protocol=rule.protocol,
+            from_port=rule.from_port,
+            to_port=rule.to_port,
+            description=rule.description,
+            tags=pool_tags,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
     # ------------------------------------------------------------------------------------------------- Cilium
     def _cilium(self, plans: Sequence[PoolPlan]) -> k8s.helm.v3.Release:
         """Cilium from the AWS-maintained chart (pin in the catalog), for every hybrid pool at once.
@@ -303,10 +333,14 @@ class HybridNodes(pulumi.ComponentResource):
 
     # ------------------------------------------------------------------------------------------------ outputs
     def exports(self) -> dict[str, Any]:
-        """Per pool: the NodeConfig (secret) and the `nodeadm install` command line the server owner runs."""
+        """Per pool: the NodeConfig (secret) and the `nodeadm install` command line the server owner runs; with BGP
+        pools, the Cilium BGP objects to `kubectl apply` once the first server is Ready (`hybridCiliumBgp`)."""
         out: dict[str, Any] = {}
         for name, pool in self.pools.items():
             out[f"hybridNodeConfig-{name}"] = pool.node_config
             out[f"hybridNodeadmInstall-{name}"] = pool.install_command
             out[f"hybridNodeRoleArn-{name}"] = pool.role.arn
+        bgp = cilium_bgp_manifests([pool.plan for pool in self.pools.values()])
+        if bgp:
+            out["hybridCiliumBgp"] = render_manifests(bgp)
         return out

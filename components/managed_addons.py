@@ -34,8 +34,10 @@ from components.context import ClusterContext
 from components.errors import ConfigError, Problem
 from components.identity import PodIdentityRoles
 from components.planning import compute_types
-from components.planning.addons.placement import CRITICAL_ADDONS_ONLY, SYSTEM_NODE_SELECTOR
+from components.planning.addons.placement import CRITICAL_ADDONS_ONLY, SYSTEM_NODE_SELECTOR, tolerations_for
+from components.planning.hybrid import ZONE_LABEL
 from components.planning.max_pods import VPC_CNI_PREFIX_DELEGATION
+from components.planning.pools import PoolPlan
 
 NODE_AGENT_ADDONS: tuple[str, ...] = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")
 #: Cluster DNS. Kubernetes objects wait for this add-on (`ClusterContext.kubernetes_ready`): ACTIVE means its pods
@@ -47,6 +49,14 @@ RESOLVE_CONFLICTS = "OVERWRITE"
 
 #: CoreDNS replicas: two, so DNS survives a node drain; the system pool has two nodes by default.
 COREDNS_REPLICAS = 2
+#: With hybrid pools, one more replica for the on-prem side: AWS recommends "at least one CoreDNS replica on hybrid
+#: nodes and at least one CoreDNS replica on your nodes in AWS Cloud" (EKS user guide, "Configure webhooks for hybrid
+#: nodes", Configure CoreDNS replicas).
+COREDNS_HYBRID_REPLICAS = 1
+#: The label CoreDNS pods carry, which its anti-affinity spreads by (AWS's CoreDNS example).
+COREDNS_POD_LABEL = {"k8s-app": "kube-dns"}
+#: AWS's weights: spread replicas over nodes first (100), then over zones (50), the on-prem zone among them.
+COREDNS_SPREAD = (("kubernetes.io/hostname", 100), (ZONE_LABEL, 50))
 
 #: The EBS CSI controller's service account and the AWS managed policy it needs
 #: (https://docs.aws.amazon.com/eks/latest/userguide/ebs-csi.html).
@@ -55,8 +65,52 @@ EBS_CSI_SERVICE_ACCOUNT = "ebs-csi-controller-sa"
 EBS_CSI_MANAGED_POLICY = "service-role/AmazonEBSCSIDriverPolicy"
 
 
-def addon_configuration(name: str) -> dict[str, Any] | None:
-    """The `configuration_values` of an add-on (pure; validated by EKS against the add-on's JSON schema)."""
+def coredns_configuration(hybrid_pools: Sequence[PoolPlan]) -> dict[str, Any]:
+    """CoreDNS: two replicas on the system pool; with hybrid pools, one more that may run on a hybrid node.
+
+    The hybrid case follows AWS's mixed-mode guidance (EKS user guide, "Configure webhooks for hybrid nodes",
+    Configure CoreDNS replicas), set through the add-on's configuration as that page allows: the nodes are the
+    system pool or hybrid nodes (two node selector terms, either matches), the hybrid pools' taints are tolerated
+    (the A40 servers are tainted `nvidia.com/gpu`), and a preferred pod anti-affinity spreads replicas over nodes
+    (weight 100) and zones (50). Hybrid nodes register `topology.kubernetes.io/zone=onprem`
+    (`components.planning.hybrid.hybrid_node_config`), so one replica lands on-prem and pods there resolve names
+    when the site link is down. Preferred, not required: before any server joins, all replicas fit on the system
+    pool and the add-on becomes ACTIVE. Pods on hybrid nodes reach the cloud replicas through the node security
+    group's DNS rules (`components.planning.hybrid.network_rules`).
+    """
+    if not hybrid_pools:
+        return {
+            "replicaCount": COREDNS_REPLICAS,
+            "nodeSelector": dict(SYSTEM_NODE_SELECTOR),
+            "tolerations": [dict(CRITICAL_ADDONS_ONLY)],
+        }
+    system_term = [{"key": key, "operator": "In", "values": [value]} for key, value in SYSTEM_NODE_SELECTOR.items()]
+    selector = {"matchExpressions": [{"key": k, "operator": "In", "values": [v]} for k, v in COREDNS_POD_LABEL.items()]}
+    return {
+        "replicaCount": COREDNS_REPLICAS + COREDNS_HYBRID_REPLICAS,
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {"matchExpressions": system_term},
+                        {"matchExpressions": [compute_types.on_compute_type(compute_types.HYBRID)]},
+                    ]
+                }
+            },
+            "podAntiAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {"weight": weight, "podAffinityTerm": {"labelSelector": selector, "topologyKey": key}}
+                    for key, weight in COREDNS_SPREAD
+                ]
+            },
+        },
+        "tolerations": tolerations_for(hybrid_pools),
+    }
+
+
+def addon_configuration(name: str, hybrid_pools: Sequence[PoolPlan] = ()) -> dict[str, Any] | None:
+    """The `configuration_values` of an add-on (pure; validated by EKS against the add-on's JSON schema).
+    `hybrid_pools` are the stack's hybrid pool plans: CoreDNS puts a replica on them."""
     if name == "vpc-cni":
         # Replaces the add-on's default affinity, so it restates linux/amd64|arm64 and adds the exclusions. Prefix
         # delegation is stated, not left to the default: every node's maxPods is computed from it.
@@ -79,11 +133,7 @@ def addon_configuration(name: str) -> dict[str, Any] | None:
             },
         }
     if name == DNS_ADDON:
-        return {
-            "replicaCount": COREDNS_REPLICAS,
-            "nodeSelector": dict(SYSTEM_NODE_SELECTOR),
-            "tolerations": [dict(CRITICAL_ADDONS_ONLY)],
-        }
+        return coredns_configuration(hybrid_pools)
     if name == "aws-ebs-csi-driver":
         # The controller runs on the system pool; the node DaemonSet keeps its default of tolerating every taint,
         # so GPU pods can mount EBS volumes too.
@@ -149,7 +199,8 @@ class ManagedAddons(pulumi.ComponentResource):
     """A set of EKS managed add-ons, each an `aws.eks.Addon` named `<cluster>-<add-on>`.
 
     `addons` picks the set (NODE_AGENT_ADDONS or SYSTEM_ADDONS, or any catalog add-on); `after` lists what they
-    must wait for (the system pool for SYSTEM_ADDONS). Attributes: `addons` ({name: aws.eks.Addon}) and
+    must wait for (the system pool for SYSTEM_ADDONS); `hybrid_pools` the hybrid pool plans CoreDNS also runs
+    on. Attributes: `addons` ({name: aws.eks.Addon}) and
     `roles` ({name: IAM role} for add-ons with a Pod Identity role).
     """
 
@@ -159,6 +210,7 @@ class ManagedAddons(pulumi.ComponentResource):
         ctx: ClusterContext,
         addons: Sequence[str],
         after: Sequence[pulumi.Resource] = (),
+        hybrid_pools: Sequence[PoolPlan] = (),
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpu-clusters:index:ManagedAddons", name, None, opts)
@@ -169,7 +221,7 @@ class ManagedAddons(pulumi.ComponentResource):
             wait_for: list[pulumi.Resource] = list(after)
             if addon == "aws-ebs-csi-driver":
                 wait_for.extend(self._ebs_csi_identity(ctx))
-            config = addon_configuration(addon)
+            config = addon_configuration(addon, hybrid_pools)
             self.addons[addon] = aws.eks.Addon(
                 f"{ctx.cluster_name_plain}-{addon}",
                 cluster_name=ctx.cluster_name,

@@ -13,14 +13,15 @@ import yaml
 from blueprint.plan.runner import ProgramRun
 from components import tags
 from components.catalog import versions
-from components.config import StackConfig
+from components.config import StackConfig, Taint
 from components.context import ClusterContext
 from components.hybrid import HybridNodes
+from components.managed_addons import addon_configuration
 from components.planning.hybrid import ROLES_ANYWHERE_NODE_NAME_PLACEHOLDER, ROLES_ANYWHERE_SESSION_SECONDS
 from components.planning.pools import plan_pools
 from components.planning.tolerations import tolerates
 from tests.builders import ShippedStack, run_with_context, stack_config
-from tests.fakes import CLUSTER_SECURITY_GROUP_ID
+from tests.fakes import CLUSTER_SECURITY_GROUP_ID, NODE_SECURITY_GROUP_ID
 
 NOW = datetime(2026, 10, 1, 9, 0, tzinfo=UTC)
 CLUSTER_ARN = "arn:aws:eks:us-east-1:123456789012:cluster/gpu"
@@ -37,7 +38,9 @@ A40: dict[str, Any] = {
 ROLE = "aws:iam/role:Role"
 ACTIVATION = "aws:ssm/activation:Activation"
 INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
+EGRESS = "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule"
 RELEASE = "kubernetes:helm.sh/v3:Release"
+ADDON = "aws:eks/addon:Addon"
 
 
 def stack(*pools: dict[str, Any]) -> StackConfig:
@@ -182,7 +185,7 @@ def test_access_entry_is_hybrid_linux_for_the_role(ssm: tuple[ProgramRun, dict[s
 def test_cluster_security_group_admits_remote_nodes_and_pods_on_443(
     ssm: tuple[ProgramRun, dict[str, Any]],
 ) -> None:
-    rules = {r.inputs["cidrIpv4"]: r.inputs for r in ssm[0].of_type(INGRESS)}
+    rules = {r.inputs["cidrIpv4"]: r.inputs for r in ssm[0].of_type(INGRESS) if "-api-from-" in r.name}
     assert sorted(rules) == ["10.80.0.0/16", "10.85.0.0/16"]
     for rule in rules.values():
         assert rule["securityGroupId"] == CLUSTER_SECURITY_GROUP_ID
@@ -190,21 +193,78 @@ def test_cluster_security_group_admits_remote_nodes_and_pods_on_443(
         assert rule["tags"][tags.POOL] == "a40"
 
 
+def rules_of(run: ProgramRun, kind: str, group: str, cidr: str) -> set[tuple[str, int, int]]:
+    """(protocol, from, to) of the `kind` rules on `group` for `cidr`."""
+    return {
+        (r.inputs["ipProtocol"], r.inputs["fromPort"], r.inputs["toPort"])
+        for r in run.of_type(kind)
+        if r.inputs["securityGroupId"] == group and r.inputs.get("cidrIpv4") == cidr
+    }
+
+
+def test_control_plane_reaches_the_kubelet_on_remote_nodes(ssm: tuple[ProgramRun, dict[str, Any]]) -> None:
+    """Cluster security group table: outbound TCP 10250 to the remote node CIDRs (logs, exec, port-forward)."""
+    assert rules_of(ssm[0], EGRESS, CLUSTER_SECURITY_GROUP_ID, "10.80.0.0/16") == {("tcp", 10250, 10250)}
+
+
+def test_control_plane_reaches_webhooks_on_remote_pods(ssm: tuple[ProgramRun, dict[str, Any]]) -> None:
+    """Cluster security group table: outbound webhook ports to the remote pod CIDRs."""
+    assert rules_of(ssm[0], EGRESS, CLUSTER_SECURITY_GROUP_ID, "10.85.0.0/16") == {
+        ("tcp", 443, 443),
+        ("tcp", 1025, 65535),
+    }
+
+
+@pytest.mark.parametrize("cidr", ["10.80.0.0/16", "10.85.0.0/16"])
+def test_node_security_group_admits_dns_from_remote_nodes_and_pods(
+    ssm: tuple[ProgramRun, dict[str, Any]], cidr: str
+) -> None:
+    """On-premises table: pods reach CoreDNS in the VPC on UDP and TCP 53; masqueraded, they come from node IPs."""
+    assert rules_of(ssm[0], INGRESS, NODE_SECURITY_GROUP_ID, cidr) == {("udp", 53, 53), ("tcp", 53, 53)}
+
+
+def test_no_other_rule_opens_the_node_group_to_the_site(ssm: tuple[ProgramRun, dict[str, Any]]) -> None:
+    opened = [r for r in ssm[0].of_type(INGRESS) if r.inputs["securityGroupId"] == NODE_SECURITY_GROUP_ID]
+    assert {r.inputs["fromPort"] for r in opened} == {53}
+    assert not [r for r in ssm[0].of_type(EGRESS) if r.inputs["securityGroupId"] == NODE_SECURITY_GROUP_ID]
+
+
 def test_every_pool_gets_its_own_credentials_and_rules() -> None:
     l40s = {
         **A40,
         "name": "l40s",
         "gpuModel": "L40S",
-        "network": {"remoteNodeCidrs": ["192.168.10.0/24"], "webhooksOnHybridNodes": False},
+        "network": {
+            "remoteNodeCidrs": ["192.168.10.0/24"],
+            "remotePodCidrs": ["192.168.64.0/20"],
+            "webhooksOnHybridNodes": False,
+        },
     }
     run, seen = build(stack(A40, l40s))
     assert sorted(r.name for r in run.of_type(ACTIVATION)) == ["gpu-a40-hybrid-node", "gpu-l40s-hybrid-node"]
-    assert sorted(r.inputs["cidrIpv4"] for r in run.of_type(INGRESS)) == [
+    assert sorted(r.inputs["cidrIpv4"] for r in run.of_type(INGRESS) if "-api-from-" in r.name) == [
         "10.80.0.0/16",
         "10.85.0.0/16",
         "192.168.10.0/24",
+        "192.168.64.0/20",
     ]
+    # No webhooks on the L40S servers: the control plane gets no webhook rule towards their pods.
+    assert rules_of(run, EGRESS, CLUSTER_SECURITY_GROUP_ID, "192.168.64.0/20") == set()
+    assert rules_of(run, EGRESS, CLUSTER_SECURITY_GROUP_ID, "192.168.10.0/24") == {("tcp", 10250, 10250)}
     assert {"hybridNodeConfig-a40", "hybridNodeConfig-l40s"} <= set(seen)
+    assert "hybridCiliumBgp" not in seen
+
+
+def test_bgp_pools_export_the_cilium_bgp_objects_and_enable_the_control_plane() -> None:
+    bgp = {"peerAddress": "10.80.0.1", "peerAsn": 65000, "localAsn": 65010}
+    run, seen = build(stack({**A40, "network": {**A40["network"], "bgp": bgp}}))
+    values = run.one(RELEASE).inputs["values"]
+    assert values["bgpControlPlane"] == {"enabled": True}
+    docs = list(yaml.safe_load_all(seen["hybridCiliumBgp"]))
+    assert [d["kind"] for d in docs] == ["CiliumBGPClusterConfig", "CiliumBGPPeerConfig", "CiliumBGPAdvertisement"]
+    (instance,) = docs[0]["spec"]["bgpInstances"]
+    assert instance["localASN"] == 65010
+    assert instance["peers"][0]["peerAddress"] == "10.80.0.1"
 
 
 # ----------------------------------------------------------------------------------------------------- Cilium
@@ -253,6 +313,8 @@ def test_node_config_is_a_secret_output_that_parses_back(ssm: tuple[ProgramRun, 
     assert any(f.startswith("--node-labels=") and "nvidia.com/gpu.present=true" in f for f in flags)
     assert any(f.startswith("--node-labels=") and "gpu-clusters/pool=a40" in f for f in flags)
     assert "--register-with-taints=nvidia.com/gpu=true:NoSchedule" in flags
+    # AWS's CoreDNS guidance: hybrid nodes carry an on-prem zone, so a CoreDNS replica spreads onto them.
+    assert any(f.startswith("--node-labels=") and "topology.kubernetes.io/zone=onprem" in f for f in flags)
 
 
 def test_roles_anywhere_node_config_carries_the_arns(roles_anywhere: tuple[ProgramRun, dict[str, Any]]) -> None:
@@ -292,3 +354,31 @@ def test_hybrid_stack_joins_the_4x_a40_pool(hybrid_stack: ShippedStack) -> None:
     node_config = yaml.safe_load(hybrid_stack.exports["hybridNodeConfig-a40"])
     assert node_config["spec"]["cluster"] == {"name": "hybrid", "region": "us-east-1"}
     assert "ssm" in node_config["spec"]["hybrid"]
+
+
+# ----------------------------------------------------------------------------------------------- CoreDNS
+def test_hybrid_stack_runs_a_coredns_replica_on_prem_and_two_in_the_cloud(hybrid_stack: ShippedStack) -> None:
+    """AWS's mixed-mode guidance: at least one CoreDNS replica on hybrid nodes and one in the cloud, spread by a
+    preferred anti-affinity on hostname (100) and zone (50), set through the add-on's configuration."""
+    addon = next(a for a in hybrid_stack.run.of_type(ADDON) if a.inputs["addonName"] == "coredns")
+    config = json.loads(addon.inputs["configurationValues"])
+    assert config["replicaCount"] == 3
+    terms = config["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    assert terms == [
+        {"matchExpressions": [{"key": "gpu-clusters/role", "operator": "In", "values": ["system"]}]},
+        {"matchExpressions": [{"key": "eks.amazonaws.com/compute-type", "operator": "In", "values": ["hybrid"]}]},
+    ]
+    spread = config["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert [(s["podAffinityTerm"]["topologyKey"], s["weight"]) for s in spread] == [
+        ("kubernetes.io/hostname", 100),
+        ("topology.kubernetes.io/zone", 50),
+    ]
+    assert tolerates(config["tolerations"], Taint(key="nvidia.com/gpu", value="true", effect="NoSchedule"))
+    assert "nodeSelector" not in config  # a selector would AND with the affinity and keep CoreDNS off-prem
+
+
+def test_without_hybrid_pools_coredns_stays_on_the_system_pool() -> None:
+    config = addon_configuration("coredns")
+    assert config is not None
+    assert config["replicaCount"] == 2 and config["nodeSelector"] == {"gpu-clusters/role": "system"}
+    assert "affinity" not in config

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from components.config import StackConfig, Taint
+from components.errors import ConfigError
 from components.planning import hybrid
 from components.planning.pools import plan_pools
 from components.planning.tolerations import tolerates
@@ -53,9 +54,25 @@ def test_remote_network_config_is_one_node_and_one_pod_network_object() -> None:
     }
 
 
-def test_remote_network_config_leaves_out_pods_when_none_are_routed() -> None:
-    spec = stack(pool(network={"remoteNodeCidrs": ["10.80.0.0/16"], "webhooksOnHybridNodes": False}))
-    assert hybrid.remote_network_config(spec.hybrid_pools) == {"remoteNodeNetworks": {"cidrs": ["10.80.0.0/16"]}}
+def test_a_hybrid_pool_without_pod_cidrs_is_refused_even_without_webhooks() -> None:
+    """Cilium's pool is the remote pod CIDRs whether or not webhooks run on-prem (hybrid-nodes-cni)."""
+    with pytest.raises(ConfigError) as raised:
+        stack(pool(network={"remoteNodeCidrs": ["10.80.0.0/16"], "webhooksOnHybridNodes": False}))
+    (problem,) = raised.value.problems
+    assert problem.path == "nodePools[0].network.remotePodCidrs"
+    assert "Cilium" in problem.message
+
+
+def test_cilium_refuses_an_empty_pod_cidr_pool() -> None:
+    """Built without validation, a pool with no pod CIDRs would leave Cilium its chart default 10.0.0.0/8."""
+    spec = stack_config(
+        pool(network={"remoteNodeCidrs": ["10.80.0.0/16"]}),
+        name="gpu",
+        cluster={"kubernetesVersion": "1.35"},
+        network={"vpcCidr": "10.0.0.0/16"},
+    )
+    with pytest.raises(ValueError, match="pod CIDR pool would be empty"):
+        hybrid.cilium_values(plan_pools(spec))
 
 
 def test_no_hybrid_pool_means_no_remote_network_config() -> None:
@@ -263,3 +280,98 @@ def test_roles_anywhere_node_config_names_the_arns_and_certificate_paths() -> No
 @pytest.mark.parametrize(("provider", "flag"), [("ssm", "ssm"), ("iam-roles-anywhere", "iam-ra")])
 def test_nodeadm_install_command(provider: hybrid.Provider, flag: str) -> None:
     assert hybrid.nodeadm_install_command("1.34", provider) == f"nodeadm install 1.34 --credential-provider {flag}"
+
+
+# ------------------------------------------------------------------------------ AWS security group rules
+def planned_rules(**changes: Any) -> list[hybrid.NetworkRule]:
+    (plan,) = hybrid.hybrid_plans(plan_pools(stack(pool(**changes))))
+    return hybrid.network_rules(plan.pool)
+
+
+def test_kubelet_rule_is_cluster_group_egress_10250_to_each_node_cidr() -> None:
+    (rule,) = [r for r in planned_rules() if r.name == "kubelet-to-nodes"]
+    assert (rule.group, rule.direction, rule.protocol) == ("cluster", "egress", "tcp")
+    assert (rule.from_port, rule.to_port, rule.cidr) == (10250, 10250, "10.80.0.0/16")
+
+
+def test_webhook_rules_are_cluster_group_egress_to_each_pod_cidr() -> None:
+    rules = [r for r in planned_rules() if r.name.startswith("webhooks-to-pods")]
+    assert {(r.group, r.direction, r.protocol, r.cidr) for r in rules} == {("cluster", "egress", "tcp", "10.85.0.0/16")}
+    assert sorted((r.from_port, r.to_port) for r in rules) == [(443, 443), (1025, 65535)]
+
+
+def test_no_webhook_rules_when_no_webhooks_run_on_hybrid_nodes() -> None:
+    network = {**A40_POOL["network"], "webhooksOnHybridNodes": False}
+    assert not [r for r in planned_rules(network=network) if r.name.startswith("webhooks")]
+
+
+@pytest.mark.parametrize("protocol", ["udp", "tcp"])
+@pytest.mark.parametrize(("kind", "cidr"), [("nodes", "10.80.0.0/16"), ("pods", "10.85.0.0/16")])
+def test_dns_rule_is_node_group_ingress_53_from_remote_nodes_and_pods(protocol: str, kind: str, cidr: str) -> None:
+    (rule,) = [r for r in planned_rules() if r.name == f"dns-{protocol}-from-{kind}"]
+    assert (rule.group, rule.direction, rule.protocol) == ("node", "ingress", protocol)
+    assert (rule.from_port, rule.to_port, rule.cidr) == (53, 53, cidr)
+
+
+def test_rule_names_are_unique_per_pool_and_cidr() -> None:
+    rules = planned_rules()
+    assert len({(r.name, r.cidr) for r in rules}) == len(rules) == 7
+
+
+# ------------------------------------------------------------------------------------------- Cilium BGP
+BGP = {"peerAddress": "10.80.0.1", "peerAsn": 65000, "localAsn": 65010}
+
+
+def test_without_bgp_cilium_has_no_bgp_control_plane_and_nothing_to_apply() -> None:
+    plans = plan_pools(stack(pool()))
+    assert "bgpControlPlane" not in hybrid.cilium_values(plans)
+    assert hybrid.cilium_bgp_manifests(plans) == []
+
+
+def test_bgp_enables_cilium_bgp_control_plane_and_rolls_the_operator() -> None:
+    values = hybrid.cilium_values(plan_pools(stack(pool(network={**A40_POOL["network"], "bgp": BGP}))))
+    assert values["bgpControlPlane"] == {"enabled": True}
+    assert values["operator"]["rollOutPods"] is True
+
+
+def test_bgp_objects_peer_each_pool_with_its_router_and_advertise_pod_cidrs() -> None:
+    l40s = pool(
+        name="l40s",
+        network={
+            "remoteNodeCidrs": ["192.168.10.0/24"],
+            "remotePodCidrs": ["192.168.64.0/20"],
+            "bgp": {"peerAddress": "192.168.10.1", "peerAsn": 65100, "localAsn": 65110},
+        },
+    )
+    docs = hybrid.cilium_bgp_manifests(plan_pools(stack(pool(network={**A40_POOL["network"], "bgp": BGP}), l40s)))
+    assert {d["apiVersion"] for d in docs} == {"cilium.io/v2alpha1"}
+    clusters = [d for d in docs if d["kind"] == "CiliumBGPClusterConfig"]
+    assert [c["spec"]["nodeSelector"] for c in clusters] == [
+        {"matchLabels": {"gpu-clusters/pool": "a40"}},
+        {"matchLabels": {"gpu-clusters/pool": "l40s"}},
+    ]
+    (a40,) = clusters[0]["spec"]["bgpInstances"]
+    assert a40["localASN"] == 65010
+    assert a40["peers"] == [
+        {"name": "a40-router", "peerASN": 65000, "peerAddress": "10.80.0.1", "peerConfigRef": {"name": "cilium-peer"}}
+    ]
+    (peer,) = [d for d in docs if d["kind"] == "CiliumBGPPeerConfig"]
+    (advertisement,) = [d for d in docs if d["kind"] == "CiliumBGPAdvertisement"]
+    (family,) = peer["spec"]["families"]
+    assert family["advertisements"]["matchLabels"] == advertisement["metadata"]["labels"]
+    assert advertisement["spec"]["advertisements"] == [{"advertisementType": "PodCIDR"}]
+    assert list(yaml.safe_load_all(hybrid.render_manifests(docs))) == docs
+
+
+@pytest.mark.parametrize(
+    ("bgp", "key"),
+    [
+        ({**BGP, "peerAsn": 0}, "peerAsn"),
+        ({**BGP, "localAsn": 4_294_967_296}, "localAsn"),
+        ({**BGP, "peerAddress": "10.80.0.0/24"}, "peerAddress"),
+    ],
+)
+def test_bgp_settings_are_checked(bgp: dict[str, Any], key: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        stack(pool(network={**A40_POOL["network"], "bgp": bgp}))
+    assert any(problem.path.endswith(f"network.bgp.{key}") for problem in raised.value.problems)

@@ -25,11 +25,23 @@ def test_system_pools_are_tainted_unless_they_say_otherwise() -> None:
     assert first_pool_plan(pool(SYSTEM_POOL, taints=[])).taints == ()
 
 
+SYSTEM_TERM = [{"key": key, "operator": "In", "values": [value]} for key, value in SYSTEM_NODE_SELECTOR.items()]
+
+
+def selects_the_system_pool(values: dict[str, Any]) -> bool:
+    """By node selector, or by a required node affinity term (CoreDNS beside hybrid pools: system or hybrid)."""
+    selector = values.get("nodeSelector")
+    if isinstance(selector, dict) and SYSTEM_NODE_SELECTOR.items() <= selector.items():
+        return True
+    affinity = values.get("affinity")
+    required = (affinity or {}).get("nodeAffinity", {}).get("requiredDuringSchedulingIgnoredDuringExecution", {})
+    return any(term.get("matchExpressions") == SYSTEM_TERM for term in required.get("nodeSelectorTerms", []))
+
+
 def pod_specs_on_the_system_pool(values: Any, where: str) -> Iterator[tuple[str, dict[str, Any]]]:
     """Every part of a chart's values or an add-on's configuration that selects the system pool's nodes."""
     if isinstance(values, dict):
-        selector = values.get("nodeSelector")
-        if isinstance(selector, dict) and SYSTEM_NODE_SELECTOR.items() <= selector.items():
+        if selects_the_system_pool(values):
             yield where, values
         for key, value in values.items():
             yield from pod_specs_on_the_system_pool(value, f"{where}.{key}")

@@ -347,7 +347,18 @@ BROKEN: list[tuple[str, tuple[tuple[str, Any], ...], str, str]] = [
         "hybrid pool without pod network",
         (("nodePools.2", {**HYBRID, "network": {"remoteNodeCidrs": ["192.168.100.0/24"]}}),),
         "nodePools[2].network.remotePodCidrs",
-        "reach webhooks",
+        "Cilium hands hybrid pods their addresses",
+    ),
+    (
+        "hybrid pool without pod network and without webhooks",
+        (
+            (
+                "nodePools.2",
+                {**HYBRID, "network": {"remoteNodeCidrs": ["192.168.100.0/24"], "webhooksOnHybridNodes": False}},
+            ),
+        ),
+        "nodePools[2].network.remotePodCidrs",
+        "Cilium hands hybrid pods their addresses",
     ),
     (
         "gpu-utilization scaling on CPU",

@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 import yaml
 
+from components import tags
 from components.config import NodePool
 from components.planning import compute_types
 from components.planning.nodeadm import NODEADM_API_VERSION, kubelet_flags
@@ -58,6 +59,23 @@ ROLES_ANYWHERE_PRIVATE_KEY_PATH = "/etc/iam/pki/server.key"
 #: The Roles Anywhere `nodeName` must equal the node certificate's CN and is at most 64 characters (facts §5f), so
 #: it is per server and unknown here: the rendered NodeConfig carries this placeholder, replaced on each server.
 ROLES_ANYWHERE_NODE_NAME_PLACEHOLDER = "REPLACE-WITH-CERTIFICATE-CN"
+
+#: The kubelet's port: the control plane reaches it on remote nodes for logs, exec and port-forward (EKS user guide,
+#: "Prepare networking for hybrid nodes", cluster security group table: outbound TCP 10250 to remote node CIDRs).
+KUBELET_PORT = 10250
+#: Port ranges the control plane calls webhooks on in remote pods (same table: outbound "webhook ports" to remote pod
+#: CIDRs): 443, and the high ports webhooks and aggregated APIs usually serve on, as for cloud nodes.
+WEBHOOK_PORT_RANGES: tuple[tuple[int, int], ...] = ((443, 443), (1025, 65535))
+#: DNS: pods on hybrid nodes reach CoreDNS on cloud nodes on TCP and UDP 53 (same page, on-premises table: "If you
+#: run at least 1 replica of CoreDNS in the cloud, you must allow DNS traffic to the VPC where CoreDNS is running").
+DNS_PORT = 53
+DNS_PROTOCOLS: tuple[Literal["udp", "tcp"], ...] = ("udp", "tcp")
+#: The zone label hybrid nodes register with, so CoreDNS's zone anti-affinity places a replica on-prem beside the
+#: cloud ones (EKS user guide, "Configure webhooks for hybrid nodes", Configure CoreDNS replicas: "Add a topology
+#: zone label for each of your hybrid nodes, for example `topology.kubernetes.io/zone: onprem` ... in your nodeadm
+#: configuration"). Cloud nodes carry their AZ in the same label.
+ZONE_LABEL = "topology.kubernetes.io/zone"
+HYBRID_ZONE = "onprem"
 
 #: Each node gets one /25 from the cluster pool (128 addresses, AWS's hybrid-nodes-cni example value and the
 #: eks-workshop's), enough for kubelet's default 110 pods. Cilium cannot change it after the first install.
@@ -99,9 +117,10 @@ def remote_network_config(hybrid_pools: Sequence[NodePool]) -> dict[str, Any] | 
     """The EKS cluster's `remoteNetworkConfig`, or None when the stack has no hybrid pools.
 
     The API takes at most one node-network object and one pod-network object, each a list of CIDRs ([BC] §5f),
-    so every hybrid pool's networks go into the same object. The pod network is left out when no pool routes
-    its pods (allowed when no webhook runs on hybrid nodes). Shaped as pulumi-aws `ClusterRemoteNetworkConfigArgs`
-    wire names, so `components.cluster` can pass it straight to `aws.eks.Cluster(remote_network_config=...)`.
+    so every hybrid pool's networks go into the same object. Validation requires pod networks on every hybrid
+    pool (they are Cilium's pool); a pool built without them leaves the pod network out. Shaped as pulumi-aws
+    `ClusterRemoteNetworkConfigArgs` wire names, so `components.cluster` can pass it straight to
+    `aws.eks.Cluster(remote_network_config=...)`.
     """
     nodes = remote_node_cidrs(hybrid_pools)
     if not nodes:
@@ -125,6 +144,89 @@ def cilium_node_blocks(cidrs: Iterable[IPv4Network | str]) -> int:
         if prefix <= CILIUM_NODE_MASK_SIZE:
             blocks += 2 ** (CILIUM_NODE_MASK_SIZE - prefix)
     return blocks
+
+
+@dataclass(frozen=True)
+class NetworkRule:
+    """One security group rule the AWS side needs for a hybrid pool's remote networks, besides API ingress.
+
+    `group` is the EKS cluster security group (control plane ENIs) or the node security group (cloud nodes, where
+    CoreDNS runs); `name` and the CIDR together are unique per pool and name the resource.
+    """
+
+    name: str
+    group: Literal["cluster", "node"]
+    direction: Literal["ingress", "egress"]
+    protocol: Literal["tcp", "udp"]
+    from_port: int
+    to_port: int
+    cidr: str
+    description: str
+
+
+def network_rules(pool: NodePool) -> list[NetworkRule]:
+    """The rules of AWS's hybrid nodes networking tables that concern AWS security groups, for one pool:
+
+    - control plane to kubelet: cluster group egress, TCP 10250, to each remote node CIDR;
+    - control plane to webhooks: cluster group egress, TCP 443 and 1025-65535, to each remote pod CIDR, unless the
+      pool says no webhooks run on it (`webhooksOnHybridNodes: false`);
+    - pods to CoreDNS on cloud nodes: node group ingress, UDP and TCP 53, from each remote node CIDR (Cilium
+      masquerades pod traffic leaving the cluster to the node's address by default, hybrid-nodes-cni) and each
+      remote pod CIDR (traffic that is not masqueraded).
+
+    Nodes and pods to the API server (cluster group ingress, TCP 443) are `API_SERVER_PORT` rules of their own.
+    The CNI's own traffic (Cilium VXLAN 8472/UDP, health 4240/TCP and ICMP) stays between the on-prem servers:
+    Cilium does not run on cloud nodes, so no AWS security group sees it; the site firewall must admit it.
+    """
+    network = pool.network
+    if network is None:
+        return []
+    nodes = [str(c) for c in network.remote_node_cidrs]
+    pods = [str(c) for c in network.remote_pod_cidrs]
+    rules = [
+        NetworkRule(
+            name="kubelet-to-nodes",
+            group="cluster",
+            direction="egress",
+            protocol="tcp",
+            from_port=KUBELET_PORT,
+            to_port=KUBELET_PORT,
+            cidr=cidr,
+            description=f"control plane to kubelet (logs, exec, port-forward) on hybrid pool {pool.name} nodes {cidr}",
+        )
+        for cidr in nodes
+    ]
+    if network.webhooks_on_hybrid_nodes:
+        rules += [
+            NetworkRule(
+                name=f"webhooks-to-pods-{low}",
+                group="cluster",
+                direction="egress",
+                protocol="tcp",
+                from_port=low,
+                to_port=high,
+                cidr=cidr,
+                description=f"control plane to webhooks on hybrid pool {pool.name} pods {cidr}",
+            )
+            for low, high in WEBHOOK_PORT_RANGES
+            for cidr in pods
+        ]
+    rules += [
+        NetworkRule(
+            name=f"dns-{protocol}-from-{kind}",
+            group="node",
+            direction="ingress",
+            protocol=protocol,
+            from_port=DNS_PORT,
+            to_port=DNS_PORT,
+            cidr=cidr,
+            description=f"DNS ({protocol.upper()}) to CoreDNS from hybrid pool {pool.name} remote {kind} {cidr}",
+        )
+        for kind, cidrs in (("nodes", nodes), ("pods", pods))
+        for cidr in cidrs
+        for protocol in DNS_PROTOCOLS
+    ]
+    return rules
 
 
 # ------------------------------------------------------------------------------------------- SSM activation
@@ -282,23 +384,25 @@ def cilium_values(plans: Sequence[PoolPlan]) -> dict[str, Any]:
       moves it.
     """
     pools = hybrid_plans(plans)
-    pod_cidrs: dict[str, None] = {}
+    pod_cidrs = remote_pod_cidrs(plan.pool for plan in pools)
+    if not pod_cidrs:
+        # Cilium would fall back to its chart default pool (10.0.0.0/8), which EKS neither knows nor routes.
+        raise ValueError("Cilium's pod CIDR pool would be empty: every hybrid pool needs network.remotePodCidrs")
     operator_tolerations: list[dict[str, str]] = []
     for plan in pools:
-        if plan.pool.network is not None:
-            pod_cidrs.update((str(c), None) for c in plan.pool.network.remote_pod_cidrs)
         for taint in plan.taints:
             if toleration(taint) not in operator_tolerations:
                 operator_tolerations.append(toleration(taint))
     operator_tolerations += [{"key": key, "operator": "Exists"} for key in CILIUM_OPERATOR_STARTUP_TAINTS]
     affinity = _compute_type_affinity()
+    bgp = bool(bgp_pools(pools))
     return {
         "affinity": affinity,
         "tolerations": [{"operator": "Exists"}],
         "ipam": {
             "mode": "cluster-pool",
             "operator": {
-                "clusterPoolIPv4PodCIDRList": list(pod_cidrs),
+                "clusterPoolIPv4PodCIDRList": pod_cidrs,
                 "clusterPoolIPv4MaskSize": CILIUM_NODE_MASK_SIZE,
             },
         },
@@ -306,11 +410,104 @@ def cilium_values(plans: Sequence[PoolPlan]) -> dict[str, Any]:
             "affinity": affinity,
             "tolerations": operator_tolerations,
             "unmanagedPodWatcher": {"restart": False},
+            **({"rollOutPods": True} if bgp else {}),
         },
         "loadBalancer": {"serviceTopology": True},
         "envoy": {"enabled": False},
         "kubeProxyReplacement": "false",
+        **({"bgpControlPlane": {"enabled": True}} if bgp else {}),
     }
+
+
+# ------------------------------------------------------------------------------------------------- Cilium BGP
+#: Cilium 1.17's BGP control plane v2 API (AWS's hybrid-nodes-cilium-bgp page and Cilium 1.17's bgp-control-plane-v2
+#: docs: CiliumBGPClusterConfig, CiliumBGPPeerConfig and CiliumBGPAdvertisement are `cilium.io/v2alpha1`).
+CILIUM_BGP_API_VERSION = "cilium.io/v2alpha1"
+#: The peer config every pool's peer references, and the label its families select advertisements by (AWS's
+#: example values).
+CILIUM_BGP_PEER_CONFIG = "cilium-peer"
+CILIUM_BGP_ADVERTISE_LABEL = {"advertise": "bgp"}
+#: BGP timers and graceful restart exactly as AWS's example peer config sets them.
+CILIUM_BGP_HOLD_SECONDS = 30
+CILIUM_BGP_KEEPALIVE_SECONDS = 10
+CILIUM_BGP_RESTART_SECONDS = 120
+
+
+def bgp_pools(plans: Iterable[PoolPlan]) -> list[PoolPlan]:
+    """Hybrid pools whose servers advertise their pod blocks over BGP (`network.bgp`)."""
+    return [plan for plan in hybrid_plans(plans) if plan.pool.network is not None and plan.pool.network.bgp]
+
+
+def cilium_bgp_manifests(plans: Sequence[PoolPlan]) -> list[dict[str, Any]]:
+    """The Cilium BGP objects that advertise each server's pod block (`PodCIDR`) to its pool's site router, after
+    AWS's "Configure Cilium BGP for hybrid nodes": per BGP pool a `CiliumBGPClusterConfig` selecting that pool's
+    nodes (`gpu-clusters/pool=<name>`) with its router as peer, one shared `CiliumBGPPeerConfig` and one
+    `CiliumBGPAdvertisement`. Empty without BGP pools.
+
+    They are applied after the first server is Ready, not by `pulumi up`: the Cilium operator registers these kinds
+    when it starts, and it starts only on a hybrid node, which joins after this stack exists.
+    """
+    pools = bgp_pools(plans)
+    if not pools:
+        return []
+    manifests: list[dict[str, Any]] = []
+    for plan in pools:
+        bgp = plan.pool.network.bgp if plan.pool.network is not None else None
+        if bgp is None:
+            continue
+        manifests.append(
+            {
+                "apiVersion": CILIUM_BGP_API_VERSION,
+                "kind": "CiliumBGPClusterConfig",
+                "metadata": {"name": f"{plan.name}-bgp"},
+                "spec": {
+                    "nodeSelector": {"matchLabels": {tags.POOL: plan.name}},
+                    "bgpInstances": [
+                        {
+                            "name": plan.name,
+                            "localASN": bgp.local_asn,
+                            "peers": [
+                                {
+                                    "name": f"{plan.name}-router",
+                                    "peerASN": bgp.peer_asn,
+                                    "peerAddress": str(bgp.peer_address),
+                                    "peerConfigRef": {"name": CILIUM_BGP_PEER_CONFIG},
+                                }
+                            ],
+                        }
+                    ],
+                },
+            }
+        )
+    manifests += [
+        {
+            "apiVersion": CILIUM_BGP_API_VERSION,
+            "kind": "CiliumBGPPeerConfig",
+            "metadata": {"name": CILIUM_BGP_PEER_CONFIG},
+            "spec": {
+                "timers": {
+                    "holdTimeSeconds": CILIUM_BGP_HOLD_SECONDS,
+                    "keepAliveTimeSeconds": CILIUM_BGP_KEEPALIVE_SECONDS,
+                },
+                "gracefulRestart": {"enabled": True, "restartTimeSeconds": CILIUM_BGP_RESTART_SECONDS},
+                "families": [
+                    {"afi": "ipv4", "safi": "unicast", "advertisements": {"matchLabels": CILIUM_BGP_ADVERTISE_LABEL}}
+                ],
+            },
+        },
+        {
+            "apiVersion": CILIUM_BGP_API_VERSION,
+            "kind": "CiliumBGPAdvertisement",
+            "metadata": {"name": "pod-cidrs", "labels": CILIUM_BGP_ADVERTISE_LABEL},
+            "spec": {"advertisements": [{"advertisementType": "PodCIDR"}]},
+        },
+    ]
+    return manifests
+
+
+def render_manifests(manifests: Sequence[Mapping[str, Any]]) -> str:
+    """A multi-document YAML stream for `kubectl apply -f`; keys in the order written."""
+    return yaml.safe_dump_all([dict(m) for m in manifests], sort_keys=False, default_flow_style=False)
 
 
 # ------------------------------------------------------------------------------------------------- NodeConfig
@@ -356,7 +553,8 @@ def hybrid_node_config(
 
     Cluster name and region suffice: the role may call `eks:DescribeCluster`, so nodeadm looks up endpoint, CA and
     service CIDR itself. The kubelet flags are the same function cloud pools use, fed with the pool plan's labels
-    (`nvidia.com/gpu.present=true`, the accelerator label, `gpu-clusters/pool=<name>`...) and taints.
+    (`nvidia.com/gpu.present=true`, the accelerator label, `gpu-clusters/pool=<name>`...), the on-prem zone label
+    CoreDNS spreads by (`ZONE_LABEL`), and taints.
     """
     return {
         "apiVersion": NODEADM_API_VERSION,
@@ -364,7 +562,7 @@ def hybrid_node_config(
         "spec": {
             "cluster": {"name": cluster_name, "region": region},
             "hybrid": credentials.render(),
-            "kubelet": {"flags": kubelet_flags(plan.labels, plan.taints)},
+            "kubelet": {"flags": kubelet_flags({**plan.labels, ZONE_LABEL: HYBRID_ZONE}, plan.taints)},
         },
     }
 

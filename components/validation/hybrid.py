@@ -89,18 +89,22 @@ def credentials_fit_the_provider(p: Parsed) -> Iterator[Problem]:
 
 
 def remote_networks_are_given(p: Parsed) -> Iterator[Problem]:
-    """A hybrid pool names its node networks; routable pod networks are needed when webhooks run on hybrid nodes,
-    with room for a /25 per node (Cilium cluster-pool, as in AWS's hybrid nodes CNI example)."""
+    """A hybrid pool names its node networks and its pod networks, with room for a /25 per node.
+
+    The pod networks are Cilium's cluster-pool (AWS's hybrid nodes CNI page: the same CIDRs as the remote pod
+    networks), so they are needed whether or not webhooks run there: without them Cilium would hand out its chart
+    default, 10.0.0.0/8, which EKS neither knows nor routes and which may overlap the VPC.
+    """
     for path, pool in p.hybrid_pools():
         net = pool.network
         if net is None or not net.remote_node_cidrs:
             yield Problem(f"{path}.network.remoteNodeCidrs", "the on-prem node network(s), e.g. [10.80.0.0/16]")
             continue
-        if not net.remote_pod_cidrs and net.webhooks_on_hybrid_nodes:
+        if not net.remote_pod_cidrs:
             yield Problem(
                 f"{path}.network.remotePodCidrs",
-                "the control plane must reach webhooks on hybrid nodes: give the routable pod CIDRs (e.g. "
-                "[10.85.0.0/16]) or set webhooksOnHybridNodes: false (EKS hybrid nodes networking)",
+                "Cilium hands hybrid pods their addresses from these CIDRs (a /25 per server) and EKS routes "
+                "webhooks and DNS by them: give the on-prem pod CIDRs, e.g. [10.85.0.0/16] (EKS hybrid nodes CNI)",
             )
         blocks = cilium_node_blocks(net.remote_pod_cidrs)
         if net.remote_pod_cidrs and pool.nodes and blocks < pool.nodes:
