@@ -8,7 +8,7 @@ Everything here is a pure function of the validated spec and the pool plans (no 
 summary and the tests read the same values. Facts come from docs/sources.md: aws-gpu-facts.md §5f ([BC], [EKSUG])
 unless a line cites another source.
 
-Config rules for hybrid pools (RFC 1918, overlaps, activation limit, webhooks need pod CIDRs) live in
+Config rules for hybrid pools (RFC 1918, overlaps, activation limit, pod CIDRs for Cilium's pool) live in
 `components.validation`; this module assumes a spec that passed them.
 """
 
@@ -375,7 +375,11 @@ def cilium_values(plans: Sequence[PoolPlan]) -> dict[str, Any]:
     - agent and operator are pinned to `eks.amazonaws.com/compute-type In [hybrid]`: Cilium is not supported on
       cloud nodes, which run the VPC CNI;
     - `ipam.mode: cluster-pool` hands each node a /25 of the remote pod CIDRs, which are exactly the CIDRs EKS
-      knows as `remotePodNetworks`, so the control plane can route to webhooks on hybrid nodes;
+      knows as `remotePodNetworks`, so the control plane can route to webhooks on hybrid nodes; the pool is never
+      empty (ValueError), since Cilium would otherwise hand out its chart default, 10.0.0.0/8;
+    - with a BGP pool (`network.bgp`), `bgpControlPlane.enabled: true` and `operator.rollOutPods: true`, as AWS's
+      hybrid-nodes-cilium-bgp page sets them (the operator must restart to pick BGP up); the BGP objects themselves
+      are `cilium_bgp_manifests`;
     - `operator.unmanagedPodWatcher.restart: false`, `envoy.enabled: false`, `kubeProxyReplacement: "false"`
       (EKS installs kube-proxy on hybrid nodes) and `loadBalancer.serviceTopology: true` as AWS lists them;
     - tolerations: the agent is a CNI, so it tolerates every taint (a GPU taint it missed would leave the node
