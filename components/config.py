@@ -491,6 +491,12 @@ class NodePool(Model):
     """Hybrid pools: the site's node and pod networks (EKS `remoteNetworkConfig`). Required for hybrid pools."""
     credentials: HybridCredentials = HybridCredentials()
     """Hybrid pools: how the servers authenticate to AWS (SSM activation or IAM Roles Anywhere). Default SSM."""
+    gpu_runtime: Literal["runtime-class", "default-runtime"] = "runtime-class"
+    """Hybrid pools: how GPU containers get the NVIDIA container runtime, which nodeadm does not configure on
+    hybrid nodes (containerd's default stays runc). `runtime-class` (default): each server registers the `nvidia`
+    runtime handler with `nvidia-ctk`, the stack registers a RuntimeClass `nvidia`, and the device plugin and DCGM
+    exporter pods on the pool run with it (GPU workloads set `runtimeClassName: nvidia` too); `default-runtime`:
+    each server makes `nvidia` containerd's default runtime, as the EKS NVIDIA AMIs do, so no pod names it."""
 
 
 # ---------------------------------------------------------------------------------------------------------- storage

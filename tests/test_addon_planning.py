@@ -129,7 +129,8 @@ def test_device_plugin_config_map_has_a_default_and_one_entry_per_time_sliced_po
 
 
 def test_device_plugin_schedules_on_the_gpu_present_label_without_nfd():
-    spec = addon_stack(SYSTEM_POOL, TRAINING_POOL, HYBRID_POOL)
+    """One release covers cloud and hybrid GPU nodes when the hybrid servers run the NVIDIA runtime by default."""
+    spec = addon_stack(SYSTEM_POOL, TRAINING_POOL, pool(HYBRID_POOL, gpuRuntime="default-runtime"))
     values = nvidia_device_plugin_values(spec.addons.nvidia_device_plugin, plan_pools(spec))
     terms = values["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert terms == [{"matchExpressions": [{"key": "nvidia.com/gpu.present", "operator": "In", "values": ["true"]}]}]

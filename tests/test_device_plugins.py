@@ -29,7 +29,9 @@ def test_nvidia_device_plugin_release_is_pinned_from_the_catalog():
 
 
 def test_nvidia_device_plugin_tolerates_every_gpu_pool_taint_including_hybrid_ones():
-    hybrid = pool(HYBRID_POOL, taints=[{"key": "site", "value": "onprem", "effect": "NoSchedule"}])
+    hybrid = pool(
+        HYBRID_POOL, gpuRuntime="default-runtime", taints=[{"key": "site", "value": "onprem", "effect": "NoSchedule"}]
+    )
     values = releases(run_addons(addon_stack(SYSTEM_POOL, TRAINING_POOL, hybrid)))["nvidia-device-plugin"]["values"]
     assert {"key": "CriticalAddonsOnly", "operator": "Exists"} in values["tolerations"]
     assert GPU_TOLERATION in values["tolerations"]
@@ -83,3 +85,46 @@ def test_device_plugin_releases_use_the_cluster_provider():
     run = run_addons(addon_stack(SYSTEM_POOL, TRAINING_POOL))
     for release in run.of_type("kubernetes:helm.sh/v3:Release"):
         assert release.provider is not None and "pulumi:providers:kubernetes" in release.provider
+
+
+# ------------------------------------------------------------------------------ NVIDIA runtime on hybrid GPU pools
+def _pool_expression(values: dict) -> dict | None:
+    terms = values["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+    found = [e for e in terms[0]["matchExpressions"] if e["key"] == "gpu-clusters/pool"]
+    return found[0] if found else None
+
+
+def test_hybrid_device_plugin_pods_run_with_the_nvidia_runtime_class():
+    """nodeadm leaves runc containerd's default on hybrid servers: the plugin there runs under `nvidia`."""
+    hybrid = pool(HYBRID_POOL, taints=[{"key": "site", "value": "onprem", "effect": "NoSchedule"}])
+    run = run_addons(addon_stack(SYSTEM_POOL, TRAINING_POOL, hybrid))
+    [runtime_class] = run.of_type("kubernetes:node.k8s.io/v1:RuntimeClass")
+    assert runtime_class.inputs["metadata"]["name"] == "nvidia"
+    assert runtime_class.inputs["handler"] == "nvidia"
+    by_class = releases(run)["nvidia-device-plugin-runtime-class"]
+    assert by_class["chart"] == "nvidia-device-plugin"
+    assert by_class["namespace"] == "kube-system"
+    values = by_class["values"]
+    assert values["runtimeClassName"] == "nvidia"
+    assert _pool_expression(values) == {"key": "gpu-clusters/pool", "operator": "In", "values": ["a40"]}
+    assert {"key": "site", "operator": "Equal", "value": "onprem", "effect": "NoSchedule"} in values["tolerations"]
+    cloud = releases(run)["nvidia-device-plugin"]["values"]
+    assert "runtimeClassName" not in cloud
+    assert _pool_expression(cloud) == {"key": "gpu-clusters/pool", "operator": "NotIn", "values": ["a40"]}
+
+
+def test_cloud_only_stacks_get_no_runtime_class_and_unchanged_device_plugin_values():
+    run = run_addons(addon_stack(SYSTEM_POOL, TRAINING_POOL, INFERENCE_POOL))
+    assert run.of_type("kubernetes:node.k8s.io/v1:RuntimeClass") == []
+    assert "nvidia-device-plugin-runtime-class" not in releases(run)
+    values = releases(run)["nvidia-device-plugin"]["values"]
+    assert "runtimeClassName" not in values
+    assert _pool_expression(values) is None
+
+
+def test_default_runtime_hybrid_pool_shares_the_cloud_release():
+    run = run_addons(addon_stack(SYSTEM_POOL, TRAINING_POOL, pool(HYBRID_POOL, gpuRuntime="default-runtime")))
+    assert run.of_type("kubernetes:node.k8s.io/v1:RuntimeClass") == []
+    assert set(releases(run)) >= {"nvidia-device-plugin"}
+    assert "nvidia-device-plugin-runtime-class" not in releases(run)
+    assert _pool_expression(releases(run)["nvidia-device-plugin"]["values"]) is None

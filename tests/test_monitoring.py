@@ -8,7 +8,16 @@ import pytest
 
 from components.catalog import versions
 from components.errors import ConfigError
-from tests.builders import SYSTEM_POOL, TRAINING_POOL, addon_stack, pool, releases, run_addons, stack_config
+from tests.builders import (
+    HYBRID_POOL,
+    SYSTEM_POOL,
+    TRAINING_POOL,
+    addon_stack,
+    pool,
+    releases,
+    run_addons,
+    stack_config,
+)
 
 ADDON = "aws:eks/addon:Addon"
 ALARM = "aws:cloudwatch/metricAlarm:MetricAlarm"
@@ -193,3 +202,35 @@ def test_two_dcgm_exporters_never_share_a_node():
         stack_config(SYSTEM_POOL, TRAINING_POOL, addons=both, validated=True)
     one = {"monitoring": {"dcgmPrometheus": True, "containerInsights": False}}
     stack_config(SYSTEM_POOL, TRAINING_POOL, addons=one, validated=True)
+
+
+def test_dcgm_exporter_and_gpu_alerts_cover_the_hybrid_pool():
+    """The A40 servers are scraped by their own DCGM exporter release running under the `nvidia` RuntimeClass (runc
+    sees no GPU there), cloud GPU nodes by the first release, and the XID, temperature and idle rules select no pool,
+    so they fire for on-prem GPUs too."""
+    monitoring = {"containerInsights": False, "dcgmPrometheus": True}
+    by_name = releases(
+        run_addons(addon_stack(SYSTEM_POOL, TRAINING_POOL, HYBRID_POOL, addons={"monitoring": monitoring}))
+    )
+    hybrid, cloud = by_name["dcgm-exporter-runtime-class"], by_name["dcgm-exporter"]
+    assert hybrid["chart"] == "dcgm-exporter" and hybrid["namespace"] == "monitoring"
+    assert hybrid["values"]["runtimeClassName"] == "nvidia"
+    assert hybrid["values"]["serviceMonitor"] == {"enabled": True}
+    pool_term = {"key": "gpu-clusters/pool", "operator": "In", "values": ["a40"]}
+    terms = hybrid["values"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert terms["nodeSelectorTerms"] == [{"matchExpressions": [pool_term]}]
+    assert "runtimeClassName" not in cloud["values"]
+    cloud_terms = cloud["values"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    assert cloud_terms["nodeSelectorTerms"] == [{"matchExpressions": [{**pool_term, "operator": "NotIn"}]}]
+    rules = by_name["kube-prometheus-stack"]["values"]["additionalPrometheusRulesMap"]["gpu-health"]["groups"][0]
+    exprs = {rule["alert"]: rule["expr"] for rule in rules["rules"]}
+    for alert in ("GpuXidError", "GpuTemperatureHigh", "GpuIdleSpend"):
+        assert "{" not in exprs[alert], f"{alert} selects series: {exprs[alert]}"
+
+
+def test_cloud_only_dcgm_exporter_values_are_unchanged():
+    monitoring = {"containerInsights": False, "dcgmPrometheus": True}
+    by_name = releases(run_addons(addon_stack(SYSTEM_POOL, TRAINING_POOL, addons={"monitoring": monitoring})))
+    assert "dcgm-exporter-runtime-class" not in by_name
+    assert "affinity" not in by_name["dcgm-exporter"]["values"]
+    assert "runtimeClassName" not in by_name["dcgm-exporter"]["values"]

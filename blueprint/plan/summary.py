@@ -13,13 +13,16 @@ from typing import Any
 from components.config import StackConfig
 from components.planning.addons.selection import select_addons
 from components.planning.cost import pool_cost
+from components.planning.gpu_runtime import containerd_runtime_commands
 from components.planning.pools import PoolPlan
 from components.planning.storage import storage_summary
 
 
 def pool_summary(plan: PoolPlan) -> dict[str, Any]:
+    """One pool's figures; a hybrid GPU pool adds how its servers get the NVIDIA container runtime and the exact
+    commands each runs after `nodeadm init` (`components.planning.gpu_runtime`)."""
     cost = pool_cost(plan)
-    return {
+    summary: dict[str, Any] = {
         "name": plan.name,
         "kind": plan.kind,
         "role": plan.role,
@@ -43,6 +46,12 @@ def pool_summary(plan: PoolPlan) -> dict[str, Any]:
         "hourlyUsdPerNode": plan.hourly_usd_per_node,
         "hourlyUsd": {"idle": round(cost.idle_usd, 4), "max": round(cost.max_usd, 4)},
     }
+    if plan.kind == "hybrid" and plan.is_gpu:
+        summary["gpuRuntime"] = {
+            "mode": plan.pool.gpu_runtime,
+            "serverCommands": containerd_runtime_commands(plan),
+        }
+    return summary
 
 
 #: The warning a stack gets when it creates alarms that tell nobody (the `alarms-notify-someone` policy says the same

@@ -23,13 +23,14 @@ from typing import Any
 import pulumi
 
 from components.addons.cluster_autoscaler import ClusterAutoscaler
-from components.addons.device_plugins import EfaDevicePlugin, NvidiaDevicePlugin
+from components.addons.device_plugins import EfaDevicePlugin, NvidiaDevicePlugin, nvidia_runtime_class
 from components.addons.gpu_scaling import GpuUtilizationScaling, gpu_utilization_scaling
 from components.addons.interruption import InterruptionHandler
 from components.addons.monitoring import Monitoring
 from components.config import AddonsConfig
 from components.context import ClusterContext
 from components.planning.addons.selection import AddonSelection, select_addons
+from components.planning.gpu_runtime import runtime_class_plans
 from components.planning.pools import PoolPlan
 
 __all__ = [
@@ -60,8 +61,19 @@ class Addons(pulumi.ComponentResource):
         selection = self.selection
         child = pulumi.ResourceOptions(parent=self)
 
+        # Hybrid GPU pools on `gpuRuntime: runtime-class` reach the NVIDIA runtime only through this class.
+        self.nvidia_runtime_class = (
+            nvidia_runtime_class(f"{name}-nvidia-runtime-class", ctx, self) if runtime_class_plans(pool_plans) else None
+        )
         self.nvidia_device_plugin = (
-            NvidiaDevicePlugin(f"{name}-nvidia-device-plugin", ctx, settings.nvidia_device_plugin, pool_plans, child)
+            NvidiaDevicePlugin(
+                f"{name}-nvidia-device-plugin",
+                ctx,
+                settings.nvidia_device_plugin,
+                pool_plans,
+                self.nvidia_runtime_class,
+                child,
+            )
             if selection.nvidia_device_plugin
             else None
         )
@@ -84,7 +96,15 @@ class Addons(pulumi.ComponentResource):
         )
         self.gpu_scaling = gpu_utilization_scaling(f"{name}-gpu-scaling", ctx, pool_plans, asg_names, self)
         self.monitoring = (
-            Monitoring(f"{name}-monitoring", ctx, settings.monitoring.alerts, pool_plans, selection, child)
+            Monitoring(
+                f"{name}-monitoring",
+                ctx,
+                settings.monitoring.alerts,
+                pool_plans,
+                selection,
+                self.nvidia_runtime_class,
+                child,
+            )
             if selection.monitoring
             else None
         )

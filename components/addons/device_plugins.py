@@ -8,6 +8,7 @@ the cluster and advertises zero GPUs. The values are computed in `components.pla
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -19,15 +20,30 @@ from components.context import ClusterContext
 from components.planning.addons.device_plugins import (
     EFA_DEVICE_PLUGIN_RELEASE,
     NVIDIA_DEVICE_PLUGIN_RELEASE,
+    NVIDIA_DEVICE_PLUGIN_RUNTIME_CLASS_RELEASE,
     efa_device_plugin_values,
     nvidia_device_plugin_values,
 )
 from components.planning.addons.placement import KUBE_SYSTEM
+from components.planning.gpu_runtime import NVIDIA_RUNTIME_CLASS, NVIDIA_RUNTIME_HANDLER, runtime_class_plans
 from components.planning.pools import PoolPlan
 
 
+def nvidia_runtime_class(name: str, ctx: ClusterContext, parent: pulumi.Resource) -> k8s.node.v1.RuntimeClass:
+    """The `nvidia` RuntimeClass: pods naming it run under containerd's `nvidia` handler, which `nvidia-ctk` adds
+    on hybrid servers (`components.planning.gpu_runtime`) and the EKS NVIDIA AMIs have. Releases whose pods name it
+    wait for it: the API server refuses a pod whose RuntimeClass does not exist."""
+    return k8s.node.v1.RuntimeClass(
+        name,
+        metadata=k8s.meta.v1.ObjectMetaArgs(name=NVIDIA_RUNTIME_CLASS),
+        handler=NVIDIA_RUNTIME_HANDLER,
+        opts=pulumi.ResourceOptions(provider=ctx.k8s_provider, parent=parent, depends_on=list(ctx.kubernetes_ready)),
+    )
+
+
 class NvidiaDevicePlugin(pulumi.ComponentResource):
-    """NVIDIA k8s-device-plugin on every GPU node (cloud and hybrid), with MIG strategy and per-pool time-slicing."""
+    """NVIDIA k8s-device-plugin on every GPU node (cloud and hybrid), with MIG strategy and per-pool time-slicing;
+    a second release with `runtimeClassName: nvidia` on the hybrid pools that need it (`runtime_class`)."""
 
     def __init__(
         self,
@@ -35,6 +51,7 @@ class NvidiaDevicePlugin(pulumi.ComponentResource):
         ctx: ClusterContext,
         settings: config.NvidiaDevicePlugin,
         plans: Sequence[PoolPlan],
+        runtime_class: k8s.node.v1.RuntimeClass | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpu-clusters:index:NvidiaDevicePlugin", name, None, opts)
@@ -48,6 +65,20 @@ class NvidiaDevicePlugin(pulumi.ComponentResource):
             ctx,
             parent=self,
         )
+        self.runtime_class_values: dict[str, Any] | None = None
+        self.runtime_class_release: k8s.helm.v3.Release | None = None
+        if runtime_class is not None and runtime_class_plans(plans):
+            self.runtime_class_values = nvidia_device_plugin_values(settings, plans, runtime_class=True)
+            self.runtime_class_release = helm_release(
+                f"{name}-runtime-class",
+                NVIDIA_DEVICE_PLUGIN_RUNTIME_CLASS_RELEASE,
+                versions.chart("nvidia-device-plugin"),
+                KUBE_SYSTEM,
+                self.runtime_class_values,
+                ctx,
+                parent=self,
+                depends_on=[runtime_class],
+            )
         self.register_outputs({"release": self.release.name})
 
 

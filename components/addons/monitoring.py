@@ -36,6 +36,7 @@ from components.planning.addons.monitoring import (
     CLOUDWATCH_SERVICE_ACCOUNT,
     CLUSTER_NAME,
     DCGM_EXPORTER_RELEASE,
+    DCGM_EXPORTER_RUNTIME_CLASS_RELEASE,
     KUBE_PROMETHEUS_STACK_RELEASE,
     MONITORING_NAMESPACE,
     alertmanager_sns_policy,
@@ -46,6 +47,7 @@ from components.planning.addons.monitoring import (
     kube_prometheus_stack_values,
 )
 from components.planning.addons.selection import AddonSelection, AlertsTopic
+from components.planning.gpu_runtime import runtime_class_plans
 from components.planning.pools import PoolPlan
 
 
@@ -57,6 +59,7 @@ class Monitoring(pulumi.ComponentResource):
         alerts: Alerts,
         plans: Sequence[PoolPlan],
         selection: AddonSelection,
+        runtime_class: k8s.node.v1.RuntimeClass | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpu-clusters:index:Monitoring", name, None, opts)
@@ -68,6 +71,8 @@ class Monitoring(pulumi.ComponentResource):
         self.alarms: dict[str, aws.cloudwatch.MetricAlarm] = {}
         self.prometheus: k8s.helm.v3.Release | None = None
         self.dcgm_exporter: k8s.helm.v3.Release | None = None
+        self.dcgm_exporter_runtime_class: k8s.helm.v3.Release | None = None
+        self._runtime_class = runtime_class
 
         self._alerts_topic(selection.alerts_topic)
         if selection.container_insights:
@@ -193,3 +198,14 @@ class Monitoring(pulumi.ComponentResource):
             # The chart's ServiceMonitor needs the Prometheus Operator CRDs that kube-prometheus-stack installs.
             depends_on=[self.prometheus],
         )
+        if self._runtime_class is not None and runtime_class_plans(plans):
+            self.dcgm_exporter_runtime_class = helm_release(
+                f"{ctx.cluster_name_plain}-{DCGM_EXPORTER_RUNTIME_CLASS_RELEASE}",
+                DCGM_EXPORTER_RUNTIME_CLASS_RELEASE,
+                dcgm,
+                MONITORING_NAMESPACE,
+                dcgm_exporter_values(plans, dcgm.image_tag, runtime_class=True),
+                ctx,
+                parent=self,
+                depends_on=[self.prometheus, self._runtime_class],
+            )

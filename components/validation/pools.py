@@ -58,7 +58,7 @@ SPOT_ONLY_KEYS = {
     "spot_allocation_strategy": "spotAllocationStrategy",
 }
 #: Keys only a `kind: hybrid` pool reads.
-HYBRID_ONLY_KEYS = {"nodes": "nodes", "network": "network", "credentials": "credentials"}
+HYBRID_ONLY_KEYS = {"nodes": "nodes", "network": "network", "credentials": "credentials", "gpu_runtime": "gpuRuntime"}
 
 
 def pool_names_are_unique(p: Parsed) -> Iterator[Problem]:
@@ -334,8 +334,8 @@ def local_storage_needs_disks(p: Parsed) -> Iterator[Problem]:
 
 
 def hybrid_keys_not_on_aws_pools(p: Parsed) -> Iterator[Problem]:
-    """`nodes`, `network` and `credentials` belong to hybrid pools (on-prem servers); an aws pool sizes with
-    `scaling` and gets credentials from its instance role."""
+    """`nodes`, `network`, `credentials` and `gpuRuntime` belong to hybrid pools (on-prem servers); an aws pool
+    sizes with `scaling`, gets credentials from its instance role and the NVIDIA runtime from its AMI."""
     for path, pool, _ in p.aws_pools():
         for field, key in HYBRID_ONLY_KEYS.items():
             if field in pool.model_fields_set:

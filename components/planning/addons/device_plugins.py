@@ -14,6 +14,7 @@ import yaml
 from components import tags
 from components.config import NvidiaDevicePlugin
 from components.planning.addons.placement import NODE_CRITICAL, gpu_plans, node_affinity, tolerations_for
+from components.planning.gpu_runtime import NVIDIA_RUNTIME_CLASS, runtime_class_plans
 from components.planning.pools import (
     DEVICE_PLUGIN_CONFIG_LABEL,
     EFA_LABEL,
@@ -22,8 +23,10 @@ from components.planning.pools import (
     PoolPlan,
 )
 
-#: Helm release names of the two device plugins.
+#: Helm release names of the two device plugins, and of the NVIDIA plugin's second release on the hybrid pools
+#: whose pods name the `nvidia` RuntimeClass (the chart's `runtimeClassName` applies to its whole DaemonSet).
 NVIDIA_DEVICE_PLUGIN_RELEASE = "nvidia-device-plugin"
+NVIDIA_DEVICE_PLUGIN_RUNTIME_CLASS_RELEASE = "nvidia-device-plugin-runtime-class"
 EFA_DEVICE_PLUGIN_RELEASE = "aws-efa-k8s-device-plugin"
 #: The config-map entry nodes without a per-node config label get ([NVDP] `config.default`).
 DEVICE_PLUGIN_DEFAULT_CONFIG = "default"
@@ -59,8 +62,12 @@ def device_plugin_config_map(mig_strategy: str, plans: Iterable[PoolPlan]) -> di
     return {name: yaml.safe_dump(config, sort_keys=False) for name, config in entries.items()}
 
 
-def nvidia_device_plugin_values(settings: NvidiaDevicePlugin, plans: Sequence[PoolPlan]) -> dict[str, Any]:
-    """Helm values of the NVIDIA device plugin.
+def nvidia_device_plugin_values(
+    settings: NvidiaDevicePlugin, plans: Sequence[PoolPlan], runtime_class: bool = False
+) -> dict[str, Any]:
+    """Helm values of the NVIDIA device plugin: the release on every GPU node whose containerd runs the NVIDIA
+    runtime by default, or (`runtime_class`) the release on the hybrid pools that reach it through the `nvidia`
+    RuntimeClass (`components.planning.gpu_runtime`).
 
     Scheduling: the chart's default affinity needs node-feature-discovery labels or `nvidia.com/gpu.present=true`
     ([NVDP] §8); nodeadm sets that label by itself only from Kubernetes 1.35 ([AMI] §5b). Every GPU pool, cloud
@@ -68,19 +75,29 @@ def nvidia_device_plugin_values(settings: NvidiaDevicePlugin, plans: Sequence[Po
     that label, so the plugin lands on every GPU node and nowhere else, whatever the Kubernetes version.
     NFD and GPU feature discovery stay off: the labels they would add are already set at kubelet start, and NFD
     would add a cluster-wide DaemonSet for nothing.
-    Tolerations: every taint of every GPU pool (the chart's default tolerates only `nvidia.com/gpu` with any
-    value), plus CriticalAddonsOnly.
+    Tolerations: every taint of every GPU pool the release serves (the chart's default tolerates only
+    `nvidia.com/gpu` with any value), plus CriticalAddonsOnly.
     Bottlerocket NVIDIA nodes run the device plugin bundled in the OS (`settings.kubelet-device-plugins.nvidia`,
     aws-gpu-facts.md §5a); a second plugin there would fight it for `nvidia.com/gpu`, so those pools are excluded.
+    Runtime class: the chart sets `runtimeClassName` on its DaemonSet ([NVDP] templates/daemonset-device-plugin.yml
+    @v0.20.0); under runc the plugin finds no NVIDIA library and advertises no GPU, so the pools that need the
+    class get their own release with it, and the first release keeps off them (`gpu-clusters/pool NotIn`).
     """
     mig = settings.mig_strategy
-    gpu = gpu_plans(plans)
+    by_class = runtime_class_plans(plans)
+    class_pools = {p.name for p in by_class}
+    gpu = by_class if runtime_class else [p for p in gpu_plans(plans) if p.name not in class_pools]
     affinity = node_affinity(GPU_PRESENT_LABEL, ["true"])
-    bundled = sorted(p.name for p in gpu if p.kind == "aws" and p.pool.ami_family == "bottlerocket")
-    if bundled:
-        term = affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]
-        term["matchExpressions"].append({"key": tags.POOL, "operator": "NotIn", "values": bundled})
-    return {
+    term = affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]
+    if runtime_class:
+        term["matchExpressions"].append({"key": tags.POOL, "operator": "In", "values": sorted(class_pools)})
+    else:
+        bundled = {p.name for p in gpu if p.kind == "aws" and p.pool.ami_family == "bottlerocket"}
+        if bundled | class_pools:
+            term["matchExpressions"].append(
+                {"key": tags.POOL, "operator": "NotIn", "values": sorted(bundled | class_pools)}
+            )
+    values: dict[str, Any] = {
         "migStrategy": mig,
         "priorityClassName": NODE_CRITICAL,
         "tolerations": tolerations_for(gpu),
@@ -89,6 +106,9 @@ def nvidia_device_plugin_values(settings: NvidiaDevicePlugin, plans: Sequence[Po
         "nfd": {"enabled": False},
         "config": {"map": device_plugin_config_map(mig, gpu), "default": DEVICE_PLUGIN_DEFAULT_CONFIG},
     }
+    if runtime_class:
+        values["runtimeClassName"] = NVIDIA_RUNTIME_CLASS
+    return values
 
 
 #: The label the chart's `supportedInstanceLabels` affinity matches ([EKSCH] values.yaml).

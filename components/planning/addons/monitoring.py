@@ -10,10 +10,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from components import tags
 from components.config import Alerts
 from components.planning.addons.alarms import METRIC_PERIOD_SECONDS, MetricAlarmPlan
 from components.planning.addons.gpu_scaling import gpu_metrics_agent, gpu_scaling_plans
-from components.planning.addons.placement import SYSTEM_NODE_SELECTOR, gpu_plans, system_plans, tolerations_for
+from components.planning.addons.placement import (
+    SYSTEM_NODE_SELECTOR,
+    gpu_plans,
+    node_affinity,
+    system_plans,
+    tolerations_for,
+)
+from components.planning.gpu_runtime import NVIDIA_RUNTIME_CLASS, runtime_class_plans
 from components.planning.pools import GPU_PRESENT_LABEL, PoolPlan
 
 #: Helm releases and service accounts of the Prometheus path. Pod Identity binds a role to a (namespace, service
@@ -22,6 +30,8 @@ MONITORING_NAMESPACE = "monitoring"
 KUBE_PROMETHEUS_STACK_RELEASE = "kube-prometheus-stack"
 ALERTMANAGER_SERVICE_ACCOUNT = "alertmanager"
 DCGM_EXPORTER_RELEASE = "dcgm-exporter"
+#: The exporter's second release, on the hybrid pools whose pods name the `nvidia` RuntimeClass.
+DCGM_EXPORTER_RUNTIME_CLASS_RELEASE = "dcgm-exporter-runtime-class"
 #: The amazon-cloudwatch-observability add-on runs its agent as `amazon-cloudwatch/cloudwatch-agent`
 #: (EKS user guide, "Amazon CloudWatch Observability agent": `eksctl create iamserviceaccount --name
 #: cloudwatch-agent --namespace amazon-cloudwatch`; the add-on's chart values `agent.serviceAccount`).
@@ -175,16 +185,30 @@ def dcgm_counters_csv() -> str:
     return "".join(f"{field}, {kind}, {text}\n" for field, kind, text in DCGM_COUNTERS)
 
 
-def dcgm_exporter_values(plans: Sequence[PoolPlan], image_tag: str | None) -> dict[str, Any]:
+def dcgm_exporter_values(
+    plans: Sequence[PoolPlan], image_tag: str | None, runtime_class: bool = False
+) -> dict[str, Any]:
     """Helm values of the DCGM exporter: on every GPU node (the chart tolerates only the control plane and selects
     nothing, [DCGM] §8), with the counters above and the chart's ServiceMonitor (its CRD comes from
-    kube-prometheus-stack, installed first)."""
+    kube-prometheus-stack, installed first).
+
+    Like the device plugin, the exporter needs the NVIDIA runtime to see the GPUs; the chart's `runtimeClassName`
+    covers its whole DaemonSet ([DCGM] templates/daemonset.yaml), so the hybrid pools that reach the runtime through
+    the `nvidia` RuntimeClass get their own release (`runtime_class`), with its own Service and ServiceMonitor, and
+    the first release keeps off them. Either way every GPU pool, hybrid included, is scraped, so the XID,
+    temperature and idle rules below cover the on-prem GPUs."""
+    by_class = sorted(p.name for p in runtime_class_plans(plans))
+    served = runtime_class_plans(plans) if runtime_class else [p for p in gpu_plans(plans) if p.name not in by_class]
     values: dict[str, Any] = {
         "nodeSelector": {GPU_PRESENT_LABEL: "true"},
-        "tolerations": tolerations_for(gpu_plans(plans)),
+        "tolerations": tolerations_for(served),
         "customMetrics": dcgm_counters_csv(),
         "serviceMonitor": {"enabled": True},
     }
+    if by_class:
+        values["affinity"] = node_affinity(tags.POOL, by_class, operator="In" if runtime_class else "NotIn")
+    if runtime_class:
+        values["runtimeClassName"] = NVIDIA_RUNTIME_CLASS
     if image_tag:
         values["image"] = {"tag": image_tag}
     return values

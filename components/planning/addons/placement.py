@@ -10,7 +10,7 @@ Sources: [NVDP] NVIDIA/k8s-device-plugin chart, [EKSCH] aws/eks-charts aws-efa-k
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from components import tags
 from components.planning.pools import DEFAULT_SYSTEM_TAINT, PoolPlan
@@ -48,12 +48,14 @@ def system_plans(plans: Iterable[PoolPlan]) -> list[PoolPlan]:
     return [p for p in plans if p.role == "system"]
 
 
-def node_affinity(key: str, values: Sequence[str]) -> dict[str, Any]:
-    """A required node affinity `key In values` (one term)."""
+def node_affinity(key: str, values: Sequence[str], operator: Literal["In", "NotIn"] = "In") -> dict[str, Any]:
+    """A required node affinity `key In values` (or `NotIn`), one term."""
     return {
         "nodeAffinity": {
             "requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [{"matchExpressions": [{"key": key, "operator": "In", "values": list(values)}]}]
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": key, "operator": operator, "values": list(values)}]}
+                ]
             }
         }
     }

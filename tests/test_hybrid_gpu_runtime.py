@@ -1,0 +1,56 @@
+"""The NVIDIA container runtime on hybrid GPU pools: the `gpuRuntime` setting, the commands each server runs, the
+shipped hybrid stack's RuntimeClass and releases, and the plan summary's count of on-prem GPUs."""
+
+from __future__ import annotations
+
+import pytest
+
+from blueprint.plan.summary import pool_summary
+from components.errors import ConfigError
+from components.planning.gpu_runtime import NVIDIA_CONTAINERD_DROP_IN, containerd_runtime_commands
+from tests.builders import HYBRID_POOL, SYSTEM_POOL, TRAINING_POOL, first_pool_plan, pool, shipped_stack, stack_config
+
+
+def test_runtime_class_is_the_default_and_the_setting_is_validated():
+    assert first_pool_plan(HYBRID_POOL).pool.gpu_runtime == "runtime-class"
+    with pytest.raises(ConfigError, match=r"nodePools\[1\]\.gpuRuntime"):
+        stack_config(SYSTEM_POOL, pool(TRAINING_POOL, gpuRuntime="default-runtime"), validated=True)
+    with pytest.raises(ConfigError, match="gpuRuntime"):
+        stack_config(SYSTEM_POOL, pool(HYBRID_POOL, gpuRuntime="runc"), validated=True)
+
+
+def test_servers_register_the_nvidia_handler_in_nodeadms_imported_directory():
+    """`nvidia-ctk` adds the `nvidia` handler as a drop-in nodeadm's containerd config imports
+    (`/etc/containerd/config.d/*.toml`); only `default-runtime` makes it the default."""
+    assert NVIDIA_CONTAINERD_DROP_IN.startswith("/etc/containerd/config.d/")
+    by_class = containerd_runtime_commands(first_pool_plan(HYBRID_POOL))
+    assert by_class == [
+        "nvidia-ctk runtime configure --runtime=containerd --nvidia-runtime-name=nvidia "
+        "--drop-in-config=/etc/containerd/config.d/99-nvidia.toml",
+        "systemctl restart containerd",
+    ]
+    default = containerd_runtime_commands(first_pool_plan(pool(HYBRID_POOL, gpuRuntime="default-runtime")))
+    assert default[0] == by_class[0] + " --set-as-default"
+    summary = pool_summary(first_pool_plan(HYBRID_POOL))
+    assert summary["gpuRuntime"] == {"mode": "runtime-class", "serverCommands": by_class}
+    assert "gpuRuntime" not in pool_summary(first_pool_plan(TRAINING_POOL))
+
+
+def test_shipped_hybrid_stack_runs_the_a40_device_plugin_under_the_nvidia_runtime_class():
+    run = shipped_stack("hybrid").run
+    [runtime_class] = run.of_type("kubernetes:node.k8s.io/v1:RuntimeClass")
+    assert (runtime_class.inputs["metadata"]["name"], runtime_class.inputs["handler"]) == ("nvidia", "nvidia")
+    releases = {r.inputs["name"]: r.inputs for r in run.of_type("kubernetes:helm.sh/v3:Release")}
+    assert releases["nvidia-device-plugin-runtime-class"]["values"]["runtimeClassName"] == "nvidia"
+    assert "runtimeClassName" not in releases["nvidia-device-plugin"]["values"]
+
+
+def test_plan_summary_counts_on_prem_gpus_in_capacity_and_not_in_aws_cost():
+    summary = shipped_stack("hybrid").plan["summary"]
+    a40 = next(p for p in summary["nodePools"] if p["name"] == "a40")
+    assert (a40["kind"], a40["gpusPerNode"], a40["minNodes"], a40["maxNodes"]) == ("hybrid", 4, 4, 4)
+    assert a40["hourlyUsd"] == {"idle": 0.0, "max": 0.0}
+    cloud_min = sum(p["gpusPerNode"] * p["minNodes"] for p in summary["nodePools"] if p["kind"] == "aws")
+    assert summary["gpus"]["min"] == cloud_min + 16
+    cloud_cost = sum(p["hourlyUsd"]["max"] for p in summary["nodePools"] if p["kind"] == "aws")
+    assert summary["hourlyUsd"]["max"] == pytest.approx(cloud_cost, abs=0.01)
