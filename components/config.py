@@ -491,12 +491,13 @@ class NodePool(Model):
     """Hybrid pools: the site's node and pod networks (EKS `remoteNetworkConfig`). Required for hybrid pools."""
     credentials: HybridCredentials = HybridCredentials()
     """Hybrid pools: how the servers authenticate to AWS (SSM activation or IAM Roles Anywhere). Default SSM."""
-    gpu_runtime: Literal["runtime-class", "default-runtime"] = "runtime-class"
+    gpu_runtime: Literal["default-runtime", "runtime-class"] = "default-runtime"
     """Hybrid pools: how GPU containers get the NVIDIA container runtime, which nodeadm does not configure on
-    hybrid nodes (containerd's default stays runc). `runtime-class` (default): each server registers the `nvidia`
-    runtime handler with `nvidia-ctk`, the stack registers a RuntimeClass `nvidia`, and the device plugin and DCGM
-    exporter pods on the pool run with it (GPU workloads set `runtimeClassName: nvidia` too); `default-runtime`:
-    each server makes `nvidia` containerd's default runtime, as the EKS NVIDIA AMIs do, so no pod names it."""
+    hybrid nodes (containerd's default stays runc). `default-runtime` (default): each server makes `nvidia`
+    containerd's default runtime with `nvidia-ctk`, as the EKS NVIDIA AMIs do, so the same pod spec gets its GPUs on
+    cloud and on-prem nodes and no pod names a runtime; `runtime-class`: each server only registers the `nvidia`
+    handler, the stack registers a RuntimeClass `nvidia`, and the device plugin and DCGM exporter pods on the pool run
+    with it (every GPU workload there must set `runtimeClassName: nvidia` too, or it sees no GPU)."""
 
 
 # ---------------------------------------------------------------------------------------------------------- storage

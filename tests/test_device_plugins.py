@@ -96,7 +96,9 @@ def _pool_expression(values: dict) -> dict | None:
 
 def test_hybrid_device_plugin_pods_run_with_the_nvidia_runtime_class():
     """nodeadm leaves runc containerd's default on hybrid servers: the plugin there runs under `nvidia`."""
-    hybrid = pool(HYBRID_POOL, taints=[{"key": "site", "value": "onprem", "effect": "NoSchedule"}])
+    hybrid = pool(
+        HYBRID_POOL, gpuRuntime="runtime-class", taints=[{"key": "site", "value": "onprem", "effect": "NoSchedule"}]
+    )
     run = run_addons(addon_stack(SYSTEM_POOL, TRAINING_POOL, hybrid))
     [runtime_class] = run.of_type("kubernetes:node.k8s.io/v1:RuntimeClass")
     assert runtime_class.inputs["metadata"]["name"] == "nvidia"

@@ -11,8 +11,8 @@ from components.planning.gpu_runtime import NVIDIA_CONTAINERD_DROP_IN, container
 from tests.builders import HYBRID_POOL, SYSTEM_POOL, TRAINING_POOL, first_pool_plan, pool, shipped_stack, stack_config
 
 
-def test_runtime_class_is_the_default_and_the_setting_is_validated():
-    assert first_pool_plan(HYBRID_POOL).pool.gpu_runtime == "runtime-class"
+def test_default_runtime_is_the_default_and_the_setting_is_validated():
+    assert first_pool_plan(HYBRID_POOL).pool.gpu_runtime == "default-runtime"
     with pytest.raises(ConfigError, match=r"nodePools\[1\]\.gpuRuntime"):
         stack_config(SYSTEM_POOL, pool(TRAINING_POOL, gpuRuntime="default-runtime"), validated=True)
     with pytest.raises(ConfigError, match="gpuRuntime"):
@@ -23,26 +23,37 @@ def test_servers_register_the_nvidia_handler_in_nodeadms_imported_directory():
     """`nvidia-ctk` adds the `nvidia` handler as a drop-in nodeadm's containerd config imports
     (`/etc/containerd/config.d/*.toml`); only `default-runtime` makes it the default."""
     assert NVIDIA_CONTAINERD_DROP_IN.startswith("/etc/containerd/config.d/")
-    by_class = containerd_runtime_commands(first_pool_plan(HYBRID_POOL))
+    runtime_class = pool(HYBRID_POOL, gpuRuntime="runtime-class")
+    by_class = containerd_runtime_commands(first_pool_plan(runtime_class))
     assert by_class == [
         "nvidia-ctk runtime configure --runtime=containerd --nvidia-runtime-name=nvidia "
         "--drop-in-config=/etc/containerd/config.d/99-nvidia.toml",
         "systemctl restart containerd",
     ]
-    default = containerd_runtime_commands(first_pool_plan(pool(HYBRID_POOL, gpuRuntime="default-runtime")))
+    default = containerd_runtime_commands(first_pool_plan(HYBRID_POOL))
     assert default[0] == by_class[0] + " --set-as-default"
-    summary = pool_summary(first_pool_plan(HYBRID_POOL))
-    assert summary["gpuRuntime"] == {"mode": "runtime-class", "serverCommands": by_class}
+    assert pool_summary(first_pool_plan(runtime_class))["gpuRuntime"] == {
+        "mode": "runtime-class",
+        "serverCommands": by_class,
+    }
+    assert pool_summary(first_pool_plan(HYBRID_POOL))["gpuRuntime"] == {
+        "mode": "default-runtime",
+        "serverCommands": default,
+    }
     assert "gpuRuntime" not in pool_summary(first_pool_plan(TRAINING_POOL))
 
 
-def test_shipped_hybrid_stack_runs_the_a40_device_plugin_under_the_nvidia_runtime_class():
-    run = shipped_stack("hybrid").run
-    [runtime_class] = run.of_type("kubernetes:node.k8s.io/v1:RuntimeClass")
-    assert (runtime_class.inputs["metadata"]["name"], runtime_class.inputs["handler"]) == ("nvidia", "nvidia")
-    releases = {r.inputs["name"]: r.inputs for r in run.of_type("kubernetes:helm.sh/v3:Release")}
-    assert releases["nvidia-device-plugin-runtime-class"]["values"]["runtimeClassName"] == "nvidia"
+def test_shipped_hybrid_stack_makes_nvidia_the_a40s_default_runtime():
+    """The shipped A40 servers make `nvidia` containerd's default, so the one device plugin release serves cloud and
+    on-prem GPUs alike and no RuntimeClass is needed; the plan prints the commands the servers run."""
+    stack = shipped_stack("hybrid")
+    assert stack.run.of_type("kubernetes:node.k8s.io/v1:RuntimeClass") == []
+    releases = {r.inputs["name"]: r.inputs for r in stack.run.of_type("kubernetes:helm.sh/v3:Release")}
+    assert "nvidia-device-plugin-runtime-class" not in releases
     assert "runtimeClassName" not in releases["nvidia-device-plugin"]["values"]
+    a40 = next(p for p in stack.plan["summary"]["nodePools"] if p["name"] == "a40")
+    assert a40["gpuRuntime"]["mode"] == "default-runtime"
+    assert a40["gpuRuntime"]["serverCommands"][0].endswith("--set-as-default")
 
 
 def test_plan_summary_counts_on_prem_gpus_in_capacity_and_not_in_aws_cost():

@@ -210,7 +210,14 @@ def test_dcgm_exporter_and_gpu_alerts_cover_the_hybrid_pool():
     so they fire for on-prem GPUs too."""
     monitoring = {"containerInsights": False, "dcgmPrometheus": True}
     by_name = releases(
-        run_addons(addon_stack(SYSTEM_POOL, TRAINING_POOL, HYBRID_POOL, addons={"monitoring": monitoring}))
+        run_addons(
+            addon_stack(
+                SYSTEM_POOL,
+                TRAINING_POOL,
+                pool(HYBRID_POOL, gpuRuntime="runtime-class"),
+                addons={"monitoring": monitoring},
+            )
+        )
     )
     hybrid, cloud = by_name["dcgm-exporter-runtime-class"], by_name["dcgm-exporter"]
     assert hybrid["chart"] == "dcgm-exporter" and hybrid["namespace"] == "monitoring"
