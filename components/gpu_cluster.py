@@ -130,10 +130,14 @@ class GpuCluster(pulumi.ComponentResource):
         )
 
     def _node_agents(self) -> None:
-        """The managed add-ons nodes need to become Ready (VPC CNI, kube-proxy, Pod Identity agent), and the core's
-        stack outputs."""
+        """The managed add-ons nodes need to become Ready (VPC CNI, kube-proxy, Pod Identity agent, the latter with
+        its hybrid DaemonSet when there are hybrid pools), and the core's stack outputs."""
         self.node_agents = ManagedAddons(
-            f"{self.base_name}-node-agents", self.context, NODE_AGENT_ADDONS, opts=self._child()
+            f"{self.base_name}-node-agents",
+            self.context,
+            NODE_AGENT_ADDONS,
+            hybrid_pools=hybrid_plans(self.pool_plans),
+            opts=self._child(),
         )
         secret_kubeconfig: pulumi.Output[str] = pulumi.Output.secret(self.kubeconfig)
         self._exports.update(

@@ -35,11 +35,12 @@ from components.errors import ConfigError, Problem
 from components.identity import PodIdentityRoles
 from components.planning import compute_types
 from components.planning.addons.placement import CRITICAL_ADDONS_ONLY, SYSTEM_NODE_SELECTOR, tolerations_for
-from components.planning.hybrid import ZONE_LABEL
+from components.planning.hybrid import ZONE_LABEL, pod_identity_agent_hybrid_configuration
 from components.planning.max_pods import VPC_CNI_PREFIX_DELEGATION
 from components.planning.pools import PoolPlan
 
-NODE_AGENT_ADDONS: tuple[str, ...] = ("vpc-cni", "kube-proxy", "eks-pod-identity-agent")
+POD_IDENTITY_AGENT = "eks-pod-identity-agent"
+NODE_AGENT_ADDONS: tuple[str, ...] = ("vpc-cni", "kube-proxy", POD_IDENTITY_AGENT)
 #: Cluster DNS. Kubernetes objects wait for this add-on (`ClusterContext.kubernetes_ready`): ACTIVE means its pods
 #: run on a Ready system node.
 DNS_ADDON = "coredns"
@@ -110,7 +111,8 @@ def coredns_configuration(hybrid_pools: Sequence[PoolPlan]) -> dict[str, Any]:
 
 def addon_configuration(name: str, hybrid_pools: Sequence[PoolPlan] = ()) -> dict[str, Any] | None:
     """The `configuration_values` of an add-on (pure; validated by EKS against the add-on's JSON schema).
-    `hybrid_pools` are the stack's hybrid pool plans: CoreDNS puts a replica on them."""
+    `hybrid_pools` are the stack's hybrid pool plans: CoreDNS puts a replica on them, and the Pod Identity agent
+    runs its hybrid DaemonSet for them."""
     if name == "vpc-cni":
         # Replaces the add-on's default affinity, so it restates linux/amd64|arm64 and adds the exclusions. Prefix
         # delegation is stated, not left to the default: every node's maxPods is computed from it.
@@ -134,9 +136,13 @@ def addon_configuration(name: str, hybrid_pools: Sequence[PoolPlan] = ()) -> dic
         }
     if name == DNS_ADDON:
         return coredns_configuration(hybrid_pools)
+    if name == POD_IDENTITY_AGENT:
+        # Pods of hybrid nodes get Pod Identity credentials only from the add-on's hybrid DaemonSet.
+        return pod_identity_agent_hybrid_configuration() if hybrid_pools else None
     if name == "aws-ebs-csi-driver":
         # The controller runs on the system pool; the node DaemonSet keeps its default of tolerating every taint,
-        # so GPU pods can mount EBS volumes too.
+        # so GPU pods can mount EBS volumes too. Its default affinity keeps it off hybrid nodes: AWS gave the add-ons
+        # that do not support them an affinity on `eks.amazonaws.com/compute-type` (hybrid-nodes-add-ons.html).
         return {
             "controller": {
                 "nodeSelector": dict(SYSTEM_NODE_SELECTOR),
@@ -200,7 +206,7 @@ class ManagedAddons(pulumi.ComponentResource):
 
     `addons` picks the set (NODE_AGENT_ADDONS or SYSTEM_ADDONS, or any catalog add-on); `after` lists what they
     must wait for (the system pool for SYSTEM_ADDONS); `hybrid_pools` the hybrid pool plans CoreDNS also runs
-    on. Attributes: `addons` ({name: aws.eks.Addon}) and
+    on and the Pod Identity agent serves. Attributes: `addons` ({name: aws.eks.Addon}) and
     `roles` ({name: IAM role} for add-ons with a Pod Identity role).
     """
 

@@ -10,6 +10,7 @@ import yaml
 
 from components.config import StackConfig, Taint
 from components.errors import ConfigError
+from components.managed_addons import addon_configuration
 from components.planning import hybrid
 from components.planning.pools import plan_pools
 from components.planning.tolerations import tolerates
@@ -250,7 +251,10 @@ def test_ssm_node_config_parses_back_with_credentials_and_kubelet_flags() -> Non
     assert doc["apiVersion"] == "node.eks.aws/v1alpha1"
     assert doc["kind"] == "NodeConfig"
     assert doc["spec"]["cluster"] == {"name": "gpu", "region": "us-east-1"}
-    assert doc["spec"]["hybrid"] == {"ssm": {"activationCode": "code-xyz", "activationId": "act-123"}}
+    assert doc["spec"]["hybrid"] == {
+        "ssm": {"activationCode": "code-xyz", "activationId": "act-123"},
+        "enableCredentialsFile": True,
+    }
     flags = doc["spec"]["kubelet"]["flags"]
     (labels_flag,) = [f for f in flags if f.startswith("--node-labels=")]
     labels = dict(item.split("=", 1) for item in labels_flag.removeprefix("--node-labels=").split(","))
@@ -273,8 +277,19 @@ def test_roles_anywhere_node_config_names_the_arns_and_certificate_paths() -> No
             "roleArn": "arn:role",
             "certificatePath": "/etc/iam/pki/server.pem",
             "privateKeyPath": "/etc/iam/pki/server.key",
-        }
+        },
+        "enableCredentialsFile": True,
     }
+
+
+def test_pod_identity_works_on_hybrid_nodes_as_aws_documents() -> None:
+    """EKS user guide, hybrid-nodes-add-ons.html: nodeadm writes the credentials file (`enableCredentialsFile`, in
+    every NodeConfig above) and the agent add-on runs its hybrid DaemonSet, which reads it; a cluster without
+    hybrid pools keeps the add-on's defaults."""
+    hybrid_pools = hybrid.hybrid_plans(plan_pools(stack(pool())))
+    assert hybrid_pools
+    assert addon_configuration("eks-pod-identity-agent", hybrid_pools) == {"daemonsets": {"hybrid": {"create": True}}}
+    assert addon_configuration("eks-pod-identity-agent", ()) is None
 
 
 @pytest.mark.parametrize(("provider", "flag"), [("ssm", "ssm"), ("iam-roles-anywhere", "iam-ra")])

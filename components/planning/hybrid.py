@@ -550,6 +550,16 @@ class RolesAnywhere:
         }
 
 
+def pod_identity_agent_hybrid_configuration() -> dict[str, Any]:
+    """`configuration_values` of the eks-pod-identity-agent add-on in a cluster with hybrid pools.
+
+    It creates the add-on's second DaemonSet, which targets hybrid nodes and mounts the credentials file that
+    `enableCredentialsFile` makes nodeadm write; the default DaemonSet needs IMDS, which hybrid nodes lack (EKS user
+    guide, hybrid-nodes-add-ons.html, "EKS Pod Identity Agent add-on"; add-on v1.3.3-eksbuild.1 or later).
+    """
+    return {"daemonsets": {"hybrid": {"create": True}}}
+
+
 def hybrid_node_config(
     cluster_name: str, region: str, credentials: SsmActivation | RolesAnywhere, plan: PoolPlan
 ) -> dict[str, Any]:
@@ -559,13 +569,17 @@ def hybrid_node_config(
     service CIDR itself. The kubelet flags are the same function cloud pools use, fed with the pool plan's labels
     (`nvidia.com/gpu.present=true`, the accelerator label, `gpu-clusters/pool=<name>`...), the on-prem zone label
     CoreDNS spreads by (`ZONE_LABEL`), and taints.
+
+    `enableCredentialsFile` makes nodeadm keep the node's temporary credentials in `/eks-hybrid/.aws/credentials`,
+    which the Pod Identity agent's hybrid DaemonSet reads because hybrid nodes have no IMDS (EKS user guide,
+    hybrid-nodes-add-ons.html, "EKS Pod Identity Agent add-on"; `pod_identity_agent_hybrid_configuration`).
     """
     return {
         "apiVersion": NODEADM_API_VERSION,
         "kind": "NodeConfig",
         "spec": {
             "cluster": {"name": cluster_name, "region": region},
-            "hybrid": credentials.render(),
+            "hybrid": {**credentials.render(), "enableCredentialsFile": True},
             "kubelet": {"flags": kubelet_flags({**plan.labels, ZONE_LABEL: HYBRID_ZONE}, plan.taints)},
         },
     }
