@@ -38,7 +38,9 @@ ENDPOINTS = {
 def stack_in(region: str, *pools: dict[str, Any], **sections: Any) -> dict[str, Any]:
     zones = [f"{region}a", f"{region}b"]
     network = {"availabilityZones": zones, "siteConnection": SITE_CONNECTION}
-    return {**STACK, "network": network, "nodePools": [*STACK["nodePools"], *pools], **sections}
+    # Container Insights cannot monitor on-prem GPUs, so a stack with hybrid pools turns it off.
+    monitoring = {"addons": {"monitoring": {"containerInsights": False}}} if pools else {}
+    return {**STACK, "network": network, "nodePools": [*STACK["nodePools"], *pools], **monitoring, **sections}
 
 
 def test_every_region_offers_eks_and_every_service_names_its_source() -> None:

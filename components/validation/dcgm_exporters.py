@@ -24,4 +24,27 @@ def one_dcgm_exporter_per_node(p: Parsed) -> Iterator[Problem]:
         )
 
 
-RULES = (one_dcgm_exporter_per_node,)
+def on_prem_gpus_are_monitored(p: Parsed) -> Iterator[Problem]:
+    """Hybrid GPU pools are monitored on the Prometheus path only. Container Insights cannot see them: the
+    add-on's DCGM exporter is scheduled by NVIDIA EC2 instance type (the same values.yaml `dcgmExporter` and
+    daemonset template as above), which an on-prem server has none of, and its CloudWatch agent needs
+    `RUN_WITH_IRSA=True` and no node-level metrics on hybrid nodes ([EKSUG] hybrid-nodes-add-ons, "CloudWatch
+    Observability agent"). So a stack with hybrid GPU pools sets `dcgmPrometheus: true` and `containerInsights:
+    false`, whose exporter and XID, temperature and idle rules cover every GPU node, on-prem included."""
+    if "addons" in p.damaged:
+        return
+    monitoring = p.addons.monitoring if p.addons else None
+    if monitoring is not None and not monitoring.container_insights:
+        return
+    for index, pool in p.pools:
+        if pool.kind == "hybrid" and pool.gpus_per_node:
+            yield Problem(
+                "addons.monitoring.containerInsights",
+                f"nodePools[{index}] ({pool.name}) is a hybrid GPU pool, which Container Insights cannot monitor "
+                "(its DCGM exporter runs only on NVIDIA EC2 instance types); set containerInsights: false and "
+                "dcgmPrometheus: true",
+            )
+            return
+
+
+RULES = (one_dcgm_exporter_per_node, on_prem_gpus_are_monitored)
