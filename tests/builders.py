@@ -57,8 +57,8 @@ def stack_config(
     (`components.validation.validate`); without it only the schema applies, so planning code can be handed configs
     validation would refuse. A validated stack's deployer reaches the API through `DEPLOYER_ACCESS` unless
     `cluster` sets `endpoint`, and its new VPC reaches the site through `SITE_CONNECTION` when it routes anything
-    there and `network` sets no `siteConnection`. A validated stack with hybrid GPU pools leaves Container Insights
-    off unless `addons` says otherwise (it cannot monitor on-prem GPUs, so validation refuses it there).
+    there and `network` sets no `siteConnection`. A validated stack with hybrid pools leaves Container Insights off
+    unless `addons` says otherwise (it cannot monitor on-prem servers, so validation refuses it there).
     """
     raw: dict[str, Any] = {
         "cluster": {"name": name, **(cluster or {})},
@@ -70,7 +70,7 @@ def stack_config(
         raw["cluster"].setdefault("endpoint", DEPLOYER_ACCESS)
         if _routes_to_the_site(raw, region):
             raw["network"].setdefault("siteConnection", SITE_CONNECTION)
-        if any(p.get("kind") == "hybrid" and p.get("gpusPerNode") for p in pools):
+        if any(p.get("kind") == "hybrid" for p in pools):
             addons = dict(raw.get("addons") or {})
             addons["monitoring"] = {"containerInsights": False, **(addons.get("monitoring") or {})}
             raw["addons"] = addons

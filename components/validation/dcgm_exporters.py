@@ -25,24 +25,25 @@ def one_dcgm_exporter_per_node(p: Parsed) -> Iterator[Problem]:
 
 
 def on_prem_gpus_are_monitored(p: Parsed) -> Iterator[Problem]:
-    """Hybrid GPU pools are monitored on the Prometheus path only. Container Insights cannot see them: the
+    """Hybrid pools are monitored on the Prometheus path only. Container Insights cannot see them: the
     add-on's DCGM exporter is scheduled by NVIDIA EC2 instance type (the same values.yaml `dcgmExporter` and
     daemonset template as above), which an on-prem server has none of, and its CloudWatch agent needs
     `RUN_WITH_IRSA=True` and no node-level metrics on hybrid nodes ([EKSUG] hybrid-nodes-add-ons, "CloudWatch
     Observability agent"). So a stack with hybrid GPU pools sets `dcgmPrometheus: true` and `containerInsights:
-    false`, whose exporter and XID, temperature and idle rules cover every GPU node, on-prem included."""
+    false`, whose exporter and XID, temperature and idle rules cover every GPU node, on-prem included (a stack
+    with CPU-only hybrid pools sets at least `containerInsights: false`, keeping the agent off them)."""
     if "addons" in p.damaged:
         return
     monitoring = p.addons.monitoring if p.addons else None
     if monitoring is not None and not monitoring.container_insights:
         return
     for index, pool in p.pools:
-        if pool.kind == "hybrid" and pool.gpus_per_node:
+        if pool.kind == "hybrid":
             yield Problem(
                 "addons.monitoring.containerInsights",
-                f"nodePools[{index}] ({pool.name}) is a hybrid GPU pool, which Container Insights cannot monitor "
-                "(its DCGM exporter runs only on NVIDIA EC2 instance types); set containerInsights: false and "
-                "dcgmPrometheus: true",
+                f"nodePools[{index}] ({pool.name}) is a hybrid pool, which Container Insights cannot monitor "
+                "(its DCGM exporter runs only on NVIDIA EC2 instance types, its agent needs hybrid settings); set "
+                "containerInsights: false and dcgmPrometheus: true",
             )
             return
 
