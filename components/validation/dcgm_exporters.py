@@ -14,6 +14,8 @@ def one_dcgm_exporter_per_node(p: Parsed) -> Iterator[Problem]:
     (aws-observability/helm-charts @71a298ff, charts/amazon-cloudwatch-observability 6.4.0, values.yaml
     `dcgmExporter`, templates/linux/dcgm-exporter-daemonset.yaml), and `dcgmPrometheus` installs NVIDIA's
     dcgm-exporter chart. Two exporters would read the same GPUs twice and publish two sets of series; pick one."""
+    if _monitoring_damaged(p):
+        return
     monitoring = p.addons.monitoring if p.addons else None
     if monitoring is not None and monitoring.dcgm_prometheus and monitoring.container_insights:
         yield Problem(
@@ -32,7 +34,7 @@ def on_prem_gpus_are_monitored(p: Parsed) -> Iterator[Problem]:
     Observability agent"). So a stack with hybrid GPU pools sets `dcgmPrometheus: true` and `containerInsights:
     false`, whose exporter and XID, temperature and idle rules cover every GPU node, on-prem included (a stack
     with CPU-only hybrid pools sets at least `containerInsights: false`, keeping the agent off them)."""
-    if "addons" in p.damaged:
+    if _monitoring_damaged(p):
         return
     monitoring = p.addons.monitoring if p.addons else None
     if monitoring is not None and not monitoring.container_insights:
@@ -46,6 +48,11 @@ def on_prem_gpus_are_monitored(p: Parsed) -> Iterator[Problem]:
                 "containerInsights: false and dcgmPrometheus: true",
             )
             return
+
+
+def _monitoring_damaged(p: Parsed) -> bool:
+    """The monitoring settings did not parse: their defaults stand in, and a rule on them would be a follow-on."""
+    return any(key in ("addons", "addons.monitoring") or key.startswith("addons.monitoring.") for key in p.damaged)
 
 
 RULES = (one_dcgm_exporter_per_node, on_prem_gpus_are_monitored)
