@@ -13,7 +13,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components import kubernetes_access, tags
-from components.addons import Addons
+from components.addons import Addons, MonitoredFileSystems
 from components.cluster import EksCluster
 from components.config import StackConfig
 from components.context import ClusterContext
@@ -26,7 +26,7 @@ from components.planning.hybrid import hybrid_plans, remote_network_config
 from components.planning.pools import PoolPlan, plan_pools
 from components.planning.site_routes import site_cidrs
 from components.planning.stateful import stateful_protection
-from components.storage import SharedStorage
+from components.storage import EfsStorage, SharedStorage
 
 
 class GpuCluster(pulumi.ComponentResource):
@@ -204,6 +204,10 @@ class GpuCluster(pulumi.ComponentResource):
             self.pool_plans,
             asg_names={pool: np.asg.name for pool, np in self.node_pools.items()},
             opts=self._child(),
+            file_systems=MonitoredFileSystems(
+                lustre=self.storage.lustre.file_system_id if self.storage.lustre is not None else None,
+                efs=self.storage.nfs.file_system_id if isinstance(self.storage.nfs, EfsStorage) else None,
+            ),
         )
         self._exports.update(self.addons.exports())
 

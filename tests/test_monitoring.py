@@ -25,6 +25,10 @@ TOPIC = "aws:sns/topic:Topic"
 SUBSCRIPTION = "aws:sns/topicSubscription:TopicSubscription"
 KEY = "aws:kms/key:Key"
 EXISTING_TOPIC = "arn:aws:sns:us-east-1:123456789012:gpu-oncall"
+NODE_LABELLED_SERVICE_MONITOR = {
+    "enabled": True,
+    "relabelings": [{"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node"}],
+}
 
 
 def test_cloudwatch_addon_with_pod_identity_role_and_gpu_tolerations():
@@ -142,7 +146,8 @@ def test_dcgm_prometheus_path():
     assert {"key": "nvidia.com/gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"} in values[
         "tolerations"
     ]
-    assert values["serviceMonitor"] == {"enabled": True}
+    # samples labelled with their node, as the dashboards filter and join on it
+    assert values["serviceMonitor"] == NODE_LABELLED_SERVICE_MONITOR
     assert "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL" in values["customMetrics"]
     # installed after kube-prometheus-stack, whose CRDs its ServiceMonitor needs
     kps_urn = next(
@@ -222,7 +227,7 @@ def test_dcgm_exporter_and_gpu_alerts_cover_the_hybrid_pool():
     hybrid, cloud = by_name["dcgm-exporter-runtime-class"], by_name["dcgm-exporter"]
     assert hybrid["chart"] == "dcgm-exporter" and hybrid["namespace"] == "monitoring"
     assert hybrid["values"]["runtimeClassName"] == "nvidia"
-    assert hybrid["values"]["serviceMonitor"] == {"enabled": True}
+    assert hybrid["values"]["serviceMonitor"] == NODE_LABELLED_SERVICE_MONITOR
     pool_term = {"key": "gpu-clusters/pool", "operator": "In", "values": ["a40"]}
     terms = hybrid["values"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
     assert terms["nodeSelectorTerms"] == [{"matchExpressions": [pool_term]}]

@@ -13,6 +13,7 @@ Each add-on receives its own section of the `addons` config; the cluster's names
 
 `asg_names` maps `aws` pool names to their Auto Scaling group names (hybrid pools have none); the interruption
 handler hooks every group (each can scale in) and GPU-utilization scaling resizes its pools' groups.
+`file_systems` names the stack's Lustre and EFS file systems, which the monitoring dashboards show.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from components.addons.cluster_autoscaler import ClusterAutoscaler
 from components.addons.device_plugins import EfaDevicePlugin, NvidiaDevicePlugin, nvidia_runtime_class
 from components.addons.gpu_scaling import GpuUtilizationScaling, gpu_utilization_scaling
 from components.addons.interruption import InterruptionHandler
-from components.addons.monitoring import Monitoring
+from components.addons.monitoring import MonitoredFileSystems, Monitoring
 from components.config import AddonsConfig
 from components.context import ClusterContext
 from components.planning.addons.selection import AddonSelection, select_addons
@@ -39,6 +40,7 @@ __all__ = [
     "EfaDevicePlugin",
     "GpuUtilizationScaling",
     "InterruptionHandler",
+    "MonitoredFileSystems",
     "Monitoring",
     "NvidiaDevicePlugin",
 ]
@@ -55,6 +57,7 @@ class Addons(pulumi.ComponentResource):
         pool_plans: Sequence[PoolPlan],
         asg_names: Mapping[str, pulumi.Input[str]],
         opts: pulumi.ResourceOptions | None = None,
+        file_systems: MonitoredFileSystems | None = None,
     ) -> None:
         super().__init__("gpu-clusters:index:Addons", name, None, opts)
         self.selection: AddonSelection = select_addons(settings, pool_plans)
@@ -104,6 +107,7 @@ class Addons(pulumi.ComponentResource):
                 selection,
                 self.nvidia_runtime_class,
                 child,
+                file_systems,
             )
             if selection.monitoring
             else None

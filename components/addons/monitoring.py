@@ -7,7 +7,10 @@ Two switches (`addons.monitoring`):
   idle GPU spend;
 - `dcgmPrometheus` (default off): kube-prometheus-stack (first: it brings the ServiceMonitor and PrometheusRule
   CRDs) and NVIDIA's DCGM exporter on every GPU node, with Prometheus rules for XID errors, uncorrectable ECC
-  errors, temperature and idle spend.
+  errors, temperature and idle spend, and Grafana with our dashboards (GPUs, nodes, EFA, FSx for Lustre), each a
+  ConfigMap its dashboard sidecar loads.
+
+On the Container Insights path the stack gets a CloudWatch dashboard instead (GPUs, EFA, file systems, nodes).
 
 Alerts go to an SNS topic when `alerts.snsTopicArn` is given or `alerts.email` is set (a topic encrypted with its
 own KMS key is created then, with an email subscription).
@@ -16,6 +19,7 @@ own KMS key is created then, with an email subscription).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import pulumi
 import pulumi_aws as aws
@@ -27,7 +31,17 @@ from components.catalog import versions
 from components.config import Alerts
 from components.context import ClusterContext, stateful_options
 from components.managed_addons import RESOLVE_CONFLICTS, addon_version
+from components.planning.addons.cloudwatch_dashboard import cloudwatch_dashboard, dashboard_name
 from components.planning.addons.documents import as_json
+from components.planning.addons.grafana import (
+    GRAFANA_SERVICE_ACCOUNT,
+    DashboardPlan,
+    config_map_annotations,
+    config_map_labels,
+    grafana_cloudwatch_policy,
+    prometheus_dashboards,
+    render_dashboard,
+)
 from components.planning.addons.monitoring import (
     ALERTMANAGER_SERVICE_ACCOUNT,
     CLOUDWATCH_ADDON,
@@ -51,6 +65,13 @@ from components.planning.gpu_runtime import runtime_class_plans
 from components.planning.pools import PoolPlan
 
 
+class MonitoredFileSystems(NamedTuple):
+    """The stack's shared file systems the dashboards show (ids known once they exist); None when absent."""
+
+    lustre: pulumi.Input[str] | None = None
+    efs: pulumi.Input[str] | None = None
+
+
 class Monitoring(pulumi.ComponentResource):
     def __init__(
         self,
@@ -61,6 +82,7 @@ class Monitoring(pulumi.ComponentResource):
         selection: AddonSelection,
         runtime_class: k8s.node.v1.RuntimeClass | None = None,
         opts: pulumi.ResourceOptions | None = None,
+        file_systems: MonitoredFileSystems | None = None,
     ) -> None:
         super().__init__("gpu-clusters:index:Monitoring", name, None, opts)
         self._ctx = ctx
@@ -73,6 +95,9 @@ class Monitoring(pulumi.ComponentResource):
         self.dcgm_exporter: k8s.helm.v3.Release | None = None
         self.dcgm_exporter_runtime_class: k8s.helm.v3.Release | None = None
         self._runtime_class = runtime_class
+        self._file_systems = file_systems or MonitoredFileSystems()
+        self.dashboards: dict[str, k8s.core.v1.ConfigMap] = {}
+        self.cloudwatch_dashboard: aws.cloudwatch.Dashboard | None = None
 
         self._alerts_topic(selection.alerts_topic)
         if selection.container_insights:
@@ -148,6 +173,21 @@ class Monitoring(pulumi.ComponentResource):
                 tags=ctx.tags,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[self.addon]),
             )
+        self._cloudwatch_dashboard(plans)
+
+    def _cloudwatch_dashboard(self, plans: Sequence[PoolPlan]) -> None:
+        """GPUs, EFA, file systems and nodes on one CloudWatch dashboard (`cloudwatch_dashboard`)."""
+        ctx = self._ctx
+        fs = self._file_systems
+        body = pulumi.Output.all(ctx.cluster_name, fs.lustre, fs.efs).apply(
+            lambda v: as_json(cloudwatch_dashboard(v[0], ctx.region, plans, v[1], v[2]))
+        )
+        self.cloudwatch_dashboard = aws.cloudwatch.Dashboard(
+            dashboard_name(ctx.cluster_name_plain),
+            dashboard_name=dashboard_name(ctx.cluster_name_plain),
+            dashboard_body=body,
+            opts=pulumi.ResourceOptions(parent=self),
+        )
 
     # --------------------------------------------------------------------------------- DCGM + Prometheus stack
     def _dcgm_prometheus(self, plans: Sequence[PoolPlan]) -> None:
@@ -168,12 +208,24 @@ class Monitoring(pulumi.ComponentResource):
                 (),
                 self,
             )
+        lustre = self._file_systems.lustre is not None
+        if lustre:
+            # Grafana's CloudWatch data source reads the Lustre metrics with this role ([GFCW], grafana.py).
+            depends += service_account_role(
+                ctx,
+                "grafana",
+                MONITORING_NAMESPACE,
+                GRAFANA_SERVICE_ACCOUNT,
+                as_json(grafana_cloudwatch_policy()),
+                (),
+                self,
+            )
         values = (
             pulumi.Output.from_input(self.topic_arn).apply(
-                lambda arn: kube_prometheus_stack_values(alerts, ctx.region, plans, arn)
+                lambda arn: kube_prometheus_stack_values(alerts, ctx.region, plans, arn, lustre)
             )
             if self.topic_arn is not None
-            else kube_prometheus_stack_values(alerts, ctx.region, plans, None)
+            else kube_prometheus_stack_values(alerts, ctx.region, plans, None, lustre)
         )
         self.prometheus = helm_release(
             f"{ctx.cluster_name_plain}-{KUBE_PROMETHEUS_STACK_RELEASE}",
@@ -186,6 +238,8 @@ class Monitoring(pulumi.ComponentResource):
             depends_on=depends,
             create_namespace=True,
         )
+        for dashboard in prometheus_dashboards(plans, lustre):
+            self.dashboards[dashboard.name] = self._dashboard_config_map(dashboard)
         dcgm = versions.chart("dcgm-exporter")
         self.dcgm_exporter = helm_release(
             f"{ctx.cluster_name_plain}-{DCGM_EXPORTER_RELEASE}",
@@ -209,3 +263,27 @@ class Monitoring(pulumi.ComponentResource):
                 parent=self,
                 depends_on=[self.prometheus, self._runtime_class],
             )
+
+    def _dashboard_config_map(self, dashboard: DashboardPlan) -> k8s.core.v1.ConfigMap:
+        """A dashboard as a ConfigMap in `monitoring`, labelled for Grafana's dashboard sidecar (grafana.py). It
+        waits for kube-prometheus-stack, whose release creates the namespace."""
+        ctx = self._ctx
+        lustre = self._file_systems.lustre
+        text: pulumi.Input[str] = (
+            pulumi.Output.from_input(lustre).apply(lambda fs: render_dashboard(dashboard, {"filesystem": fs}))
+            if dashboard.constants == ("filesystem",) and lustre is not None
+            else render_dashboard(dashboard, {})
+        )
+        return k8s.core.v1.ConfigMap(
+            f"{ctx.cluster_name_plain}-{dashboard.config_map}",
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=dashboard.config_map,
+                namespace=MONITORING_NAMESPACE,
+                labels=config_map_labels(),
+                annotations=config_map_annotations(),
+            ),
+            data={dashboard.file_name: text},
+            opts=pulumi.ResourceOptions(
+                parent=self, provider=ctx.k8s_provider, depends_on=[r for r in [self.prometheus] if r is not None]
+            ),
+        )

@@ -2,7 +2,7 @@
 alarms, the alerts topic's key and publish policies, the DCGM exporter and kube-prometheus-stack with GPU rules.
 
 Sources (docs/sources.md: aws-gpu-facts.md): [CWI] Container Insights GPU metrics (§7a), [DCGM]
-NVIDIA/dcgm-exporter chart 4.8.2 (§8).
+NVIDIA/dcgm-exporter chart 4.8.2 (§8). Grafana, its dashboards and the EFA counters: grafana.py, efa_metrics.py.
 """
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ from typing import Any
 from components import tags
 from components.config import Alerts
 from components.planning.addons.alarms import METRIC_PERIOD_SECONDS, MetricAlarmPlan
+from components.planning.addons.efa_metrics import efa_plans, efa_textfile_values
 from components.planning.addons.gpu_scaling import gpu_metrics_agent, gpu_scaling_plans
+from components.planning.addons.grafana import NODE_RELABELING, grafana_values
 from components.planning.addons.placement import (
     SYSTEM_NODE_SELECTOR,
     gpu_plans,
@@ -196,14 +198,16 @@ def dcgm_exporter_values(
     covers its whole DaemonSet ([DCGM] templates/daemonset.yaml), so the hybrid pools that reach the runtime through
     the `nvidia` RuntimeClass get their own release (`runtime_class`), with its own Service and ServiceMonitor, and
     the first release keeps off them. Either way every GPU pool, hybrid included, is scraped, so the XID,
-    temperature and idle rules below cover the on-prem GPUs."""
+    temperature and idle rules below cover the on-prem GPUs. The ServiceMonitor labels every sample with its
+    `node` (the chart's `serviceMonitor.relabelings`, [DCGM] templates/service-monitor.yaml), which the dashboards
+    filter and join on."""
     by_class = sorted(p.name for p in runtime_class_plans(plans))
     served = runtime_class_plans(plans) if runtime_class else [p for p in gpu_plans(plans) if p.name not in by_class]
     values: dict[str, Any] = {
         "nodeSelector": {GPU_PRESENT_LABEL: "true"},
         "tolerations": tolerations_for(served),
         "customMetrics": dcgm_counters_csv(),
-        "serviceMonitor": {"enabled": True},
+        "serviceMonitor": {"enabled": True, "relabelings": [dict(NODE_RELABELING)]},
     }
     if by_class:
         values["affinity"] = node_affinity(tags.POOL, by_class, operator="In" if runtime_class else "NotIn")
@@ -279,14 +283,32 @@ def alertmanager_config(region: str, topic_arn: str | None) -> dict[str, Any] | 
 EKS_HIDDEN_COMPONENTS: tuple[str, ...] = ("kubeScheduler", "kubeControllerManager", "kubeEtcd")
 
 
+#: Node labels kube-state-metrics copies onto `kube_node_labels` (`--metric-labels-allowlist`, [KSM]): by default
+#: none, and the dashboards group and filter nodes by pool.
+NODE_LABELS_FOR_DASHBOARDS: tuple[str, ...] = (tags.POOL, tags.ROLE)
+
+
+def node_exporter_values(plans: Sequence[PoolPlan]) -> dict[str, Any]:
+    """prometheus-node-exporter values: on every node (every pool taint tolerated), samples labelled with their
+    `node` ([KPS] prometheus-node-exporter `prometheus.monitor.relabelings`), and on a stack with EFA pools the
+    textfile sidecar that exports the EFA counters (`components.planning.addons.efa_metrics`)."""
+    values: dict[str, Any] = {
+        "tolerations": tolerations_for(plans),
+        "prometheus": {"monitor": {"relabelings": [dict(NODE_RELABELING)]}},
+    }
+    if efa_plans(plans):
+        values |= efa_textfile_values()
+    return values
+
+
 def kube_prometheus_stack_values(
-    alerts: Alerts, region: str, plans: Sequence[PoolPlan], topic_arn: str | None
+    alerts: Alerts, region: str, plans: Sequence[PoolPlan], topic_arn: str | None, lustre: bool = False
 ) -> dict[str, Any]:
     """Helm values of kube-prometheus-stack: controllers on the system pool, node-exporter on every node, our
     GPU rules, Alertmanager to SNS when a topic exists. Prometheus selects every ServiceMonitor/PrometheusRule
-    (not only the release's), so the DCGM exporter's ServiceMonitor is scraped. Grafana stays off: the chart's
-    default admin password is public; enable it with your own secret. No scraping of what EKS hides
-    (`EKS_HIDDEN_COMPONENTS`).
+    (not only the release's), so the DCGM exporter's ServiceMonitor is scraped. Grafana runs with our dashboards
+    (`components.planning.addons.grafana`), and a CloudWatch data source when the stack has a Lustre file system
+    (`lustre`). No scraping of what EKS hides (`EKS_HIDDEN_COMPONENTS`).
 
     The admission webhook's certificate Jobs (`prometheusOperator.admissionWebhooks.patch`, pre-install hooks)
     run on the system pool too: the chart gives them no toleration and no selector ([KPS] values.yaml
@@ -301,11 +323,14 @@ def kube_prometheus_stack_values(
     if routing is not None:
         alertmanager["config"] = routing
     return {
-        "grafana": {"enabled": False},
+        "grafana": grafana_values(plans, region, MONITORING_NAMESPACE, cloudwatch=lustre),
         **{component: {"enabled": False} for component in EKS_HIDDEN_COMPONENTS},
         "prometheusOperator": {**system, "admissionWebhooks": {"patch": dict(system)}},
-        "kube-state-metrics": dict(system),
-        "prometheus-node-exporter": {"tolerations": tolerations_for(plans)},
+        "kube-state-metrics": {
+            **system,
+            "metricLabelsAllowlist": [f"nodes=[{','.join(NODE_LABELS_FOR_DASHBOARDS)}]"],
+        },
+        "prometheus-node-exporter": node_exporter_values(plans),
         "prometheus": {
             "prometheusSpec": {
                 **system,

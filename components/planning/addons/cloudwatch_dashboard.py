@@ -1,0 +1,238 @@
+"""The CloudWatch dashboard of a stack on the Container Insights path (pure, no Pulumi).
+
+One dashboard, `<cluster>-gpu-cluster`, with a section per thing the stack runs: GPUs and nodes from Container
+Insights with enhanced observability (namespace `ContainerInsights`, dimension `ClusterName`: [CWI]), EFA when a
+pool has EFA interfaces (`node_efa_*`, in bytes per second already: [CWIEFA]), FSx for Lustre ([FSXCW]) and EFS
+([EFSCW]) when the stack has them (dimension `FileSystemId`). Every metric name comes from
+components/catalog/metrics.yaml; the body is the CloudWatch dashboard body structure (`widgets` of type `metric`
+and `text`, each with x, y, width, height on a 24-column grid: CloudWatch API Reference, "Dashboard Body Structure
+and Syntax" [CWDASH]).
+
+Container Insights publishes no XID or ECC metric, so this dashboard has none; the Prometheus path's Grafana GPU
+dashboard does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from components.planning.addons.efa_metrics import efa_plans
+from components.planning.addons.placement import gpu_plans
+from components.planning.pools import PoolPlan
+
+CONTAINER_INSIGHTS = "ContainerInsights"
+FSX = "AWS/FSx"
+EFS = "AWS/EFS"
+PERIOD_SECONDS = 60
+GRID_COLUMNS = 24
+WIDGET_WIDTH = 12
+WIDGET_HEIGHT = 6
+
+
+def dashboard_name(cluster: str) -> str:
+    """Dashboard names allow letters, digits, `-` and `_` ([CWDASH] PutDashboard `DashboardName`); cluster names
+    are already limited to those."""
+    return f"{cluster}-gpu-cluster"
+
+
+@dataclass
+class _Layout:
+    """Places widgets left to right, two per row, sections starting on a new row."""
+
+    region: str
+    widgets: list[dict[str, Any]] = field(default_factory=list)
+    x: int = 0
+    y: int = 0
+
+    def heading(self, markdown: str) -> None:
+        if self.x:
+            self.x, self.y = 0, self.y + WIDGET_HEIGHT
+        self.widgets.append(
+            {
+                "type": "text",
+                "x": 0,
+                "y": self.y,
+                "width": GRID_COLUMNS,
+                "height": 1,
+                "properties": {"markdown": markdown},
+            }
+        )
+        self.y += 1
+
+    def metric(self, title: str, metrics: list[list[Any]], stat: str = "Average", unit: str | None = None) -> None:
+        properties: dict[str, Any] = {
+            "title": title,
+            "view": "timeSeries",
+            "stacked": False,
+            "region": self.region,
+            "period": PERIOD_SECONDS,
+            "stat": stat,
+            "metrics": metrics,
+        }
+        if unit:
+            properties["yAxis"] = {"left": {"label": unit, "showUnits": False}}
+        self.widgets.append(
+            {
+                "type": "metric",
+                "x": self.x,
+                "y": self.y,
+                "width": WIDGET_WIDTH,
+                "height": WIDGET_HEIGHT,
+                "properties": properties,
+            }
+        )
+        self.x += WIDGET_WIDTH
+        if self.x >= GRID_COLUMNS:
+            self.x, self.y = 0, self.y + WIDGET_HEIGHT
+
+
+def _ci(metric: str, cluster: str, **options: Any) -> list[Any]:
+    row: list[Any] = [CONTAINER_INSIGHTS, metric, "ClusterName", cluster]
+    return [*row, options] if options else row
+
+
+def _per_second(namespace: str, metrics: Sequence[tuple[str, str]], file_system: str) -> list[list[Any]]:
+    """`Sum` of each metric over the period divided by the period: a rate per second ([FSXCW], [EFSCW])."""
+    rows: list[list[Any]] = []
+    for i, (metric, label) in enumerate(metrics, start=1):
+        rows.append([{"expression": f"m{i}/PERIOD(m{i})", "label": label, "id": f"e{i}"}])
+        rows.append([namespace, metric, "FileSystemId", file_system, {"id": f"m{i}", "stat": "Sum", "visible": False}])
+    return rows
+
+
+def cloudwatch_dashboard(
+    cluster: str, region: str, plans: Sequence[PoolPlan], lustre_id: str | None, efs_id: str | None
+) -> dict[str, Any]:
+    """The dashboard body: GPUs (when a pool has GPUs), EFA (when a pool has EFA), FSx for Lustre and EFS (when the
+    stack has them), nodes."""
+    board = _Layout(region)
+    if gpu_plans(plans):
+        board.heading(f"## GPUs of cluster {cluster} (Container Insights)")
+        board.metric(
+            "GPU utilization (%)",
+            [
+                _ci("node_gpu_utilization", cluster, stat="Average", label="average"),
+                _ci("node_gpu_utilization", cluster, stat="Maximum", label="busiest"),
+            ],
+        )
+        board.metric("GPU memory utilization (%)", [_ci("node_gpu_memory_utilization", cluster)])
+        board.metric("Tensor core utilization (%)", [_ci("node_gpu_tensor_core_utilization", cluster)])
+        board.metric("GPU temperature (C)", [_ci("node_gpu_temperature", cluster, stat="Maximum", label="hottest")])
+        board.metric("GPU power draw (W)", [_ci("node_gpu_power_draw", cluster, stat="Sum", label="total")])
+        board.metric(
+            "GPUs allocated to pods",
+            [
+                _ci("node_gpu_usage_total", cluster, stat="Sum", label="in use"),
+                _ci("node_gpu_limit", cluster, stat="Sum", label="allocatable"),
+            ],
+        )
+    if efa_plans(plans):
+        board.heading("## EFA (Container Insights, per second)")
+        board.metric(
+            "EFA traffic",
+            [
+                _ci("node_efa_rx_bytes", cluster, stat="Sum", label="received"),
+                _ci("node_efa_tx_bytes", cluster, stat="Sum", label="transmitted"),
+            ],
+            unit="bytes/s",
+        )
+        board.metric(
+            "RDMA",
+            [
+                _ci("node_efa_rdma_read_bytes", cluster, stat="Sum", label="read"),
+                _ci("node_efa_rdma_write_bytes", cluster, stat="Sum", label="written"),
+                _ci("node_efa_rdma_write_recv_bytes", cluster, stat="Sum", label="write received"),
+            ],
+            unit="bytes/s",
+        )
+        board.metric(
+            "EFA receive drops", [_ci("node_efa_rx_dropped", cluster, stat="Sum", label="dropped")], unit="packets/s"
+        )
+    if lustre_id:
+        board.heading("## FSx for Lustre")
+        board.metric(
+            "Lustre client throughput",
+            _per_second(FSX, [("DataReadBytes", "read"), ("DataWriteBytes", "write")], lustre_id),
+            unit="bytes/s",
+        )
+        board.metric(
+            "Lustre operations",
+            _per_second(
+                FSX,
+                [("DataReadOperations", "read"), ("DataWriteOperations", "write"), ("MetadataOperations", "metadata")],
+                lustre_id,
+            ),
+            unit="ops/s",
+        )
+        board.metric(
+            "Lustre free capacity",
+            [
+                [FSX, "FreeDataStorageCapacity", "FileSystemId", lustre_id, {"stat": "Sum", "label": "total"}],
+                [
+                    FSX,
+                    "FreeDataStorageCapacity",
+                    "FileSystemId",
+                    lustre_id,
+                    {"stat": "Minimum", "label": "fullest OST"},
+                ],
+            ],
+            unit="bytes",
+        )
+        board.metric(
+            "Lustre client connections", [[FSX, "ClientConnections", "FileSystemId", lustre_id, {"stat": "Sum"}]]
+        )
+    if efs_id:
+        board.heading("## EFS")
+        board.metric(
+            "EFS throughput",
+            _per_second(
+                EFS,
+                [("DataReadIOBytes", "read"), ("DataWriteIOBytes", "write"), ("MetadataIOBytes", "metadata")],
+                efs_id,
+            ),
+            unit="bytes/s",
+        )
+        board.metric(
+            "EFS clients and size",
+            [
+                [EFS, "ClientConnections", "FileSystemId", efs_id, {"stat": "Sum", "label": "clients"}],
+                [
+                    EFS,
+                    "StorageBytes",
+                    "FileSystemId",
+                    efs_id,
+                    "StorageClass",
+                    "Total",
+                    {"stat": "Average", "label": "bytes stored", "yAxis": "right"},
+                ],
+            ],
+        )
+    board.heading("## Nodes (Container Insights)")
+    board.metric(
+        "Node CPU utilization (%)",
+        [
+            _ci("node_cpu_utilization", cluster, stat="Average", label="average"),
+            _ci("node_cpu_utilization", cluster, stat="Maximum", label="busiest"),
+        ],
+    )
+    board.metric(
+        "Node memory utilization (%)",
+        [
+            _ci("node_memory_utilization", cluster, stat="Average", label="average"),
+            _ci("node_memory_utilization", cluster, stat="Maximum", label="fullest"),
+        ],
+    )
+    board.metric(
+        "Node network", [_ci("node_network_total_bytes", cluster, stat="Sum", label="all nodes")], unit="bytes/s"
+    )
+    board.metric(
+        "Node file system utilization (%)",
+        [_ci("node_filesystem_utilization", cluster, stat="Maximum", label="fullest")],
+    )
+    board.metric(
+        "Nodes",
+        [_ci("cluster_node_count", cluster, label="nodes"), _ci("cluster_failed_node_count", cluster, label="failed")],
+    )
+    return {"widgets": board.widgets}

@@ -1,0 +1,158 @@
+"""Grafana on the Prometheus path (pure, no Pulumi): the kube-prometheus-stack `grafana` values, its data sources
+and the dashboards it loads from ConfigMaps.
+
+Provisioning: the Grafana chart's dashboard sidecar watches ConfigMaps labelled `grafana_dashboard: "1"` and
+writes their JSON where Grafana's file provider reads it ([GRAFANA] values.yaml `sidecar.dashboards`, templates
+_pod.tpl env LABEL, LABEL_VALUE, NAMESPACE, FOLDER_ANNOTATION). kube-prometheus-stack turns the sidecar on with
+that label and value and searches ALL namespaces ([KPS] values.yaml `grafana.sidecar.dashboards`); we state the
+label and value explicitly and narrow the search to the `monitoring` namespace, with namespaced RBAC: otherwise the
+chart grants Grafana get/list/watch on every ConfigMap and Secret of the cluster ([GRAFANA] templates
+clusterrole.yaml, role.yaml, `rbac.namespaced`). The `grafana_folder` annotation puts our dashboards in one folder
+(`folderAnnotation` with `provider.foldersFromFilesStructure`).
+
+Admin password: kube-prometheus-stack 88 no longer sets one ([KPS] UPGRADE.md, "removes the default password"), and
+the Grafana chart then generates 40 random characters into its Secret and keeps them across upgrades ([GRAFANA]
+templates/_helpers.tpl `grafana.password`, a `lookup` of the existing Secret), so nothing secret passes through
+Pulumi. docs/addons.md shows how to read it and open Grafana with a port-forward.
+
+FSx for Lustre publishes its metrics to CloudWatch only (node-exporter has no Lustre collector), so a stack with a
+Lustre file system gets a CloudWatch data source whose credentials come from a Pod Identity role on Grafana's
+service account, allowed to read metrics and nothing else ([GFCW]: Grafana's CloudWatch plugin uses
+aws-sdk-go-v2, which supports Pod Identity, with `authType: default`).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from components import tags
+from components.catalog import dashboards
+from components.planning.addons.efa_metrics import efa_plans
+from components.planning.addons.placement import SYSTEM_NODE_SELECTOR, system_plans, tolerations_for
+from components.planning.pools import PoolPlan
+
+GRAFANA_SERVICE_ACCOUNT = "grafana"
+#: The sidecar's selector; kube-prometheus-stack's defaults, stated so a chart change cannot drop our dashboards.
+DASHBOARD_LABEL = "grafana_dashboard"
+DASHBOARD_LABEL_VALUE = "1"
+FOLDER_ANNOTATION = "grafana_folder"
+DASHBOARD_FOLDER = "GPU cluster"
+#: Data source uids the dashboards reference: kube-prometheus-stack provisions Prometheus as `prometheus`
+#: ([KPS] values.yaml `grafana.sidecar.datasources.uid`); the CloudWatch one is ours.
+PROMETHEUS_UID = "prometheus"
+CLOUDWATCH_UID = "cloudwatch"
+#: The kube-state-metrics `label_<key>` of our pool label on `kube_node_labels` (non-alphanumerics become `_`,
+#: [KSM]); the dashboards' pool variable reads it.
+POOL_LABEL = "label_" + re.sub(r"[^a-zA-Z0-9_]", "_", tags.POOL)
+#: The label every scraped node metric carries: the node's name, set from the target pod's node by a relabeling
+#: on the node-exporter and DCGM exporter ServiceMonitors (the DCGM exporter's own host label changes name across
+#: releases: `Hostname` up to 4.8.2, `hostname` after [DCGM] commit d5e5f51).
+NODE_LABEL = "node"
+NODE_RELABELING = {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": NODE_LABEL}
+#: CloudWatch API calls Grafana's CloudWatch data source makes to draw metric panels; these actions take no
+#: resource ARN (Service Authorization Reference, CloudWatch: resource type `*`), so the policy cannot be narrower.
+CLOUDWATCH_READ_ACTIONS = ("cloudwatch:GetMetricData", "cloudwatch:ListMetrics")
+
+
+@dataclass(frozen=True)
+class DashboardPlan:
+    """One dashboard as a ConfigMap for the sidecar: the JSON file it comes from and the constants it needs
+    filled in at deploy time (e.g. the Lustre file system id, known once the file system exists)."""
+
+    name: str
+    constants: tuple[str, ...] = ()
+
+    @property
+    def config_map(self) -> str:
+        return f"gpu-cluster-dashboard-{self.name}"
+
+    @property
+    def file_name(self) -> str:
+        return f"{self.name}.json"
+
+
+def prometheus_dashboards(plans: Sequence[PoolPlan], lustre: bool) -> list[DashboardPlan]:
+    """The dashboards a stack on the Prometheus path gets: nodes and GPUs always, EFA with an EFA pool, FSx for
+    Lustre with a Lustre file system."""
+    out = [DashboardPlan("nodes"), DashboardPlan("gpus")]
+    if efa_plans(plans):
+        out.append(DashboardPlan("efa"))
+    if lustre:
+        out.append(DashboardPlan("lustre", constants=("filesystem",)))
+    return out
+
+
+def render_dashboard(plan: DashboardPlan, constants: Mapping[str, str]) -> str:
+    """The dashboard's JSON with its constant variables set (`constants` must name exactly `plan.constants`)."""
+    if set(constants) != set(plan.constants):
+        raise ValueError(f"dashboard {plan.name} needs constants {sorted(plan.constants)}, got {sorted(constants)}")
+    board = copy.deepcopy(dashboards.load(plan.name))
+    for variable in board["templating"]["list"]:
+        if variable["name"] in constants:
+            value = constants[variable["name"]]
+            variable["query"] = value
+            variable["current"] = {"text": value, "value": value}
+            variable["options"] = [{"text": value, "value": value, "selected": True}]
+    return json.dumps(board, indent=1, sort_keys=True)
+
+
+def config_map_labels() -> dict[str, str]:
+    return {DASHBOARD_LABEL: DASHBOARD_LABEL_VALUE, "app.kubernetes.io/part-of": "gpu-clusters"}
+
+
+def config_map_annotations() -> dict[str, str]:
+    return {FOLDER_ANNOTATION: DASHBOARD_FOLDER}
+
+
+def cloudwatch_datasource(region: str) -> dict[str, Any]:
+    """A provisioned CloudWatch data source using Grafana's default AWS credentials chain (Pod Identity)."""
+    return {
+        "name": "CloudWatch",
+        "type": "cloudwatch",
+        "uid": CLOUDWATCH_UID,
+        "access": "proxy",
+        "editable": False,
+        "jsonData": {"authType": "default", "defaultRegion": region},
+    }
+
+
+def grafana_cloudwatch_policy() -> dict[str, Any]:
+    """Grafana's CloudWatch role: read metrics, nothing else (no logs, no alarms, no EC2 or tag lookups)."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Sid": "ReadMetrics", "Effect": "Allow", "Action": list(CLOUDWATCH_READ_ACTIONS), "Resource": "*"}
+        ],
+    }
+
+
+def grafana_values(plans: Sequence[PoolPlan], region: str, namespace: str, cloudwatch: bool) -> dict[str, Any]:
+    """kube-prometheus-stack `grafana` values: on the system pool, the dashboard sidecar on our label and
+    namespace, namespaced RBAC, a fixed service account name (Pod Identity binds the role to it), and the
+    CloudWatch data source when `cloudwatch`."""
+    values: dict[str, Any] = {
+        "enabled": True,
+        "nodeSelector": dict(SYSTEM_NODE_SELECTOR),
+        "tolerations": tolerations_for(system_plans(plans)),
+        "serviceAccount": {"create": True, "name": GRAFANA_SERVICE_ACCOUNT},
+        "rbac": {"namespaced": True},
+        "sidecar": {
+            "dashboards": {
+                "enabled": True,
+                "label": DASHBOARD_LABEL,
+                "labelValue": DASHBOARD_LABEL_VALUE,
+                "searchNamespace": [namespace],
+                "folderAnnotation": FOLDER_ANNOTATION,
+                "provider": {"foldersFromFilesStructure": True, "allowUiUpdates": False},
+            },
+            "datasources": {"enabled": True, "uid": PROMETHEUS_UID},
+        },
+    }
+    if cloudwatch:
+        values["additionalDataSources"] = [cloudwatch_datasource(region)]
+    return values

@@ -1,0 +1,356 @@
+"""Dashboards: valid Grafana models that query only metrics our exporters emit, provisioned as ConfigMaps for
+Grafana's sidecar on the Prometheus path, and a CloudWatch dashboard on the Container Insights path."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from components.catalog import dashboards
+from components.catalog.metrics import cloudwatch_metrics, efa_metric_name, efa_port_counters, prometheus_metrics
+from components.planning.addons.efa_metrics import EFA_TEXTFILE, efa_counters_pass, efa_metric_names
+from components.planning.addons.grafana import (
+    CLOUDWATCH_UID,
+    DASHBOARD_FOLDER,
+    POOL_LABEL,
+    DashboardPlan,
+    render_dashboard,
+)
+from components.planning.addons.monitoring import DCGM_COUNTERS
+from tests.builders import SYSTEM_POOL, TRAINING_POOL, addon_stack, releases, run_addons
+
+CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
+CW_DASHBOARD = "aws:cloudwatch/dashboard:Dashboard"
+PROMETHEUS_DS = {"type": "prometheus", "uid": "${datasource}"}
+CLOUDWATCH_DS = {"type": "cloudwatch", "uid": CLOUDWATCH_UID}
+
+#: Every Prometheus metric name a dashboard may query: the exporters' sourced lists (metrics.yaml), the DCGM
+#: exporter's configured counters and the EFA sidecar's counters. Derived, never written twice.
+ALLOWED_PROMQL = (
+    frozenset().union(*prometheus_metrics().values()) | {field for field, _, _ in DCGM_COUNTERS} | efa_metric_names()
+)
+
+# ------------------------------------------------------------------------------------------- PromQL metric names
+_STRINGS = re.compile(r'"(?:\\.|[^"\\])*"')
+_MATCHERS = re.compile(r"\{[^}]*\}")
+_RANGES = re.compile(r"\[[^\]]*\]")
+_CLAUSES = re.compile(r"\b(?:by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)")
+_VARIABLES = re.compile(r"\$\{?\w+\}?")
+_IDENTIFIER = re.compile(r"(?<![\w.])([a-zA-Z_:][\w:]*)(\s*\()?")
+_KEYWORDS = {"and", "or", "unless", "bool", "offset", "by", "without", "on", "ignoring", "group_left", "group_right"}
+
+
+def metric_names(expr: str) -> set[str]:
+    """The metric names a PromQL expression selects: identifiers that are neither functions (followed by `(`),
+    keywords, label names (inside `{}` or a `by (...)`-style clause) nor durations."""
+    text = _VARIABLES.sub(" ", expr)
+    for pattern in (_STRINGS, _MATCHERS, _RANGES, _CLAUSES):
+        text = pattern.sub(" ", text)
+    return {m.group(1) for m in _IDENTIFIER.finditer(text) if not m.group(2) and m.group(1) not in _KEYWORDS}
+
+
+def test_metric_names_of_promql():
+    expr = (
+        'avg by (label_gpu_clusters_pool) (DCGM_FI_DEV_GPU_UTIL{node=~"$node"} * on (node) '
+        "group_left (label_gpu_clusters_pool) kube_node_labels) / rate(node_efa_rx_bytes_total[$__rate_interval])"
+        " or vector(0)"
+    )
+    assert metric_names(expr) == {"DCGM_FI_DEV_GPU_UTIL", "kube_node_labels", "node_efa_rx_bytes_total"}
+
+
+# ----------------------------------------------------------------------------------------------- the JSON files
+def _panels(board: dict[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    for panel in board["panels"]:
+        out.append(panel)
+        out.extend(panel.get("panels", []))
+    return out
+
+
+def _targets(board: dict[str, Any]) -> list[dict[str, Any]]:
+    return [t for p in _panels(board) for t in p.get("targets", [])]
+
+
+@pytest.mark.parametrize("name", dashboards.names())
+def test_dashboard_is_a_grafana_model(name):
+    board = dashboards.load(name)
+    assert board["uid"] == f"gpu-cluster-{name}" and len(board["uid"]) <= 40  # Grafana's uid limit
+    assert board["title"].startswith("GPU cluster / ")
+    assert isinstance(board["schemaVersion"], int) and board["schemaVersion"] >= 36
+    assert "gpu-cluster" in board["tags"]
+    panels = _panels(board)
+    ids = [p["id"] for p in panels]
+    assert len(ids) == len(set(ids)), "panel ids must be unique"
+    for panel in panels:
+        pos = panel["gridPos"]
+        assert pos["x"] >= 0 and pos["w"] > 0 and pos["x"] + pos["w"] <= 24, panel["title"]
+        if panel["type"] == "row":
+            continue
+        assert panel["type"] in {"timeseries", "stat", "table"}, panel["title"]
+        assert panel["targets"], f"{panel['title']}: a panel without a query"
+        refs = [t["refId"] for t in panel["targets"]]
+        assert len(refs) == len(set(refs)), panel["title"]
+        # data sources by uid or variable, never by name
+        assert panel["datasource"] in (PROMETHEUS_DS, CLOUDWATCH_DS), panel["title"]
+        assert all(t["datasource"] == panel["datasource"] for t in panel["targets"]), panel["title"]
+
+
+def test_dashboard_uids_are_unique():
+    uids = [dashboards.load(n)["uid"] for n in dashboards.names()]
+    assert len(uids) == len(set(uids))
+
+
+#: The dashboards on Prometheus data (the Lustre one reads CloudWatch only).
+PROMETHEUS_DASHBOARDS = [
+    n for n in dashboards.names() if any(t["datasource"] == PROMETHEUS_DS for t in _targets(dashboards.load(n)))
+]
+
+
+def test_only_the_lustre_dashboard_reads_cloudwatch():
+    assert sorted(set(dashboards.names()) - set(PROMETHEUS_DASHBOARDS)) == ["lustre"]
+
+
+@pytest.mark.parametrize("name", PROMETHEUS_DASHBOARDS)
+def test_prometheus_dashboards_pick_their_data_source_and_pool(name):
+    board = dashboards.load(name)
+    variables = {v["name"]: v for v in board["templating"]["list"]}
+    assert variables["datasource"]["type"] == "datasource" and variables["datasource"]["query"] == "prometheus"
+    # the pool variable reads the kube-state-metrics label of our pool node label
+    assert POOL_LABEL == "label_gpu_clusters_pool"
+    assert POOL_LABEL in variables["pool"]["definition"]
+    for variable in variables.values():
+        if variable["type"] == "query":
+            assert variable["datasource"] == PROMETHEUS_DS
+            selector = re.fullmatch(r"label_values\((.*), *\w+\)", variable["definition"])
+            assert selector, variable["definition"]
+            assert metric_names(selector.group(1)) <= ALLOWED_PROMQL
+
+
+@pytest.mark.parametrize("name", dashboards.names())
+def test_every_query_uses_metrics_our_exporters_emit(name):
+    board = dashboards.load(name)
+    for target in _targets(board):
+        if target["datasource"] == PROMETHEUS_DS:
+            names = metric_names(target["expr"])
+            assert names, target["expr"]
+            assert names <= ALLOWED_PROMQL, f"{name}: {sorted(names - ALLOWED_PROMQL)} in {target['expr']}"
+        elif target.get("metricEditorMode") == 0:
+            assert target["metricName"] in cloudwatch_metrics()[target["namespace"]], target
+
+
+def test_cloudwatch_panels_query_fsx_metrics_of_the_stack_file_system():
+    board = dashboards.load("lustre")
+    metric_queries = [t for t in _targets(board) if t["metricEditorMode"] == 0]
+    assert {t["namespace"] for t in metric_queries} == {"AWS/FSx"}
+    assert all(t["dimensions"] == {"FileSystemId": "$filesystem"} for t in metric_queries)
+    # math expressions refer to queries of the same panel
+    for panel in _panels(board):
+        ids = {t["id"] for t in panel.get("targets", [])}
+        for target in panel.get("targets", []):
+            if target["metricEditorMode"] == 1:
+                assert set(re.findall(r"\bm\d+\b", target["expression"])) <= ids, target["expression"]
+    rendered = json.loads(render_dashboard(DashboardPlan("lustre", ("filesystem",)), {"filesystem": "fs-0abc"}))
+    (constant,) = [v for v in rendered["templating"]["list"] if v["name"] == "filesystem"]
+    assert constant["type"] == "constant" and constant["query"] == "fs-0abc"
+    with pytest.raises(ValueError, match="filesystem"):
+        render_dashboard(DashboardPlan("lustre", ("filesystem",)), {})
+
+
+def test_efa_dashboard_covers_traffic_rdma_and_errors():
+    exprs = " ".join(t["expr"] for t in _targets(dashboards.load("efa")))
+    for counter in ("rx_bytes", "tx_bytes", "rdma_read_bytes", "rdma_write_bytes", "rx_drops", "rdma_read_wr_err"):
+        assert efa_metric_name(counter) in exprs
+
+
+# ---------------------------------------------------------------------------------------- the EFA textfile sidecar
+def _fake_sysfs(root: Path) -> Path:
+    """/sys with one EFA device (two counters) and one Mellanox device, linked like the kernel links them."""
+    sys = root / "sys"
+    for device, driver, counters in (
+        ("rdmap16s27", "efa", {"rx_bytes": 1234, "rdma_read_bytes": 99}),
+        ("mlx5_0", "mlx5_core", {"rx_bytes": 5}),
+    ):
+        pci = sys / "devices" / "pci0000:00" / device
+        hw = pci / "infiniband" / device / "ports" / "1" / "hw_counters"
+        hw.mkdir(parents=True)
+        for counter, value in counters.items():
+            (hw / counter).write_text(f"{value}\n")
+        (sys / "bus" / "pci" / "drivers" / driver).mkdir(parents=True, exist_ok=True)
+        (pci / "driver").symlink_to(Path("../../../bus/pci/drivers") / driver)
+        (pci / "infiniband" / device / "device").symlink_to(Path("../.."))
+        (sys / "class" / "infiniband").mkdir(parents=True, exist_ok=True)
+        (sys / "class" / "infiniband" / device).symlink_to(
+            Path("../../devices/pci0000:00") / device / "infiniband" / device
+        )
+    return sys
+
+
+def test_efa_sidecar_exports_only_efa_devices_in_prometheus_text(tmp_path):
+    out = tmp_path / "textfile"
+    out.mkdir()
+    script = efa_counters_pass(str(_fake_sysfs(tmp_path)), str(out))
+    subprocess.run(["sh", "-c", script], check=True)
+    assert sorted(p.name for p in out.iterdir()) == [EFA_TEXTFILE]  # the temporary file was renamed
+    lines = (out / EFA_TEXTFILE).read_text().splitlines()
+    assert lines == [
+        "# TYPE node_efa_rx_bytes_total counter",
+        'node_efa_rx_bytes_total{device="rdmap16s27",port="1"} 1234',
+        "# TYPE node_efa_rdma_read_bytes_total counter",
+        'node_efa_rdma_read_bytes_total{device="rdmap16s27",port="1"} 99',
+    ]
+    assert {line.split("{")[0] for line in lines if not line.startswith("#")} <= efa_metric_names()
+
+
+def test_efa_sidecar_writes_an_empty_file_on_nodes_without_efa(tmp_path):
+    out = tmp_path / "textfile"
+    out.mkdir()
+    subprocess.run(["sh", "-c", efa_counters_pass(str(tmp_path / "no-sys"), str(out))], check=True)
+    assert (out / EFA_TEXTFILE).read_text() == ""
+
+
+def test_efa_counters_are_the_drivers_port_counters():
+    assert {"rx_bytes", "tx_bytes", "rdma_read_bytes", "rdma_write_bytes", "rx_drops"} <= set(efa_port_counters())
+
+
+# ------------------------------------------------------------------------------------- Prometheus path (hybrid)
+def test_hybrid_dashboards_are_config_maps_for_the_grafana_sidecar(hybrid_stack):
+    maps = {r.inputs["metadata"]["name"]: r for r in hybrid_stack.run.of_type(CONFIG_MAP)}
+    names = {f"gpu-cluster-dashboard-{n}" for n in ("gpus", "nodes", "efa", "lustre")}
+    assert names <= set(maps)
+    lustre_id = hybrid_stack.exports["lustreFileSystemId"]
+    kps = next(
+        r
+        for r in hybrid_stack.run.of_type("kubernetes:helm.sh/v3:Release")
+        if r.inputs["name"] == "kube-prometheus-stack"
+    )
+    for name in names:
+        cm = maps[name]
+        meta = cm.inputs["metadata"]
+        assert meta["namespace"] == "monitoring"
+        assert meta["labels"]["grafana_dashboard"] == "1"
+        assert meta["annotations"] == {"grafana_folder": DASHBOARD_FOLDER}
+        (text,) = cm.inputs["data"].values()
+        board = json.loads(text)
+        assert board["uid"] == f"gpu-cluster-{name.removeprefix('gpu-cluster-dashboard-')}"
+        assert kps.urn in cm.depends_on  # the release creates the namespace
+    lustre = json.loads(next(iter(maps["gpu-cluster-dashboard-lustre"].inputs["data"].values())))
+    (constant,) = [v for v in lustre["templating"]["list"] if v["name"] == "filesystem"]
+    assert constant["query"] == lustre_id
+    assert hybrid_stack.run.of_type(CW_DASHBOARD) == []  # Container Insights is off there
+
+
+def test_hybrid_grafana_values_sidecar_and_cloudwatch_source(hybrid_stack):
+    kps = next(
+        r
+        for r in hybrid_stack.run.of_type("kubernetes:helm.sh/v3:Release")
+        if r.inputs["name"] == "kube-prometheus-stack"
+    )
+    grafana = kps.inputs["values"]["grafana"]
+    assert grafana["enabled"] is True
+    assert "adminPassword" not in grafana  # the chart generates one and keeps it in its Secret
+    sidecar = grafana["sidecar"]["dashboards"]
+    assert (sidecar["enabled"], sidecar["label"], sidecar["labelValue"]) == (True, "grafana_dashboard", "1")
+    assert sidecar["searchNamespace"] == ["monitoring"] and grafana["rbac"] == {"namespaced": True}
+    assert sidecar["folderAnnotation"] == "grafana_folder" and sidecar["provider"]["foldersFromFilesStructure"]
+    assert grafana["sidecar"]["datasources"]["uid"] == "prometheus"
+    assert grafana["nodeSelector"] == {"gpu-clusters/role": "system"}
+    (source,) = grafana["additionalDataSources"]
+    assert source["uid"] == CLOUDWATCH_UID and source["jsonData"] == {
+        "authType": "default",
+        "defaultRegion": "us-east-1",
+    }
+    # Grafana's Pod Identity role reads CloudWatch metrics and nothing else, and the release waits for it
+    role = hybrid_stack.run.one("aws:iam/role:Role", "hybrid-grafana")
+    policy = hybrid_stack.run.one("aws:iam/rolePolicy:RolePolicy", "hybrid-grafana")
+    (statement,) = json.loads(policy.inputs["policy"])["Statement"]
+    assert statement["Action"] == ["cloudwatch:GetMetricData", "cloudwatch:ListMetrics"]
+    assert role.urn in kps.depends_on
+    association = next(
+        r
+        for r in hybrid_stack.run.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")
+        if r.inputs["serviceAccount"] == "grafana"
+    )
+    assert association.inputs["namespace"] == "monitoring"
+
+
+def test_hybrid_exporters_label_nodes_and_export_efa(hybrid_stack):
+    by_name = {r.inputs["name"]: r.inputs for r in hybrid_stack.run.of_type("kubernetes:helm.sh/v3:Release")}
+    values = by_name["kube-prometheus-stack"]["values"]
+    relabel = {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node"}
+    exporter = values["prometheus-node-exporter"]
+    assert exporter["prometheus"]["monitor"]["relabelings"] == [relabel]
+    assert by_name["dcgm-exporter"]["values"]["serviceMonitor"]["relabelings"] == [relabel]
+    assert values["kube-state-metrics"]["metricLabelsAllowlist"] == ["nodes=[gpu-clusters/pool,gpu-clusters/role]"]
+    # the p5 pool has EFA: the textfile sidecar runs in the busybox variant of the pinned node-exporter image
+    assert exporter["image"] == {"distroless": False}
+    assert "--collector.textfile.directory=/run/efa-textfile" in exporter["extraArgs"]
+    assert any(a.startswith("--collector.filesystem.mount-points-exclude=") for a in exporter["extraArgs"])
+    (sidecar,) = exporter["sidecars"]
+    assert sidecar["command"][:2] == ["/bin/sh", "-c"] and "node_efa_" in sidecar["command"][2]
+    assert {"name": "sys", "mountPath": "/host/sys", "readOnly": True} in sidecar["volumeMounts"]
+
+
+def test_no_efa_sidecar_and_no_lustre_dashboard_without_them():
+    cpu = {"name": "cpu", "role": "inference", "instanceType": "m7i.xlarge", "scaling": {"min": 0, "max": 2}}
+    spec = addon_stack(SYSTEM_POOL, cpu, addons={"monitoring": {"containerInsights": False, "dcgmPrometheus": True}})
+    run = run_addons(spec)
+    values = releases(run)["kube-prometheus-stack"]["values"]
+    assert "sidecars" not in values["prometheus-node-exporter"]
+    assert "additionalDataSources" not in values["grafana"]
+    assert {r.inputs["metadata"]["name"] for r in run.of_type(CONFIG_MAP)} == {
+        "gpu-cluster-dashboard-nodes",
+        "gpu-cluster-dashboard-gpus",
+    }
+    assert not [r for r in run.of_type("aws:iam/role:Role") if r.name.endswith("grafana")]
+
+
+# ---------------------------------------------------------------------------- Container Insights path (CloudWatch)
+def _widget_metrics(body: dict[str, Any]) -> list[list[Any]]:
+    return [row for w in body["widgets"] if w["type"] == "metric" for row in w["properties"]["metrics"]]
+
+
+def _check_cloudwatch_body(body: dict[str, Any]) -> None:
+    allowed = cloudwatch_metrics()
+    for widget in body["widgets"]:
+        assert widget["x"] + widget["width"] <= 24
+    for row in _widget_metrics(body):
+        if isinstance(row[0], dict):  # a metric math expression over hidden rows of the same widget
+            continue
+        namespace, metric = row[0], row[1]
+        assert metric in allowed[namespace], f"{namespace} {metric}"
+
+
+@pytest.mark.parametrize("stack", ["training", "inference"])
+def test_container_insights_stacks_get_a_cloudwatch_dashboard(stack, request):
+    planned = request.getfixturevalue(f"{stack}_stack")
+    (dashboard,) = planned.run.of_type(CW_DASHBOARD)
+    cluster = planned.exports["clusterName"]
+    assert dashboard.inputs["dashboardName"] == f"{cluster}-gpu-cluster"
+    body = json.loads(dashboard.inputs["dashboardBody"])
+    _check_cloudwatch_body(body)
+    rows = [r for r in _widget_metrics(body) if not isinstance(r[0], dict)]
+    ci = {r[1] for r in rows if r[0] == "ContainerInsights"}
+    assert {"node_gpu_utilization", "node_gpu_temperature", "node_cpu_utilization"} <= ci
+    assert all(r[2:4] == ["ClusterName", cluster] for r in rows if r[0] == "ContainerInsights")
+    file_systems = {(r[0], r[3]) for r in rows if r[0] in ("AWS/FSx", "AWS/EFS")}
+    if stack == "training":
+        assert ("AWS/FSx", planned.exports["lustreFileSystemId"]) in file_systems
+        assert "node_efa_rdma_read_bytes" in ci  # the p5 pool has EFA
+    else:
+        assert file_systems == {("AWS/EFS", planned.exports["efsFileSystemId"])}
+        assert not any(m.startswith("node_efa_") for m in ci)
+    assert planned.run.of_type(CONFIG_MAP) == [] or all(
+        "grafana_dashboard" not in (r.inputs["metadata"].get("labels") or {}) for r in planned.run.of_type(CONFIG_MAP)
+    )
+
+
+def test_cloudwatch_dashboard_without_file_systems():
+    run = run_addons(addon_stack(SYSTEM_POOL, TRAINING_POOL, name="train"))
+    body = json.loads(run.one(CW_DASHBOARD).inputs["dashboardBody"])
+    _check_cloudwatch_body(body)
+    assert not [r for r in _widget_metrics(body) if not isinstance(r[0], dict) and r[0] in ("AWS/FSx", "AWS/EFS")]
