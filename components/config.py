@@ -720,11 +720,11 @@ class Alerts(Model):
 
 class Monitoring(Model):
     container_insights: bool = True
-    """Install the `amazon-cloudwatch-observability` EKS add-on (Container Insights with GPU metrics) and the
-    CloudWatch GPU alarms; required by `gpu-utilization` pools. Default `true`."""
+    """Install the `amazon-cloudwatch-observability` EKS add-on (Container Insights with GPU metrics), the
+    CloudWatch GPU alarms and a CloudWatch dashboard; required by `gpu-utilization` pools. Default `true`."""
     dcgm_prometheus: bool = False
     """Install kube-prometheus-stack and NVIDIA's dcgm-exporter with Prometheus rules for XID, ECC, temperature and
-    idle spend. Default `false`."""
+    idle spend, and Grafana dashboards for GPUs, nodes, EFA and FSx for Lustre. Default `false`."""
     alerts: Alerts = Alerts()
     """Alert thresholds and where alerts are delivered."""
 
