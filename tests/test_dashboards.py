@@ -10,13 +10,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from blueprint.plan.plan import plan_stack
+from components.addons.monitoring import MonitoredFileSystems
 from components.catalog import dashboards
 from components.catalog.metrics import cloudwatch_metrics, efa_metric_name, efa_port_counters, prometheus_metrics
 from components.planning.addons.efa_metrics import EFA_TEXTFILE, efa_counters_pass, efa_metric_names
 from components.planning.addons.grafana import (
     CLOUDWATCH_UID,
     DASHBOARD_FOLDER,
+    FILE_SYSTEM_DASHBOARDS,
     POOL_LABEL,
     DashboardPlan,
     render_dashboard,
@@ -24,6 +28,7 @@ from components.planning.addons.grafana import (
 from components.planning.addons.monitoring import DCGM_COUNTERS
 from tests.builders import SYSTEM_POOL, TRAINING_POOL, addon_stack, releases, run_addons
 
+STACKS = Path(__file__).resolve().parents[1] / "stacks"
 CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
 CW_DASHBOARD = "aws:cloudwatch/dashboard:Dashboard"
 PROMETHEUS_DS = {"type": "prometheus", "uid": "${datasource}"}
@@ -111,8 +116,9 @@ PROMETHEUS_DASHBOARDS = [
 ]
 
 
-def test_only_the_lustre_dashboard_reads_cloudwatch():
-    assert sorted(set(dashboards.names()) - set(PROMETHEUS_DASHBOARDS)) == ["lustre"]
+def test_only_the_file_system_dashboards_read_cloudwatch():
+    assert sorted(set(dashboards.names()) - set(PROMETHEUS_DASHBOARDS)) == sorted(FILE_SYSTEM_DASHBOARDS)
+    assert set(MonitoredFileSystems(lustre="fs-1", efs="fs-2").present()) == set(FILE_SYSTEM_DASHBOARDS)
 
 
 @pytest.mark.parametrize("name", PROMETHEUS_DASHBOARDS)
@@ -143,22 +149,23 @@ def test_every_query_uses_metrics_our_exporters_emit(name):
             assert target["metricName"] in cloudwatch_metrics()[target["namespace"]], target
 
 
-def test_cloudwatch_panels_query_fsx_metrics_of_the_stack_file_system():
-    board = dashboards.load("lustre")
+@pytest.mark.parametrize(("name", "namespace"), [("lustre", "AWS/FSx"), ("efs", "AWS/EFS")])
+def test_cloudwatch_panels_query_metrics_of_the_stack_file_system(name, namespace):
+    board = dashboards.load(name)
     metric_queries = [t for t in _targets(board) if t["metricEditorMode"] == 0]
-    assert {t["namespace"] for t in metric_queries} == {"AWS/FSx"}
-    assert all(t["dimensions"] == {"FileSystemId": "$filesystem"} for t in metric_queries)
+    assert {t["namespace"] for t in metric_queries} == {namespace}
+    assert all(t["dimensions"]["FileSystemId"] == "$filesystem" for t in metric_queries)
     # math expressions refer to queries of the same panel
     for panel in _panels(board):
         ids = {t["id"] for t in panel.get("targets", [])}
         for target in panel.get("targets", []):
             if target["metricEditorMode"] == 1:
                 assert set(re.findall(r"\bm\d+\b", target["expression"])) <= ids, target["expression"]
-    rendered = json.loads(render_dashboard(DashboardPlan("lustre", ("filesystem",)), {"filesystem": "fs-0abc"}))
+    rendered = json.loads(render_dashboard(DashboardPlan(name, ("filesystem",)), {"filesystem": "fs-0abc"}))
     (constant,) = [v for v in rendered["templating"]["list"] if v["name"] == "filesystem"]
     assert constant["type"] == "constant" and constant["query"] == "fs-0abc"
     with pytest.raises(ValueError, match="filesystem"):
-        render_dashboard(DashboardPlan("lustre", ("filesystem",)), {})
+        render_dashboard(DashboardPlan(name, ("filesystem",)), {})
 
 
 def test_efa_dashboard_covers_traffic_rdma_and_errors():
@@ -295,7 +302,31 @@ def test_hybrid_exporters_label_nodes_and_export_efa(hybrid_stack):
     assert {"name": "sys", "mountPath": "/host/sys", "readOnly": True} in sidecar["volumeMounts"]
 
 
-def test_no_efa_sidecar_and_no_lustre_dashboard_without_them():
+def test_efs_dashboard_on_the_prometheus_path(tmp_path):
+    """An EFS stack on the Prometheus path (the inference stack with its pool on cluster-autoscaler) gets the EFS
+    dashboard pinned to its file system, and Grafana the CloudWatch data source and role."""
+    raw = yaml.safe_load((STACKS / "Pulumi.inference.yaml").read_text())
+    config = raw["config"]
+    config["gpu-clusters:addons"] = {"monitoring": {"containerInsights": False, "dcgmPrometheus": True}}
+    for pool in config["gpu-clusters:nodePools"]:
+        if pool["scaling"].get("mode") == "gpu-utilization":
+            pool["scaling"] = {"min": 1, "max": 8, "mode": "cluster-autoscaler"}
+    path = tmp_path / "Pulumi.efs-prometheus.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    planned = plan_stack(config_file=path)
+    maps = {r.inputs["metadata"]["name"]: r for r in planned.run.of_type(CONFIG_MAP)}
+    assert set(maps) == {f"gpu-cluster-dashboard-{n}" for n in ("nodes", "gpus", "efs")}
+    board = json.loads(next(iter(maps["gpu-cluster-dashboard-efs"].inputs["data"].values())))
+    (constant,) = [v for v in board["templating"]["list"] if v["name"] == "filesystem"]
+    assert constant["query"] == planned.exports["efsFileSystemId"]
+    kps = next(
+        r for r in planned.run.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "kube-prometheus-stack"
+    )
+    assert [s["uid"] for s in kps.inputs["values"]["grafana"]["additionalDataSources"]] == [CLOUDWATCH_UID]
+    assert planned.run.of_type(CW_DASHBOARD) == []
+
+
+def test_no_efa_sidecar_and_no_file_system_dashboards_without_them():
     cpu = {"name": "cpu", "role": "inference", "instanceType": "m7i.xlarge", "scaling": {"min": 0, "max": 2}}
     spec = addon_stack(SYSTEM_POOL, cpu, addons={"monitoring": {"containerInsights": False, "dcgmPrometheus": True}})
     run = run_addons(spec)

@@ -71,6 +71,10 @@ class MonitoredFileSystems(NamedTuple):
     lustre: pulumi.Input[str] | None = None
     efs: pulumi.Input[str] | None = None
 
+    def present(self) -> dict[str, pulumi.Input[str]]:
+        """The file systems the stack has, by dashboard name (`FILE_SYSTEM_DASHBOARDS`): their ids."""
+        return {kind: fs for kind, fs in (("lustre", self.lustre), ("efs", self.efs)) if fs is not None}
+
 
 class Monitoring(pulumi.ComponentResource):
     def __init__(
@@ -208,9 +212,10 @@ class Monitoring(pulumi.ComponentResource):
                 (),
                 self,
             )
-        lustre = self._file_systems.lustre is not None
-        if lustre:
-            # Grafana's CloudWatch data source reads the Lustre metrics with this role ([GFCW], grafana.py).
+        file_systems = self._file_systems.present()
+        cloudwatch = bool(file_systems)
+        if cloudwatch:
+            # Grafana's CloudWatch data source reads the file systems' metrics with this role ([GFCW], grafana.py).
             depends += service_account_role(
                 ctx,
                 "grafana",
@@ -222,10 +227,10 @@ class Monitoring(pulumi.ComponentResource):
             )
         values = (
             pulumi.Output.from_input(self.topic_arn).apply(
-                lambda arn: kube_prometheus_stack_values(alerts, ctx.region, plans, arn, lustre)
+                lambda arn: kube_prometheus_stack_values(alerts, ctx.region, plans, arn, cloudwatch)
             )
             if self.topic_arn is not None
-            else kube_prometheus_stack_values(alerts, ctx.region, plans, None, lustre)
+            else kube_prometheus_stack_values(alerts, ctx.region, plans, None, cloudwatch)
         )
         self.prometheus = helm_release(
             f"{ctx.cluster_name_plain}-{KUBE_PROMETHEUS_STACK_RELEASE}",
@@ -238,7 +243,7 @@ class Monitoring(pulumi.ComponentResource):
             depends_on=depends,
             create_namespace=True,
         )
-        for dashboard in prometheus_dashboards(plans, lustre):
+        for dashboard in prometheus_dashboards(plans, file_systems):
             self.dashboards[dashboard.name] = self._dashboard_config_map(dashboard)
         dcgm = versions.chart("dcgm-exporter")
         self.dcgm_exporter = helm_release(
@@ -268,10 +273,10 @@ class Monitoring(pulumi.ComponentResource):
         """A dashboard as a ConfigMap in `monitoring`, labelled for Grafana's dashboard sidecar (grafana.py). It
         waits for kube-prometheus-stack, whose release creates the namespace."""
         ctx = self._ctx
-        lustre = self._file_systems.lustre
+        file_system = self._file_systems.present().get(dashboard.name)
         text: pulumi.Input[str] = (
-            pulumi.Output.from_input(lustre).apply(lambda fs: render_dashboard(dashboard, {"filesystem": fs}))
-            if dashboard.constants == ("filesystem",) and lustre is not None
+            pulumi.Output.from_input(file_system).apply(lambda fs: render_dashboard(dashboard, {"filesystem": fs}))
+            if file_system is not None
             else render_dashboard(dashboard, {})
         )
         return k8s.core.v1.ConfigMap(

@@ -15,9 +15,9 @@ the Grafana chart then generates 40 random characters into its Secret and keeps 
 templates/_helpers.tpl `grafana.password`, a `lookup` of the existing Secret), so nothing secret passes through
 Pulumi. docs/addons.md shows how to read it and open Grafana with a port-forward.
 
-FSx for Lustre publishes its metrics to CloudWatch only (node-exporter has no Lustre collector), so a stack with a
-Lustre file system gets a CloudWatch data source whose credentials come from a Pod Identity role on Grafana's
-service account, allowed to read metrics and nothing else ([GFCW]: Grafana's CloudWatch plugin uses
+FSx for Lustre and EFS publish their metrics to CloudWatch only (node-exporter has no Lustre collector), so a stack
+with either gets a CloudWatch data source whose credentials come from a Pod Identity role on Grafana's service
+account, allowed to read metrics and nothing else ([GFCW]: Grafana's CloudWatch plugin uses
 aws-sdk-go-v2, which supports Pod Identity, with `authType: default`).
 """
 
@@ -26,7 +26,7 @@ from __future__ import annotations
 import copy
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,14 +76,20 @@ class DashboardPlan:
         return f"{self.name}.json"
 
 
-def prometheus_dashboards(plans: Sequence[PoolPlan], lustre: bool) -> list[DashboardPlan]:
+#: The file system dashboards, each read from CloudWatch and pinned to the stack's file system of that kind.
+FILE_SYSTEM_DASHBOARDS: tuple[str, ...] = ("lustre", "efs")
+
+
+def prometheus_dashboards(plans: Sequence[PoolPlan], file_systems: Collection[str]) -> list[DashboardPlan]:
     """The dashboards a stack on the Prometheus path gets: nodes and GPUs always, EFA with an EFA pool, FSx for
-    Lustre with a Lustre file system."""
+    Lustre and EFS for the file systems the stack has (`file_systems`, names from `FILE_SYSTEM_DASHBOARDS`)."""
+    unknown = set(file_systems) - set(FILE_SYSTEM_DASHBOARDS)
+    if unknown:
+        raise ValueError(f"no dashboard for file systems {sorted(unknown)}")
     out = [DashboardPlan("nodes"), DashboardPlan("gpus")]
     if efa_plans(plans):
         out.append(DashboardPlan("efa"))
-    if lustre:
-        out.append(DashboardPlan("lustre", constants=("filesystem",)))
+    out += [DashboardPlan(kind, constants=("filesystem",)) for kind in FILE_SYSTEM_DASHBOARDS if kind in file_systems]
     return out
 
 

@@ -302,13 +302,13 @@ def node_exporter_values(plans: Sequence[PoolPlan]) -> dict[str, Any]:
 
 
 def kube_prometheus_stack_values(
-    alerts: Alerts, region: str, plans: Sequence[PoolPlan], topic_arn: str | None, lustre: bool = False
+    alerts: Alerts, region: str, plans: Sequence[PoolPlan], topic_arn: str | None, cloudwatch: bool = False
 ) -> dict[str, Any]:
     """Helm values of kube-prometheus-stack: controllers on the system pool, node-exporter on every node, our
     GPU rules, Alertmanager to SNS when a topic exists. Prometheus selects every ServiceMonitor/PrometheusRule
     (not only the release's), so the DCGM exporter's ServiceMonitor is scraped. Grafana runs with our dashboards
-    (`components.planning.addons.grafana`), and a CloudWatch data source when the stack has a Lustre file system
-    (`lustre`). No scraping of what EKS hides (`EKS_HIDDEN_COMPONENTS`).
+    (`components.planning.addons.grafana`), and a CloudWatch data source when the stack has a file system whose
+    metrics live there (`cloudwatch`: FSx for Lustre, EFS). No scraping of what EKS hides (`EKS_HIDDEN_COMPONENTS`).
 
     The admission webhook's certificate Jobs (`prometheusOperator.admissionWebhooks.patch`, pre-install hooks)
     run on the system pool too: the chart gives them no toleration and no selector ([KPS] values.yaml
@@ -323,7 +323,7 @@ def kube_prometheus_stack_values(
     if routing is not None:
         alertmanager["config"] = routing
     return {
-        "grafana": grafana_values(plans, region, MONITORING_NAMESPACE, cloudwatch=lustre),
+        "grafana": grafana_values(plans, region, MONITORING_NAMESPACE, cloudwatch=cloudwatch),
         **{component: {"enabled": False} for component in EKS_HIDDEN_COMPONENTS},
         "prometheusOperator": {**system, "admissionWebhooks": {"patch": dict(system)}},
         "kube-state-metrics": {
