@@ -724,7 +724,7 @@ class Monitoring(Model):
     CloudWatch GPU alarms and a CloudWatch dashboard; required by `gpu-utilization` pools. Default `true`."""
     dcgm_prometheus: bool = False
     """Install kube-prometheus-stack and NVIDIA's dcgm-exporter with Prometheus rules for XID, ECC, temperature and
-    idle spend, and Grafana dashboards for GPUs, nodes, EFA and FSx for Lustre. Default `false`."""
+    idle spend, and Grafana dashboards for GPUs, nodes, EFA and the stack's file systems. Default `false`."""
     alerts: Alerts = Alerts()
     """Alert thresholds and where alerts are delivered."""
 
