@@ -12,7 +12,8 @@ The loop runs in the node-exporter image itself: with `image.distroless: false` 
 kube-prometheus-stack overrides to `true`) the pinned node-exporter image is built on busybox and has a shell
 ([NODEEXP] Dockerfile), so the sidecar adds no image and no pin. It reads the pod's read-only `/host/sys` volume
 and writes a memory-backed emptyDir (`sidecarVolumeMount`, [KPS] prometheus-node-exporter templates/daemonset.yaml).
-Only devices bound to the `efa` driver are read; nodes without EFA write an empty file.
+Only devices bound to the `efa` driver are read; nodes without EFA write an empty file. The counters are
+world-readable (mode 0444, [IBSYSFS]), so the sidecar runs as node-exporter's non-root user.
 """
 
 from __future__ import annotations
