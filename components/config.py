@@ -429,16 +429,18 @@ UNSUPPORTED_KEYS: dict[type[Model], dict[str, str]] = {
 }
 
 
+#: A MIG profile name as NVIDIA writes it: `<compute slices>g.<memory>gb`, `+me` for the media-engine variant.
+MigProfileName = Annotated[str, StringConstraints(pattern=r"^\d+g\.\d+gb(\+me)?$")]
+
+
 class DevicePluginSettings(Model):
-    """Per-pool NVIDIA device plugin settings, applied through the plugin's per-node config label."""
+    """Per-pool GPU sharing: time-slicing (through the device plugin's per-node config label) and MIG partitions
+    (through NVIDIA's mig-manager and the `nvidia.com/mig.config` node label)."""
 
     time_slicing_replicas: int = Field(1, ge=1, le=64)
     """Time-slicing: advertise each GPU this many times (1 = off). Inference pools use it to pack small models. On a
     MIG pool each MIG device is advertised this many times."""
-    mig_devices: (
-        dict[Annotated[str, StringConstraints(pattern=r"^\d+g\.\d+gb(\+me)?$")], Annotated[int, Field(ge=1, le=7)]]
-        | None
-    ) = None
+    mig_devices: dict[MigProfileName, Annotated[int, Field(ge=1, le=7)]] | None = None
     """Multi-Instance GPU: partition every GPU of the pool into these MIG devices, `{profile: count per GPU}`, e.g.
     `{"1g.10gb": 7}` or `{"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}` (mig-parted's `mig-devices`). The profiles must
     be ones the pool's GPU has (components/catalog/gpus.yaml) and fit one GPU; needs `addons.nvidiaDevicePlugin.
