@@ -179,7 +179,7 @@ def test_mig_manager_runs_privileged_on_mig_nodes_with_the_pinned_image() -> Non
     assert container["securityContext"] == {"privileged": True}
     env = {e["name"]: e.get("value") for e in container["env"]}
     assert env["CONFIG_FILE"] == "/mig-parted-config/config.yaml"
-    assert env["WITH_REBOOT"] == "false"
+    assert env["WITH_REBOOT"] == "true", "a mode change blocked by a GPU client completes after one reboot"
     assert "NODE_NAME" in env and "POD_NAMESPACE" in env
     (term,) = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert {"key": "nvidia.com/mig.config", "operator": "Exists"} in term["matchExpressions"]

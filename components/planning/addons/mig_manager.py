@@ -64,9 +64,12 @@ def clients_file() -> str:
 def environment() -> dict[str, str]:
     """The manager's settings beyond the pod's own name and namespace ([MIGPARTED] cmd/nvidia-mig-manager flags).
 
-    `WITH_SHUTDOWN_HOST_GPU_CLIENTS` as the operator sets it for a host driver; no reboot (`WITH_REBOOT=false`): a
-    failed change leaves `nvidia.com/mig.config.state=failed` on the node for the operator to see, rather than a
-    node that reboots itself."""
+    `WITH_SHUTDOWN_HOST_GPU_CLIENTS` as the operator sets it for a host driver. `WITH_REBOOT=true`: turning MIG
+    mode on needs every process holding the GPU gone (MIG user guide, "Deployment Considerations"), and on a fresh
+    node DCGM exporters (Container Insights', or the Prometheus path's) may already hold it; the mode then stays
+    pending, and the manager reboots the node once so the driver applies it at load, as NVIDIA advises for cloud
+    instances ([GPUOP] "GPU Operator with MIG": `WITH_REBOOT=true` in a cloud environment). The node keeps its name
+    and labels across the reboot; the manager then creates the MIG devices, which needs no reset."""
     return {
         "CONFIG_FILE": f"{CONFIG_DIR}/config.yaml",
         "GPU_CLIENTS_FILE": f"{CLIENTS_DIR}/clients.yaml",
@@ -75,7 +78,7 @@ def environment() -> dict[str, str]:
         "HOST_KUBELET_SYSTEMD_SERVICE": "kubelet.service",
         "DEFAULT_GPU_CLIENTS_NAMESPACE": NAMESPACE,
         "WITH_SHUTDOWN_HOST_GPU_CLIENTS": "true",
-        "WITH_REBOOT": "false",
+        "WITH_REBOOT": "true",
     }
 
 
