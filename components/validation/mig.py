@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from components import catalog
-from components.catalog import MIG_COMPUTE_SLICES, MIG_MEMORY_SLICES, GpuModel
+from components.catalog import MIG_COMPUTE_SLICES, MIG_MEMORY_SLICES
 from components.config import NodePool
 from components.errors import Problem
 from components.validation.parse import Parsed, shown_text
@@ -17,19 +17,18 @@ from components.validation.parse import Parsed, shown_text
 STRATEGY = "addons.nvidiaDevicePlugin.migStrategy"
 
 
-def _mig_pools(p: Parsed) -> Iterator[tuple[str, NodePool, str | None]]:
-    """(key path of `migDevices`, pool, GPU model or None) of every pool that asks for MIG devices."""
+def _mig_pools(p: Parsed) -> Iterator[tuple[str, NodePool, str]]:
+    """(key path of `migDevices`, pool, catalog GPU model) of every GPU pool that asks for MIG devices."""
     for index, pool in p.pools:
-        if pool.device_plugin.mig_devices:
-            instance = p.instances.get(index)
-            model = instance.gpu_model if instance is not None else pool.gpu_model
-            yield f"nodePools[{index}].devicePlugin.migDevices", pool, model
-
-
-def _geometry(model: str | None) -> GpuModel | None:
-    if model is None or model not in catalog.gpu_models():
-        return None
-    return catalog.gpu_model(model)
+        if not pool.device_plugin.mig_devices:
+            continue
+        instance = p.instances.get(index)
+        if pool.kind == "aws" and instance is None:
+            continue  # an instance type or GPU model that does not resolve: the pool rules say so
+        model = instance.gpu_model if instance is not None else pool.gpu_model
+        if model is None or model not in catalog.gpu_models():
+            continue  # no GPU (the pool rules refuse its devicePlugin) or an unknown model (the hybrid rules)
+        yield f"nodePools[{index}].devicePlugin.migDevices", pool, model
 
 
 def mig_devices_are_profiles_of_the_gpu(p: Parsed) -> Iterator[Problem]:
@@ -37,11 +36,11 @@ def mig_devices_are_profiles_of_the_gpu(p: Parsed) -> Iterator[Problem]:
     that GPU has (NVIDIA MIG user guide, "Supported GPUs" and "Supported MIG Profiles"; catalog gpus.yaml `mig:`)."""
     with_mig = sorted(name for name, gpu in catalog.gpu_models().items() if gpu.mig is not None)
     for path, _pool, model in _mig_pools(p):
-        gpu = _geometry(model)
-        if gpu is None or gpu.mig is None:
+        gpu = catalog.gpu_model(model)
+        if gpu.mig is None:
             yield Problem(
                 path,
-                f"{model or 'the pool'} has no MIG (GPUs with MIG: {', '.join(with_mig)}); remove migDevices and "
+                f"{model} has no MIG (GPUs with MIG: {', '.join(with_mig)}); remove migDevices and "
                 "share its GPUs with timeSlicingReplicas",
             )
             continue
@@ -59,9 +58,9 @@ def mig_devices_fit_one_gpu(p: Parsed) -> Iterator[Problem]:
     fractions of SMs in sevenths, of memory in eighths, "Number of Instances Available"). Placement beyond these sums
     is checked by mig-parted when it applies the config."""
     for path, pool, model in _mig_pools(p):
-        gpu = _geometry(model)
+        gpu = catalog.gpu_model(model)
         devices = pool.device_plugin.mig_devices or {}
-        if gpu is None or gpu.mig is None or not set(devices) <= set(gpu.mig.profiles):
+        if gpu.mig is None or not set(devices) <= set(gpu.mig.profiles):
             continue  # mig_devices_are_profiles_of_the_gpu says why
         profiles = gpu.mig.profiles
         over = [(name, count) for name, count in devices.items() if count > profiles[name].max_instances]
@@ -87,11 +86,11 @@ def mig_strategy_matches_the_pools(p: Parsed) -> Iterator[Problem]:
     """The device plugin's MIG strategy and the pools agree: a pool with MIG devices needs `single` or `mixed`;
     `single` advertises every MIG device as `nvidia.com/gpu`, so each MIG pool has one profile; a strategy without
     any MIG pool partitions nothing ([NVDP] README, "MIG strategies")."""
-    if p.addons is None or not p.pools_complete:
-        return
+    if p.addons is None or not p.pools_complete or not p.addons.nvidia_device_plugin.enabled:
+        return  # with the plugin off, mig_pools_run_the_mig_manager and the switched-off rule say what is wrong
     strategy = p.addons.nvidia_device_plugin.mig_strategy
     pools = list(_mig_pools(p))
-    if strategy != "none" and not pools:
+    if strategy != "none" and not any(pool.device_plugin.mig_devices for _, pool in p.pools):
         yield Problem(
             STRATEGY,
             f"{strategy} but no pool sets devicePlugin.migDevices, so no GPU is partitioned; set migStrategy: none or "
