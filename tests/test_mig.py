@@ -4,6 +4,7 @@ for the partitions, and the scale-from-zero template of a MIG pool."""
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,16 @@ from components.planning.hybrid import SsmActivation, hybrid_node_config
 from components.planning.mig import advertised_resources, mig_parted_config
 from components.planning.pools import plan_pools
 from components.validation import validate_config
-from tests.builders import INFERENCE_POOL, SYSTEM_POOL, addon_stack, file_plan, pool, run_addons, stack_config
+from tests.builders import (
+    INFERENCE_POOL,
+    SYSTEM_POOL,
+    CliResult,
+    addon_stack,
+    file_plan,
+    pool,
+    run_addons,
+    stack_config,
+)
 from tests.catalog_files import shipped_data, write_yaml
 
 CORPUS = Path(__file__).parent / "corpus" / "good"
@@ -263,3 +273,10 @@ def test_documented_layouts_are_accepted(instance_type: str, devices: dict[str, 
         addons={"nvidiaDevicePlugin": {"migStrategy": "mixed"}},
     )
     assert spec.node_pools[1].device_plugin.mig_devices == devices
+
+
+def test_plan_tables_show_each_gpus_partition(blueprint_cli: Callable[..., CliResult]) -> None:
+    code, out, _ = blueprint_cli("plan", "--config", str(CORPUS / "mig-h100-pool.yaml"), "--format", "markdown")
+    assert code == 0
+    assert "| 8 x H100 (MIG 7x1g.10gb) |" in out
+    assert "| 8 x H100 |" in out, "the whole-GPU training pool"
