@@ -209,6 +209,11 @@ def test_mig_manager_rbac_is_the_operators_not_the_examples_wildcard() -> None:
     assert all("*" not in r["verbs"] and "*" not in r["resources"] for r in role.inputs["rules"])
 
 
+def test_mig_manager_namespace_admits_its_privileged_pod() -> None:
+    namespace = _mig_manager_run().one("kubernetes:core/v1:Namespace", "gpu-addons-mig-manager-namespace")
+    assert namespace.inputs["metadata"]["labels"] == {"pod-security.kubernetes.io/enforce": "privileged"}
+
+
 def test_no_mig_manager_without_mig_pools() -> None:
     run = run_addons(addon_stack(SYSTEM_POOL, INFERENCE_POOL))
     assert run.of_type("gpu-clusters:index:MigManager") == []

@@ -37,7 +37,9 @@ class MigManager(pulumi.ComponentResource):
         super().__init__("gpu-clusters:index:MigManager", name, None, opts)
         k8s_opts = pulumi.ResourceOptions(provider=ctx.k8s_provider, parent=self, depends_on=list(ctx.kubernetes_ready))
         meta = k8s.meta.v1.ObjectMetaArgs
-        self.namespace = k8s.core.v1.Namespace(f"{name}-namespace", metadata=meta(name=plan.NAMESPACE), opts=k8s_opts)
+        self.namespace = k8s.core.v1.Namespace(
+            f"{name}-namespace", metadata=meta(name=plan.NAMESPACE, labels=plan.NAMESPACE_LABELS), opts=k8s_opts
+        )
         ns_opts = pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[self.namespace]))
         labels = {"app": plan.NAME}
         account = k8s.core.v1.ServiceAccount(
