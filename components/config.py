@@ -429,11 +429,23 @@ UNSUPPORTED_KEYS: dict[type[Model], dict[str, str]] = {
 }
 
 
+#: A MIG profile name as NVIDIA writes it: `<compute slices>g.<memory>gb`, `+me` for the media-engine variant.
+MigProfileName = Annotated[str, StringConstraints(pattern=r"^\d+g\.\d+gb(\+me)?$")]
+
+
 class DevicePluginSettings(Model):
-    """Per-pool NVIDIA device plugin settings, applied through the plugin's per-node config label."""
+    """Per-pool GPU sharing: time-slicing (through the device plugin's per-node config label) and MIG partitions
+    (through NVIDIA's mig-manager and the `nvidia.com/mig.config` node label)."""
 
     time_slicing_replicas: int = Field(1, ge=1, le=64)
-    """Time-slicing: advertise each GPU this many times (1 = off). Inference pools use it to pack small models."""
+    """Time-slicing: advertise each GPU this many times (1 = off). Inference pools use it to pack small models. On a
+    MIG pool each MIG device is advertised this many times."""
+    mig_devices: dict[MigProfileName, Annotated[int, Field(ge=1, le=7)]] | None = None
+    """Multi-Instance GPU: partition every GPU of the pool into these MIG devices, `{profile: count per GPU}`, e.g.
+    `{"1g.10gb": 7}` or `{"3g.40gb": 1, "2g.20gb": 1, "1g.10gb": 2}` (mig-parted's `mig-devices`). The profiles must
+    be ones the pool's GPU has (components/catalog/gpus.yaml) and fit one GPU; needs `addons.nvidiaDevicePlugin.
+    migStrategy` `single` (one profile) or `mixed`, and an `al2023` image. Default none: whole GPUs
+    (docs/gpu-sharing.md)."""
 
 
 class NodePool(Model):
@@ -482,7 +494,7 @@ class NodePool(Model):
     instance_refresh: InstanceRefresh = InstanceRefresh()
     """How launch template changes roll out to running nodes (AWS pools)."""
     device_plugin: DevicePluginSettings = DevicePluginSettings()
-    """Per-pool NVIDIA device plugin settings (time-slicing)."""
+    """Per-pool GPU sharing: time-slicing and MIG partitions (docs/gpu-sharing.md)."""
     # hybrid pools only
     nodes: int | None = Field(None, ge=1)
     """Hybrid pools: number of on-prem servers that join, at least 1; also the default SSM activation limit. Required
@@ -668,7 +680,9 @@ class NvidiaDevicePlugin(Model):
     enabled: bool = True
     """Deploy the NVIDIA device plugin when any pool has GPUs. Default `true`."""
     mig_strategy: Literal["none", "single", "mixed"] = "none"
-    """Multi-Instance GPU strategy passed to the plugin: `none` (default), `single` or `mixed`."""
+    """How the plugin advertises the MIG devices of pools with `devicePlugin.migDevices`: `none` (default, no pool
+    uses MIG), `single` (every MIG pool has one profile; its devices are advertised as `nvidia.com/gpu`) or `mixed`
+    (one resource per profile, `nvidia.com/mig-1g.10gb`; not on pools scaled by cluster-autoscaler)."""
 
 
 class EfaDevicePlugin(Model):

@@ -21,7 +21,12 @@ def _nodes(pool: dict[str, Any]) -> str:
 
 
 def _gpus(pool: dict[str, Any]) -> str:
-    return f"{pool['gpusPerNode']} x {pool['gpuModel']}" if pool["gpusPerNode"] else "-"
+    """`8 x H100`, and a MIG pool's partition of each GPU: `8 x H100 (MIG 7x1g.10gb)`."""
+    if not pool["gpusPerNode"]:
+        return "-"
+    mig = pool.get("migDevicesPerGpu")
+    partition = f" (MIG {'+'.join(f'{n}x{p}' for p, n in mig.items())})" if mig else ""
+    return f"{pool['gpusPerNode']} x {pool['gpuModel']}{partition}"
 
 
 def _fabric(pool: dict[str, Any]) -> str:

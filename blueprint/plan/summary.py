@@ -14,13 +14,16 @@ from components.config import StackConfig
 from components.planning.addons.selection import select_addons
 from components.planning.cost import pool_cost
 from components.planning.gpu_runtime import containerd_runtime_commands
+from components.planning.mig import advertised_resources, mig_devices
 from components.planning.pools import PoolPlan
 from components.planning.storage import storage_summary
 
 
 def pool_summary(plan: PoolPlan) -> dict[str, Any]:
     """One pool's figures; a hybrid GPU pool adds how its servers get the NVIDIA container runtime and the exact
-    commands each runs after `nodeadm init` (`components.planning.gpu_runtime`)."""
+    commands each runs after `nodeadm init` (`components.planning.gpu_runtime`). `migDevicesPerGpu` is a MIG pool's
+    partition of each GPU, `gpuResourcesPerNode` what one node advertises once the device plugin runs (whole or
+    time-sliced GPUs, or MIG devices: components.planning.mig)."""
     cost = pool_cost(plan)
     summary: dict[str, Any] = {
         "name": plan.name,
@@ -43,6 +46,8 @@ def pool_summary(plan: PoolPlan) -> dict[str, Any]:
         "localStorage": plan.local_storage,
         "taints": [t.render() for t in plan.taints],
         "lustreClient": plan.lustre_client,
+        "migDevicesPerGpu": mig_devices(plan) or None,
+        "gpuResourcesPerNode": advertised_resources(plan, plan.mig_strategy),
         "hourlyUsdPerNode": plan.hourly_usd_per_node,
         "hourlyUsd": {"idle": round(cost.idle_usd, 4), "max": round(cost.max_usd, 4)},
     }

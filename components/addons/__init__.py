@@ -27,6 +27,7 @@ from components.addons.cluster_autoscaler import ClusterAutoscaler
 from components.addons.device_plugins import EfaDevicePlugin, NvidiaDevicePlugin, nvidia_runtime_class
 from components.addons.gpu_scaling import GpuUtilizationScaling, gpu_utilization_scaling
 from components.addons.interruption import InterruptionHandler
+from components.addons.mig_manager import MigManager
 from components.addons.monitoring import MonitoredFileSystems, Monitoring
 from components.config import AddonsConfig
 from components.context import ClusterContext
@@ -40,6 +41,7 @@ __all__ = [
     "EfaDevicePlugin",
     "GpuUtilizationScaling",
     "InterruptionHandler",
+    "MigManager",
     "MonitoredFileSystems",
     "Monitoring",
     "NvidiaDevicePlugin",
@@ -80,6 +82,7 @@ class Addons(pulumi.ComponentResource):
             if selection.nvidia_device_plugin
             else None
         )
+        self.mig_manager = MigManager(f"{name}-mig-manager", ctx, pool_plans, child) if selection.mig_manager else None
         self.efa_device_plugin = (
             EfaDevicePlugin(f"{name}-efa-device-plugin", ctx, pool_plans, child)
             if selection.efa_device_plugin

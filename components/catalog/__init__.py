@@ -32,10 +32,14 @@ __all__ = [
     "GPUS_PATH",
     "GPU_FIELD_GROUPS",
     "INSTANCES_PATH",
+    "MIG_COMPUTE_SLICES",
+    "MIG_MEMORY_SLICES",
     "CatalogError",
     "GpuModel",
     "HardwareCatalog",
     "InstanceType",
+    "MigGeometry",
+    "MigProfile",
     "efa_instance_type_names",
     "format_card_ranges",
     "gpu_model",
@@ -197,6 +201,53 @@ class InstanceType(BaseModel):
         return self.on_demand_usd_per_hour / self.gpu_count
 
 
+#: Every MIG-capable GPU in the catalog splits into this many compute and memory slices (MIG user guide, "Supported
+#: MIG Profiles": A100, H100, H200, B200 and B300 profiles count sevenths of the SMs and eighths of the memory).
+MIG_COMPUTE_SLICES = 7
+MIG_MEMORY_SLICES = 8
+_MIG_PROFILE = re.compile(r"^(\d)g\.(\d+)gb(\+me)?$")
+
+
+class MigProfile(BaseModel):
+    """One MIG profile of a GPU: the slices one instance takes and how many instances one GPU holds."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    compute_slices: int = Field(ge=1, le=MIG_COMPUTE_SLICES)
+    memory_slices: int = Field(ge=1, le=MIG_MEMORY_SLICES)
+    max_instances: int = Field(ge=1, le=MIG_COMPUTE_SLICES)
+
+    @property
+    def media_extensions(self) -> bool:
+        """`+me` profiles carry the GPU's media engines; one GPU has one set, so at most one such instance."""
+        return self.name.endswith("+me")
+
+
+class MigGeometry(BaseModel):
+    """The MIG profiles of a GPU model, each as `name: [compute slices, memory slices, max instances]`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    profiles: Mapping[str, MigProfile]
+    source: str
+
+    @field_validator("profiles", mode="before")
+    @classmethod
+    def _from_rows(cls, raw: Any) -> Any:
+        if not isinstance(raw, dict):
+            raise ValueError("mig.profiles must map each profile name to [compute, memory, max instances]")
+        rows: dict[str, Any] = {}
+        for name, row in raw.items():
+            match = _MIG_PROFILE.match(str(name))
+            if match is None or not isinstance(row, list) or len(row) != 3:
+                raise ValueError(f"MIG profile {name!r}: expected `<c>g.<m>gb[+me]: [compute, memory, max]`")
+            if int(match.group(1)) != row[0]:
+                raise ValueError(f"MIG profile {name!r}: its name says {match.group(1)} compute slices, not {row[0]}")
+            rows[str(name)] = {"name": name, "compute_slices": row[0], "memory_slices": row[1], "max_instances": row[2]}
+        return MappingProxyType(rows)
+
+
 class GpuModel(BaseModel):
     """A GPU model as such, cloud or on-prem. ``rented_by_aws`` is derived from the instance types at load."""
 
@@ -208,6 +259,7 @@ class GpuModel(BaseModel):
     form_factor: str = Field(pattern=r"^(PCIe|SXM)$")
     cloud_alternative: str | None = None
     source: str
+    mig: MigGeometry | None = Field(default=None, description="MIG profiles; None on GPUs without MIG")
     rented_by_aws: bool = Field(
         default=False, description="set by the loader: true iff some catalog instance type has this GPU"
     )
@@ -322,6 +374,8 @@ def load_catalog(instances_path: Path | None = None, gpus_path: Path | None = No
         except ValueError as exc:
             raise CatalogError(f"{gpath}: {name}: {exc}") from exc
         _check_tags(f"{gpath}: {name}: source", gpu.source, citations)
+        if gpu.mig is not None:
+            _check_tags(f"{gpath}: {name}: mig.source", gpu.mig.source, citations)
         if gpu.cloud_alternative is not None and gpu.cloud_alternative not in types:
             raise CatalogError(
                 f"{gpath}: {name}: cloud_alternative {gpu.cloud_alternative!r} is not a catalog instance type"

@@ -21,7 +21,8 @@ from __future__ import annotations
 from collections import Counter
 
 from components.planning.hugepages import HUGEPAGES_RESOURCE, hugepages, hugepages_quantity
-from components.planning.pools import GPU_RESOURCE, PoolPlan
+from components.planning.mig import advertised_resources
+from components.planning.pools import PoolPlan
 
 #: Auto-discovery: `--node-group-auto-discovery=asg:tag=k8s.io/cluster-autoscaler/enabled,
 #: k8s.io/cluster-autoscaler/<cluster>` matches ASGs carrying both keys ([CA] §6).
@@ -37,15 +38,6 @@ AUTOSCALED_MODE = "cluster-autoscaler"
 def discovery_tags(cluster_name: str) -> dict[str, str]:
     """The two tags cluster-autoscaler's auto-discovery matches for this cluster."""
     return {ENABLED_TAG: "true", f"{OWNER_TAG_PREFIX}{cluster_name}": "owned"}
-
-
-def advertised_gpus(plan: PoolPlan) -> int:
-    """`nvidia.com/gpu` a node of the pool advertises: each GPU times the time-slicing replicas.
-
-    The NVIDIA device plugin advertises `replicas` slices per GPU under the same resource name when
-    `renameByDefault` is false, its default ([NVDP] facts §8: an 8-GPU node with replicas 10 -> 80 allocatable).
-    """
-    return plan.gpus_per_node * plan.pool.device_plugin.time_slicing_replicas
 
 
 def ephemeral_storage(plan: PoolPlan) -> str:
@@ -66,8 +58,10 @@ def ephemeral_storage(plan: PoolPlan) -> str:
 
 
 def node_template_tags(plan: PoolPlan) -> dict[str, str]:
-    """Scale-from-zero template: every kubelet label, every taint with its effect, GPUs, EFA devices, huge pages,
-    disk and pods: each resource as the node's kubelet will report it.
+    """Scale-from-zero template: every kubelet label, every taint with its effect, GPUs (or a MIG pool's devices),
+    EFA devices, huge pages, disk and pods: each resource as the node's kubelet will report it. A MIG pool's
+    template says what the node advertises once partitioned: under `single` its MIG devices as `nvidia.com/gpu`, so a
+    pod asking for one scales the pool from zero ([CA] README, `resources/<name>` tags).
 
     The taint tag holds `value:Effect` per key ([CA] aws_manager.go requires the effect suffix), so one key can
     carry only one taint; two taints with the same key would silently lose one, hence the error.
@@ -81,8 +75,8 @@ def node_template_tags(plan: PoolPlan) -> dict[str, str]:
     tags = {f"{NODE_TEMPLATE}/label/{key}": value for key, value in sorted(plan.labels.items())}
     for taint in plan.taints:
         tags[f"{NODE_TEMPLATE}/taint/{taint.key}"] = f"{taint.value}:{taint.effect}"
-    if plan.gpus_per_node > 0:
-        tags[f"{NODE_TEMPLATE}/resources/{GPU_RESOURCE}"] = str(advertised_gpus(plan))
+    for resource, count in advertised_resources(plan, plan.mig_strategy).items():
+        tags[f"{NODE_TEMPLATE}/resources/{resource}"] = str(count)
     if plan.efa_devices > 0:
         tags[f"{NODE_TEMPLATE}/resources/{EFA_RESOURCE}"] = str(plan.efa_devices)
     if hugepages(plan) > 0:

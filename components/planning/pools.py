@@ -41,6 +41,9 @@ GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
 #: Per-node config selector of the NVIDIA device plugin ([NVDP] §8: `nvidia.com/device-plugin.config=<name>`).
 DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
 EFA_LABEL = f"{tags.PREFIX}/efa"
+#: The label NVIDIA's k8s-mig-manager watches: the name of the mig-parted config to apply to the node's GPUs
+#: ([MIGPARTED] cmd/nvidia-mig-manager; components.planning.mig). Set on MIG pools to the pool's name.
+MIG_CONFIG_LABEL = "nvidia.com/mig.config"
 
 
 @dataclass(frozen=True)
@@ -72,6 +75,9 @@ class PoolPlan:
     #: How the pool's nodes reach the stack's FSx for Lustre file system, `efa` or `tcp`
     #: (components.planning.lustre_clients); None when they do not mount it.
     lustre_client: Literal["efa", "tcp"] | None = None
+    #: The device plugin's MIG strategy (`addons.nvidiaDevicePlugin.migStrategy`): how the pool's MIG devices are
+    #: advertised (components.planning.mig.advertised_resources).
+    mig_strategy: Literal["none", "single", "mixed"] = "none"
 
     @property
     def name(self) -> str:
@@ -201,6 +207,8 @@ def node_labels(pool: NodePool, gpu_model: str | None, gpus: int, efa: bool) -> 
         labels[tags.GPU_MODEL] = gpu_model
         if pool.device_plugin.time_slicing_replicas > 1:
             labels[DEVICE_PLUGIN_CONFIG_LABEL] = pool.name
+        if pool.device_plugin.mig_devices:
+            labels[MIG_CONFIG_LABEL] = pool.name
     if efa:
         labels[EFA_LABEL] = "true"
     return labels
@@ -242,9 +250,11 @@ def plan_pool(
     network: NetworkConfig,
     ami_release: str | None = None,
     drain_timeout_seconds: int | None = None,
+    mig_strategy: Literal["none", "single", "mixed"] = "none",
 ) -> PoolPlan:
     """The pool's plan. `ami_release` is the pinned release of its image family (`image_release`); a Capacity
-    Block's scale-to-zero moment needs the handler's drain timeout (`addons.nodeTerminationHandler`)."""
+    Block's scale-to-zero moment needs the handler's drain timeout (`addons.nodeTerminationHandler`); what its MIG
+    devices advertise needs the device plugin's MIG strategy."""
     instance = resolve_instance(pool)
     efa = wants_efa(pool, instance)
     interfaces = tuple(efa_interfaces(instance, pool.efa_layout)) if (efa and instance) else ()
@@ -278,6 +288,7 @@ def plan_pool(
         initial_nodes=initial,
         ami_release=ami_release,
         scale_to_zero_at=_scale_to_zero_at(pool, drain_timeout_seconds),
+        mig_strategy=mig_strategy,
     )
 
 
@@ -290,7 +301,8 @@ def _scale_to_zero_at(pool: NodePool, drain_timeout_seconds: int | None) -> date
 
 def plan_pools(spec: StackConfig) -> list[PoolPlan]:
     drain = spec.addons.node_termination_handler.drain_timeout_seconds
-    plans = [plan_pool(pool, spec.network, image_release(pool, spec.cluster), drain) for pool in spec.node_pools]
+    mig = spec.addons.nvidia_device_plugin.mig_strategy
+    plans = [plan_pool(pool, spec.network, image_release(pool, spec.cluster), drain, mig) for pool in spec.node_pools]
     # Imported here: which pools mount Lustre is the storage planner's call, and it reads these plans.
     from components.planning.lustre_clients import with_lustre_clients
 

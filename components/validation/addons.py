@@ -9,10 +9,6 @@ from components.catalog import versions
 from components.errors import Problem
 from components.validation.parse import Parsed, shown, shown_text
 
-#: GPUs that support Multi-Instance GPU, by catalog name: A100, A30, H100, H200, B200, GB200 and B300 (NVIDIA MIG
-#: user guide, "Supported GPUs" and the driver table of "Deployment Considerations"). L40S, L4, A10G, T4 and A40
-#: have no MIG.
-MIG_CAPABLE_GPUS = frozenset({"A100", "A100-80GB", "A100-80GB-PCIe", "H100", "H100-PCIe", "H200", "B200", "B300"})
 #: SNS topic ARNs: `arn:<partition>:sns:<region>:<12-digit account>:<name of 1-256 letters, digits, - and _>`,
 #: with `.fifo` for FIFO topics (SNS CreateTopic `Name`).
 SNS_TOPIC_ARN = re.compile(r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_-]{1,256}(\.fifo)?$")
@@ -50,20 +46,6 @@ def autoscaler_expander_works_here(p: Parsed) -> Iterator[Problem]:
         yield Problem(
             "addons.clusterAutoscaler.expander",
             "the priority expander needs a priorities ConfigMap this blueprint does not manage; use least-waste",
-        )
-
-
-def mig_needs_mig_capable_gpus(p: Parsed) -> Iterator[Problem]:
-    """A MIG strategy other than `none` needs a pool with MIG-capable GPUs (NVIDIA MIG user guide, supported GPUs)."""
-    if p.addons is None or p.addons.nvidia_device_plugin.mig_strategy == "none" or not p.pools_complete:
-        return
-    models = {p.instances[i].gpu_model if i in p.instances else pool.gpu_model for i, pool in p.pools}
-    if not models & MIG_CAPABLE_GPUS:
-        present = ", ".join(sorted(m for m in models if m)) or "none"
-        yield Problem(
-            "addons.nvidiaDevicePlugin.migStrategy",
-            f"no pool has MIG-capable GPUs (theirs: {present}; MIG: {', '.join(sorted(MIG_CAPABLE_GPUS))}); "
-            "set migStrategy: none",
         )
 
 
@@ -119,7 +101,6 @@ def switched_off_addons_take_no_settings(p: Parsed) -> Iterator[Problem]:
 RULES = (
     managed_addon_pins_are_known,
     autoscaler_expander_works_here,
-    mig_needs_mig_capable_gpus,
     alert_targets_are_addresses,
     alerts_have_a_metrics_path,
     switched_off_addons_take_no_settings,

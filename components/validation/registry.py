@@ -14,6 +14,7 @@ from components.validation import (
     hybrid,
     lustre_backups,
     lustre_clients,
+    mig,
     network,
     node_images,
     offerings,
@@ -33,7 +34,7 @@ BY_CONCERN: dict[str, tuple[Rule, ...]] = {
     "pools": (*pools.RULES, *reservations.RULES, *node_images.RULES, *offerings.RULES),
     "hybrid": hybrid.RULES,
     "storage": (*storage.RULES, *lustre_backups.RULES, *lustre_clients.RULES),
-    "addons": (*addons.RULES, *dcgm_exporters.RULES),
+    "addons": (*addons.RULES, *dcgm_exporters.RULES, *mig.RULES),
 }
 #: The one list every validation runs.
 RULES: tuple[Rule, ...] = tuple(rule for rules in BY_CONCERN.values() for rule in rules)

@@ -15,11 +15,19 @@ from components import tags
 from components.config import NvidiaDevicePlugin
 from components.planning.addons.placement import NODE_CRITICAL, gpu_plans, node_affinity, tolerations_for
 from components.planning.gpu_runtime import NVIDIA_RUNTIME_CLASS, runtime_class_plans
+from components.planning.mig import (
+    MIG_CONFIG_STATE_LABEL,
+    MIG_STATE_SUCCESS,
+    mig_devices,
+    mig_plans,
+    mig_resource,
+)
 from components.planning.pools import (
     DEVICE_PLUGIN_CONFIG_LABEL,
     EFA_LABEL,
     GPU_PRESENT_LABEL,
     GPU_RESOURCE,
+    MIG_CONFIG_LABEL,
     PoolPlan,
 )
 
@@ -32,16 +40,24 @@ EFA_DEVICE_PLUGIN_RELEASE = "aws-efa-k8s-device-plugin"
 DEVICE_PLUGIN_DEFAULT_CONFIG = "default"
 
 
-def device_plugin_config(mig_strategy: str, time_slicing_replicas: int = 1) -> dict[str, Any]:
+def device_plugin_config(
+    mig_strategy: str, time_slicing_replicas: int = 1, mig_profiles: Sequence[str] = ()
+) -> dict[str, Any]:
     """One device-plugin config file ([NVDP] `version: v1` format, facts §8): MIG strategy, and time-slicing
-    when a GPU is advertised more than once."""
+    when a GPU is advertised more than once.
+
+    Time-sliced resources are the ones the node advertises: `nvidia.com/gpu` (whole GPUs, or MIG devices under the
+    `single` strategy) or, on a MIG pool under `mixed`, each profile's `nvidia.com/mig-<profile>` ([NVDP] README
+    "Shared Access to GPUs": time-slicing applies to `nvidia.com/gpu` and to the resources of the mixed strategy).
+    """
     config: dict[str, Any] = {"version": "v1", "flags": {"migStrategy": mig_strategy}}
     if time_slicing_replicas > 1:
+        names = [mig_resource(p) for p in mig_profiles] if mig_profiles and mig_strategy == "mixed" else [GPU_RESOURCE]
         config["sharing"] = {
             "timeSlicing": {
                 "renameByDefault": False,
                 "failRequestsGreaterThanOne": False,
-                "resources": [{"name": GPU_RESOURCE, "replicas": time_slicing_replicas}],
+                "resources": [{"name": name, "replicas": time_slicing_replicas} for name in names],
             }
         }
     return config
@@ -58,7 +74,9 @@ def device_plugin_config_map(mig_strategy: str, plans: Iterable[PoolPlan]) -> di
     for plan in gpu_plans(plans):
         name = plan.labels.get(DEVICE_PLUGIN_CONFIG_LABEL)
         if name is not None:
-            entries[name] = device_plugin_config(mig_strategy, plan.pool.device_plugin.time_slicing_replicas)
+            entries[name] = device_plugin_config(
+                mig_strategy, plan.pool.device_plugin.time_slicing_replicas, sorted(mig_devices(plan))
+            )
     return {name: yaml.safe_dump(config, sort_keys=False) for name, config in entries.items()}
 
 
@@ -97,6 +115,8 @@ def nvidia_device_plugin_values(
             term["matchExpressions"].append(
                 {"key": tags.POOL, "operator": "NotIn", "values": sorted(bundled | class_pools)}
             )
+        if mig_plans(gpu):
+            affinity = _after_mig_partitioning(affinity)
     values: dict[str, Any] = {
         "migStrategy": mig,
         "priorityClassName": NODE_CRITICAL,
@@ -109,6 +129,27 @@ def nvidia_device_plugin_values(
     if runtime_class:
         values["runtimeClassName"] = NVIDIA_RUNTIME_CLASS
     return values
+
+
+def _after_mig_partitioning(affinity: dict[str, Any]) -> dict[str, Any]:
+    """Keep the plugin off a MIG node until its partitions exist: the node's single selector term becomes two (terms
+    are ORed): nodes without `nvidia.com/mig.config`, and nodes whose mig-manager reports
+    `nvidia.com/mig.config.state=success`.
+
+    Without this the plugin would start on a fresh MIG node before the mig-manager partitioned it, advertise whole
+    GPUs, and a pending pod could take one that is about to be split (NVIDIA/gpu-operator#2670 reports that race and
+    the plugin failing to start on half-configured GPUs). The mig-manager sets the state to `pending` before it
+    changes anything ([MIGPARTED] pkg/mig/reconfigure), so the DaemonSet controller also removes the plugin from a
+    node whose config is changed later, and puts it back once the state is `success`.
+    """
+    required = affinity["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    (term,) = required["nodeSelectorTerms"]
+    base = term["matchExpressions"]
+    required["nodeSelectorTerms"] = [
+        {"matchExpressions": [*base, {"key": MIG_CONFIG_LABEL, "operator": "DoesNotExist"}]},
+        {"matchExpressions": [*base, {"key": MIG_CONFIG_STATE_LABEL, "operator": "In", "values": [MIG_STATE_SUCCESS]}]},
+    ]
+    return affinity
 
 
 #: The label the chart's `supportedInstanceLabels` affinity matches ([EKSCH] values.yaml).

@@ -14,6 +14,7 @@ from components.planning.addons.cluster_autoscaler import autoscaled_plans
 from components.planning.addons.gpu_scaling import gpu_scaling_plans
 from components.planning.addons.interruption import drained_plans
 from components.planning.addons.placement import gpu_plans
+from components.planning.mig import mig_plans
 from components.planning.pools import PoolPlan
 
 AlertsTopic = Literal["create", "existing", "none"]
@@ -32,6 +33,8 @@ class AddonSelection:
     container_insights: bool
     dcgm_prometheus: bool
     alerts_topic: AlertsTopic
+    #: NVIDIA's mig-manager, which partitions the GPUs of pools with `devicePlugin.migDevices`.
+    mig_manager: bool = False
 
     @property
     def monitoring(self) -> bool:
@@ -43,6 +46,7 @@ class AddonSelection:
         """Names of the add-ons that will be deployed (for the stack outputs and the plan)."""
         names = {
             "nvidia-device-plugin": self.nvidia_device_plugin,
+            "mig-manager": self.mig_manager,
             "efa-device-plugin": self.efa_device_plugin,
             "cluster-autoscaler": self.cluster_autoscaler,
             "node-termination-handler": self.node_termination_handler,
@@ -60,7 +64,7 @@ def _switch(value: str, auto: bool) -> bool:
 def select_addons(addons: AddonsConfig, plans: Sequence[PoolPlan]) -> AddonSelection:
     """Resolve every switch. `auto`: EFA plugin when a pool wires EFA, cluster-autoscaler when a pool is in
     cluster-autoscaler mode with room to scale, termination handler when an `aws` pool exists (every Auto Scaling
-    group drains through it)."""
+    group drains through it); the mig-manager whenever a pool partitions its GPUs."""
     alerts = addons.monitoring.alerts
     topic: AlertsTopic = "existing" if alerts.sns_topic_arn else ("create" if alerts.email else "none")
     return AddonSelection(
@@ -72,4 +76,5 @@ def select_addons(addons: AddonsConfig, plans: Sequence[PoolPlan]) -> AddonSelec
         container_insights=addons.monitoring.container_insights,
         dcgm_prometheus=addons.monitoring.dcgm_prometheus,
         alerts_topic=topic,
+        mig_manager=bool(mig_plans(plans)),
     )

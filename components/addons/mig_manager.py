@@ -1,0 +1,165 @@
+"""NVIDIA k8s-mig-manager: partitions the GPUs of the pools with `devicePlugin.migDevices`.
+
+A namespace of its own, a service account with the GPU Operator's RBAC, the mig-parted and GPU-clients ConfigMaps
+and a privileged DaemonSet on the MIG pools' nodes. What goes into them is computed in
+`components.planning.addons.mig_manager` (why standalone, which image, which permissions).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.context import ClusterContext
+from components.planning.addons import mig_manager as plan
+from components.planning.pools import PoolPlan
+
+
+def _rules(rules: Sequence[dict[str, Any]]) -> list[k8s.rbac.v1.PolicyRuleArgs]:
+    return [
+        k8s.rbac.v1.PolicyRuleArgs(api_groups=r["apiGroups"], resources=r["resources"], verbs=r["verbs"]) for r in rules
+    ]
+
+
+def _host_path(name: str, path: str, kind: str) -> k8s.core.v1.VolumeArgs:
+    return k8s.core.v1.VolumeArgs(name=name, host_path=k8s.core.v1.HostPathVolumeSourceArgs(path=path, type=kind))
+
+
+class MigManager(pulumi.ComponentResource):
+    """The mig-manager DaemonSet and what it needs, on the nodes of MIG pools only."""
+
+    def __init__(
+        self, name: str, ctx: ClusterContext, plans: Sequence[PoolPlan], opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("gpu-clusters:index:MigManager", name, None, opts)
+        k8s_opts = pulumi.ResourceOptions(provider=ctx.k8s_provider, parent=self, depends_on=list(ctx.kubernetes_ready))
+        meta = k8s.meta.v1.ObjectMetaArgs
+        self.namespace = k8s.core.v1.Namespace(
+            f"{name}-namespace", metadata=meta(name=plan.NAMESPACE, labels=plan.NAMESPACE_LABELS), opts=k8s_opts
+        )
+        ns_opts = pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[self.namespace]))
+        labels = {"app": plan.NAME}
+        account = k8s.core.v1.ServiceAccount(
+            f"{name}-service-account", metadata=meta(name=plan.NAME, namespace=plan.NAMESPACE), opts=ns_opts
+        )
+        cluster_role = k8s.rbac.v1.ClusterRole(
+            f"{name}-cluster-role", metadata=meta(name=plan.NAME), rules=_rules(plan.CLUSTER_RULES), opts=k8s_opts
+        )
+        role = k8s.rbac.v1.Role(
+            f"{name}-role",
+            metadata=meta(name=plan.NAME, namespace=plan.NAMESPACE),
+            rules=_rules(plan.NAMESPACE_RULES),
+            opts=ns_opts,
+        )
+        subject = k8s.rbac.v1.SubjectArgs(kind="ServiceAccount", name=plan.NAME, namespace=plan.NAMESPACE)
+        bindings = [
+            k8s.rbac.v1.ClusterRoleBinding(
+                f"{name}-cluster-role-binding",
+                metadata=meta(name=plan.NAME),
+                role_ref=k8s.rbac.v1.RoleRefArgs(
+                    api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=plan.NAME
+                ),
+                subjects=[subject],
+                opts=pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[cluster_role])),
+            ),
+            k8s.rbac.v1.RoleBinding(
+                f"{name}-role-binding",
+                metadata=meta(name=plan.NAME, namespace=plan.NAMESPACE),
+                role_ref=k8s.rbac.v1.RoleRefArgs(api_group="rbac.authorization.k8s.io", kind="Role", name=plan.NAME),
+                subjects=[subject],
+                opts=pulumi.ResourceOptions.merge(ns_opts, pulumi.ResourceOptions(depends_on=[role])),
+            ),
+        ]
+        self.config_map = k8s.core.v1.ConfigMap(
+            f"{name}-config",
+            metadata=meta(name=plan.CONFIG_MAP, namespace=plan.NAMESPACE),
+            data={"config.yaml": plan.config_file(plans)},
+            opts=ns_opts,
+        )
+        clients = k8s.core.v1.ConfigMap(
+            f"{name}-gpu-clients",
+            metadata=meta(name=plan.CLIENTS_CONFIG_MAP, namespace=plan.NAMESPACE),
+            data={"clients.yaml": plan.clients_file()},
+            opts=ns_opts,
+        )
+        where = plan.placement(plans)
+        field = k8s.core.v1.EnvVarSourceArgs
+        env = [
+            k8s.core.v1.EnvVarArgs(
+                name="NODE_NAME",
+                value_from=field(field_ref=k8s.core.v1.ObjectFieldSelectorArgs(field_path="spec.nodeName")),
+            ),
+            k8s.core.v1.EnvVarArgs(
+                name="POD_NAME",
+                value_from=field(field_ref=k8s.core.v1.ObjectFieldSelectorArgs(field_path="metadata.name")),
+            ),
+            k8s.core.v1.EnvVarArgs(
+                name="POD_NAMESPACE",
+                value_from=field(field_ref=k8s.core.v1.ObjectFieldSelectorArgs(field_path="metadata.namespace")),
+            ),
+            *(k8s.core.v1.EnvVarArgs(name=k, value=v) for k, v in plan.environment().items()),
+        ]
+        self.daemon_set = k8s.apps.v1.DaemonSet(
+            f"{name}-daemon-set",
+            metadata=meta(name=plan.NAME, namespace=plan.NAMESPACE, labels=labels),
+            spec=k8s.apps.v1.DaemonSetSpecArgs(
+                selector=k8s.meta.v1.LabelSelectorArgs(match_labels=labels),
+                template=k8s.core.v1.PodTemplateSpecArgs(
+                    metadata=meta(labels=labels),
+                    spec=k8s.core.v1.PodSpecArgs(
+                        service_account_name=plan.NAME,
+                        host_pid=True,
+                        host_ipc=True,
+                        priority_class_name=where["priorityClassName"],
+                        tolerations=[k8s.core.v1.TolerationArgs(**t) for t in where["tolerations"]],
+                        affinity=k8s.core.v1.AffinityArgs(
+                            node_affinity=k8s.core.v1.NodeAffinityArgs(
+                                required_during_scheduling_ignored_during_execution=k8s.core.v1.NodeSelectorArgs(
+                                    node_selector_terms=[
+                                        k8s.core.v1.NodeSelectorTermArgs(
+                                            match_expressions=[
+                                                k8s.core.v1.NodeSelectorRequirementArgs(**e)
+                                                for e in where["matchExpressions"]
+                                            ]
+                                        )
+                                    ]
+                                )
+                            )
+                        ),
+                        containers=[
+                            k8s.core.v1.ContainerArgs(
+                                name=plan.NAME,
+                                image=plan.IMAGE,
+                                env=env,
+                                security_context=k8s.core.v1.SecurityContextArgs(privileged=True),
+                                volume_mounts=[
+                                    k8s.core.v1.VolumeMountArgs(name="host-root", mount_path="/host"),
+                                    k8s.core.v1.VolumeMountArgs(name="host-sys", mount_path="/sys"),
+                                    k8s.core.v1.VolumeMountArgs(name="gpu-clients", mount_path=plan.CLIENTS_DIR),
+                                    k8s.core.v1.VolumeMountArgs(name="mig-parted-config", mount_path=plan.CONFIG_DIR),
+                                ],
+                            )
+                        ],
+                        volumes=[
+                            _host_path("host-root", "/", "Directory"),
+                            _host_path("host-sys", "/sys", "Directory"),
+                            k8s.core.v1.VolumeArgs(
+                                name="gpu-clients",
+                                config_map=k8s.core.v1.ConfigMapVolumeSourceArgs(name=plan.CLIENTS_CONFIG_MAP),
+                            ),
+                            k8s.core.v1.VolumeArgs(
+                                name="mig-parted-config",
+                                config_map=k8s.core.v1.ConfigMapVolumeSourceArgs(name=plan.CONFIG_MAP),
+                            ),
+                        ],
+                    ),
+                ),
+            ),
+            opts=pulumi.ResourceOptions.merge(
+                ns_opts, pulumi.ResourceOptions(depends_on=[account, *bindings, self.config_map, clients])
+            ),
+        )
+        self.register_outputs({"daemonSet": self.daemon_set.metadata.name})

@@ -1,0 +1,112 @@
+"""NVIDIA k8s-mig-manager, the DaemonSet that partitions a MIG pool's GPUs (pure, no Pulumi).
+
+Why the standalone manager and not the GPU Operator: the EKS AL2023 NVIDIA AMIs already ship the driver and the
+container toolkit and make `nvidia` containerd's default runtime ([AMI] facts §5a), and this stack already runs the
+device plugin chart. The operator's mig-manager waits for files its own validator writes
+(`/run/nvidia/validations/driver-ready`, [GPUOP] assets/state-mig-manager 0420_configmap and 0600_daemonset) and
+stops GPU clients through `nvidia.com/gpu.deploy.*` labels its own DaemonSets select on, so it brings the whole
+operator (ClusterPolicy CRD, validator, NFD) with it. mig-parted ships the manager as a standalone DaemonSet
+([MIGPARTED] deployments/container/nvidia-mig-manager-example.yaml): a privileged pod per node that watches the
+node's `nvidia.com/mig.config` label and applies that named config from a mounted mig-parted file. That is what is
+built here, with the operator's narrower RBAC ([GPUOP] 0200_role, 0210_clusterrole) instead of the example's
+cluster-wide `*`.
+
+The image carries `NVIDIA_VISIBLE_DEVICES=all` and `NVIDIA_MIG_CONFIG_DEVICES=all` ([MIGPARTED]
+deployments/container/Dockerfile), so the NVIDIA runtime (the AMIs' default) hands it every GPU and the right to
+change MIG settings. It runs only on MIG pools (label `nvidia.com/mig.config` present).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import yaml
+
+from components.planning.addons.placement import NODE_CRITICAL, tolerations_for
+from components.planning.mig import mig_parted_config, mig_plans
+from components.planning.pools import GPU_PRESENT_LABEL, MIG_CONFIG_LABEL, PoolPlan
+
+NAMESPACE = "nvidia-mig-manager"
+#: The namespace runs one privileged, host-PID pod per MIG node and nothing else; it says so to Pod Security
+#: Admission, so a cluster-wide `baseline` or `restricted` default does not stop the manager
+#: (https://kubernetes.io/docs/concepts/security/pod-security-admission/, `pod-security.kubernetes.io/enforce`).
+NAMESPACE_LABELS = {"pod-security.kubernetes.io/enforce": "privileged"}
+NAME = "nvidia-mig-manager"
+#: The manager image: v0.15.0 is the newest mig-parted release and the one GPU Operator v26.7.0 pins
+#: ([MIGPARTED] tag v0.15.0; [GPUOP] deployments/gpu-operator/values.yaml `migManager.version`).
+IMAGE = "nvcr.io/nvidia/cloud-native/k8s-mig-manager:v0.15.0"
+CONFIG_MAP = "mig-parted-config"
+CLIENTS_CONFIG_MAP = "gpu-clients"
+CONFIG_DIR = "/mig-parted-config"
+CLIENTS_DIR = "/gpu-clients"
+#: Host services that hold GPUs and are stopped while MIG mode changes: the list the GPU Operator passes for
+#: preinstalled drivers ([GPUOP] assets/state-mig-manager/0410_configmap.yaml); services a host lacks are skipped.
+HOST_GPU_CLIENTS = (
+    "nvsm.service",
+    "nvsm-mqtt.service",
+    "nvsm-core.service",
+    "nvsm-api-gateway.service",
+    "nvsm-notifier.service",
+    "nv_peer_mem.service",
+    "nvidia-dcgm.service",
+    "dcgm.service",
+    "dcgm-exporter.service",
+)
+
+
+def config_file(plans: Sequence[PoolPlan]) -> str:
+    """`config.yaml` of the mig-parted ConfigMap: one named config per MIG pool (components.planning.mig)."""
+    return yaml.safe_dump(mig_parted_config(plans), sort_keys=False)
+
+
+def clients_file() -> str:
+    """`clients.yaml` of the gpu-clients ConfigMap ([MIGPARTED] example: `version: v1`, `systemd-services:`)."""
+    return yaml.safe_dump({"version": "v1", "systemd-services": list(HOST_GPU_CLIENTS)}, sort_keys=False)
+
+
+def environment() -> dict[str, str]:
+    """The manager's settings beyond the pod's own name and namespace ([MIGPARTED] cmd/nvidia-mig-manager flags).
+
+    `WITH_SHUTDOWN_HOST_GPU_CLIENTS` as the operator sets it for a host driver. `WITH_REBOOT=true`: turning MIG
+    mode on needs every process holding the GPU gone (MIG user guide, "Deployment Considerations"), and on a fresh
+    node DCGM exporters (Container Insights', or the Prometheus path's) may already hold it; the mode then stays
+    pending, and the manager reboots the node once so the driver applies it at load, as NVIDIA advises for cloud
+    instances ([GPUOP] "GPU Operator with MIG": `WITH_REBOOT=true` in a cloud environment). The node keeps its name
+    and labels across the reboot; the manager then creates the MIG devices, which needs no reset."""
+    return {
+        "CONFIG_FILE": f"{CONFIG_DIR}/config.yaml",
+        "GPU_CLIENTS_FILE": f"{CLIENTS_DIR}/clients.yaml",
+        "HOST_ROOT_MOUNT": "/host",
+        "HOST_NVIDIA_DIR": "/usr/local/nvidia",
+        "HOST_KUBELET_SYSTEMD_SERVICE": "kubelet.service",
+        "DEFAULT_GPU_CLIENTS_NAMESPACE": NAMESPACE,
+        "WITH_SHUTDOWN_HOST_GPU_CLIENTS": "true",
+        "WITH_REBOOT": "true",
+    }
+
+
+def placement(plans: Sequence[PoolPlan]) -> dict[str, Any]:
+    """Where the manager runs: GPU nodes that carry a MIG config label, tolerating every MIG pool's taints, at
+    node-critical priority like the device plugin."""
+    pools = mig_plans(plans)
+    return {
+        "priorityClassName": NODE_CRITICAL,
+        "tolerations": tolerations_for(pools),
+        "matchExpressions": [
+            {"key": GPU_PRESENT_LABEL, "operator": "In", "values": ["true"]},
+            {"key": MIG_CONFIG_LABEL, "operator": "Exists"},
+        ],
+    }
+
+
+#: RBAC, as the GPU Operator grants its manager: read and label its own node, list pods cluster-wide (it waits for
+#: GPU clients to leave), and in its own namespace read and delete pods and write its per-node ConfigMap.
+CLUSTER_RULES: tuple[dict[str, Any], ...] = (
+    {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch", "update", "patch"]},
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+)
+NAMESPACE_RULES: tuple[dict[str, Any], ...] = (
+    {"apiGroups": [""], "resources": ["pods"], "verbs": ["get", "list", "watch", "delete"]},
+    {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create", "get", "list", "update", "patch"]},
+)

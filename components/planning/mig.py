@@ -1,0 +1,74 @@
+"""Multi-Instance GPU partitions of a pool (pure, no Pulumi): the mig-parted config, the node labels and the
+devices each node advertises.
+
+A pool with `devicePlugin.migDevices` gets its GPUs partitioned by NVIDIA's k8s-mig-manager (`components.addons.
+mig_manager`): every node of the pool registers with the label `nvidia.com/mig.config=<pool>`, and the manager applies
+the mig-parted config of that name from its ConfigMap ([MIGPARTED] cmd/nvidia-mig-manager, which watches the label,
+and api/spec/v1 for the `version: v1` / `mig-configs:` format). While it works, and until it succeeds, it sets
+`nvidia.com/mig.config.state` to `pending`, then `success` or `failed` (pkg/mig/reconfigure). The device plugin runs
+on a MIG node only in state `success` (`components.planning.addons.device_plugins`), so no pod is ever given a whole
+GPU that is about to be partitioned.
+
+What a node advertises depends on the device plugin's MIG strategy ([NVDP] README "MIG strategies" and "Shared
+Access to GPUs"): `single` advertises every MIG device as `nvidia.com/gpu`, `mixed` one resource per profile
+(`nvidia.com/mig-1g.10gb`). Time-slicing multiplies either by its replicas.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from components.planning.pools import GPU_RESOURCE, MIG_CONFIG_LABEL, PoolPlan
+
+#: The label the mig-manager sets while and after it applies a config ([MIGPARTED] pkg/mig/reconfigure).
+MIG_CONFIG_STATE_LABEL = "nvidia.com/mig.config.state"
+MIG_STATE_SUCCESS = "success"
+#: The resource prefix of MIG devices under the `mixed` strategy ([NVDP] README: `nvidia.com/mig-1g.10gb`).
+MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
+
+
+def mig_plans(plans: Iterable[PoolPlan]) -> list[PoolPlan]:
+    """GPU pools that partition their GPUs, in config order."""
+    return [p for p in plans if p.is_gpu and p.pool.device_plugin.mig_devices]
+
+
+def mig_devices(plan: PoolPlan) -> dict[str, int]:
+    """`{profile: instances per GPU}` of the pool, empty when it does not use MIG."""
+    return dict(plan.pool.device_plugin.mig_devices or {}) if plan.is_gpu else {}
+
+
+def mig_parted_config(plans: Iterable[PoolPlan]) -> dict[str, Any]:
+    """The mig-parted config file: one named config per MIG pool, named like the pool's `nvidia.com/mig.config`
+    label, partitioning every GPU of the node alike, plus `all-disabled` (a node relabelled with it goes back to
+    whole GPUs) ([MIGPARTED] deployments/systemd/config-default.yaml shows the format)."""
+    configs: dict[str, Any] = {"all-disabled": [{"devices": "all", "mig-enabled": False}]}
+    for plan in mig_plans(plans):
+        configs[plan.labels[MIG_CONFIG_LABEL]] = [
+            {"devices": "all", "mig-enabled": True, "mig-devices": mig_devices(plan)}
+        ]
+    return {"version": "v1", "mig-configs": configs}
+
+
+def mig_resource(profile: str) -> str:
+    """The `mixed`-strategy resource of a profile: `nvidia.com/mig-1g.10gb`."""
+    return f"{MIG_RESOURCE_PREFIX}{profile}"
+
+
+def advertised_resources(plan: PoolPlan, mig_strategy: str) -> dict[str, int]:
+    """The GPU resources one node of the pool advertises once the device plugin runs.
+
+    Whole GPUs: `nvidia.com/gpu` = GPUs x time-slicing replicas. A MIG pool under `single`: `nvidia.com/gpu` = MIG
+    devices per node x replicas, and under `mixed` one `nvidia.com/mig-<profile>` per profile and no whole GPU.
+    """
+    replicas = plan.pool.device_plugin.time_slicing_replicas
+    devices = mig_devices(plan)
+    if not plan.is_gpu:
+        return {}
+    if not devices:
+        return {GPU_RESOURCE: plan.gpus_per_node * replicas}
+    if mig_strategy == "mixed":
+        return {GPU_RESOURCE: 0} | {
+            mig_resource(profile): plan.gpus_per_node * count * replicas for profile, count in sorted(devices.items())
+        }
+    return {GPU_RESOURCE: plan.gpus_per_node * sum(devices.values()) * replicas}
