@@ -373,6 +373,38 @@ def test_ctrl_c_deletes_the_test_pods(monkeypatch, capsys, kubeconfig: Path) -> 
     assert api.created and not api.leftovers()
 
 
+def test_a_hybrid_stack_runs_single_node_nccl_and_both_file_systems(monkeypatch, capsys, kubeconfig: Path) -> None:
+    p5 = [node(f"ip-10-0-1-{i}", "h100", "p5.48xlarge", gpus=8, efa=32) for i in range(2)]
+    a40 = [node(f"a40-{i}", "a40", gpus=4, hybrid=True) for i in range(4)]
+    gpu_nodes = [n["metadata"]["name"] for n in p5 + a40]
+    pods = {
+        "kube-system": [daemon_pod("nvidia-device-plugin", n) for n in gpu_nodes]
+        + [daemon_pod("aws-efa-k8s-device-plugin", n["metadata"]["name"]) for n in p5],
+        "monitoring": [daemon_pod("dcgm-exporter", n) for n in gpu_nodes],
+    }
+    bound = {"status": {"phase": "Bound"}, "spec": {"accessModes": ["ReadWriteMany"]}}
+    claims = {("training", "lustre-scratch"): bound, ("inference", "model-weights"): bound}
+    api = FakeApi([node("s1", "system"), node("s2", "system"), *p5, *a40], pods, behaviour(), claims)
+    monkeypatch.setattr(command, "connect", lambda path: api)
+    from blueprint import cli
+
+    code = cli.main(
+        ["verify", "--stack", "hybrid", "--kubeconfig", str(kubeconfig), "--skip", "topology", "--format", "json"]
+    )
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0, [r for r in doc["results"] if r["status"] != "pass"]
+    targets = {(r["check"], r["target"].split("/")[0]) for r in doc["results"]}
+    assert {("nccl", "h100"), ("nccl", "a40"), ("nodes", "burst")} <= targets
+    single = next(r for r in doc["results"] if r["check"] == "nccl" and r["target"].startswith("a40"))
+    assert "on one node" in single["detail"]
+    storage_pods = [
+        b for (ns, _), b in api.created.items() if b["metadata"]["labels"]["blueprint-verify/check"] == "storage"
+    ]
+    assert {b["spec"]["nodeSelector"]["gpu-clusters/pool"] for b in storage_pods} == {"h100", "a40"}
+    assert {ns for (ns, n) in api.created if "storage" in n} == {"training", "inference"}
+    assert not api.leftovers()
+
+
 # ----------------------------------------------------------------------------------------------- input and config
 @pytest.mark.parametrize(
     ("args", "message"),
@@ -406,6 +438,39 @@ def test_no_kubeconfig_anywhere_is_bad_input(monkeypatch, tmp_path: Path) -> Non
     (tmp_path / ".kube").mkdir()
     (tmp_path / ".kube" / "config").write_text("x")
     assert kubeconfig_source(None, "training", environ={}, home=tmp_path).path == tmp_path / ".kube" / "config"
+
+
+def test_the_stack_output_kubeconfig_is_read_with_the_pulumi_cli_and_deleted_after(
+    monkeypatch, capsys, tmp_path: Path
+) -> None:
+    import subprocess
+
+    calls: list[list[str]] = []
+
+    def pulumi(cmd: list[str], **kwargs: Any) -> subprocess.CompletedProcess[str]:
+        calls.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0, stdout="apiVersion: v1\nkind: Config\n", stderr="")
+
+    monkeypatch.setenv("KUBECONFIG", "")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setattr("shutil.which", lambda name: "/usr/local/bin/pulumi")
+    monkeypatch.setattr("subprocess.run", pulumi)
+    seen: list[Path] = []
+    api = training_api()
+
+    def connect(path: Path) -> FakeApi:
+        seen.append(path)
+        assert path.read_text().startswith("apiVersion: v1")
+        return api
+
+    monkeypatch.setattr(command, "connect", connect)
+    from blueprint import cli
+
+    code = cli.main(["verify", "--stack", "training", "--only", "nodes"])
+    err = capsys.readouterr().err
+    assert code == 0 and "pulumi stack output kubeconfig --stack training" in err
+    assert calls == [["pulumi", "stack", "output", "kubeconfig", "--show-secrets", "--stack", "training"]]
+    assert seen and not seen[0].exists()
 
 
 def test_selection_keeps_the_fixed_order() -> None:

@@ -13,7 +13,7 @@ from rich.console import Console
 from blueprint.verify import render
 from blueprint.verify.context import Options
 from blueprint.verify.expectations import expectations, load_spec
-from blueprint.verify.kube import KubeApi, KubeError, KubernetesApi, kubeconfig_source
+from blueprint.verify.kube import KubeApi, KubeconfigSource, KubeError, KubernetesApi, kubeconfig_source
 from blueprint.verify.model import CHECKS
 from blueprint.verify.pods import PodSession
 from blueprint.verify.runner import new_run_id, run_checks, selected
@@ -55,10 +55,11 @@ def _options(args: argparse.Namespace) -> Options:
 
 
 def verify(args: argparse.Namespace) -> int:
-    err = Console(stderr=True, highlight=False)
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
     if not args.stack and not args.config:
         print("blueprint: give --stack NAME or --config FILE", file=sys.stderr)
         return EXIT_INPUT
+    source: KubeconfigSource | None = None
     try:
         checks = selected(_names(args.only, "--only"), _names(args.skip, "--skip"))
         options = _options(args)
@@ -69,6 +70,9 @@ def verify(args: argparse.Namespace) -> int:
     except (ValueError, ConfigError, FileNotFoundError, KubeError) as error:
         print(f"blueprint: {error}", file=sys.stderr)
         return EXIT_INPUT
+    finally:
+        if source is not None and source.temporary:
+            source.path.unlink(missing_ok=True)
     if not checks:
         print("blueprint: --only and --skip leave no check to run", file=sys.stderr)
         return EXIT_INPUT

@@ -133,6 +133,8 @@ class KubeconfigSource:
 
     path: Path
     origin: str
+    #: A file written from the stack output, deleted when the command ends (the client keeps what it read).
+    temporary: bool = False
 
 
 def kubeconfig_source(
@@ -153,7 +155,8 @@ def kubeconfig_source(
     if default.is_file():
         return KubeconfigSource(default, str(default))
     if stack and shutil.which("pulumi"):
-        return KubeconfigSource(_stack_output_kubeconfig(stack), f"pulumi stack output kubeconfig --stack {stack}")
+        origin = f"pulumi stack output kubeconfig --stack {stack}"
+        return KubeconfigSource(_stack_output_kubeconfig(stack), origin, temporary=True)
     raise KubeError(
         "no kubeconfig: pass --kubeconfig FILE, set KUBECONFIG, or install the Pulumi CLI so the stack output "
         "`kubeconfig` can be read (`pulumi stack output kubeconfig --show-secrets --stack NAME`)"

@@ -48,6 +48,7 @@ MPIRUN = f"{OPENMPI}/bin/mpirun"
 #: Message sizes: 1 GiB to 16 GiB doubling, where bus bandwidth plateaus on p5 ([ADTNCCL] sample), 20 iterations,
 #: results checked (`-c 1`: the `#wrong` columns).
 TWO_NODE_ARGS = ["-b", "1G", "-e", "16G", "-f", "2", "-g", "1", "-c", "1", "-n", "20"]
+ONE_NODE_ARGS = ["-b", "8M", "-e", "1G", "-f", "2", "-c", "1"]
 
 
 def ssh_key_pair() -> tuple[str, str]:
@@ -173,7 +174,8 @@ def _one_node(ctx: Context, pool: PoolExpectation, node: str) -> Result:
         ctx.session.name(CHECK, pool.name),
         ctx.session.labels(CHECK),
         ctx.options.nccl_image,
-        [ALL_REDUCE, "-b", "8M", "-e", "1G", "-f", "2", "-g", str(gpus), "-c", "1"],
+        # one process driving every GPU (`-g`), started by mpirun as the image's MPI build of nccl-tests expects
+        [MPIRUN, "--allow-run-as-root", "-np", "1", "--bind-to", "none", ALL_REDUCE, *ONE_NODE_ARGS, "-g", str(gpus)],
         {NODE_NAME_LABEL: node},
         pool.tolerations,
         gpu_resources(gpus),
