@@ -1,9 +1,10 @@
 """Check `dcgm`: NVIDIA DCGM's diagnostic (`dcgmi diag -r LEVEL -j`) on every Ready GPU node, all nodes at once.
 
-Level 1 (the default) takes seconds and checks the deployment (driver, libraries, permissions, persistence, page
-retirement); level 2 adds short hardware tests (PCIe, memory, a few minutes); levels 3 and 4 stress the GPUs for
-tens of minutes to hours, as the managed training services do before they admit a node ([DCGMDIAG]). Failing
-nodes are listed, and cordoned with `--cordon-failed` so no new pod lands there.
+Level 1 (the default) is NVIDIA's "quick deployment checks, normally lasting seconds"; level 2 "medium validation,
+approximately two minutes"; level 3 "long hardware diagnostics, approximately 15 minutes"; level 4 "extended,
+longer-running hardware diagnostics" ([DCGMDIAG]). The managed services run the deep levels before they admit a
+node: SageMaker HyperPod on EKS runs level 4 in its deep health checks, AWS PCS levels 1 to 3 by profile
+([DEEPHC]). Failing nodes are listed, and cordoned with `--cordon-failed` so no new pod lands there.
 """
 
 from __future__ import annotations
