@@ -405,6 +405,24 @@ def test_a_hybrid_stack_runs_single_node_nccl_and_both_file_systems(monkeypatch,
     assert not api.leftovers()
 
 
+def test_sigterm_cleans_up_like_ctrl_c(monkeypatch, capsys, kubeconfig: Path) -> None:
+    import signal
+
+    api = training_api()
+
+    def terminated(namespace: str, name: str) -> dict[str, Any]:
+        handler = signal.getsignal(signal.SIGTERM)
+        assert callable(handler)
+        handler(signal.SIGTERM, None)  # what the interpreter does when the process gets SIGTERM
+        return {}
+
+    before = signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr(api, "read_pod", terminated)
+    code, _, err = run_cli(monkeypatch, capsys, api, "--kubeconfig", str(kubeconfig), "--only", "dcgm")
+    assert code == 130 and "interrupted" in err and api.created and not api.leftovers()
+    assert signal.getsignal(signal.SIGTERM) == before
+
+
 # ----------------------------------------------------------------------------------------------- input and config
 @pytest.mark.parametrize(
     ("args", "message"),

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -23,6 +25,11 @@ EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 #: How the command gets its API client from a kubeconfig file; tests replace it with a fake.
 connect: Callable[[Path], KubeApi] = KubernetesApi.from_kubeconfig
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    """SIGTERM (a cancelled CI job, `kill`) becomes a KeyboardInterrupt, so the runner's clean-up runs."""
+    raise KeyboardInterrupt
 
 
 def _names(values: list[str], flag: str) -> list[str]:
@@ -78,11 +85,17 @@ def verify(args: argparse.Namespace) -> int:
         return EXIT_INPUT
     err.print(f"verifying cluster {expect.cluster} with the kubeconfig from {source.origin}")
     session = PodSession(api, new_run_id(), args.namespace)
+    # a cancelled CI job cleans up like Ctrl-C (handlers can only be set from the main thread)
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _interrupt) if main else None
     try:
         results = run_checks(api, expect, checks, options, err.print, args.namespace, session)
     except KeyboardInterrupt:
         err.print(f"interrupted: the test pods of run {session.run_id} were deleted")
         return EXIT_INTERRUPTED
+    finally:
+        if main:
+            signal.signal(signal.SIGTERM, previous)
     if args.format == "json":
         doc = render.document(args.stack or str(args.config), expect.cluster, session.run_id, checks, results)
         print(json.dumps(doc, indent=2))
