@@ -4,9 +4,11 @@
     blueprint check --stack training [--config FILE] [--policy-config FILE] [--format table|json|markdown]
     blueprint catalog [--format table|json]
     blueprint schema [--write | --check]
+    blueprint verify --stack training [--kubeconfig FILE] [--only/--skip CHECKS] [--format table|json]
 
-Exit codes: 0 fine, 1 a mandatory policy violation (`check`), 2 an invalid stack config (every problem printed on
-stderr as `path.to.key: what is wrong`, no traceback).
+Exit codes: 0 fine, 1 a mandatory policy violation (`check`) or a failed check (`verify`), 2 an invalid stack
+config or input (every problem printed on stderr as `path.to.key: what is wrong`, no traceback) or, for `verify`,
+no usable kubeconfig.
 """
 
 from __future__ import annotations
@@ -43,7 +45,53 @@ def _parser() -> argparse.ArgumentParser:
     mode = schema.add_mutually_exclusive_group()
     mode.add_argument("--write", action="store_true", help="regenerate schema/ and the docs/ tables")
     mode.add_argument("--check", action="store_true", help="exit 1 when any of them is out of date")
+    _verify_parser(sub)
     return parser
+
+
+def _verify_parser(sub: Any) -> None:
+    from blueprint.verify.context import Options
+    from blueprint.verify.model import CHECKS
+
+    defaults = Options()
+    verify = sub.add_parser("verify", help="check a deployed cluster against its stack's plan")
+    verify.add_argument("--stack", help="stack name: stacks/Pulumi.<stack>.yaml, and its `kubeconfig` output")
+    verify.add_argument("--config", type=Path, help="the stack file, instead of stacks/Pulumi.<stack>.yaml")
+    verify.add_argument(
+        "--kubeconfig",
+        type=Path,
+        help="kubeconfig file (default: KUBECONFIG, ~/.kube/config, then `pulumi stack output kubeconfig`)",
+    )
+    verify.add_argument("--format", choices=("table", "json"), default="table")
+    verify.add_argument(
+        "--only", action="append", default=[], help=f"comma-separated checks to run: {','.join(CHECKS)}"
+    )
+    verify.add_argument("--skip", action="append", default=[], help="comma-separated checks to leave out")
+    verify.add_argument("--timeout", type=float, default=defaults.timeout_seconds, help="seconds per check")
+    verify.add_argument(
+        "--dcgm-level",
+        type=int,
+        choices=(1, 2, 3, 4),
+        default=defaults.dcgm_level,
+        help="dcgmi diag level: 1 quick (default), 2 short hardware tests, 3-4 long stress tests",
+    )
+    verify.add_argument("--cordon-failed", action="store_true", help="cordon nodes that fail the DCGM diagnostic")
+    verify.add_argument(
+        "--min-busbw-fraction",
+        type=float,
+        default=defaults.min_busbw_fraction,
+        help="two-node all-reduce bus bandwidth as a fraction of the fabric's GB/s",
+    )
+    verify.add_argument(
+        "--min-storage-fraction",
+        type=float,
+        default=defaults.min_storage_fraction,
+        help="storage probe MB/s as a fraction of what one client can reach",
+    )
+    verify.add_argument("--namespace", default="default", help="namespace of the test pods (storage: the claim's)")
+    verify.add_argument("--nccl-image", default=defaults.nccl_image)
+    verify.add_argument("--dcgm-image", default=None, help="default: DCGM at the pinned exporter's DCGM version")
+    verify.add_argument("--cuda-image", default=defaults.cuda_image)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -52,6 +100,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _catalog(args.format)
     if args.command == "schema":
         return _schema(write=args.write, check=args.check)
+    if args.command == "verify":
+        from blueprint.verify.command import verify
+
+        return verify(args)
     if not args.stack and not args.config:
         print("blueprint: give --stack NAME or --config FILE", file=sys.stderr)
         return EXIT_CONFIG

@@ -1,0 +1,99 @@
+"""What every check receives: the API, the expectations, the pod session, the options and the node list."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from blueprint.verify.expectations import Expectations, PoolExpectation
+from blueprint.verify.kube import KubeApi
+from blueprint.verify.pods import PodSession
+from components import tags
+from components.catalog import versions
+from components.planning.compute_types import COMPUTE_TYPE_LABEL
+
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+
+#: CUDA base image for `nvidia-smi` (the NVIDIA container runtime mounts the driver's nvidia-smi into it).
+CUDA_IMAGE = "nvcr.io/nvidia/cuda:12.8.1-base-ubuntu22.04"
+#: AWS's EFA-enabled nccl-tests image, tag as awsome-distributed-training's buildspec composes it ([ADTNCCL]).
+NCCL_IMAGE = "public.ecr.aws/hpc-cloud/nccl-tests:cuda12.8.1-efa1.43.2-ofiv1.16.3-ncclv2.27.7-1-testsv2.16.9"
+#: Python for the storage probe (O_DIRECT reads and writes from several threads, no extra tools).
+PROBE_IMAGE = "public.ecr.aws/docker/library/python:3.12-slim"
+
+
+def dcgm_image() -> str:
+    """NVIDIA's DCGM image at the DCGM release the pinned exporter ships (its image tag `4.5.3-4.8.2-...` is
+    DCGM 4.5.3, components/catalog/versions.yaml), in NGC's `<version>-1-ubuntu22.04` tag form ([DCGMDIAG])."""
+    tag = versions.chart("dcgm-exporter").image_tag or ""
+    return f"nvcr.io/nvidia/cloud-native/dcgm:{tag.split('-')[0]}-1-ubuntu22.04"
+
+
+@dataclass(frozen=True)
+class Options:
+    dcgm_level: int = 1
+    cordon_failed: bool = False
+    #: Two-node all-reduce bus bandwidth must reach this fraction of the pool's EFA fabric bandwidth (GB/s).
+    min_busbw_fraction: float = 0.9
+    #: The storage probe must reach this fraction of what one client can get from the file system.
+    min_storage_fraction: float = 0.25
+    timeout_seconds: float = 900.0
+    cuda_image: str = CUDA_IMAGE
+    nccl_image: str = NCCL_IMAGE
+    dcgm_image: str = ""
+    probe_image: str = PROBE_IMAGE
+    probe_streams: int = 8
+    probe_mib_per_stream: int = 1024
+
+
+@dataclass
+class Context:
+    api: KubeApi
+    expect: Expectations
+    session: PodSession
+    options: Options
+    #: The monotonic-clock instant the running check must finish by (set by the runner before each check).
+    deadline: float = 0.0
+    _nodes: list[dict[str, Any]] | None = field(default=None, repr=False)
+
+    def nodes(self) -> list[dict[str, Any]]:
+        if self._nodes is None:
+            self._nodes = sorted(self.api.list_nodes(), key=node_name)
+        return self._nodes
+
+    def pool_nodes(self, pool: PoolExpectation, ready_only: bool = False) -> list[dict[str, Any]]:
+        return [n for n in self.nodes() if pool_of(n) == pool.name and (is_ready(n) or not ready_only)]
+
+
+def node_name(node: dict[str, Any]) -> str:
+    return str(node.get("metadata", {}).get("name", ""))
+
+
+def labels(node: dict[str, Any]) -> dict[str, str]:
+    return dict(node.get("metadata", {}).get("labels") or {})
+
+
+def pool_of(node: dict[str, Any]) -> str | None:
+    return labels(node).get(tags.POOL)
+
+
+def instance_type(node: dict[str, Any]) -> str | None:
+    return labels(node).get(INSTANCE_TYPE_LABEL)
+
+
+def compute_type(node: dict[str, Any]) -> str | None:
+    return labels(node).get(COMPUTE_TYPE_LABEL)
+
+
+def is_ready(node: dict[str, Any]) -> bool:
+    conditions = node.get("status", {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+def allocatable(node: dict[str, Any], resource: str) -> int:
+    """An extended resource's allocatable count (absent = 0)."""
+    value = (node.get("status", {}).get("allocatable") or {}).get(resource, "0")
+    try:
+        return int(str(value))
+    except ValueError:
+        return 0

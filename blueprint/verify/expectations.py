@@ -1,0 +1,220 @@
+"""What a deployed cluster must show, derived from the stack's config exactly as `blueprint plan` derives it.
+
+The pool plans (`components.planning.pools.plan_pools`), the add-on selection, the storage summary and the catalog
+are the one source: pools and their min/max, GPUs and EFA devices per node, fabric Gbps, storage throughput, which
+DaemonSets run where. Nothing here is a second table of facts; `blueprint verify` only compares.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from components import catalog, tags
+from components.config import StackConfig
+from components.planning.addons.device_plugins import (
+    EFA_DEVICE_PLUGIN_RELEASE,
+    NVIDIA_DEVICE_PLUGIN_RELEASE,
+    NVIDIA_DEVICE_PLUGIN_RUNTIME_CLASS_RELEASE,
+)
+from components.planning.addons.monitoring import (
+    CLOUDWATCH_NAMESPACE,
+    DCGM_EXPORTER_RELEASE,
+    DCGM_EXPORTER_RUNTIME_CLASS_RELEASE,
+    MONITORING_NAMESPACE,
+)
+from components.planning.addons.placement import KUBE_SYSTEM
+from components.planning.addons.selection import select_addons
+from components.planning.mig import advertised_resources
+from components.planning.pools import GPU_RESOURCE, PoolPlan, plan_pools
+from components.planning.storage import EFS_PER_CLIENT_MIBPS, MB_PER_GBIT, MB_PER_MIB, storage_summary
+from components.planning.tolerations import toleration
+
+#: The DaemonSet each chart creates is named after its release: the charts' `fullname` helper returns the release
+#: name when it contains the chart name ([NVDP] templates/_helpers.tpl and daemonset-device-plugin.yml @v0.20.0;
+#: [EKSCH] aws-efa-k8s-device-plugin templates/_helpers.tpl and daemonset.yaml; [DCGM] deployment/templates). The
+#: CloudWatch add-on's exporter is its `DcgmExporter` resource `dcgm-exporter` in `amazon-cloudwatch`, which the
+#: add-on's operator runs as a DaemonSet of the same name and namespace ([CWCHART]).
+NVIDIA_DEVICE_PLUGIN_DAEMONSETS = (NVIDIA_DEVICE_PLUGIN_RELEASE, NVIDIA_DEVICE_PLUGIN_RUNTIME_CLASS_RELEASE)
+EFA_DEVICE_PLUGIN_DAEMONSETS = (EFA_DEVICE_PLUGIN_RELEASE,)
+PROMETHEUS_EXPORTER_DAEMONSETS = (DCGM_EXPORTER_RELEASE, DCGM_EXPORTER_RUNTIME_CLASS_RELEASE)
+CLOUDWATCH_EXPORTER_DAEMONSETS = ("dcgm-exporter",)
+
+#: "NVSwitch, NVLink 4 (18 links/GPU), ..." in the catalog's `nvlink` text: every GPU pair shows `NV18`.
+_LINKS_PER_GPU = re.compile(r"(\d+)\s+links/GPU")
+
+
+@dataclass(frozen=True)
+class Daemon:
+    """A DaemonSet that must have a Ready pod on a node: its namespace and the names it may have."""
+
+    what: str
+    namespace: str
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Interconnect:
+    """How the GPUs of one node must see each other in `nvidia-smi topo -m`: NVLink between every pair (`NV<links>`,
+    any count when the catalog does not give one), or PCIe only."""
+
+    nvlink: bool
+    links: int | None
+    description: str
+
+
+@dataclass(frozen=True)
+class PoolExpectation:
+    name: str
+    kind: str
+    role: str
+    min_nodes: int
+    max_nodes: int
+    gpu_model: str | None
+    #: `nvidia.com/gpu` a node advertises: GPUs times time-slicing replicas (by instance type for mixed pools).
+    gpus_by_type: dict[str, int]
+    gpus_per_node: int
+    physical_gpus: int
+    efa_devices: int
+    fabric_gbps: float
+    network_gbps: float
+    tolerations: tuple[dict[str, str], ...]
+    daemons: tuple[Daemon, ...]
+    interconnect: Interconnect | None
+
+    @property
+    def is_gpu(self) -> bool:
+        return self.physical_gpus > 0
+
+    @property
+    def selector(self) -> dict[str, str]:
+        return {tags.POOL: self.name}
+
+    def advertised_gpus(self, instance_type: str | None) -> int:
+        """What a node of this instance type must advertise (the pool's figure for hybrid or unknown types)."""
+        return self.gpus_by_type.get(instance_type or "", self.gpus_per_node)
+
+
+@dataclass(frozen=True)
+class StorageExpectation:
+    name: str
+    kind: str
+    namespace: str
+    claim: str
+    pools: tuple[str, ...]
+    #: The file system's throughput (plan summary `throughputMBps`), and what one client can reach at most.
+    throughput_mbps: float | None
+    per_client_mbps: float | None
+
+
+@dataclass(frozen=True)
+class Expectations:
+    cluster: str
+    pools: tuple[PoolExpectation, ...]
+    storage: tuple[StorageExpectation, ...]
+
+    def pool(self, name: str) -> PoolExpectation | None:
+        return next((p for p in self.pools if p.name == name), None)
+
+
+def load_spec(stack: str | None, config_file: Path | None) -> StackConfig:
+    """The validated stack config, read as `blueprint plan` reads it (no Pulumi run needed: only the plans are
+    used). Raises ConfigError or FileNotFoundError."""
+    from blueprint.plan.runner import load_stack
+    from components.validation import validate_config
+
+    files = load_stack(stack, config_file)
+    return validate_config(files.config, project=files.project)
+
+
+def interconnect(plan: PoolPlan) -> Interconnect | None:
+    """From the catalog: an instance type with an `nvlink` entry has NVLink (NVSwitch) between every GPU pair; a
+    PCIe GPU model without one has PCIe paths only. None when the catalog does not say."""
+    if not plan.is_gpu:
+        return None
+    nvlink = plan.instance.nvlink if plan.instance else None
+    if nvlink:
+        found = _LINKS_PER_GPU.search(nvlink)
+        return Interconnect(True, int(found.group(1)) if found else None, nvlink)
+    model = catalog.gpu_models().get(plan.gpu_model or "")
+    if model is not None and model.form_factor == "PCIe":
+        return Interconnect(False, None, f"{model.name} PCIe: no NVLink switch")
+    return None
+
+
+def advertised_gpus(plan: PoolPlan) -> int:
+    """`nvidia.com/gpu` one node of the pool advertises: GPUs (or a `single` MIG pool's devices) times the
+    time-slicing replicas, as the scale-from-zero tags promise it (`components.planning.mig.advertised_resources`)."""
+    return advertised_resources(plan, plan.mig_strategy).get(GPU_RESOURCE, 0)
+
+
+def _gpus_by_type(plan: PoolPlan) -> dict[str, int]:
+    replicas = advertised_gpus(plan) // plan.gpus_per_node if plan.gpus_per_node else 1
+    types = catalog.instance_types()
+    return {t: types[t].gpu_count * replicas for t in plan.instance_types if t in types}
+
+
+def _daemons(plan: PoolPlan, spec: StackConfig, plans: list[PoolPlan]) -> tuple[Daemon, ...]:
+    selection = select_addons(spec.addons, plans)
+    found: list[Daemon] = []
+    bundled = plan.kind == "aws" and plan.pool.ami_family == "bottlerocket"
+    if plan.is_gpu and selection.nvidia_device_plugin and not bundled:
+        found.append(Daemon("NVIDIA device plugin", KUBE_SYSTEM, NVIDIA_DEVICE_PLUGIN_DAEMONSETS))
+    if plan.efa and selection.efa_device_plugin:
+        found.append(Daemon("EFA device plugin", KUBE_SYSTEM, EFA_DEVICE_PLUGIN_DAEMONSETS))
+    if plan.is_gpu and selection.dcgm_prometheus:
+        found.append(Daemon("DCGM exporter", MONITORING_NAMESPACE, PROMETHEUS_EXPORTER_DAEMONSETS))
+    elif plan.is_gpu and plan.kind == "aws" and selection.container_insights:
+        found.append(Daemon("DCGM exporter (Container Insights)", CLOUDWATCH_NAMESPACE, CLOUDWATCH_EXPORTER_DAEMONSETS))
+    return tuple(found)
+
+
+def pool_expectation(plan: PoolPlan, spec: StackConfig, plans: list[PoolPlan]) -> PoolExpectation:
+    return PoolExpectation(
+        name=plan.name,
+        kind=plan.kind,
+        role=plan.role,
+        min_nodes=plan.min_nodes,
+        max_nodes=plan.max_nodes,
+        gpu_model=plan.gpu_model,
+        gpus_by_type=_gpus_by_type(plan),
+        gpus_per_node=advertised_gpus(plan),
+        physical_gpus=plan.gpus_per_node,
+        efa_devices=plan.efa_devices,
+        fabric_gbps=plan.fabric_gbps,
+        network_gbps=plan.instance.network_gbps if plan.instance else 0.0,
+        tolerations=tuple(toleration(t) for t in plan.taints),
+        daemons=_daemons(plan, spec, plans),
+        interconnect=interconnect(plan),
+    )
+
+
+def _storage(entry: dict[str, Any], pools: dict[str, PoolExpectation]) -> StorageExpectation:
+    """One file system: what one client may reach is the least of the file system's throughput, the mounting
+    nodes' network bandwidth and, for EFS, its per-client limit (components.planning.storage)."""
+    namespace, _, claim = str(entry["claim"]).partition("/")
+    mounted = tuple(entry.get("mountedBy") or ())
+    limits = [pools[p].network_gbps * MB_PER_GBIT for p in mounted if p in pools and pools[p].network_gbps]
+    if entry["kind"] == "efs":
+        limits.append(EFS_PER_CLIENT_MIBPS * MB_PER_MIB)
+    if entry.get("throughputMBps"):
+        limits.append(float(entry["throughputMBps"]))
+    return StorageExpectation(
+        name=str(entry["name"]),
+        kind=str(entry["kind"]),
+        namespace=namespace,
+        claim=claim,
+        pools=mounted,
+        throughput_mbps=entry.get("throughputMBps"),
+        per_client_mbps=min(limits) if limits else None,
+    )
+
+
+def expectations(spec: StackConfig) -> Expectations:
+    plans = plan_pools(spec)
+    pools = tuple(pool_expectation(p, spec, plans) for p in plans)
+    by_name = {p.name: p for p in pools}
+    storage = tuple(_storage(e, by_name) for e in storage_summary(spec.storage, spec.network.zones, plans))
+    return Expectations(cluster=spec.cluster.name, pools=pools, storage=storage)

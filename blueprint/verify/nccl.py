@@ -1,0 +1,226 @@
+"""Check `nccl`: an all-reduce (nccl-tests `all_reduce_perf`) across two nodes of each EFA pool, and on one node
+of every other GPU pool.
+
+Two nodes, without the MPI Operator: two worker pods (all GPUs, all EFA devices and the EFA huge pages of their
+node, as AWS's EFA NCCL test asks, [EKSEFA] and [ADTNCCL]) run sshd; a launcher pod runs `mpirun` over SSH to the
+workers' pod IPs with a key pair made for this run and deleted with it. `NCCL_DEBUG=INFO` makes NCCL name its
+transport: the log must show aws-ofi-nccl's `NET/OFI Selected Provider is efa` and `Using network ... Libfabric`
+([OFINCCL]); `Using network Socket` means EFA is not in use, whatever the bandwidth.
+
+Expected bus bandwidth: `--min-busbw-fraction` (default 0.9) of the pool's fabric bandwidth in GB/s
+(`fabricGbpsPerNode / 8`, 400 GB/s on p5), read at the largest message size (nccl-tests' `Avg bus bandwidth`
+averages all sizes, the latency-bound ones included). Two p5.48xlarge reach 487 GB/s at 16 GiB in AWS's published
+run ([ADTNCCL]), 1.22 times the fabric figure (busbw counts NVLink traffic inside each node as well), so 0.9 leaves
+a quarter of headroom and still fails a node pair that lost half its EFA devices or fell back to sockets.
+A single-node run has no catalog figure to compare (NVLink or PCIe inside one node): it must complete with no
+wrong results, and its bus bandwidth is reported.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+from blueprint.verify.context import Context, node_name
+from blueprint.verify.expectations import PoolExpectation
+from blueprint.verify.model import Result
+from blueprint.verify.parsers import NcclRun, ParseError, parse_nccl
+from blueprint.verify.pods import NODE_NAME_LABEL, gpu_resources, pod_spec
+from components.planning.autoscaler_tags import EFA_RESOURCE
+from components.planning.hugepages import HUGEPAGES_RESOURCE
+
+CHECK = "nccl"
+#: What AWS's EFA NCCL test workers request besides GPUs and EFA devices ([ADTNCCL] kubernetes/nccl-tests.yaml).
+WORKER_HUGEPAGES = "5120Mi"
+WORKER_MEMORY = "32000Mi"
+SSH_DIR = "/etc/blueprint-verify-ssh"
+#: Library and binary paths inside AWS's nccl-tests image ([ADTNCCL] kubernetes/nccl-tests.yaml).
+LD_LIBRARY_PATH = (
+    "/opt/amazon/openmpi/lib:/opt/nccl/build/lib:/opt/amazon/efa/lib:/opt/amazon/ofi-nccl/lib/x86_64-linux-gnu:"
+    "/usr/local/nvidia/lib"
+)
+PATH = "/opt/amazon/openmpi/bin:/opt/amazon/efa/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+ALL_REDUCE = "/opt/nccl-tests/build/all_reduce_perf"
+#: Open MPI starts its daemons on the workers over SSH, whose sessions do not get the image's PATH: `--prefix` (and
+#: an absolute `mpirun`, as AWS's manifest runs it, [ADTNCCL]) tells it where Open MPI lives there.
+OPENMPI = "/opt/amazon/openmpi"
+MPIRUN = f"{OPENMPI}/bin/mpirun"
+#: Message sizes: 1 GiB to 16 GiB doubling, where bus bandwidth plateaus on p5 ([ADTNCCL] sample), 20 iterations,
+#: results checked (`-c 1`: the `#wrong` columns).
+TWO_NODE_ARGS = ["-b", "1G", "-e", "16G", "-f", "2", "-g", "1", "-c", "1", "-n", "20"]
+ONE_NODE_ARGS = ["-b", "8M", "-e", "1G", "-f", "2", "-c", "1"]
+
+
+def ssh_key_pair() -> tuple[str, str]:
+    """A fresh Ed25519 key pair: the private key in OpenSSH format, the public key as an authorized_keys line."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    key = Ed25519PrivateKey.generate()
+    private = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()
+    ).decode()
+    public = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH).decode()
+    return private, public + " blueprint-verify\n"
+
+
+def expected_busbw(pool: PoolExpectation, fraction: float) -> float:
+    """GB/s the two-node all-reduce must reach: the fraction of the fabric's Gbps in GB/s."""
+    return round(pool.fabric_gbps / 8 * fraction, 1)
+
+
+def judge_two_node(run: NcclRun, expected: float) -> tuple[bool, str]:
+    peak = run.peak
+    problems = []
+    if not run.ofi_efa or not (run.network and "Libfabric" in run.network):
+        problems.append(f"EFA not in use (NCCL network: {run.network or 'not reported'})")
+    if peak.wrong:
+        problems.append(f"{peak.wrong} wrong results")
+    if peak.busbw < expected:
+        problems.append(f"bus bandwidth {peak.busbw:g} GB/s < {expected:g} GB/s")
+    size = f"{peak.size_bytes / 2**30:g} GiB"
+    return not problems, "; ".join(problems) or f"{peak.busbw:g} GB/s bus bandwidth at {size} over {run.network}"
+
+
+def _volume(secret: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    volumes: list[dict[str, Any]] = [
+        {"name": "ssh", "secret": {"secretName": secret, "defaultMode": 0o400}},
+        {"name": "dshm", "emptyDir": {"medium": "Memory"}},
+    ]
+    mounts: list[dict[str, Any]] = [
+        {"name": "ssh", "mountPath": SSH_DIR, "readOnly": True},
+        {"name": "dshm", "mountPath": "/dev/shm"},
+    ]
+    return volumes, mounts
+
+
+def _two_node(ctx: Context, pool: PoolExpectation, nodes: list[str]) -> Result:
+    session, gpus = ctx.session, pool.gpus_per_node
+    secret = session.name(CHECK, f"{pool.name}-ssh")
+    private, public = ssh_key_pair()
+    session.create_secret(
+        {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": secret, "labels": session.labels(CHECK)},
+            "data": {
+                "id_ed25519": base64.b64encode(private.encode()).decode(),
+                "authorized_keys": base64.b64encode(public.encode()).decode(),
+            },
+        }
+    )
+    volumes, mounts = _volume(secret)
+    resources = gpu_resources(
+        gpus, {EFA_RESOURCE: str(pool.efa_devices), HUGEPAGES_RESOURCE: WORKER_HUGEPAGES, "memory": WORKER_MEMORY}
+    )
+    sshd = (
+        f"mkdir -p /root/.ssh /run/sshd && cp {SSH_DIR}/authorized_keys /root/.ssh/ && chmod 700 /root/.ssh && "
+        "chmod 600 /root/.ssh/authorized_keys && ssh-keygen -A && exec /usr/sbin/sshd -D -e"
+    )
+    workers = []
+    for i, node in enumerate(nodes):
+        body = pod_spec(
+            session.name(CHECK, f"{pool.name}-w{i}"),
+            session.labels(CHECK),
+            ctx.options.nccl_image,
+            ["bash", "-c", sshd],
+            {NODE_NAME_LABEL: node},
+            pool.tolerations,
+            resources,
+            volumes=volumes,
+            mounts=mounts,
+        )
+        workers.append(session.create_pod(body))
+    ready = session.wait(workers, ctx.deadline, until="ready")
+    ips = [str(ready[w].get("status", {}).get("podIP")) for w in workers]
+    mpirun = [
+        MPIRUN, "--prefix", OPENMPI, "--allow-run-as-root", "--tag-output",
+        "-np", str(gpus * len(ips)), "-N", str(gpus),
+        "-H", ",".join(f"{ip}:{gpus}" for ip in ips), "--bind-to", "none",
+        "-x", "PATH", "-x", "LD_LIBRARY_PATH", "-x", "FI_PROVIDER=efa", "-x", "FI_EFA_FORK_SAFE=1",
+        "-x", "NCCL_DEBUG=INFO", "--mca", "pml", "^ucx", "--mca", "btl", "tcp,self",
+        "--mca", "btl_tcp_if_exclude", "lo,docker0,veth_def_agent", ALL_REDUCE, *TWO_NODE_ARGS,
+    ]  # fmt: skip
+    launch = (
+        f"mkdir -p /root/.ssh && cp {SSH_DIR}/id_ed25519 /root/.ssh/ && chmod 600 /root/.ssh/id_ed25519 && "
+        + " ".join(mpirun)
+    )
+    launcher = pod_spec(
+        session.name(CHECK, f"{pool.name}-launcher"),
+        session.labels(CHECK),
+        ctx.options.nccl_image,
+        ["bash", "-c", launch],
+        {NODE_NAME_LABEL: nodes[0]},
+        pool.tolerations,
+        # the launcher only starts the ranks: no GPU of the node is exposed to it
+        env={"PATH": PATH, "LD_LIBRARY_PATH": LD_LIBRARY_PATH, "NVIDIA_VISIBLE_DEVICES": "void"},
+        volumes=volumes[:1],
+        mounts=mounts[:1],
+    )
+    outcome = session.run(launcher, ctx.deadline)
+    target = f"{pool.name}/{'+'.join(nodes)}"
+    expected = expected_busbw(pool, ctx.options.min_busbw_fraction)
+    try:
+        run = parse_nccl(outcome.log)
+    except ParseError as error:
+        return Result(CHECK, target, "error", f"launcher {outcome.phase}: {error}", expected=expected)
+    ok, detail = judge_two_node(run, expected)
+    return Result(CHECK, target, "pass" if ok else "fail", detail, run.peak.busbw, expected, () if ok else tuple(nodes))
+
+
+def _one_node(ctx: Context, pool: PoolExpectation, node: str) -> Result:
+    gpus = pool.gpus_per_node
+    body = pod_spec(
+        ctx.session.name(CHECK, pool.name),
+        ctx.session.labels(CHECK),
+        ctx.options.nccl_image,
+        # one process driving every GPU (`-g`), started by mpirun as the image's MPI build of nccl-tests expects
+        [MPIRUN, "--allow-run-as-root", "-np", "1", "--bind-to", "none", ALL_REDUCE, *ONE_NODE_ARGS, "-g", str(gpus)],
+        {NODE_NAME_LABEL: node},
+        pool.tolerations,
+        gpu_resources(gpus),
+        env={"PATH": PATH, "LD_LIBRARY_PATH": LD_LIBRARY_PATH, "NCCL_DEBUG": "INFO"},
+    )
+    outcome = ctx.session.run(body, ctx.deadline)
+    target = f"{pool.name}/{node}"
+    try:
+        run = parse_nccl(outcome.log)
+    except ParseError as error:
+        return Result(CHECK, target, "error", f"pod {outcome.phase}: {error}")
+    peak = run.peak
+    if peak.wrong:
+        return Result(CHECK, target, "fail", f"{peak.wrong} wrong results", peak.busbw, None, (node,))
+    size = f"{peak.size_bytes / 2**30:g} GiB"
+    return Result(
+        CHECK,
+        target,
+        "pass",
+        f"{peak.busbw:g} GB/s bus bandwidth on one node at {size} (no catalog figure)",
+        peak.busbw,
+    )
+
+
+def check(ctx: Context) -> list[Result]:
+    results: list[Result] = []
+    for pool in ctx.expect.pools:
+        if not pool.is_gpu:
+            continue
+        ready = [node_name(n) for n in ctx.pool_nodes(pool, ready_only=True)]
+        if pool.efa_devices:
+            if len(ready) < 2:
+                results.append(
+                    Result(
+                        CHECK,
+                        pool.name,
+                        "skip",
+                        f"needs 2 Ready nodes, the pool has {len(ready)}: scale it to 2 and rerun",
+                    )
+                )
+            else:
+                results.append(_two_node(ctx, pool, ready[:2]))
+        elif ready:
+            results.append(_one_node(ctx, pool, ready[0]))
+        else:
+            results.append(Result(CHECK, pool.name, "skip", "no Ready node in the pool"))
+        ctx.session.cleanup()  # free the GPUs before the next pool's run
+    return results

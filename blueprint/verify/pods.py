@@ -1,0 +1,180 @@
+"""The test pods `blueprint verify` starts, and the session that creates, waits for and always deletes them.
+
+Every object it creates carries `app.kubernetes.io/managed-by: blueprint-verify` and `blueprint-verify/run: <id>`,
+so a run's leftovers can be found (`kubectl delete pods -A -l blueprint-verify/run=<id>`) even if the process was
+killed outright. `PodSession.cleanup` deletes everything the session created; the runner calls it in a `finally`,
+so a failing check, a timeout and Ctrl-C (KeyboardInterrupt) all end with the pods gone.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from blueprint.verify.kube import KubeApi, KubeError
+from blueprint.verify.model import CheckTimeout
+from components.planning.pools import GPU_RESOURCE
+
+MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
+MANAGED_BY = "blueprint-verify"
+RUN_LABEL = "blueprint-verify/run"
+CHECK_LABEL = "blueprint-verify/check"
+NODE_NAME_LABEL = "kubernetes.io/hostname"
+POLL_SECONDS = 5.0
+
+
+@dataclass(frozen=True)
+class PodOutcome:
+    name: str
+    phase: str
+    log: str
+    node: str | None
+
+
+@dataclass
+class PodSession:
+    """Creates test pods in one run, waits for them with a deadline, and deletes all of them at the end."""
+
+    api: KubeApi
+    run_id: str
+    namespace: str
+    clock: Callable[[], float] = time.monotonic
+    sleep: Callable[[float], None] = time.sleep
+    created_pods: list[tuple[str, str]] = field(default_factory=list)
+    created_secrets: list[tuple[str, str]] = field(default_factory=list)
+
+    def labels(self, check: str) -> dict[str, str]:
+        return {MANAGED_BY_LABEL: MANAGED_BY, RUN_LABEL: self.run_id, CHECK_LABEL: check}
+
+    def name(self, check: str, suffix: str) -> str:
+        """`bpv-<check>-<run>-<suffix>`, cut to the 63 characters a pod name's DNS label allows."""
+        return f"bpv-{check}-{self.run_id}-{suffix}".lower().replace("_", "-")[:63].rstrip("-")
+
+    def create_pod(self, body: dict[str, Any], namespace: str | None = None) -> str:
+        ns = namespace or self.namespace
+        name = body["metadata"]["name"]
+        self.created_pods.append((ns, name))  # recorded first: a create that times out may still have happened
+        self.api.create_pod(ns, body)
+        return name
+
+    def create_secret(self, body: dict[str, Any], namespace: str | None = None) -> None:
+        ns = namespace or self.namespace
+        self.created_secrets.append((ns, body["metadata"]["name"]))
+        self.api.create_secret(ns, body)
+
+    def wait(
+        self, names: Sequence[str], deadline: float, until: str = "done", namespace: str | None = None
+    ) -> dict[str, dict[str, Any]]:
+        """Poll the pods until each has finished (`until="done"`: Succeeded or Failed) or runs with its containers
+        ready (`until="ready"`). Raises CheckTimeout at the deadline (a monotonic-clock instant)."""
+        ns = namespace or self.namespace
+        pending = list(names)
+        seen: dict[str, dict[str, Any]] = {}
+        while True:
+            for name in list(pending):
+                pod = self.api.read_pod(ns, name)
+                seen[name] = pod
+                if _reached(pod, until):
+                    pending.remove(name)
+            if not pending:
+                return seen
+            if self.clock() >= deadline:
+                states = ", ".join(f"{n}: {describe(seen[n])}" for n in pending)
+                raise CheckTimeout(f"timed out waiting for {states}")
+            self.sleep(POLL_SECONDS)
+
+    def run(self, body: dict[str, Any], deadline: float, namespace: str | None = None) -> PodOutcome:
+        """Create one pod, wait until it ends, return its phase and log."""
+        ns = namespace or self.namespace
+        name = self.create_pod(body, ns)
+        pod = self.wait([name], deadline, namespace=ns)[name]
+        return PodOutcome(name, _phase(pod), self.api.pod_log(ns, name), pod.get("spec", {}).get("nodeName"))
+
+    def cleanup(self) -> list[str]:
+        """Delete every pod and secret this session created; returns what could not be deleted (said on stderr)."""
+        failed: list[str] = []
+        for ns, name in reversed(self.created_pods):
+            try:
+                self.api.delete_pod(ns, name)
+            except KubeError as error:
+                failed.append(f"pod {ns}/{name}: {error}")
+        for ns, name in reversed(self.created_secrets):
+            try:
+                self.api.delete_secret(ns, name)
+            except KubeError as error:
+                failed.append(f"secret {ns}/{name}: {error}")
+        self.created_pods.clear()
+        self.created_secrets.clear()
+        return failed
+
+
+def _phase(pod: Mapping[str, Any]) -> str:
+    return str((pod.get("status") or {}).get("phase") or "Pending")
+
+
+def _reached(pod: Mapping[str, Any], until: str) -> bool:
+    phase = _phase(pod)
+    if until == "done":
+        return phase in ("Succeeded", "Failed")
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    return phase == "Running" and bool(statuses) and all(s.get("ready") for s in statuses)
+
+
+def describe(pod: Mapping[str, Any]) -> str:
+    """`Pending (Unschedulable: 0/3 nodes are available: ...)`: the phase and why, for error messages."""
+    status = pod.get("status") or {}
+    reasons = [
+        f"{c.get('reason')}: {c.get('message')}"
+        for c in status.get("conditions") or []
+        if c.get("status") == "False" and c.get("reason")
+    ]
+    for container in status.get("containerStatuses") or []:
+        waiting = (container.get("state") or {}).get("waiting")
+        if waiting:
+            reasons.append(f"{waiting.get('reason')}: {waiting.get('message') or ''}".rstrip(": "))
+    return _phase(pod) + (f" ({'; '.join(reasons)})" if reasons else "")
+
+
+def pod_spec(
+    name: str,
+    labels: Mapping[str, str],
+    image: str,
+    command: Sequence[str],
+    node_selector: Mapping[str, str],
+    tolerations: Sequence[Mapping[str, str]],
+    resources: Mapping[str, str] | None = None,
+    env: Mapping[str, str] | None = None,
+    volumes: Sequence[Mapping[str, Any]] = (),
+    mounts: Sequence[Mapping[str, Any]] = (),
+    capabilities: Sequence[str] = (),
+    active_deadline_seconds: int | None = None,
+) -> dict[str, Any]:
+    """A run-once pod on the selected nodes: tolerations of the pool's taints, limits equal to requests (extended
+    resources such as GPUs, EFA devices and huge pages must be given as limits, and requests must equal them)."""
+    container: dict[str, Any] = {"name": "check", "image": image, "command": list(command)}
+    if resources:
+        container["resources"] = {"limits": dict(resources), "requests": dict(resources)}
+    if env:
+        container["env"] = [{"name": k, "value": v} for k, v in env.items()]
+    if mounts:
+        container["volumeMounts"] = list(mounts)
+    if capabilities:
+        container["securityContext"] = {"capabilities": {"add": list(capabilities)}}
+    spec: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "nodeSelector": dict(node_selector),
+        "tolerations": [dict(t) for t in tolerations],
+        "containers": [container],
+        "terminationGracePeriodSeconds": 0,
+    }
+    if volumes:
+        spec["volumes"] = list(volumes)
+    if active_deadline_seconds:
+        spec["activeDeadlineSeconds"] = active_deadline_seconds
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": dict(labels)}, "spec": spec}
+
+
+def gpu_resources(gpus: int, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    return {GPU_RESOURCE: str(gpus), **(extra or {})}

@@ -1,0 +1,120 @@
+"""Check `storage`: each shared file system's claim is Bound, mounts in a pod of a pool that uses it, and gives a
+short write and read throughput comparable with the plan.
+
+The probe writes `streams` files of `MiB` each in parallel, then reads them back, with O_DIRECT where the file
+system takes it (so the page cache does not flatter the figures), and deletes them. One client cannot reach a
+file system's aggregate throughput: the figure it is held to is `--min-storage-fraction` (default 0.25) of the
+least of the file system's throughput (plan summary `throughputMBps`), the client node's network bandwidth and,
+for EFS, its per-client limit of 1,500 MiB/s (`components.planning.storage`). It is a smoke test that a mount
+works at a plausible speed, not a benchmark.
+"""
+
+from __future__ import annotations
+
+from blueprint.verify.context import Context
+from blueprint.verify.expectations import StorageExpectation
+from blueprint.verify.model import Result
+from blueprint.verify.parsers import ParseError, parse_storage
+from blueprint.verify.pods import pod_spec
+from components import tags
+
+CHECK = "storage"
+MOUNT = "/mnt/claim"
+
+#: Runs in the probe pod: `python3 -c PROBE DIR STREAMS MIB`; prints one JSON line of MB/s (10^6 bytes/s).
+PROBE = """
+import json, mmap, os, shutil, sys, threading, time
+d, n, mib = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+os.makedirs(d, exist_ok=True)
+MB = 1 << 20
+direct = getattr(os, "O_DIRECT", 0)
+def opened(path, flags):
+    try:
+        return os.open(path, flags | direct, 0o600)
+    except OSError:
+        return os.open(path, flags, 0o600)
+def write(i):
+    buf = mmap.mmap(-1, MB); buf.write(os.urandom(MB))
+    fd = opened(f"{d}/f{i}", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    for _ in range(mib):
+        os.write(fd, buf)
+    os.fsync(fd); os.close(fd)
+def read(i):
+    buf = mmap.mmap(-1, MB)
+    fd = opened(f"{d}/f{i}", os.O_RDONLY)
+    while os.readv(fd, [buf]) > 0:
+        pass
+    os.close(fd)
+def timed(fn):
+    threads = [threading.Thread(target=fn, args=(i,)) for i in range(n)]
+    start = time.monotonic()
+    for t in threads: t.start()
+    for t in threads: t.join()
+    return round(n * mib * MB / 1e6 / (time.monotonic() - start), 1)
+try:
+    w = timed(write); r = timed(read)
+    print(json.dumps({"writeMBps": w, "readMBps": r}))
+finally:
+    shutil.rmtree(d, ignore_errors=True)
+"""
+
+
+def _one(ctx: Context, fs: StorageExpectation) -> Result:
+    target = f"{fs.name} ({fs.namespace}/{fs.claim})"
+    claim = ctx.api.read_claim(fs.namespace, fs.claim)
+    if claim is None:
+        return Result(CHECK, target, "fail", "the claim does not exist")
+    phase = (claim.get("status") or {}).get("phase")
+    if phase != "Bound":
+        return Result(CHECK, target, "fail", f"the claim is {phase or 'not Bound'}")
+    pool = next(
+        (p for p in ctx.expect.pools if p.name in fs.pools and ctx.pool_nodes(p, ready_only=True)),
+        None,
+    )
+    if pool is None:
+        return Result(CHECK, target, "skip", f"no Ready node in the pools that mount it ({', '.join(fs.pools) or '-'})")
+    read_only = (claim.get("spec") or {}).get("accessModes") == ["ReadOnlyMany"]
+    directory = f"{MOUNT}/.blueprint-verify-{ctx.session.run_id}"
+    command = (
+        ["ls", MOUNT]
+        if read_only
+        else ["python3", "-c", PROBE, directory, str(ctx.options.probe_streams), str(ctx.options.probe_mib_per_stream)]
+    )
+    body = pod_spec(
+        ctx.session.name(CHECK, fs.name),
+        ctx.session.labels(CHECK),
+        ctx.options.probe_image,
+        command,
+        {tags.POOL: pool.name},
+        pool.tolerations,
+        volumes=[{"name": "claim", "persistentVolumeClaim": {"claimName": fs.claim, "readOnly": read_only}}],
+        mounts=[{"name": "claim", "mountPath": MOUNT}],
+    )
+    outcome = ctx.session.run(body, ctx.deadline, namespace=fs.namespace)
+    where = f"{pool.name}/{outcome.node or '?'}"
+    if outcome.phase != "Succeeded":
+        return Result(CHECK, target, "fail", f"pod on {where} {outcome.phase}: {outcome.log[-300:]}")
+    if read_only:
+        return Result(CHECK, target, "pass", f"mounted read-only on {where}; throughput not measured")
+    try:
+        measured = parse_storage(outcome.log)
+    except ParseError as error:
+        return Result(CHECK, target, "error", str(error))
+    if fs.per_client_mbps is None:
+        return Result(CHECK, target, "pass", f"mounted on {where}: {measured} (no plan figure)", measured)
+    want = round(fs.per_client_mbps * ctx.options.min_storage_fraction, 1)
+    slow = [f"{k} {v:g} < {want:g}" for k, v in measured.items() if v < want]
+    detail = (
+        "; ".join(slow)
+        if slow
+        else f"write {measured.get('writeMBps', 0):g} MB/s, read {measured.get('readMBps', 0):g} MB/s on {where}"
+    )
+    return Result(CHECK, target, "fail" if slow else "pass", detail, measured, want)
+
+
+def check(ctx: Context) -> list[Result]:
+    results = []
+    for fs in ctx.expect.storage:
+        results.append(_one(ctx, fs))
+        ctx.session.cleanup()
+    return results

@@ -1,0 +1,84 @@
+"""Check `topology`: one pod per GPU pool runs `nvidia-smi topo -m` on a Ready node; the matrix must show the
+pool's GPU count and the interconnect the catalog gives (`expectations.interconnect`): NVLink `NV<links>` between
+every pair on NVSwitch types (NV18 on p5), PCIe paths (PIX/PXB/PHB/NODE/SYS) on PCIe GPUs, where NVLink bridges
+between pairs are allowed.
+"""
+
+from __future__ import annotations
+
+from blueprint.verify.context import Context, node_name
+from blueprint.verify.expectations import Interconnect
+from blueprint.verify.model import Result
+from blueprint.verify.parsers import PCIE_LINKS, ParseError, Topology, nvlink_count, parse_topology
+from blueprint.verify.pods import NODE_NAME_LABEL, gpu_resources, pod_spec
+
+CHECK = "topology"
+
+
+def judge(topology: Topology, gpus: int, expected: Interconnect | None) -> tuple[bool, str]:
+    """Whether a parsed matrix is what the pool promises, and why not."""
+    if len(topology.gpus) != gpus:
+        return False, f"{len(topology.gpus)} GPUs in the matrix, expected {gpus}"
+    codes = sorted({code for _, _, code in topology.pairs()})
+    if expected is None:
+        return True, f"links {', '.join(codes) or '-'} (the catalog gives no interconnect to compare)"
+    if expected.nvlink:
+        want = f"NV{expected.links}" if expected.links else "NV<n>"
+        bad = [
+            f"{a}-{b} {code}"
+            for a, b, code in topology.pairs()
+            if nvlink_count(code) is None or (expected.links is not None and nvlink_count(code) != expected.links)
+        ]
+        if bad:
+            return False, f"expected {want} between every GPU pair; got {', '.join(bad[:4])}" + (
+                " ..." if len(bad) > 4 else ""
+            )
+        return True, f"{want} between all {len(topology.gpus)} GPUs"
+    unknown = [c for c in codes if c not in PCIE_LINKS and nvlink_count(c) is None]
+    if unknown:
+        return False, f"unexpected link codes {', '.join(unknown)}"
+    return True, f"PCIe paths {', '.join(codes)} between {len(topology.gpus)} GPUs"
+
+
+def check(ctx: Context) -> list[Result]:
+    results: list[Result] = []
+    for pool in ctx.expect.pools:
+        if not pool.is_gpu:
+            continue
+        ready = ctx.pool_nodes(pool, ready_only=True)
+        if not ready:
+            results.append(Result(CHECK, pool.name, "skip", "no Ready node in the pool"))
+            continue
+        node = node_name(ready[0])
+        body = pod_spec(
+            ctx.session.name(CHECK, pool.name),
+            ctx.session.labels(CHECK),
+            ctx.options.cuda_image,
+            ["nvidia-smi", "topo", "-m"],
+            {NODE_NAME_LABEL: node},
+            pool.tolerations,
+            gpu_resources(pool.gpus_per_node),
+        )
+        outcome = ctx.session.run(body, ctx.deadline)
+        if outcome.phase != "Succeeded":
+            results.append(Result(CHECK, f"{pool.name}/{node}", "error", f"pod {outcome.phase}: {outcome.log[-400:]}"))
+            continue
+        try:
+            topology = parse_topology(outcome.log)
+        except ParseError as error:
+            results.append(Result(CHECK, f"{pool.name}/{node}", "error", str(error)))
+            continue
+        ok, detail = judge(topology, pool.physical_gpus, pool.interconnect)
+        expected = pool.interconnect.description if pool.interconnect else None
+        results.append(
+            Result(
+                CHECK,
+                f"{pool.name}/{node}",
+                "pass" if ok else "fail",
+                detail,
+                len(topology.gpus),
+                expected,
+                () if ok else (node,),
+            )
+        )
+    return results

@@ -1,0 +1,136 @@
+"""A fake Kubernetes API for `blueprint verify` tests: nodes and pods as the API's JSON, test pods that end the
+way a test says (phase, log, pod IP), and a record of what was created, deleted and cordoned."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from copy import deepcopy
+from pathlib import Path
+from typing import Any
+
+from blueprint.verify.kube import KubeError
+
+DATA = Path(__file__).parent / "data" / "verify"
+
+
+def sample(name: str) -> str:
+    return (DATA / name).read_text()
+
+
+def node(
+    name: str,
+    pool: str,
+    instance_type: str | None = None,
+    gpus: int = 0,
+    efa: int = 0,
+    ready: bool = True,
+    hybrid: bool = False,
+) -> dict[str, Any]:
+    labels = {"gpu-clusters/pool": pool, "kubernetes.io/hostname": name}
+    if instance_type:
+        labels["node.kubernetes.io/instance-type"] = instance_type
+    if hybrid:
+        labels["eks.amazonaws.com/compute-type"] = "hybrid"
+    allocatable = {"cpu": "191450m"}
+    if gpus:
+        allocatable["nvidia.com/gpu"] = str(gpus)
+    if efa:
+        allocatable["vpc.amazonaws.com/efa"] = str(efa)
+    return {
+        "metadata": {"name": name, "labels": labels},
+        "status": {
+            "allocatable": allocatable,
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        },
+    }
+
+
+def daemon_pod(daemonset: str, node_name: str, ready: bool = True) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": f"{daemonset}-{node_name[-5:]}",
+            "ownerReferences": [{"kind": "DaemonSet", "name": daemonset}],
+        },
+        "spec": {"nodeName": node_name},
+        "status": {"phase": "Running", "containerStatuses": [{"ready": ready}]},
+    }
+
+
+#: What a test pod does: given its body, the phase it ends in and its log.
+Behaviour = Callable[[dict[str, Any]], tuple[str, str]]
+
+
+class FakeApi:
+    def __init__(
+        self,
+        nodes: list[dict[str, Any]],
+        pods: dict[str, list[dict[str, Any]]] | None = None,
+        behaviour: Behaviour | None = None,
+        claims: dict[tuple[str, str], dict[str, Any]] | None = None,
+    ) -> None:
+        self.nodes = nodes
+        self.pods = pods or {}
+        self.behaviour = behaviour or (lambda body: ("Succeeded", ""))
+        self.claims = claims or {}
+        self.created: dict[tuple[str, str], dict[str, Any]] = {}
+        self.deleted: list[tuple[str, str]] = []
+        self.secrets: dict[tuple[str, str], dict[str, Any]] = {}
+        self.deleted_secrets: list[tuple[str, str]] = []
+        self.cordoned: list[str] = []
+        self.fail_reads: BaseException | None = None
+
+    # ------------------------------------------------------------------ reads
+    def list_nodes(self) -> list[dict[str, Any]]:
+        return deepcopy(self.nodes)
+
+    def list_pods(self, namespace: str | None = None, label_selector: str = "") -> list[dict[str, Any]]:
+        return deepcopy(self.pods.get(namespace or "", []))
+
+    def read_pod(self, namespace: str, name: str) -> dict[str, Any]:
+        if self.fail_reads is not None:
+            raise self.fail_reads
+        body = deepcopy(self.created[(namespace, name)])
+        phase, _ = self.behaviour(body)
+        node = body["spec"]["nodeSelector"].get("kubernetes.io/hostname") or "node-from-selector"
+        body["spec"]["nodeName"] = node
+        ready = phase == "Running"
+        body["status"] = {
+            "phase": phase,
+            "podIP": f"10.0.0.{len(name) % 200}",
+            "containerStatuses": [{"ready": ready}],
+        }
+        return body
+
+    def pod_log(self, namespace: str, name: str) -> str:
+        return self.behaviour(self.created[(namespace, name)])[1]
+
+    def read_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return deepcopy(self.claims.get((namespace, name)))
+
+    # ------------------------------------------------------------------ writes
+    def create_pod(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
+        self.created[(namespace, body["metadata"]["name"])] = deepcopy(body)
+        return body
+
+    def delete_pod(self, namespace: str, name: str) -> None:
+        self.deleted.append((namespace, name))
+
+    def create_secret(self, namespace: str, body: dict[str, Any]) -> None:
+        self.secrets[(namespace, body["metadata"]["name"])] = deepcopy(body)
+
+    def delete_secret(self, namespace: str, name: str) -> None:
+        self.deleted_secrets.append((namespace, name))
+
+    def cordon(self, node: str) -> None:
+        self.cordoned.append(node)
+
+    # ------------------------------------------------------------------ assertions
+    def leftovers(self) -> list[tuple[str, str]]:
+        """Pods and secrets created and never deleted."""
+        pods = [k for k in self.created if k not in self.deleted]
+        secrets = [k for k in self.secrets if k not in self.deleted_secrets]
+        return pods + secrets
+
+
+def failing(error: str = "connection refused") -> KubeError:
+    return KubeError(error)
