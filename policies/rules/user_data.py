@@ -23,7 +23,7 @@ SECRET_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("an AWS access key id", re.compile(r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b")),
     (
         "an AWS secret access key",
-        re.compile(r"(?i)aws_?secret_?access_?key\W{0,3}[:=]\s*['\"]?[A-Za-z0-9/+=]{40}\b"),
+        re.compile(r"(?i)aws_?secret_?access_?key\W{0,3}[:=]\s*['\"]?[A-Za-z0-9/+=]{40}(?![A-Za-z0-9/+=])"),
     ),
     ("a private key", re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----")),
     # nodeadm's hybrid NodeConfig (spec.hybrid.ssm.activationCode) and the SSM agent's -code flag.
@@ -34,9 +34,14 @@ SECRET_PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = (
     # A literal value assigned to a password/secret/token/api key name (a "$VARIABLE" reference is fine).
     (
         "a password or token",
-        re.compile(r"(?i)\b(?:password|passwd|secret|api[_-]?key|token)\w*['\"]?\s*[:=]\s*['\"]?(?!\$)[^\s'\"]{8,}"),
+        re.compile(
+            r"(?i)(?<![a-z])(?:password|passwd|secret|api[_-]?key|token)\w*['\"]?\s*[:=]\s*['\"]?(?!\$)[^\s'\"]{8,}"
+        ),
     ),
 )
+
+#: The catch-all kind, reported only for lines no specific pattern matched.
+GENERIC = SECRET_PATTERNS[-1][0]
 
 #: Base64 runs long enough to hide a key (a PEM private key inside a YAML field); decoded and searched again.
 _BASE64_RUN = re.compile(r"[A-Za-z0-9+/]{40,}={0,2}")
@@ -78,9 +83,10 @@ def texts(user_data: str) -> list[str]:
 def findings(text: str) -> Iterator[tuple[str, int]]:
     """(kind of credential, line number) for each match in `text` and in the base64 runs it carries."""
     for number, line in enumerate(text.splitlines(), start=1):
-        for kind, pattern in SECRET_PATTERNS:
-            if pattern.search(line):
-                yield kind, number
+        kinds = [kind for kind, pattern in SECRET_PATTERNS if pattern.search(line)]
+        # The generic password/token pattern last: only when nothing more specific named the line.
+        for kind in [k for k in kinds if k != GENERIC] or kinds:
+            yield kind, number
         for run in _BASE64_RUN.findall(line):
             decoded = _decode_base64(run)
             if decoded is not None and SECRET_PATTERNS[2][1].search(_to_text(decoded)):
