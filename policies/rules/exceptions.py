@@ -1,6 +1,6 @@
 """Exceptions: how an organisation waives one policy for one resource, with a reason everybody can read.
 
-A resource is excepted from policy `P` when it carries the tag `gpu-clusters/exception:P` with a non-empty value; the
+A resource is excepted from policy `P` when it carries the tag `policy-exception/P` with a non-empty value; the
 value is the reason. Tags are the one place that travels with the resource into both `pulumi preview
 --policy-pack policies` and `blueprint check` (the policy SDK hands a policy only its own config, so a list of
 exceptions in another policy's config could not be read), and AWS keeps them on the resource for later audits. The
@@ -13,14 +13,16 @@ policy that does not exist, excepts nothing and is reported.
 
 from __future__ import annotations
 
+import difflib
 from collections import defaultdict
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection
 
 from policies.resources import Resource, Stack
 from policies.rules.signatures import Config, StackViolations
 
-#: The tag key prefix; the policy name follows it. AWS tag keys allow `:` and `/` (and up to 128 characters).
-EXCEPTION_TAG_PREFIX = "gpu-clusters/exception:"
+#: The tag key prefix; the policy name follows it. Outside the stack's own `gpu-clusters/` prefix, which stack files
+#: may not set (components.validation.cluster), so the stack file's `tags` can carry an exception.
+EXCEPTION_TAG_PREFIX = "policy-exception/"
 
 #: At most this many resource names are spelled out when one exception covers many resources.
 _NAMES_SHOWN = 5
@@ -58,30 +60,36 @@ def policy_exceptions(policies: Collection[str]) -> Callable[[Stack, Config], St
 
         An exception is a decision somebody must be able to find again: the advisory report puts each one, with the
         resources it covers and the reason given, in every `pulumi preview` and `blueprint check`. Add the tag
-        `gpu-clusters/exception:<policy>` with the reason as its value (docs/security.md, "Raising an exception").
+        `policy-exception/<policy>` with the reason as its value (docs/security.md, "Raising an exception").
         """
-        granted: dict[tuple[str, str], list[str]] = defaultdict(list)
+        granted: dict[tuple[str, str], list[Resource]] = defaultdict(list)
+        refused: dict[str, list[Resource]] = defaultdict(list)
         for r in stack:
             for policy, reason in exceptions_of(r).items():
                 tag = exception_tag(policy)
                 if policy not in policies:
-                    yield f"'{r.name}' has tag '{tag}', but no policy is named '{policy}': nothing is excepted", r.urn
+                    close = difflib.get_close_matches(policy, sorted(policies), n=1)
+                    hint = f" (did you mean '{close[0]}'?)" if close else ""
+                    refused[f"tag '{tag}' names no policy{hint}: nothing is excepted"].append(r)
                 elif not reason:
-                    yield (
-                        f"'{r.name}' has tag '{tag}' with no reason, so it excepts nothing: give the reason as the "
-                        "tag's value",
-                        r.urn,
-                    )
+                    refused[f"tag '{tag}' gives no reason, so it excepts nothing: give it as the value"].append(r)
                 else:
-                    granted[(policy, reason)].append(r.name)
-        for (policy, reason), names in sorted(granted.items()):
-            shown = ", ".join(f"'{n}'" for n in names[:_NAMES_SHOWN])
-            more = f" and {len(names) - _NAMES_SHOWN} more" if len(names) > _NAMES_SHOWN else ""
-            yield f"policy '{policy}' is waived for {shown}{more}: {reason}", None
+                    granted[(policy, reason)].append(r)
+        for problem, where in sorted(refused.items()):
+            yield f"{_names(where)}: {problem}", _urn(where)
+        for (policy, reason), where in sorted(granted.items()):
+            yield f"policy '{policy}' is waived for {_names(where)}: {reason}", _urn(where)
 
     return rule
 
 
-def reason_for(tags: Mapping[str, str], key: str) -> str:
-    """The stripped value of tag `key`, '' when absent."""
-    return str(tags.get(key, "")).strip()
+def _names(resources: list[Resource]) -> str:
+    """'a', 'b' and 3 more."""
+    shown = ", ".join(f"'{r.name}'" for r in resources[:_NAMES_SHOWN])
+    more = f" and {len(resources) - _NAMES_SHOWN} more" if len(resources) > _NAMES_SHOWN else ""
+    return shown + more
+
+
+def _urn(resources: list[Resource]) -> str | None:
+    """Report against the one resource, or against the stack when a tag covers several."""
+    return resources[0].urn if len(resources) == 1 else None

@@ -394,14 +394,14 @@ def test_an_exception_tag_with_a_reason_waives_one_policy_and_is_reported() -> N
 
     def waived(records: list[Record]) -> None:
         records[:] = without(records, "good-vpc-flow-log")
-        find(records, "good-vpc")["inputs"]["tags"]["gpu-clusters/exception:vpc-flow-logs"] = reason
+        find(records, "good-vpc")["inputs"]["tags"]["policy-exception/vpc-flow-logs"] = reason
 
     assert validate_stack("vpc-flow-logs", changed(waived)) == []
     assert validate_stack("policy-exceptions", changed(waived)) == [
-        ("", f"policy 'vpc-flow-logs' is waived for 'good-vpc': {reason}")
+        ("good-vpc", f"policy 'vpc-flow-logs' is waived for 'good-vpc': {reason}")
     ]
     props = inputs("good-key") | {"enableKeyRotation": False}
-    props["tags"]["gpu-clusters/exception:kms-key-rotation"] = "imported key material"
+    props["tags"]["policy-exception/kms-key-rotation"] = "imported key material"
     assert check("kms-key-rotation", KEY, props) == []
     assert len(check("sqs-queue-encrypted", QUEUE, {"sqsManagedSseEnabled": False, "tags": props["tags"]})) == 1
 
@@ -410,20 +410,20 @@ def test_an_exception_without_a_reason_or_policy_excepts_nothing() -> None:
     def bad_tags(records: list[Record]) -> None:
         records[:] = without(records, "good-vpc-flow-log")
         tags = find(records, "good-vpc")["inputs"]["tags"]
-        tags["gpu-clusters/exception:vpc-flow-logs"] = " "
-        tags["gpu-clusters/exception:vpc-flowlogs"] = "typo"
+        tags["policy-exception/vpc-flow-logs"] = " "
+        tags["policy-exception/vpc-flowlogs"] = "typo"
 
     assert [name for name, _ in validate_stack("vpc-flow-logs", changed(bad_tags))] == ["good-vpc"]
     assert validate_stack("policy-exceptions", changed(bad_tags)) == [
         (
             "good-vpc",
-            "'good-vpc' has tag 'gpu-clusters/exception:vpc-flow-logs' with no reason, so it excepts nothing: give "
-            "the reason as the tag's value",
+            "'good-vpc': tag 'policy-exception/vpc-flow-logs' gives no reason, so it excepts nothing: give it as the "
+            "value",
         ),
         (
             "good-vpc",
-            "'good-vpc' has tag 'gpu-clusters/exception:vpc-flowlogs', but no policy is named 'vpc-flowlogs': "
-            "nothing is excepted",
+            "'good-vpc': tag 'policy-exception/vpc-flowlogs' names no policy (did you mean 'vpc-flow-logs'?): nothing "
+            "is excepted",
         ),
     ]
 
@@ -432,9 +432,10 @@ def test_one_reason_on_many_resources_is_reported_once() -> None:
     def everywhere(records: list[Record]) -> None:
         for r in records:
             if isinstance(r["inputs"].get("tags"), dict):
-                r["inputs"]["tags"]["gpu-clusters/exception:sns-topic-encrypted"] = "alerts carry no data"
+                r["inputs"]["tags"]["policy-exception/sns-topic-encrypted"] = "alerts carry no data"
 
-    [(_, message)] = validate_stack("policy-exceptions", changed(everywhere))
+    [(where, message)] = validate_stack("policy-exceptions", changed(everywhere))
+    assert where == ""  # the stack: many resources
     assert message.startswith("policy 'sns-topic-encrypted' is waived for 'good-key', ")
     assert message.endswith(" more: alerts carry no data")
 
