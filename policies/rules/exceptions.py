@@ -17,6 +17,8 @@ import difflib
 from collections import defaultdict
 from collections.abc import Callable, Collection
 
+from pulumi_policy.proxy import UnknownValueError
+
 from policies.resources import Resource, Stack
 from policies.rules.signatures import Config, StackViolations
 
@@ -34,8 +36,13 @@ def exception_tag(policy: str) -> str:
 
 
 def all_tags(r: Resource) -> dict[str, str]:
-    """The resource's tags with the provider's `defaultTags` under them (the resource's own win, as in AWS)."""
-    return {**dict(r.default_tags), **r.tags()}
+    """The resource's tags with the provider's `defaultTags` under them (the resource's own win, as in AWS). Tags not
+    known yet (a preview) count as none: the resource is then judged, not excepted."""
+    try:
+        own = r.tags()
+    except UnknownValueError:
+        own = {}
+    return {**dict(r.default_tags), **own}
 
 
 def exceptions_of(r: Resource) -> dict[str, str]:

@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from functools import partial
 from typing import Any
+
+from pulumi_policy.proxy import UnknownValueError
 
 from policies.resources import Resource, Stack, get, items, peek, strings
 from policies.rules.signatures import Config, StackViolations
@@ -123,19 +126,27 @@ def unscoped_grants(document: Any) -> list[str]:
     return found
 
 
-def _documents(stack: Stack) -> Iterator[tuple[Resource, str, Any]]:
-    """(resource to report, what holds the document, document) for every identity policy of the stack."""
+def _policy_of(r: Resource) -> list[Any]:
+    return [r.get("policy")]
+
+
+def _inline_policies_of(role: Resource) -> list[Any]:
+    return [get(inline, "policy") for inline in items(role.get("inlinePolicies"))]
+
+
+def _documents(stack: Stack) -> Iterator[tuple[Resource, str, Callable[[], list[Any]]]]:
+    """(resource to report, what holds the documents, reader of the documents) for every identity policy of the
+    stack. Readers raise `UnknownValueError` for a document not known yet (a preview)."""
     for p in stack.of_type(ROLE_POLICY, USER_POLICY, GROUP_POLICY):
         roles = stack.referenced(p, "role", strings(peek(p.props, "role")), [ROLE]) if p.type == ROLE_POLICY else []
         owner = roles[0] if len(roles) == 1 else p
         label = f"role '{owner.name}' (inline policy '{p.name}')" if owner is not p else f"policy '{p.name}'"
-        yield owner, label, p.get("policy")
+        yield owner, label, partial(_policy_of, p)
     for p in stack.of_type(MANAGED_POLICY):
-        yield p, f"managed policy '{p.name}'", p.get("policy")
+        yield p, f"managed policy '{p.name}'", partial(_policy_of, p)
     for role in stack.of_type(ROLE):
-        for inline in items(role.get("inlinePolicies")):
-            name = get(inline, "name", default="?")
-            yield role, f"role '{role.name}' (inline policy '{name}')", get(inline, "policy")
+        label = f"role '{role.name}' (inline policies)"
+        yield role, label, partial(_inline_policies_of, role)
 
 
 def iam_no_unscoped_create_delete(stack: Stack, config: Config) -> StackViolations:
@@ -148,15 +159,24 @@ def iam_no_unscoped_create_delete(stack: Stack, config: Config) -> StackViolatio
     `TerminateInstanceInAutoScalingGroup` on groups tagged for this cluster
     (https://docs.aws.amazon.com/securityhub/latest/userguide/iam-controls.html). Read-only Describe/List/Get on "*"
     stay allowed: most of them support no resource-level permissions. The violation is reported on the role, so the
-    role's exception tag waives it.
+    role's exception tag waives it. Documents not known yet (a preview of new resources) are judged after the
+    known ones, which keep their verdicts, and end in the SDK's "can't run during preview" note.
     """
-    for owner, label, document in _documents(stack):
-        for grant in unscoped_grants(document):
+    unknown: UnknownValueError | None = None
+    for owner, label, read in _documents(stack):
+        try:
+            grants = [grant for document in read() for grant in unscoped_grants(document)]
+        except UnknownValueError as error:
+            unknown = unknown or error
+            continue
+        for grant in grants:
             yield (
                 f'{label} allows {grant} on every resource ("*") with no condition that scopes it: name the '
                 "resources' ARNs or add an aws:ResourceTag/aws:RequestTag condition for the cluster's tag",
                 owner.urn,
             )
+    if unknown is not None:
+        raise unknown
 
 
 def _principal_issues(statement: Mapping[str, Any]) -> Iterator[str]:

@@ -10,7 +10,9 @@ import json
 from typing import Any
 
 import pytest
+from pulumi_policy.proxy import UNKNOWN_STRING_VALUE
 
+from blueprint.plan.check import check as check_plan
 from tests.policies import resource_args, validate, validate_stack
 from tests.policies.stacks import ACCOUNT, Record, find, good_stack, policy_json, record, user_data, without
 
@@ -133,6 +135,19 @@ def test_tag_and_service_scoping_conditions_make_create_delete_acceptable(condit
     assert len(validate_stack("iam-no-unscoped-create-delete", changed(add_unscoped))) == 1
 
 
+def test_role_inline_policies_are_judged_and_unknown_documents_end_in_a_preview_note() -> None:
+    def inline_and_unknown(records: list[Record]) -> None:
+        statement = {"Effect": "Allow", "Action": "ec2:RunInstances", "Resource": "*"}
+        node_role = next(r for r in records if r["type"] == ROLE and r["name"] == "good-node")
+        node_role["inputs"]["inlinePolicies"] = [{"name": "launch", "policy": policy_json(statement)}]
+        records.append(record("aws:iam/policy:Policy", "good-later", {"policy": UNKNOWN_STRING_VALUE}))
+
+    found = [v for v in check_plan(changed(inline_and_unknown)) if v["policy"] == "iam-no-unscoped-create-delete"]
+    assert [(v["level"], v["resource"]) for v in found] == [("mandatory", "good-node"), ("advisory", "")]
+    assert found[0]["message"].startswith("role 'good-node' (inline policies) allows ec2:RunInstances on every")
+    assert found[1]["message"].startswith("can't run policy 'iam-no-unscoped-create-delete' during preview")
+
+
 def test_read_only_actions_and_named_resources_pass() -> None:
     document = policy_json(
         {"Effect": "Allow", "Action": ["ec2:Describe*", "autoscaling:DescribeTags"], "Resource": "*"},
@@ -149,7 +164,8 @@ def test_read_only_actions_and_named_resources_pass() -> None:
 # ------------------------------------------------------------------------------------------------ IAM trust
 def test_trust_policies_with_source_conditions_and_exempt_services_pass() -> None:
     assert check("iam-trust-source-conditions", ROLE, inputs("good-cluster-autoscaler")) == []
-    assert check("iam-trust-source-conditions", ROLE, inputs("good-node")) == []  # ec2.amazonaws.com
+    node_role = next(r for r in good_stack() if r["type"] == ROLE and r["name"] == "good-node")
+    assert check("iam-trust-source-conditions", ROLE, node_role["inputs"]) == []  # ec2.amazonaws.com
     ssm = policy_json(
         {
             "Effect": "Allow",
