@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
+from components import tags
 from components.catalog.versions import chart
 from components.planning.pools import GPU_RESOURCE
 from components.tags import TAINTS
@@ -51,8 +52,9 @@ def imdsv2_required(lt: Resource, config: Config) -> Iterator[str]:
         yield f"launch template '{lt.name}' sets an IMDS hop limit of {hops}; at most {ceiling} is allowed"
 
 
-#: The tag that justifies an IMDS hop limit above 1 on a launch template (or, through `tags`, on every resource).
-HOP_LIMIT_REASON_TAG = "gpu-clusters/imds-hop-limit-reason"
+#: The tag that justifies an IMDS hop limit above 1 on a launch template; the node pools set it from a pool's
+#: `imdsHopLimitReason` (components.node_pool).
+HOP_LIMIT_REASON_TAG = tags.IMDS_HOP_LIMIT_REASON
 
 
 def imds_hop_limit_justified(lt: Resource, config: Config) -> Iterator[str]:
