@@ -24,6 +24,14 @@ ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
 MANAGED_POLICY = "aws:iam/policy:Policy"
 USER_POLICY = "aws:iam/userPolicy:UserPolicy"
 GROUP_POLICY = "aws:iam/groupPolicy:GroupPolicy"
+ROLE_POLICY_ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
+
+#: AWS-managed policies that grant create/delete on every resource of one service or all of them. Their documents are
+#: not in the plan, so they are recognised by name: `AdministratorAccess`, `PowerUserAccess` and every `*FullAccess`
+#: (https://docs.aws.amazon.com/aws-managed-policy/latest/reference/policy-list.html).
+BROAD_MANAGED_POLICY = re.compile(
+    r"^arn:aws[\w-]*:iam::aws:policy/(?:.*/)?(AdministratorAccess|PowerUserAccess|\w*FullAccess\w*)$"
+)
 
 #: Action verbs that make or destroy resources ("wildcard create/delete"): Run launches instances, Terminate ends them.
 CREATE_DELETE_VERBS = ("create", "delete", "terminate", "run")
@@ -151,7 +159,8 @@ def _documents(stack: Stack) -> Iterator[tuple[Resource, str, Callable[[], list[
 
 def iam_no_unscoped_create_delete(stack: Stack, config: Config) -> StackViolations:
     """No identity policy creates, deletes, runs or terminates on every resource ("*") without a condition that
-    scopes it to tagged or named resources, nor grants "*" or `service:*` unscoped (FSBP IAM.1, IAM.21).
+    scopes it to tagged or named resources, nor grants "*" or `service:*` unscoped, nor is an AWS-managed
+    `*FullAccess`/`AdministratorAccess`/`PowerUserAccess` policy attached (FSBP IAM.1, IAM.21).
 
     A Create*/Delete*/Terminate*/Run* permission on "*" lets a stolen pod or node credential make or destroy anything
     of that kind in the account; a tag condition (`aws:ResourceTag/...`, `aws:RequestTag/...`, the service's own
@@ -175,8 +184,28 @@ def iam_no_unscoped_create_delete(stack: Stack, config: Config) -> StackViolatio
                 "resources' ARNs or add an aws:ResourceTag/aws:RequestTag condition for the cluster's tag",
                 owner.urn,
             )
+    for owner, name in _broad_managed_policies(stack):
+        yield (
+            f"role '{owner.name}' has the AWS-managed policy {name} attached, which allows create/delete on every "
+            "resource it covers: attach a policy of the stack scoped by ARN or tag instead",
+            owner.urn,
+        )
     if unknown is not None:
         raise unknown
+
+
+def _broad_managed_policies(stack: Stack) -> Iterator[tuple[Resource, str]]:
+    """(role, policy name) for every broad AWS-managed policy attached to a role (see BROAD_MANAGED_POLICY)."""
+    for attachment in stack.of_type(ROLE_POLICY_ATTACHMENT):
+        match = BROAD_MANAGED_POLICY.match(str(peek(attachment.props, "policyArn", default="")))
+        if match:
+            roles = stack.referenced(attachment, "role", strings(peek(attachment.props, "role")), [ROLE])
+            yield (roles[0] if len(roles) == 1 else attachment), match.group(1)
+    for role in stack.of_type(ROLE):
+        for arn in strings(peek(role.props, "managedPolicyArns")):
+            match = BROAD_MANAGED_POLICY.match(arn)
+            if match:
+                yield role, match.group(1)
 
 
 def _principal_issues(statement: Mapping[str, Any]) -> Iterator[str]:

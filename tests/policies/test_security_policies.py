@@ -148,6 +148,29 @@ def test_role_inline_policies_are_judged_and_unknown_documents_end_in_a_preview_
     assert found[1]["message"].startswith("can't run policy 'iam-no-unscoped-create-delete' during preview")
 
 
+def test_broad_aws_managed_policies_are_reported_on_their_role() -> None:
+    def attach(arn: str) -> list[Record]:
+        def change(records: list[Record]) -> None:
+            role = find(records, "good-cluster-autoscaler")
+            inputs = {"role": "good-cluster-autoscaler", "policyArn": arn}
+            attachment = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
+            records.append(record(attachment, "good-ca-attach", inputs, refs={"role": [role]}))
+
+        return changed(change)
+
+    assert validate_stack("iam-no-unscoped-create-delete", attach("arn:aws:iam::aws:policy/AmazonFSxFullAccess")) == [
+        (
+            "good-cluster-autoscaler",
+            "role 'good-cluster-autoscaler' has the AWS-managed policy AmazonFSxFullAccess attached, which allows "
+            "create/delete on every resource it covers: attach a policy of the stack scoped by ARN or tag instead",
+        )
+    ]
+    admin = attach("arn:aws:iam::aws:policy/AdministratorAccess")
+    assert [name for name, _ in validate_stack("iam-no-unscoped-create-delete", admin)] == ["good-cluster-autoscaler"]
+    scoped = attach("arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy")
+    assert validate_stack("iam-no-unscoped-create-delete", scoped) == []
+
+
 def test_read_only_actions_and_named_resources_pass() -> None:
     document = policy_json(
         {"Effect": "Allow", "Action": ["ec2:Describe*", "autoscaling:DescribeTags"], "Resource": "*"},
