@@ -43,6 +43,8 @@ ADMIN_ACCESS_ENTRY_TYPE = "STANDARD"
 #: What the principal running `pulumi up` gets: the program creates Kubernetes objects (namespaces, RBAC, Helm
 #: releases) right after the cluster, and EKS's implicit creator admin is off.
 DEPLOYER_ACCESS_POLICY = "AmazonEKSClusterAdminPolicy"
+#: The cluster input that decides whether EKS gives its creator an implicit admin entry (off here).
+CREATOR_ADMIN_PROPERTY = "accessConfig.bootstrapClusterCreatorAdminPermissions"
 #: What CloudWatch Logs does with the cluster key for the cluster's log groups (CloudWatch Logs user guide, "Encrypt log
 #: data in CloudWatch Logs using AWS KMS", step 2, key policy).
 LOGS_KEY_ACTIONS = ("kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*")
@@ -380,7 +382,10 @@ class EksCluster(pulumi.ComponentResource):
             ),
             remote_network_config=remote_network_args(remote_network),
             tags=self.tags,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=depends_on),
+            # EKS reads the creator-admin switch at creation only, and the provider replaces the cluster when it
+            # changes (pulumi/pulumi-aws#3997): a cluster created with it on keeps it (docs/operations.md, "Clusters
+            # created with creator admin").
+            opts=pulumi.ResourceOptions(parent=self, depends_on=depends_on, ignore_changes=[CREATOR_ADMIN_PROPERTY]),
         )
         self.name: pulumi.Output[str] = self.cluster.name
         self.arn: pulumi.Output[str] = self.cluster.arn

@@ -436,6 +436,8 @@ def test_cloudwatch_logs_may_use_the_key_for_this_clusters_log_groups_only() -> 
 def test_the_deployer_gets_an_explicit_cluster_admin_entry_instead_of_the_creators_implicit_one() -> None:
     run, seen = build(spec())
     assert cluster_inputs(run)["accessConfig"]["bootstrapClusterCreatorAdminPermissions"] is False
+    # A cluster created with it on is not replaced for it (the provider replaces on any change of this input).
+    assert "accessConfig.bootstrapClusterCreatorAdminPermissions" in run.one("aws:eks/cluster:Cluster").ignore_changes
     entry = run.one(ENTRY, "demo-deployer")
     assert entry.inputs["principalArn"] == OFFLINE_DEPLOYER
     assert entry.inputs["type"] == "STANDARD"
