@@ -266,6 +266,7 @@ POLICIES: list[Policy] = [
     resource_policy("sns-topic-encrypted", encryption.sns_topic_encrypted, [encryption.SNS_TOPIC]),
     resource_policy("log-group-encrypted", encryption.log_group_encrypted, [encryption.LOG_GROUP]),
     resource_policy("log-group-retention", logs.log_group_retention, [encryption.LOG_GROUP]),
+    stack_policy("eks-log-group-declared", logs.eks_log_group_declared),
     # Spot
     stack_policy("spot-instance-diversification", spot.spot_instance_diversification),
     stack_policy("spot-capacity-rebalance", spot.spot_capacity_rebalance),

@@ -9,6 +9,8 @@ from policies.rules.signatures import Config, StackViolations
 
 VPC = "aws:ec2/vpc:Vpc"
 FLOW_LOG = "aws:ec2/flowLog:FlowLog"
+EKS_CLUSTER = "aws:eks/cluster:Cluster"
+LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
 
 #: Traffic types that record rejected traffic, which Security Hub EC2.6 asks for (its default `trafficType` REJECT).
 RECORDS_REJECTS = frozenset({"ALL", "REJECT"})
@@ -57,3 +59,32 @@ def log_group_retention(group: Resource, config: Config) -> Iterator[str]:
         yield f"log group '{group.name}' keeps its logs forever: set retentionInDays (at least {minimum} days)"
     elif int(days) < minimum:
         yield f"log group '{group.name}' keeps its logs {int(days)} days; at least {minimum} are required"
+
+
+def eks_log_group_declared(stack: Stack, config: Config) -> StackViolations:
+    """An EKS cluster that ships control-plane logs has its log group `/aws/eks/<cluster>/cluster` declared in the
+    stack, so `log-group-retention` and `log-group-encrypted` can hold it to a retention period and a KMS key.
+
+    EKS sends control-plane logs to that group and creates it when it does not exist
+    (https://docs.aws.amazon.com/eks/latest/userguide/control-plane-logs.html), with CloudWatch Logs' defaults:
+    no expiry and no customer-managed key. Declaring it before the cluster keeps the audit log under the stack's
+    settings.
+    """
+    declared = {str(peek(g.props, "name", default="")) for g in stack.of_type(LOG_GROUP)}
+    for cluster in stack.of_type(EKS_CLUSTER):
+        if not strings(cluster.get("enabledClusterLogTypes")):
+            continue
+        name = cluster.get("name")
+        if not name:
+            yield (
+                f"EKS cluster '{cluster.name}' has no explicit name, so its log group /aws/eks/<name>/cluster cannot "
+                "be declared: name the cluster and declare the group",
+                cluster.urn,
+            )
+        elif f"/aws/eks/{name}/cluster" not in declared:
+            yield (
+                f"EKS cluster '{cluster.name}' ships control-plane logs to /aws/eks/{name}/cluster, which the stack "
+                "does not declare, so EKS creates it without retention or KMS key: declare that "
+                "aws.cloudwatch.LogGroup (retentionInDays, kmsKeyId) before the cluster",
+                cluster.urn,
+            )

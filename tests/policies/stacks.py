@@ -98,6 +98,7 @@ def good_stack() -> list[Record]:
             },
             "encryptionConfig": {"provider": {"keyArn": KMS_ARN}, "resources": ["secrets"]},
             "enabledClusterLogTypes": ["api", "audit", "authenticator"],
+            "name": "good",
             "tags": TAGS,
         },
         id_="good-cluster-id",
@@ -382,7 +383,16 @@ def security_records(key: Record) -> list[Record]:
     topic = record(
         "aws:sns/topic:Topic", "good-alerts", {"kmsMasterKeyId": KMS_ARN, "tags": TAGS}, refs={"kmsMasterKeyId": [key]}
     )
-    return [vpc, log_group, flow_log, default_sg, node_role, autoscaler_role, autoscaler_policy, queue, topic]
+    control_plane_logs = record(
+        "aws:cloudwatch/logGroup:LogGroup",
+        "good-control-plane",
+        {"name": "/aws/eks/good/cluster", "retentionInDays": 365, "kmsKeyId": KMS_ARN, "tags": TAGS},
+        refs={"kmsKeyId": [key]},
+    )
+    return [
+        vpc, log_group, control_plane_logs, flow_log, default_sg, node_role, autoscaler_role, autoscaler_policy, queue,
+        topic,
+    ]  # fmt: skip
 
 
 def find(records: list[Record], name: str) -> Record:

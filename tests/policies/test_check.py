@@ -57,6 +57,7 @@ EXPECTED_BROKEN = {
     ("sns-topic-encrypted", "broken-alerts"),
     ("log-group-encrypted", "broken-control-plane"),
     ("log-group-retention", "broken-control-plane"),
+    ("eks-log-group-declared", "broken"),
 }
 #: Policies that report without failing `blueprint check`.
 ADVISORY = {"efa-placement-group", "alarms-notify-someone", "log-group-encrypted", "policy-exceptions"}

@@ -38,6 +38,7 @@ SECURITY_POLICIES = [
     "sns-topic-encrypted",
     "log-group-encrypted",
     "log-group-retention",
+    "eks-log-group-declared",
     "eks-endpoint-private",
     "no-world-admin-ports",
     "no-secrets-in-user-data",
@@ -382,6 +383,24 @@ def test_log_groups_encrypted_and_expiring() -> None:
         "log group 'lg' keeps its logs 30 days; at least 365 are required"
     ]
     assert check("log-group-retention", LOG_GROUP, {"retentionInDays": 30}, config={"minRetentionDays": 30}) == []
+
+
+def test_the_control_plane_log_group_is_declared_by_the_stack() -> None:
+    assert validate_stack("eks-log-group-declared", good_stack()) == []
+    assert validate_stack("eks-log-group-declared", without(good_stack(), "good-control-plane")) == [
+        (
+            "good",
+            "EKS cluster 'good' ships control-plane logs to /aws/eks/good/cluster, which the stack does not declare, "
+            "so EKS creates it without retention or KMS key: declare that aws.cloudwatch.LogGroup (retentionInDays, "
+            "kmsKeyId) before the cluster",
+        )
+    ]
+
+    def no_logs(records: list[Record]) -> None:
+        records[:] = without(records, "good-control-plane")
+        next(r for r in records if r["type"] == "aws:eks/cluster:Cluster")["inputs"]["enabledClusterLogTypes"] = []
+
+    assert validate_stack("eks-log-group-declared", changed(no_logs)) == []
 
 
 # ------------------------------------------------------------------------------------------ secrets in user data
