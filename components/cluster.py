@@ -427,12 +427,12 @@ class EksCluster(pulumi.ComponentResource):
     def _deployer_admin(self) -> None:
         """An explicit access entry with `AmazonEKSClusterAdminPolicy` for the IAM principal running `pulumi up`: with
         `bootstrapClusterCreatorAdminPermissions` off it has no Kubernetes access otherwise, and the program creates
-        Kubernetes objects. An assumed-role session is turned into its role's ARN (an access entry names a role, not a
+        Kubernetes objects. The principal is `cluster.deployerPrincipalArn` when set, else the caller: an assumed-role
+        session is turned into its role's ARN (an access entry names a role, not a
         session). When that principal is also in `cluster.admins`, its entry is reused (a second entry for the same
         principal fails with ResourceInUseException) and only the cluster-admin association is added, if its listed
         policy is another one. `deployer_access` lists what every Kubernetes object must wait for."""
-        caller = aws.get_caller_identity(opts=pulumi.InvokeOptions(parent=self))
-        principal = aws.iam.get_session_context(arn=caller.arn, opts=pulumi.InvokeOptions(parent=self)).issuer_arn
+        principal = self.config.deployer_principal_arn or self._caller_principal()
         listed = {admin.principal_arn: admin for admin in self.config.admins}
         admin = listed.get(principal)
         self.deployer_arn = principal
@@ -459,6 +459,12 @@ class EksCluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
         self.deployer_access = [entry, association]
+
+    def _caller_principal(self) -> str:
+        """The IAM role or user behind the credentials running the program (`aws.iam.get_session_context` turns an
+        `sts::...:assumed-role/<role>/<session>` ARN into the role's, path included)."""
+        caller = aws.get_caller_identity(opts=pulumi.InvokeOptions(parent=self))
+        return aws.iam.get_session_context(arn=caller.arn, opts=pulumi.InvokeOptions(parent=self)).issuer_arn
 
     def _node_security_group(self, vpc_id: pulumi.Input[str]) -> None:
         """The group every `aws` node joins. Nodes talk to each other freely (EFA needs all traffic to and from

@@ -134,10 +134,14 @@ class EndpointAccess(Model):
     `privateAccessSecurityGroupIds`: otherwise nothing lets the deployer reach the API. Default `false`."""
 
 
+#: An IAM role or user ARN, as an EKS access entry names a principal.
+PrincipalArn = Annotated[str, StringConstraints(pattern=r"^arn:aws[a-z-]*:iam::\d{12}:(role|user)/.+$")]
+
+
 class AdminAccess(Model):
     """An IAM principal given cluster-admin through an EKS access entry (authentication mode API)."""
 
-    principal_arn: Annotated[str, StringConstraints(pattern=r"^arn:aws[a-z-]*:iam::\d{12}:(role|user)/.+$")]
+    principal_arn: PrincipalArn
     """ARN of the IAM role or user (`arn:aws:iam::<account>:role/...` or `:user/...`) that gets a `STANDARD` access
     entry."""
     policy: Literal[
@@ -184,6 +188,11 @@ class ClusterConfig(Model):
     """IAM principals given an access entry and an access policy with cluster scope. The principal running
     `pulumi up` gets its own entry with `AmazonEKSClusterAdminPolicy` (the program creates Kubernetes objects), so
     list it here only to give it a different policy as well; EKS's implicit creator admin is off. Default none."""
+    deployer_principal_arn: PrincipalArn | None = None
+    """The IAM role or user that runs `pulumi up` and gets the cluster-admin access entry the program needs. Default:
+    whoever runs it (an assumed-role session resolved to its role). Set it when previews run as another identity
+    (a pull-request role) than deployments, so the entry does not follow whoever ran last; the principal running
+    `pulumi up` must then be this one, or it cannot create the Kubernetes objects."""
     tags: dict[str, str] = Field(default_factory=dict)
     """Cost-allocation and ownership tags put on every AWS resource; keys starting with `aws:` are reserved. The
     policy pack requires `team` and `cost-center` by default. Default none."""

@@ -486,3 +486,11 @@ def test_kubernetes_objects_wait_for_the_deployers_access_entry() -> None:
     provider = run.one("pulumi:providers:kubernetes", "demo-k8s")
     assert run.one(ENTRY, "demo-deployer").urn in provider.depends_on
     assert run.one(ASSOCIATION, "demo-deployer").urn in provider.depends_on
+
+
+def test_a_configured_deployer_gets_the_entry_whoever_runs_the_program() -> None:
+    """Previews from a pull-request role must not move the entry away from the deploy role."""
+    deployer = "arn:aws:iam::123456789012:role/ci/platform-deploy"
+    run, _ = build(spec({"deployerPrincipalArn": deployer}))
+    assert run.one(ENTRY, "demo-deployer").inputs["principalArn"] == deployer
+    assert OFFLINE_DEPLOYER not in {e.inputs["principalArn"] for e in run.of_type(ENTRY)}
