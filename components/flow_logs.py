@@ -47,16 +47,21 @@ def flow_logs_trust_policy(account_id: str, region: str, partition: str = "aws")
 
 
 def flow_logs_delivery_policy(log_group_arn: str) -> dict[str, Any]:
-    """What delivery needs (same VPC page): streams and events in this group only. `DescribeLogGroups` lists groups
-    and takes no group ARN, so it is the one action on `*`; the group itself exists (the stack creates it), so
-    `CreateLogGroup` is not granted."""
+    """What delivery needs (the VPC page's minimum), on this group only: `CreateLogGroup` too, as the page lists it,
+    though the stack creates the group (it can create nothing else). `DescribeLogGroups` lists groups and takes no
+    group ARN, so it is the one action on `*`."""
     return {
         "Version": "2012-10-17",
         "Statement": [
             {
                 "Sid": "WriteThisGroup",
                 "Effect": "Allow",
-                "Action": ["logs:CreateLogStream", "logs:PutLogEvents", "logs:DescribeLogStreams"],
+                "Action": [
+                    "logs:CreateLogGroup",
+                    "logs:CreateLogStream",
+                    "logs:PutLogEvents",
+                    "logs:DescribeLogStreams",
+                ],
                 "Resource": [log_group_arn, f"{log_group_arn}:*"],
             },
             {"Sid": "FindTheGroup", "Effect": "Allow", "Action": "logs:DescribeLogGroups", "Resource": "*"},
