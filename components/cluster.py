@@ -384,7 +384,7 @@ class EksCluster(pulumi.ComponentResource):
             tags=self.tags,
             # EKS reads the creator-admin switch at creation only, and the provider replaces the cluster when it
             # changes (pulumi/pulumi-aws#3997): a cluster created with it on keeps it (docs/operations.md, "Clusters
-            # created with creator admin").
+            # deployed before the security hardening").
             opts=pulumi.ResourceOptions(parent=self, depends_on=depends_on, ignore_changes=[CREATOR_ADMIN_PROPERTY]),
         )
         self.name: pulumi.Output[str] = self.cluster.name
