@@ -2,8 +2,10 @@
 
 Defaults that peers get wrong (peers.md, feature matrix) are the safe ones here: a private API endpoint unless the
 stack asks for a public one with an allow-list, envelope encryption of Kubernetes secrets with a customer-managed
-KMS key (rotation on, protected), control-plane logs on, and authentication mode `API` (access entries, no
-`aws-auth` ConfigMap), which EKS Hybrid Nodes require anyway (aws-gpu-facts.md §5e, §5f).
+KMS key (rotation on, protected), control-plane logs on (into a log group the stack creates first, encrypted, with a
+retention), and authentication mode `API` (access entries, no `aws-auth` ConfigMap), which EKS Hybrid Nodes require
+anyway (aws-gpu-facts.md §5e, §5f). Nobody is an implicit admin: the deployer and `cluster.admins` get explicit
+access entries.
 
 The node security group lives here too, because its rules are about the control plane: every `aws` node joins it,
 nodes talk to each other freely (EFA needs all traffic to and from the group itself, in and out, §2), the control
@@ -24,6 +26,7 @@ from components.config import AdminAccess, ClusterConfig, EndpointAccess
 from components.context import stateful_options
 from components.identity import aws_managed_policy_arn
 from components.network import Network
+from components.planning.log_groups import cluster_log_group_arns, control_plane_log_group
 from components.planning.stateful import Protection
 from components.security_groups import allow_all_within, cidr_resource_name
 from components.tags import OWNED, STATEFUL, kubernetes_cluster
@@ -37,6 +40,14 @@ AUTHENTICATION_MODE = "API"
 KMS_DELETION_WINDOW_DAYS = 30
 #: Access entry type for human and CI principals; access policies can only be associated with STANDARD entries (§5e).
 ADMIN_ACCESS_ENTRY_TYPE = "STANDARD"
+#: What the principal running `pulumi up` gets: the program creates Kubernetes objects (namespaces, RBAC, Helm
+#: releases) right after the cluster, and EKS's implicit creator admin is off.
+DEPLOYER_ACCESS_POLICY = "AmazonEKSClusterAdminPolicy"
+#: The cluster input that decides whether EKS gives its creator an implicit admin entry (off here).
+CREATOR_ADMIN_PROPERTY = "accessConfig.bootstrapClusterCreatorAdminPermissions"
+#: What CloudWatch Logs does with the cluster key for the cluster's log groups (CloudWatch Logs user guide, "Encrypt log
+#: data in CloudWatch Logs using AWS KMS", step 2, key policy).
+LOGS_KEY_ACTIONS = ("kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*")
 #: Ports the control plane opens towards nodes: 443 for webhooks served on 443, and 1025-65535 for the kubelet
 #: (10250) and webhooks / aggregated APIs on high ports (EKS user guide, "View Amazon EKS security group
 #: requirements for clusters", https://docs.aws.amazon.com/eks/latest/userguide/sec-group-reqs.html).
@@ -93,11 +104,13 @@ def access_policy_arn(partition: pulumi.Input[str], policy: str) -> pulumi.Outpu
     return pulumi.Output.concat("arn:", partition, ":eks::aws:cluster-access-policy/", policy)
 
 
-def kms_key_policy(account_id: str, partition: str) -> str:
+def kms_key_policy(account_id: str, partition: str, region: str, cluster_name: str) -> str:
     """Key policy: the account administers the key through IAM (the default key policy,
-    https://docs.aws.amazon.com/kms/latest/developerguide/key-policy-default.html), and the EC2 Auto Scaling
+    https://docs.aws.amazon.com/kms/latest/developerguide/key-policy-default.html); the EC2 Auto Scaling
     service-linked role may use it, which it must to launch nodes whose EBS volumes use this key
-    (https://docs.aws.amazon.com/autoscaling/ec2/userguide/key-policy-requirements-EBS-encryption.html).
+    (https://docs.aws.amazon.com/autoscaling/ec2/userguide/key-policy-requirements-EBS-encryption.html); and
+    CloudWatch Logs of the stack's region may use it for this cluster's log groups only (encryption context
+    `aws:logs:arn`, `components.planning.log_groups`).
     """
     autoscaling = f"arn:{partition}:iam::{account_id}:role{AUTOSCALING_ROLE_PATH}{AUTOSCALING_ROLE_NAME}"
     return json.dumps(
@@ -131,6 +144,20 @@ def kms_key_policy(account_id: str, partition: str) -> str:
                     "Action": "kms:CreateGrant",
                     "Resource": "*",
                     "Condition": {"Bool": {"kms:GrantIsForAWSResource": True}},
+                },
+                {
+                    "Sid": "CloudWatchLogsEncryptsTheClustersLogGroups",
+                    "Effect": "Allow",
+                    "Principal": {"Service": f"logs.{region}.amazonaws.com"},
+                    "Action": list(LOGS_KEY_ACTIONS),
+                    "Resource": "*",
+                    "Condition": {
+                        "ArnEquals": {
+                            "kms:EncryptionContext:aws:logs:arn": cluster_log_group_arns(
+                                partition, region, account_id, cluster_name
+                            )
+                        }
+                    },
                 },
             ],
         }
@@ -183,6 +210,7 @@ class EksCluster(pulumi.ComponentResource):
         tags: Mapping[str, str],
         account_id: pulumi.Input[str],
         partition: pulumi.Input[str],
+        region: str,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpu-clusters:index:EksCluster", name, None, opts)
@@ -191,11 +219,16 @@ class EksCluster(pulumi.ComponentResource):
         self.cluster_name = config.name
         self.tags = dict(tags)
         self.partition = partition
+        self.region = region
         cluster_policy = self._cluster_role()
         self._kms_key(key_protection, account_id)
         encryption_policy = self._encryption_policy()
-        self._control_plane(network, remote_network, depends_on=[cluster_policy, encryption_policy])
+        self._control_plane_log_group(key_protection)
+        self._control_plane(
+            network, remote_network, depends_on=[cluster_policy, encryption_policy, self.control_plane_logs]
+        )
         self._admin_access()
+        self._deployer_admin()
         self._node_security_group(network.vpc_id)
         self._node_security_rules()
         self._deployer_access(str(network.vpc_cidr))
@@ -247,7 +280,9 @@ class EksCluster(pulumi.ComponentResource):
             description=f"EKS secrets and data encryption for cluster {cluster_name}",
             enable_key_rotation=True,
             deletion_window_in_days=KMS_DELETION_WINDOW_DAYS,
-            policy=pulumi.Output.all(account_id, self.partition).apply(lambda v: kms_key_policy(v[0], v[1])),
+            policy=pulumi.Output.all(account_id, self.partition).apply(
+                lambda v: kms_key_policy(v[0], v[1], self.region, cluster_name)
+            ),
             tags={**self.tags, STATEFUL: "true"},
             opts=stateful_options(protection, self, depends_on=[role] if role is not None else []),
         )
@@ -293,6 +328,20 @@ class EksCluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
 
+    def _control_plane_log_group(self, key_protection: Protection) -> None:
+        """`/aws/eks/<cluster>/cluster`, created before the cluster so EKS does not create it itself without retention
+        or encryption (`components.planning.log_groups`): encrypted with the cluster key, kept for
+        `cluster.logRetentionDays`. It holds the audit log, so `pulumi destroy` leaves it in the account whenever the
+        key that decrypts it is kept (`protectStateful`)."""
+        self.control_plane_logs = aws.cloudwatch.LogGroup(
+            f"{self.cluster_name}-control-plane",
+            name=control_plane_log_group(self.cluster_name),
+            retention_in_days=self.config.log_retention_days,
+            kms_key_id=self.kms_key.arn,
+            tags=self.tags,
+            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=key_protection.retain_on_delete),
+        )
+
     def _control_plane(
         self, network: Network, remote_network: Mapping[str, Any] | None, depends_on: list[pulumi.Resource]
     ) -> None:
@@ -316,8 +365,8 @@ class EksCluster(pulumi.ComponentResource):
             vpc_config=aws.eks.ClusterVpcConfigArgs(**vpc_config),
             access_config=aws.eks.ClusterAccessConfigArgs(
                 authentication_mode=AUTHENTICATION_MODE,
-                # Whoever runs `pulumi up` keeps cluster-admin, so the program can create Kubernetes objects.
-                bootstrap_cluster_creator_admin_permissions=True,
+                # No implicit, invisible admin: the deployer gets an explicit access entry (`_deployer_admin`).
+                bootstrap_cluster_creator_admin_permissions=False,
             ),
             # The add-ons are EKS managed add-ons (ManagedAddons); EKS's self-managed copies would only have to be
             # overwritten, and the bootstrap VPC CNI would land on hybrid nodes where it does not work (§5f).
@@ -333,7 +382,10 @@ class EksCluster(pulumi.ComponentResource):
             ),
             remote_network_config=remote_network_args(remote_network),
             tags=self.tags,
-            opts=pulumi.ResourceOptions(parent=self, depends_on=depends_on),
+            # EKS reads the creator-admin switch at creation only, and the provider replaces the cluster when it
+            # changes (pulumi/pulumi-aws#3997): a cluster created with it on keeps it (docs/operations.md, "Clusters
+            # deployed before the security hardening").
+            opts=pulumi.ResourceOptions(parent=self, depends_on=depends_on, ignore_changes=[CREATOR_ADMIN_PROPERTY]),
         )
         self.name: pulumi.Output[str] = self.cluster.name
         self.arn: pulumi.Output[str] = self.cluster.arn
@@ -350,6 +402,7 @@ class EksCluster(pulumi.ComponentResource):
         `aws-auth` ConfigMap, so access entries are the only way in (§5e)."""
         child = pulumi.ResourceOptions(parent=self)
         self.admin_entries: dict[str, aws.eks.AccessEntry] = {}
+        self._admin_associations: dict[aws.eks.AccessEntry, list[pulumi.Resource]] = {}
         for admin in self.config.admins:
             resource = admin_resource_name(self.cluster_name, admin)
             entry = aws.eks.AccessEntry(
@@ -360,7 +413,7 @@ class EksCluster(pulumi.ComponentResource):
                 tags=self.tags,
                 opts=child,
             )
-            aws.eks.AccessPolicyAssociation(
+            association = aws.eks.AccessPolicyAssociation(
                 resource,
                 cluster_name=self.cluster.name,
                 principal_arn=entry.principal_arn,
@@ -369,6 +422,49 @@ class EksCluster(pulumi.ComponentResource):
                 opts=child,
             )
             self.admin_entries[resource] = entry
+            self._admin_associations[entry] = [association]
+
+    def _deployer_admin(self) -> None:
+        """An explicit access entry with `AmazonEKSClusterAdminPolicy` for the IAM principal running `pulumi up`: with
+        `bootstrapClusterCreatorAdminPermissions` off it has no Kubernetes access otherwise, and the program creates
+        Kubernetes objects. The principal is `cluster.deployerPrincipalArn` when set, else the caller: an assumed-role
+        session is turned into its role's ARN (an access entry names a role, not a
+        session). When that principal is also in `cluster.admins`, its entry is reused (a second entry for the same
+        principal fails with ResourceInUseException) and only the cluster-admin association is added, if its listed
+        policy is another one. `deployer_access` lists what every Kubernetes object must wait for."""
+        principal = self.config.deployer_principal_arn or self._caller_principal()
+        listed = {admin.principal_arn: admin for admin in self.config.admins}
+        admin = listed.get(principal)
+        self.deployer_arn = principal
+        if admin is not None:
+            entry = self.admin_entries[admin_resource_name(self.cluster_name, admin)]
+            if admin.policy == DEPLOYER_ACCESS_POLICY:
+                self.deployer_access: list[pulumi.Resource] = [entry, *self._admin_associations[entry]]
+                return
+        else:
+            entry = aws.eks.AccessEntry(
+                f"{self.cluster_name}-deployer",
+                cluster_name=self.cluster.name,
+                principal_arn=principal,
+                type=ADMIN_ACCESS_ENTRY_TYPE,
+                tags=self.tags,
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+        association = aws.eks.AccessPolicyAssociation(
+            f"{self.cluster_name}-deployer",
+            cluster_name=self.cluster.name,
+            principal_arn=entry.principal_arn,
+            policy_arn=access_policy_arn(self.partition, DEPLOYER_ACCESS_POLICY),
+            access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+        self.deployer_access = [entry, association]
+
+    def _caller_principal(self) -> str:
+        """The IAM role or user behind the credentials running the program (`aws.iam.get_session_context` turns an
+        `sts::...:assumed-role/<role>/<session>` ARN into the role's, path included)."""
+        caller = aws.get_caller_identity(opts=pulumi.InvokeOptions(parent=self))
+        return aws.iam.get_session_context(arn=caller.arn, opts=pulumi.InvokeOptions(parent=self)).issuer_arn
 
     def _node_security_group(self, vpc_id: pulumi.Input[str]) -> None:
         """The group every `aws` node joins. Nodes talk to each other freely (EFA needs all traffic to and from

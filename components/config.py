@@ -134,10 +134,14 @@ class EndpointAccess(Model):
     `privateAccessSecurityGroupIds`: otherwise nothing lets the deployer reach the API. Default `false`."""
 
 
+#: An IAM role or user ARN, as an EKS access entry names a principal.
+PrincipalArn = Annotated[str, StringConstraints(pattern=r"^arn:aws[a-z-]*:iam::\d{12}:(role|user)/.+$")]
+
+
 class AdminAccess(Model):
     """An IAM principal given cluster-admin through an EKS access entry (authentication mode API)."""
 
-    principal_arn: Annotated[str, StringConstraints(pattern=r"^arn:aws[a-z-]*:iam::\d{12}:(role|user)/.+$")]
+    principal_arn: PrincipalArn
     """ARN of the IAM role or user (`arn:aws:iam::<account>:role/...` or `:user/...`) that gets a `STANDARD` access
     entry."""
     policy: Literal[
@@ -148,7 +152,15 @@ class AdminAccess(Model):
 
 
 LogType = Literal["api", "audit", "authenticator", "controllerManager", "scheduler"]
-DEFAULT_LOG_TYPES: tuple[LogType, ...] = ("api", "audit", "authenticator")
+#: Every control-plane log type: scanners (Security Hub EKS.8, tfsec/Trivy `enable-control-plane-logging`) want audit
+#: at least and all five at best, and controllerManager and scheduler are the low-volume ones (docs/security.md).
+DEFAULT_LOG_TYPES: tuple[LogType, ...] = ("api", "audit", "authenticator", "controllerManager", "scheduler")
+#: The retention periods CloudWatch Logs accepts (PutRetentionPolicy `retentionInDays`).
+LogRetentionDays = Literal[
+    1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653
+]
+#: A year: what Security Hub's CloudWatch.16 asks of log groups by default.
+DEFAULT_LOG_RETENTION_DAYS: LogRetentionDays = 365
 
 
 class ClusterConfig(Model):
@@ -161,16 +173,26 @@ class ClusterConfig(Model):
     endpoint: EndpointAccess = EndpointAccess()
     """Who can reach the Kubernetes API server; private only by default."""
     logging: list[LogType] = Field(default_factory=lambda: list(DEFAULT_LOG_TYPES))
-    """Control-plane log types (EKS `enabledClusterLogTypes`); api, audit and authenticator are the minimum the
-    policy pack accepts."""
+    """Control-plane log types (EKS `enabledClusterLogTypes`). Default all five; api, audit and authenticator are the
+    minimum the policy pack accepts. They go to the log group `/aws/eks/<name>/cluster`, which the stack creates
+    before the cluster, encrypted with the cluster's KMS key."""
+    log_retention_days: LogRetentionDays = DEFAULT_LOG_RETENTION_DAYS
+    """Days CloudWatch Logs keeps the control-plane logs, one of the periods CloudWatch accepts (1, 3, 5, 7, 14, 30,
+    60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653). Default 365."""
     support_type: Literal["STANDARD", "EXTENDED"] = "STANDARD"
     """EKS upgrade policy: STANDARD ends support after 14 months, EXTENDED adds 12 paid months."""
     service_cidr: Cidr = IPv4Network("172.20.0.0/16")
     """Kubernetes service CIDR: RFC 1918, /12 to /24, not overlapping the VPC; fixed when the cluster is created.
     nodeadm needs it to infer the cluster DNS address. Default `172.20.0.0/16`."""
     admins: list[AdminAccess] = Field(default_factory=list)
-    """IAM principals given an access entry and an access policy with cluster scope. Whoever runs `pulumi up` is
-    cluster admin anyway (`bootstrapClusterCreatorAdminPermissions`). Default none."""
+    """IAM principals given an access entry and an access policy with cluster scope. The principal running
+    `pulumi up` gets its own entry with `AmazonEKSClusterAdminPolicy` (the program creates Kubernetes objects), so
+    list it here only to give it a different policy as well; EKS's implicit creator admin is off. Default none."""
+    deployer_principal_arn: PrincipalArn | None = None
+    """The IAM role or user that runs `pulumi up` and gets the cluster-admin access entry the program needs. Default:
+    whoever runs it (an assumed-role session resolved to its role). Set it when previews run as another identity
+    (a pull-request role) than deployments, so the entry does not follow whoever ran last; the principal running
+    `pulumi up` must then be this one, or it cannot create the Kubernetes objects."""
     tags: dict[str, str] = Field(default_factory=dict)
     """Cost-allocation and ownership tags put on every AWS resource; keys starting with `aws:` are reserved. The
     policy pack requires `team` and `cost-center` by default. Default none."""
@@ -225,6 +247,18 @@ class SiteConnection(Model):
     attached to no other VPC (a VGW serves one VPC): the stack attaches it to the new VPC."""
 
 
+class FlowLogs(Model):
+    """VPC flow logs of a new VPC, delivered to a CloudWatch Logs group encrypted with the cluster's KMS key."""
+
+    enabled: bool = True
+    """Record the VPC's traffic (accepted and rejected) to the log group `/aws/vpc/<cluster>/flow-logs`. Default
+    `true`; `false` turns them off and must be written out. With `existingVpc` the VPC's owner keeps its flow logs and
+    the stack records none."""
+    retention_days: LogRetentionDays = DEFAULT_LOG_RETENTION_DAYS
+    """Days CloudWatch Logs keeps the flow log records, one of the periods CloudWatch accepts (see
+    `cluster.logRetentionDays`). Default 365."""
+
+
 class NetworkConfig(Model):
     """A new VPC (default) or an existing one (`existingVpc`)."""
 
@@ -250,6 +284,8 @@ class NetworkConfig(Model):
     last eighth of the VPC split into eighths (a /22 in a /16). They hold only NAT gateways and load balancers."""
     existing_vpc: ExistingVpc | None = None
     """Use subnets you already have instead of creating a VPC. Default: a new VPC."""
+    flow_logs: FlowLogs = FlowLogs()
+    """VPC flow logs of a new VPC (on by default). Not used with `existingVpc`."""
     site_connection: SiteConnection | None = None
     """The gateway to the site, for a new VPC: its private subnets route the hybrid pools' remote node and pod CIDRs
     and `cluster.endpoint.privateAccessCidrs` outside the VPC through it. Required when a new VPC has either; not
@@ -489,8 +525,14 @@ class NodePool(Model):
     """`al2023` (default): the EKS-optimized Amazon Linux 2023 AMI (NVIDIA variant for GPU types) bootstrapped by
     nodeadm; `bottlerocket`: the Bottlerocket (NVIDIA) variant with TOML settings."""
     imds_hop_limit: int = Field(1, ge=1, le=64)
-    """IMDSv2 hop limit: 1 keeps pods off the instance role; 2 is needed only by pods on the host network that
-    call IMDS through a container runtime hop."""
+    """IMDSv2 hop limit. Default 1: pods on the pod network cannot reach the instance metadata service, so they never
+    get the node role's credentials (pods on the host network, such as the VPC CNI, still can). More than 1 needs
+    `imdsHopLimitReason`."""
+    imds_hop_limit_reason: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9 _.:/=+@-]{1,256}$")] | None = None
+    """Why the pool needs an IMDS hop limit above 1 (which pod reads instance metadata from the pod network): required
+    with `imdsHopLimit` above 1 and refused otherwise. It becomes the launch template's tag
+    `gpu-clusters/imds-hop-limit-reason`, which the policy pack reads as the justification. At most 256 characters of
+    letters, digits, spaces and `_ . : / = + @ -` (EC2 tag values)."""
     instance_refresh: InstanceRefresh = InstanceRefresh()
     """How launch template changes roll out to running nodes (AWS pools)."""
     device_plugin: DevicePluginSettings = DevicePluginSettings()

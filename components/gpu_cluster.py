@@ -17,6 +17,7 @@ from components.addons import Addons, MonitoredFileSystems
 from components.cluster import EksCluster
 from components.config import StackConfig
 from components.context import ClusterContext
+from components.flow_logs import VpcFlowLogs
 from components.hybrid import HybridNodes
 from components.identity import NodeIdentity, PodIdentityRoles
 from components.managed_addons import DNS_ADDON, NODE_AGENT_ADDONS, SYSTEM_ADDONS, ManagedAddons
@@ -83,11 +84,27 @@ class GpuCluster(pulumi.ComponentResource):
             self.tags,
             self.account_id,
             self.partition,
+            spec.region,
             opts=self._child(),
         )
         self.node_identity = NodeIdentity(
             spec.cluster.name, self.eks.name, self.partition, self.tags, opts=self._child()
         )
+        self.flow_logs: VpcFlowLogs | None = None
+        if self.network.vpc is not None and spec.network.flow_logs.enabled:
+            self.flow_logs = VpcFlowLogs(
+                f"{name}-flow-logs",
+                spec.cluster.name,
+                self.network.vpc.id,
+                spec.network.flow_logs,
+                self.eks.kms_key.arn,
+                self.account_id,
+                self.partition,
+                spec.region,
+                self.tags,
+                retain_on_delete=self.stateful["kms-key"].retain_on_delete,
+                opts=self._child(),
+            )
 
     def _context(self) -> None:
         """The Kubernetes provider and the `ClusterContext`: the only things later components read from the core,
@@ -124,9 +141,14 @@ class GpuCluster(pulumi.ComponentResource):
             k8s_provider=kubernetes_access.kubernetes_provider(
                 f"{name}-k8s",
                 self.kubeconfig,
-                opts=pulumi.ResourceOptions(parent=self, depends_on=list(self.network.site_routes)),
+                # And not before the deployer's access entry: without it the API answers Unauthorized.
+                opts=pulumi.ResourceOptions(
+                    parent=self, depends_on=[*self.network.site_routes, *self.eks.deployer_access]
+                ),
             ),
-            pod_identity_role=PodIdentityRoles(self.eks.name, spec.cluster.name, self.partition, self.tags),
+            pod_identity_role=PodIdentityRoles(
+                self.eks.name, spec.cluster.name, self.partition, self.tags, self.account_id, self.eks.arn
+            ),
         )
 
     def _node_agents(self) -> None:

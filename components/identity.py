@@ -21,14 +21,19 @@ import pulumi_aws as aws
 
 #: Managed policies of the node role (EKS user guide, "Amazon EKS node IAM role",
 #: https://docs.aws.amazon.com/eks/latest/userguide/create-node-role.html): worker node (DescribeCluster,
-#: eks-auth:AssumeRoleForPodIdentity), ECR pull-only (images), VPC CNI (ENIs and IPs for pods); and SSM core so nodes
-#: can be reached with Session Manager instead of SSH keys and open ports
-#: (https://docs.aws.amazon.com/systems-manager/latest/userguide/setup-instance-permissions.html).
+#: eks-auth:AssumeRoleForPodIdentity), ECR pull-only (images), VPC CNI (ENIs and IPs for pods); and the SSM agent's
+#: minimum, so nodes can be reached with Session Manager instead of SSH keys and open ports. That minimum is
+#: `AmazonSSMManagedEC2InstanceDefaultPolicy` (the policy of Systems Manager's Default Host Management Configuration:
+#: the agent's core calls, `ssmmessages` and `ec2messages`,
+#: https://docs.aws.amazon.com/aws-managed-policy/latest/reference/AmazonSSMManagedEC2InstanceDefaultPolicy.html),
+#: not `AmazonSSMManagedInstanceCore`, which also grants `ssm:GetParameter*` on every parameter of the account
+#: (https://docs.aws.amazon.com/aws-managed-policy/latest/reference/AmazonSSMManagedInstanceCore.html).
+NODE_SSM_POLICY = "AmazonSSMManagedEC2InstanceDefaultPolicy"
 NODE_MANAGED_POLICIES: tuple[str, ...] = (
     "AmazonEKSWorkerNodePolicy",
     "AmazonEC2ContainerRegistryPullOnly",
     "AmazonEKS_CNI_Policy",
-    "AmazonSSMManagedInstanceCore",
+    NODE_SSM_POLICY,
 )
 #: Access entry type for EC2 Linux nodes; EKS maps it to `system:node:{{EC2PrivateDNSName}}` in `system:nodes`
 #: (aws-gpu-facts.md §5e, [BC] + [EKSUG] grant-k8s-access).
@@ -41,6 +46,13 @@ POD_IDENTITY_ACTIONS = ("sts:AssumeRole", "sts:TagSession")
 SESSION_TAG_CLUSTER = "aws:RequestTag/eks-cluster-name"
 SESSION_TAG_NAMESPACE = "aws:RequestTag/kubernetes-namespace"
 SESSION_TAG_SERVICE_ACCOUNT = "aws:RequestTag/kubernetes-service-account"
+#: The cluster's ARN, another session tag Pod Identity sets (`eks-cluster-arn`, EKS user guide "Enable or disable
+#: session tags", https://docs.aws.amazon.com/eks/latest/userguide/pod-id-abac.html): the name alone would also
+#: match a cluster of the same name in another account or region.
+SESSION_TAG_CLUSTER_ARN = "aws:RequestTag/eks-cluster-arn"
+#: Confused-deputy guard on the service principal: only requests made for this account (IAM user guide, "The
+#: confused deputy problem", https://docs.aws.amazon.com/IAM/latest/UserGuide/confused-deputy.html).
+SOURCE_ACCOUNT = "aws:SourceAccount"
 
 
 def aws_managed_policy_arn(partition: pulumi.Input[str], policy: str) -> pulumi.Output[str]:
@@ -59,8 +71,12 @@ def ec2_trust_policy() -> str:
     )
 
 
-def pod_identity_trust_policy(cluster_name: str, namespace: str, service_account: str) -> dict[str, Any]:
-    """Trust for one service account of one cluster, through EKS Pod Identity (pure; the tests read it)."""
+def pod_identity_trust_policy(
+    cluster_name: str, namespace: str, service_account: str, account_id: str, cluster_arn: str
+) -> dict[str, Any]:
+    """Trust for one service account of one cluster, through EKS Pod Identity (pure; the tests read it): the session
+    tags Pod Identity sets pin the cluster (name and ARN), namespace and service account, and `aws:SourceAccount`
+    the account the request is made for."""
     return {
         "Version": "2012-10-17",
         "Statement": [
@@ -71,10 +87,12 @@ def pod_identity_trust_policy(cluster_name: str, namespace: str, service_account
                 "Action": list(POD_IDENTITY_ACTIONS),
                 "Condition": {
                     "StringEquals": {
+                        SOURCE_ACCOUNT: account_id,
                         SESSION_TAG_CLUSTER: cluster_name,
+                        SESSION_TAG_CLUSTER_ARN: cluster_arn,
                         SESSION_TAG_NAMESPACE: namespace,
                         SESSION_TAG_SERVICE_ACCOUNT: service_account,
-                    }
+                    },
                 },
             }
         ],
@@ -139,7 +157,7 @@ class PodIdentityRoles:
     Called as `ClusterContext.pod_identity_role(name, namespace, service_account, policy_json,
     managed_policy_arns, parent)`. Each call registers, parented to `parent`:
       * an IAM role trusting `pods.eks.amazonaws.com` (`sts:AssumeRole` + `sts:TagSession`) for exactly this
-        cluster, namespace and service account;
+        cluster (name and ARN), namespace and service account, for this account only;
       * the inline policy `policy_json` when given, and one attachment per managed policy. A managed policy is
         given as a full ARN or as an AWS managed policy path (`service-role/AmazonEBSCSIDriverPolicy`), which is
         qualified with the stack's partition;
@@ -155,8 +173,12 @@ class PodIdentityRoles:
         cluster_name_plain: str,
         partition: pulumi.Input[str],
         tags: Mapping[str, str],
+        account_id: pulumi.Input[str],
+        cluster_arn: pulumi.Input[str],
     ) -> None:
         self.cluster_name = cluster_name
+        self.account_id = account_id
+        self.cluster_arn = cluster_arn
         self.cluster_name_plain = cluster_name_plain
         self.partition = partition
         self.tags = dict(tags)
@@ -178,8 +200,10 @@ class PodIdentityRoles:
         prefix = f"{self.cluster_name_plain}-{name}"
         role = aws.iam.Role(
             prefix,
-            assume_role_policy=json.dumps(
-                pod_identity_trust_policy(self.cluster_name_plain, namespace, service_account)
+            assume_role_policy=pulumi.Output.all(self.account_id, self.cluster_arn).apply(
+                lambda v: json.dumps(
+                    pod_identity_trust_policy(self.cluster_name_plain, namespace, service_account, v[0], v[1])
+                )
             ),
             description=f"Pod Identity role of {namespace}/{service_account} in cluster {self.cluster_name_plain}",
             tags={**self.tags, "kubernetes-namespace": namespace, "kubernetes-service-account": service_account},

@@ -9,6 +9,9 @@ Lustre data repositories, container layers) off the NAT gateways, where it would
 Subnet CIDRs come from `components.planning.subnets` (the same derivation config validation checks), and subnets
 carry the tags EKS and the AWS Load Balancer Controller use to discover them (see `subnet_tags`).
 
+A new VPC's default security group is taken over and emptied (no rule in or out), and its flow logs are recorded by
+`components.flow_logs` once the cluster's KMS key exists.
+
 A new VPC reaches the site (hybrid nodes, the networks admitted to the private endpoint) through the gateway
 `network.siteConnection` names: the VPC is attached to that transit gateway or virtual private gateway, and every
 private route table sends the site's CIDRs (`components.planning.site_routes`) to it. Static routes, not route
@@ -150,7 +153,23 @@ class Network(pulumi.ComponentResource):
         )
         self.vpc = vpc
         self.vpc_id = vpc.id
+        self._default_security_group(vpc)
         return vpc
+
+    def _default_security_group(self, vpc: aws.ec2.Vpc) -> None:
+        """Take over the VPC's default security group and leave it without a rule: anything launched into the VPC
+        without a group of its own then talks to nothing, instead of to every other member of the default group
+        (Security Hub EC2.2, "VPC default security groups should not allow inbound or outbound traffic"). Nothing of
+        the stack uses it. On `pulumi destroy` Pulumi only forgets it; it goes with the VPC
+        (https://www.pulumi.com/registry/packages/aws/api-docs/ec2/defaultsecuritygroup/)."""
+        aws.ec2.DefaultSecurityGroup(
+            self._named("default"),
+            vpc_id=vpc.id,
+            ingress=[],
+            egress=[],
+            tags=self._tags("default"),
+            opts=pulumi.ResourceOptions(parent=self),
+        )
 
     def _public_route_table(self, vpc: aws.ec2.Vpc, igw: aws.ec2.InternetGateway) -> aws.ec2.RouteTable:
         """One route table for every public subnet: the default route goes out through the internet gateway."""

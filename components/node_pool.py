@@ -147,9 +147,14 @@ class NodePool(pulumi.ComponentResource):
                 for kind in TAGGED_AT_LAUNCH
             ],
             update_default_version=True,
-            tags=self.pool_tags,
+            tags=self._launch_template_tags(),
             opts=child,
         )
+
+    def _launch_template_tags(self) -> dict[str, str]:
+        """The pool's tags, and the reason for an IMDS hop limit above 1 (validation requires one)."""
+        reason = self.plan.pool.imds_hop_limit_reason
+        return {**self.pool_tags, tags.IMDS_HOP_LIMIT_REASON: reason} if reason else dict(self.pool_tags)
 
     def _user_data(self) -> pulumi.Output[str]:
         """Base64 user data (launch templates take it encoded), rendered once the cluster's coordinates are known."""

@@ -19,6 +19,9 @@ GPU_MODEL = f"{PREFIX}/gpu-model"
 TAINTS = f"{PREFIX}/taints"
 EFA_DEVICES = f"{PREFIX}/efa-devices"
 STATEFUL = f"{PREFIX}/stateful"
+#: On a launch template whose IMDS hop limit is above 1: why (the pool's `imdsHopLimitReason`). The policy pack accepts
+#: a hop limit above 1 only with this tag (docs/security.md).
+IMDS_HOP_LIMIT_REASON = f"{PREFIX}/imds-hop-limit-reason"
 #: The node termination handler (queue mode) only drains instances of ASGs carrying this tag, any value, propagated
 #: at launch ([NTH] aws-node-termination-handler README, aws-gpu-facts.md §7b).
 NTH_MANAGED = "aws-node-termination-handler/managed"

@@ -34,6 +34,7 @@ from policies.resources import (
     EFS,
     EKS_CLUSTER,
     HELM_TYPES,
+    KMS_KEY,
     LAUNCH_TEMPLATE,
     LUSTRE,
     SECURITY_GROUP,
@@ -42,7 +43,22 @@ from policies.resources import (
     Resource,
     Stack,
 )
-from policies.rules import alerts, control_plane, cost, data, fabric, network, nodes, spot, supply_chain
+from policies.rules import (
+    alerts,
+    control_plane,
+    cost,
+    data,
+    encryption,
+    fabric,
+    iam,
+    logs,
+    network,
+    nodes,
+    spot,
+    supply_chain,
+    user_data,
+)
+from policies.rules.exceptions import excepted, policy_exceptions
 
 PACK_NAME = "gpu-clusters-guardrails"
 CONFIG_FILE = Path(__file__).with_name("policy-config.json")
@@ -90,6 +106,14 @@ PARAMETERS: dict[str, dict[str, dict[str, Any]]] = {
             "type": "array",
             "items": {"type": "string"},
             "description": "Tag keys every taggable AWS resource must carry (cost allocation).",
+        }
+    },
+    "log-group-retention": {
+        "minRetentionDays": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 3653,
+            "description": "Fewest days a log group may keep its logs (Security Hub CloudWatch.16 defaults to 365).",
         }
     },
     "gpu-budget": {
@@ -150,14 +174,18 @@ def _metadata(name: str, description: str, url: str | None) -> dict[str, Any]:
 
 
 def resource_policy(name: str, rule: ResourceRule, types: Collection[str] | None) -> ResourceValidationPolicy:
-    """Wrap a resource rule: it runs on resources of `types` (None: every resource) and reports each message."""
+    """Wrap a resource rule: it runs on resources of `types` (None: every resource) and reports each message, except
+    on a resource that carries an exception from this policy with a reason (`policies.rules.exceptions`)."""
     description, url = describe(rule)
 
     def validate(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
         if types is not None and args.resource_type not in types:
             return
+        resource = Resource.from_args(args)
+        if excepted(resource, name):
+            return
         config = {**schema_defaults(policy), **args.get_config()}
-        for message in rule(Resource.from_args(args), config):
+        for message in rule(resource, config):
             report_violation(message, None)
 
     policy = ResourceValidationPolicy(validate=validate, **_metadata(name, description, url))
@@ -181,12 +209,16 @@ def stack_view(resources: Sequence[PolicyResource]) -> Stack:
 
 
 def stack_policy(name: str, rule: StackRule) -> StackValidationPolicy:
-    """Wrap a stack rule: it sees every resource and reports each message against the resource it names."""
+    """Wrap a stack rule: it sees every resource and reports each message against the resource it names, except on
+    a resource that carries an exception from this policy with a reason (`policies.rules.exceptions`)."""
     description, url = describe(rule)
 
     def validate(args: StackValidationArgs, report_violation: ReportViolation) -> None:
         config = {**schema_defaults(policy), **args.get_config()}
-        for message, urn in rule(stack_view(args.resources), config):
+        stack = stack_view(args.resources)
+        for message, urn in rule(stack, config):
+            if urn is not None and excepted(stack.by_urn.get(urn), name):
+                continue
             report_violation(message, urn)
 
     policy = StackValidationPolicy(validate=validate, **_metadata(name, description, url))
@@ -202,6 +234,8 @@ POLICIES: list[Policy] = [
     stack_policy("efa-device-plugin-deployed", fabric.efa_device_plugin_deployed),
     # Nodes
     resource_policy("imdsv2-required", nodes.imdsv2_required, [LAUNCH_TEMPLATE]),
+    resource_policy("imds-hop-limit-justified", nodes.imds_hop_limit_justified, [LAUNCH_TEMPLATE]),
+    resource_policy("no-secrets-in-user-data", user_data.no_secrets_in_user_data, [LAUNCH_TEMPLATE]),
     resource_policy("no-public-ip", nodes.no_public_ip, [LAUNCH_TEMPLATE]),
     resource_policy("encrypted-root-volume", nodes.encrypted_root_volume, [LAUNCH_TEMPLATE]),
     stack_policy("gpu-pools-tainted-and-tolerated", nodes.gpu_pools_tainted_and_tolerated),
@@ -216,6 +250,23 @@ POLICIES: list[Policy] = [
     resource_policy("eks-control-plane-logging", control_plane.eks_control_plane_logging, [EKS_CLUSTER]),
     # Network
     resource_policy("no-public-ingress", network.no_public_ingress, [SECURITY_GROUP, SG_INGRESS_RULE, SG_RULE]),
+    resource_policy(
+        "no-world-admin-ports",
+        network.no_world_admin_ports,
+        [SECURITY_GROUP, network.DEFAULT_SECURITY_GROUP, SG_INGRESS_RULE, SG_RULE],
+    ),
+    stack_policy("default-security-group-closed", network.default_security_group_closed),
+    stack_policy("vpc-flow-logs", logs.vpc_flow_logs),
+    # Identity and access
+    stack_policy("iam-no-unscoped-create-delete", iam.iam_no_unscoped_create_delete),
+    resource_policy("iam-trust-source-conditions", iam.iam_trust_source_conditions, [iam.ROLE]),
+    # Encryption and logs
+    resource_policy("kms-key-rotation", encryption.kms_key_rotation, [KMS_KEY]),
+    resource_policy("sqs-queue-encrypted", encryption.sqs_queue_encrypted, [encryption.SQS_QUEUE]),
+    resource_policy("sns-topic-encrypted", encryption.sns_topic_encrypted, [encryption.SNS_TOPIC]),
+    resource_policy("log-group-encrypted", encryption.log_group_encrypted, [encryption.LOG_GROUP]),
+    resource_policy("log-group-retention", logs.log_group_retention, [encryption.LOG_GROUP]),
+    stack_policy("eks-log-group-declared", logs.eks_log_group_declared),
     # Spot
     stack_policy("spot-instance-diversification", spot.spot_instance_diversification),
     stack_policy("spot-capacity-rebalance", spot.spot_capacity_rebalance),
@@ -228,6 +279,8 @@ POLICIES: list[Policy] = [
     # Operations
     resource_policy("alarms-notify-someone", alerts.alarms_notify_someone, [alerts.METRIC_ALARM]),
 ]
+# Exceptions: every waiver and its reason, reported (advisory) so none is silent.
+POLICIES.append(stack_policy("policy-exceptions", policy_exceptions({p.name for p in POLICIES})))
 
 #: Policies by name.
 BY_NAME: dict[str, Policy] = {p.name: p for p in POLICIES}

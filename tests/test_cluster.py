@@ -10,7 +10,8 @@ import pulumi
 import pulumi_aws as aws
 import pytest
 
-from blueprint.plan.mocks import SECRET
+from blueprint.plan import runner
+from blueprint.plan.mocks import SECRET, PlanMocks
 from blueprint.plan.runner import ProgramRun, run_mocked
 from components import cluster as cluster_module
 from components import kubernetes_access
@@ -24,6 +25,12 @@ from components.planning.stateful import stateful_protection
 from tests.builders import once_per_config, stack_config
 
 SYSTEM_POOL = {"name": "system", "role": "system", "instanceType": "m7i.xlarge"}
+#: Who runs `pulumi up` offline (blueprint.plan.mocks: getCallerIdentity).
+OFFLINE_DEPLOYER = "arn:aws:iam::123456789012:user/offline"
+ENTRY = "aws:eks/accessEntry:AccessEntry"
+ASSOCIATION = "aws:eks/accessPolicyAssociation:AccessPolicyAssociation"
+CLUSTER_ADMIN = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
+LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
 
 
 def spec(cluster: dict[str, Any] | None = None, pools: list[dict[str, Any]] | None = None) -> StackConfig:
@@ -48,7 +55,9 @@ def build(config: StackConfig) -> tuple[ProgramRun, dict[str, Any]]:
             tags,
             account,
             partition,
+            config.region,
         )
+        seen["deployer_access"] = eks.deployer_access
         pulumi.Output.all(
             key=eks.kms_key.arn,
             cluster_sg=eks.cluster_security_group_id,
@@ -90,7 +99,7 @@ SERVICE_LINKED_ROLE = "aws:iam/serviceLinkedRole:ServiceLinkedRole"
 
 def test_key_policy_lets_auto_scaling_launch_nodes_with_encrypted_volumes() -> None:
     policy = json.loads(build(spec())[0].one("aws:kms/key:Key").inputs["policy"])
-    principals = {s["Sid"]: s["Principal"]["AWS"] for s in policy["Statement"]}
+    principals = {s["Sid"]: s["Principal"].get("AWS") for s in policy["Statement"]}
     assert principals["AccountAdministersKeyThroughIam"] == "arn:aws:iam::123456789012:root"
     assert principals["AutoScalingUsesKeyForEncryptedVolumes"] == AUTOSCALING_ROLE
     assert principals["AutoScalingGrantsForAttachedVolumes"] == AUTOSCALING_ROLE
@@ -111,7 +120,7 @@ def test_an_existing_auto_scaling_role_is_only_named() -> None:
     run, _ = build(spec({"autoscalingServiceLinkedRole": "existing"}))
     assert not run.of_type(SERVICE_LINKED_ROLE)
     policy = json.loads(run.one("aws:kms/key:Key").inputs["policy"])
-    assert AUTOSCALING_ROLE in {s["Principal"]["AWS"] for s in policy["Statement"]}
+    assert AUTOSCALING_ROLE in {s["Principal"].get("AWS") for s in policy["Statement"]}
 
 
 @pytest.mark.parametrize(("exists", "created"), [(True, 0), (False, 1)], ids=["role-exists", "fresh-account"])
@@ -161,7 +170,13 @@ def test_public_endpoint_only_for_the_allow_list() -> None:
 
 
 def test_control_plane_logging_types() -> None:
-    assert cluster_inputs(build(spec())[0])["enabledClusterLogTypes"] == ["api", "audit", "authenticator"]
+    assert cluster_inputs(build(spec())[0])["enabledClusterLogTypes"] == [
+        "api",
+        "audit",
+        "authenticator",
+        "controllerManager",
+        "scheduler",
+    ]
     custom = build(spec({"logging": ["api", "audit", "authenticator", "scheduler"]}))[0]
     assert cluster_inputs(custom)["enabledClusterLogTypes"] == ["api", "audit", "authenticator", "scheduler"]
 
@@ -171,7 +186,7 @@ def test_version_access_mode_upgrade_policy_and_service_cidr_from_config() -> No
     inputs = cluster_inputs(run)
     assert inputs["name"] == "demo"
     assert inputs["version"] == "1.34"
-    assert inputs["accessConfig"] == {"authenticationMode": "API", "bootstrapClusterCreatorAdminPermissions": True}
+    assert inputs["accessConfig"] == {"authenticationMode": "API", "bootstrapClusterCreatorAdminPermissions": False}
     assert inputs["upgradePolicy"] == {"supportType": "EXTENDED"}
     assert inputs["kubernetesNetworkConfig"]["serviceIpv4Cidr"] == "10.100.0.0/16"
     assert inputs["bootstrapSelfManagedAddons"] is False
@@ -191,7 +206,7 @@ def test_admins_get_standard_access_entries_with_their_access_policy() -> None:
     ]
     run, _ = build(spec({"admins": admins}))
     entries = {e.inputs["principalArn"]: e for e in run.of_type("aws:eks/accessEntry:AccessEntry")}
-    assert set(entries) == {a["principalArn"] for a in admins}
+    assert set(entries) == {a["principalArn"] for a in admins} | {OFFLINE_DEPLOYER}
     assert {e.inputs["type"] for e in entries.values()} == {"STANDARD"}
     associations = {
         a.inputs["principalArn"]: a.inputs
@@ -384,3 +399,98 @@ def test_kubernetes_provider_waits_for_the_deployers_way_in() -> None:
     )
     provider = run.one("pulumi:providers:kubernetes", "demo-k8s")
     assert rule.urn in provider.property_dependencies["kubeconfig"]
+
+
+# ------------------------------------------------------------------------------------ control-plane log group
+def test_the_control_plane_log_group_exists_before_the_cluster_encrypted_with_a_retention() -> None:
+    """EKS would create `/aws/eks/<name>/cluster` itself, with no retention and no KMS key, if it were missing."""
+    run, seen = build(spec({"logRetentionDays": 731}))
+    group = run.one(LOG_GROUP, "demo-control-plane")
+    assert group.inputs["name"] == "/aws/eks/demo/cluster"
+    assert group.inputs["retentionInDays"] == 731
+    assert group.inputs["kmsKeyId"] == seen["key"]
+    assert group.urn in run.one("aws:eks/cluster:Cluster").depends_on
+
+
+def test_the_control_plane_logs_are_kept_with_the_key_that_decrypts_them() -> None:
+    assert build(spec())[0].one(LOG_GROUP).retain_on_delete is True
+    assert build(spec({"protectStateful": False}))[0].one(LOG_GROUP).retain_on_delete is False
+    assert build(spec())[0].one(LOG_GROUP).inputs["retentionInDays"] == 365
+
+
+def test_cloudwatch_logs_may_use_the_key_for_this_clusters_log_groups_only() -> None:
+    policy = json.loads(build(spec())[0].one("aws:kms/key:Key").inputs["policy"])
+    (logs,) = [s for s in policy["Statement"] if s["Sid"] == "CloudWatchLogsEncryptsTheClustersLogGroups"]
+    assert logs["Principal"] == {"Service": "logs.us-east-1.amazonaws.com"}
+    assert logs["Condition"] == {
+        "ArnEquals": {
+            "kms:EncryptionContext:aws:logs:arn": [
+                "arn:aws:logs:us-east-1:123456789012:log-group:/aws/eks/demo/cluster",
+                "arn:aws:logs:us-east-1:123456789012:log-group:/aws/vpc/demo/flow-logs",
+            ]
+        }
+    }
+
+
+# ----------------------------------------------------------------------------------------- deployer access
+def test_the_deployer_gets_an_explicit_cluster_admin_entry_instead_of_the_creators_implicit_one() -> None:
+    run, seen = build(spec())
+    assert cluster_inputs(run)["accessConfig"]["bootstrapClusterCreatorAdminPermissions"] is False
+    # A cluster created with it on is not replaced for it (the provider replaces on any change of this input).
+    assert "accessConfig.bootstrapClusterCreatorAdminPermissions" in run.one("aws:eks/cluster:Cluster").ignore_changes
+    entry = run.one(ENTRY, "demo-deployer")
+    assert entry.inputs["principalArn"] == OFFLINE_DEPLOYER
+    assert entry.inputs["type"] == "STANDARD"
+    association = run.one(ASSOCIATION, "demo-deployer")
+    assert association.inputs["policyArn"] == CLUSTER_ADMIN
+    assert association.inputs["accessScope"] == {"type": "cluster"}
+    assert [type(r) for r in seen["deployer_access"]] == [aws.eks.AccessEntry, aws.eks.AccessPolicyAssociation]
+
+
+class AssumedRoleMocks(PlanMocks):
+    """The deployer is a session of a role, as with SSO or `aws sts assume-role`."""
+
+    def call(self, args: Any) -> Any:
+        if args.token == "aws:index/getCallerIdentity:getCallerIdentity":
+            return {**super().call(args), "arn": "arn:aws:sts::123456789012:assumed-role/platform-deploy/alice"}
+        return super().call(args)
+
+
+def test_an_assumed_role_session_gets_the_entry_of_its_role(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An access entry names a role, never an STS session (which changes with every login)."""
+    monkeypatch.setattr(runner, "PlanMocks", AssumedRoleMocks)
+    run, _ = build.__wrapped__(spec())  # type: ignore[attr-defined]
+    assert run.one(ENTRY, "demo-deployer").inputs["principalArn"] == "arn:aws:iam::123456789012:role/platform-deploy"
+
+
+def test_a_deployer_listed_as_cluster_admin_keeps_its_one_entry() -> None:
+    """A second entry for the same principal fails (ResourceInUseException): the listed one serves the deployer."""
+    run, seen = build(spec({"admins": [{"principalArn": OFFLINE_DEPLOYER}]}))
+    assert [e.inputs["principalArn"] for e in run.of_type(ENTRY)] == [OFFLINE_DEPLOYER]
+    associations = run.of_type(ASSOCIATION)
+    assert [a.inputs["policyArn"] for a in associations] == [CLUSTER_ADMIN]
+    assert [type(r) for r in seen["deployer_access"]] == [aws.eks.AccessEntry, aws.eks.AccessPolicyAssociation]
+
+
+def test_a_deployer_listed_with_a_lesser_policy_also_gets_cluster_admin_on_the_same_entry() -> None:
+    run, seen = build(spec({"admins": [{"principalArn": OFFLINE_DEPLOYER, "policy": "AmazonEKSViewPolicy"}]}))
+    assert [e.inputs["principalArn"] for e in run.of_type(ENTRY)] == [OFFLINE_DEPLOYER]
+    policies = sorted(a.inputs["policyArn"] for a in run.of_type(ASSOCIATION))
+    assert policies == [CLUSTER_ADMIN, "arn:aws:eks::aws:cluster-access-policy/AmazonEKSViewPolicy"]
+    assert [type(r) for r in seen["deployer_access"]] == [aws.eks.AccessEntry, aws.eks.AccessPolicyAssociation]
+
+
+def test_kubernetes_objects_wait_for_the_deployers_access_entry() -> None:
+    """Without its access entry the deployer's first Kubernetes call is Unauthorized."""
+    run, _ = run_gpu_cluster(spec())
+    provider = run.one("pulumi:providers:kubernetes", "demo-k8s")
+    assert run.one(ENTRY, "demo-deployer").urn in provider.depends_on
+    assert run.one(ASSOCIATION, "demo-deployer").urn in provider.depends_on
+
+
+def test_a_configured_deployer_gets_the_entry_whoever_runs_the_program() -> None:
+    """Previews from a pull-request role must not move the entry away from the deploy role."""
+    deployer = "arn:aws:iam::123456789012:role/ci/platform-deploy"
+    run, _ = build(spec({"deployerPrincipalArn": deployer}))
+    assert run.one(ENTRY, "demo-deployer").inputs["principalArn"] == deployer
+    assert OFFLINE_DEPLOYER not in {e.inputs["principalArn"] for e in run.of_type(ENTRY)}

@@ -63,6 +63,14 @@ def test_role_describes_anything_but_scales_only_groups_tagged_for_this_cluster(
             "aws:ResourceTag/k8s.io/cluster-autoscaler/enabled": "true",
         }
     }
+    # eks:DescribeNodegroup takes a node group ARN: this cluster's node groups only, never `*`
+    assert statements["DescribeOwnNodegroups"] == {
+        "Sid": "DescribeOwnNodegroups",
+        "Effect": "Allow",
+        "Action": ["eks:DescribeNodegroup"],
+        "Resource": "arn:aws:eks:us-east-1:123456789012:nodegroup/train/*/*",
+    }
+    assert not [a for s in statements.values() if s["Resource"] == "*" for a in s["Action"] if a.startswith("eks:")]
     # the scaling actions appear nowhere without the tag condition
     unconditioned = [a for s in statements.values() if "Condition" not in s for a in s["Action"]]
     assert "autoscaling:SetDesiredCapacity" not in unconditioned

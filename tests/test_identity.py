@@ -12,6 +12,8 @@ from blueprint.plan.runner import ProgramRun, run_mocked
 from components.identity import NODE_MANAGED_POLICIES, NodeIdentity, PodIdentityRoles
 
 TAGS = {"gpu-clusters/cluster": "demo"}
+ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
+CLUSTER_ARN = "arn:aws:eks:us-east-1:123456789012:cluster/demo"
 
 
 def build_nodes() -> tuple[ProgramRun, dict[str, Any]]:
@@ -41,9 +43,16 @@ def test_node_role_is_assumed_by_ec2_and_has_the_node_policies() -> None:
         "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
         "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryPullOnly",
         "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy",
-        "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore",
+        "arn:aws:iam::aws:policy/AmazonSSMManagedEC2InstanceDefaultPolicy",
     }
     assert len(NODE_MANAGED_POLICIES) == len(attached)
+
+
+def test_nodes_get_the_ssm_agents_minimum_not_every_parameter_of_the_account() -> None:
+    """`AmazonSSMManagedInstanceCore` grants `ssm:GetParameter*` on every parameter; Session Manager needs only the
+    agent's core calls."""
+    attached = {a.inputs["policyArn"] for a in build_nodes()[0].of_type(ATTACHMENT)}
+    assert not any(arn.endswith("/AmazonSSMManagedInstanceCore") for arn in attached)
 
 
 def test_instance_profile_and_ec2_linux_access_entry_for_the_node_role() -> None:
@@ -63,7 +72,14 @@ def build_pod_roles(calls: list[tuple[str, str, str, str | None, list[str]]]) ->
     holder: dict[str, PodIdentityRoles] = {}
 
     def program() -> None:
-        roles = PodIdentityRoles(pulumi.Output.from_input("demo"), "demo", pulumi.Output.from_input("aws"), TAGS)
+        roles = PodIdentityRoles(
+            pulumi.Output.from_input("demo"),
+            "demo",
+            pulumi.Output.from_input("aws"),
+            TAGS,
+            pulumi.Output.from_input("123456789012"),
+            pulumi.Output.from_input(CLUSTER_ARN),
+        )
         holder["roles"] = roles
         parent = pulumi.ComponentResource("test:index:Owner", "owner")
         for name, namespace, account, policy, managed in calls:
@@ -83,10 +99,14 @@ def test_pod_identity_role_trusts_only_its_service_account_in_this_cluster() -> 
     (statement,) = trust["Statement"]
     assert statement["Principal"] == {"Service": "pods.eks.amazonaws.com"}
     assert statement["Action"] == ["sts:AssumeRole", "sts:TagSession"]
-    assert statement["Condition"]["StringEquals"] == {
-        "aws:RequestTag/eks-cluster-name": "demo",
-        "aws:RequestTag/kubernetes-namespace": "kube-system",
-        "aws:RequestTag/kubernetes-service-account": "cluster-autoscaler",
+    assert statement["Condition"] == {
+        "StringEquals": {
+            "aws:SourceAccount": "123456789012",
+            "aws:RequestTag/eks-cluster-name": "demo",
+            "aws:RequestTag/eks-cluster-arn": CLUSTER_ARN,
+            "aws:RequestTag/kubernetes-namespace": "kube-system",
+            "aws:RequestTag/kubernetes-service-account": "cluster-autoscaler",
+        }
     }
 
 

@@ -46,11 +46,14 @@ def spot_run():
     return spec, run_addons(spec)
 
 
-def test_queue_is_encrypted_and_keeps_messages_five_minutes(spot_run):
+def test_queue_is_encrypted_and_keeps_events_as_long_as_the_hooks_wait(spot_run):
+    """A handler down for five minutes must not lose the terminations of that window: each stays queued until its
+    terminate hook gives up (heartbeat 720 s with the default 600 s drain)."""
     _, run = spot_run
     queue = run.one(QUEUE)
     assert queue.inputs["sqsManagedSseEnabled"] is True
-    assert queue.inputs["messageRetentionSeconds"] == 300
+    assert queue.inputs["messageRetentionSeconds"] == 720
+    assert {hook.inputs["heartbeatTimeout"] for hook in run.of_type(HOOK)} == {720}
 
 
 def test_four_rules_with_the_documented_patterns_all_target_the_queue(spot_run):
@@ -105,6 +108,10 @@ def test_handler_release_is_the_pinned_oci_chart_in_queue_mode(spot_run):
     assert values["queueURL"] == "https://sqs.us-east-1.amazonaws.com/123456789012/serve-interruptions"
     assert values["awsRegion"] == "us-east-1"
     assert values["nodeSelector"] == {"gpu-clusters/role": "system"}
+    # two readers and a budget of one: the queue is read while a system node drains (the chart's pdb.yaml renders
+    # only in queue mode with more than one replica)
+    assert values["replicas"] == 2
+    assert values["podDisruptionBudget"] == {"maxUnavailable": 1}
     # drains only what node pools tag as managed (every ASG propagates tags.NTH_MANAGED)
     assert values["checkTagBeforeDraining"] is True and values["managedTag"] == tags.NTH_MANAGED
 
@@ -150,6 +157,7 @@ def test_on_demand_pools_drain_too():
     run = run_addons(spec)
     assert len(run.of_type(RULE)) == 4
     assert {hook.inputs["heartbeatTimeout"] for hook in run.of_type(HOOK)} == {1920}
+    assert run.one(QUEUE).inputs["messageRetentionSeconds"] == 1920
     assert {hook.inputs["autoscalingGroupName"] for hook in run.of_type(HOOK)} == {
         asg_name(spec, "system"),
         asg_name(spec, "h100"),

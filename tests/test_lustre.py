@@ -343,6 +343,23 @@ def test_optional_storage_class_for_dynamic_provisioning() -> None:
         action = statement["Action"]
         actions |= {action} if isinstance(action, str) else set(action)
     assert {"fsx:CreateFileSystem", "fsx:DeleteFileSystem"} <= actions
+    # ... only for file systems the driver creates for this cluster: both tags in the request, both on the resource.
+    assert params["extraTags"] == "gpu-clusters/cluster=train"
+    by_sid = {s.get("Sid"): s for s in role_policy["Statement"]}
+    assert by_sid["CreateTaggedForThisCluster"]["Action"] == ["fsx:CreateFileSystem", "fsx:TagResource"]
+    assert by_sid["CreateTaggedForThisCluster"]["Condition"] == {
+        "StringEquals": {"aws:RequestTag/gpu-clusters/cluster": "train"},
+        "Null": {"aws:RequestTag/CSIVolumeName": "false"},
+    }
+    assert by_sid["ChangeOnlyThisClustersFileSystems"]["Action"] == ["fsx:UpdateFileSystem", "fsx:DeleteFileSystem"]
+    assert by_sid["ChangeOnlyThisClustersFileSystems"]["Condition"] == {
+        "StringEquals": {"aws:ResourceTag/gpu-clusters/cluster": "train"},
+        "Null": {"aws:ResourceTag/CSIVolumeName": "false"},
+    }
+    fsx_changes = {"fsx:CreateFileSystem", "fsx:DeleteFileSystem", "fsx:UpdateFileSystem", "fsx:TagResource"}
+    for statement in role_policy["Statement"]:
+        granted = {statement["Action"]} if isinstance(statement["Action"], str) else set(statement["Action"])
+        assert not (granted & fsx_changes) or "Condition" in statement
 
 
 def test_csi_addon_role_and_gpu_tolerations() -> None:

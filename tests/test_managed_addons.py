@@ -50,7 +50,10 @@ def invokes(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, dict[str, Any]]]
 def build(config: StackConfig, addons: tuple[str, ...], with_system_pool: bool = False) -> ProgramRun:
     def program(ctx: ClusterContext) -> None:
         ctx = dataclasses.replace(
-            ctx, pod_identity_role=PodIdentityRoles(ctx.cluster_name, "demo", ctx.partition, ctx.tags)
+            ctx,
+            pod_identity_role=PodIdentityRoles(
+                ctx.cluster_name, "demo", ctx.partition, ctx.tags, ctx.account_id, ctx.cluster_arn
+            ),
         )
         # Stands in for the system pool's Auto Scaling group (a custom resource, as node pools hand over).
         after = [aws.autoscaling.Group("system-pool", max_size=2, min_size=2)] if with_system_pool else []

@@ -101,6 +101,10 @@ def test_email_creates_a_kms_encrypted_topic_and_alarms_notify_it():
     assert key.protect and key.retain_on_delete  # a KMS key is stateful (components.planning.stateful)
     statements = {s["Sid"]: s for s in json.loads(key.inputs["policy"])["Statement"]}
     assert statements["CloudWatchAlarmsEncrypt"]["Principal"] == {"Service": "cloudwatch.amazonaws.com"}
+    # ... for this stack's alerts topic only (SNS's encryption context names the topic)
+    assert statements["CloudWatchAlarmsEncrypt"]["Condition"] == {
+        "StringLike": {"kms:EncryptionContext:aws:sns:topicArn": "arn:aws:sns:us-east-1:123456789012:train-alerts-*"}
+    }
     subscription = run.one(SUBSCRIPTION).inputs
     assert (subscription["protocol"], subscription["endpoint"]) == ("email", "ops@example.com")
     topic_arn = subscription["topic"]

@@ -173,3 +173,13 @@ def test_private_subnets_of_an_existing_vpc_are_listed_in_zone_order() -> None:
     _, seen = build(spec(EXISTING))
     net: Network = seen["network"]
     assert net.private_subnet_id_list == ["subnet-0aaaaaaaaaaaaaaa1", "subnet-0bbbbbbbbbbbbbbb2"]
+
+
+def test_a_new_vpcs_default_security_group_is_taken_over_with_no_rule() -> None:
+    """Anything launched into the VPC without a group of its own must reach nothing (Security Hub EC2.2)."""
+    run, seen = build(spec({"availabilityZones": ZONES}))
+    group = run.one("aws:ec2/defaultSecurityGroup:DefaultSecurityGroup")
+    assert group.inputs["vpcId"] == seen["vpc"]
+    assert group.inputs["ingress"] == []
+    assert group.inputs["egress"] == []
+    assert group.inputs["tags"]["team"] == "ml"

@@ -375,9 +375,23 @@ def test_cpu_pool_has_one_plain_interface_standard_ami_and_only_the_system_taint
 
 
 def test_imds_hop_limit_and_root_volume_come_from_config() -> None:
-    lt = build({**SYSTEM, "imdsHopLimit": 2, "rootVolumeGib": 80})[0].one(LT, "t-system")
+    reason = "legacy-agent reads IMDS from the pod network"
+    pool = {**SYSTEM, "imdsHopLimit": 2, "imdsHopLimitReason": reason, "rootVolumeGib": 80}
+    lt = build(pool)[0].one(LT, "t-system")
     assert lt.inputs["metadataOptions"]["httpPutResponseHopLimit"] == 2
     assert lt.inputs["blockDeviceMappings"][0]["ebs"]["volumeSize"] == 80
+    # The justification the policy pack reads travels on the launch template.
+    assert lt.inputs["tags"]["gpu-clusters/imds-hop-limit-reason"] == reason
+
+
+def test_nodes_require_imdsv2_with_hop_limit_1_and_no_justification_tag_by_default() -> None:
+    lt = build(SYSTEM)[0].one(LT, "t-system")
+    assert lt.inputs["metadataOptions"] == {
+        "httpEndpoint": "enabled",
+        "httpTokens": "required",
+        "httpPutResponseHopLimit": 1,
+    }
+    assert "gpu-clusters/imds-hop-limit-reason" not in lt.inputs["tags"]
 
 
 def test_bottlerocket_pool_sizes_the_data_volume_and_renders_toml() -> None:

@@ -227,6 +227,8 @@ class PlanMocks(pulumi.runtime.Mocks):
                 "userId": "AIDAOFFLINE",
                 "id": ACCOUNT_ID,
             }
+        if token == "aws:iam/getSessionContext:getSessionContext":
+            return _session_context(a["arn"])
         if token == "aws:index/getPartition:getPartition":
             return {
                 "partition": "aws",
@@ -266,6 +268,17 @@ class PlanMocks(pulumi.runtime.Mocks):
                 "id": self.region,
             }
         raise NotImplementedError(f"the offline mocks do not answer the invoke {token}; teach PlanMocks.call")
+
+
+def _session_context(arn: str) -> dict[str, Any]:
+    """`aws.iam.get_session_context` as AWS answers it: an assumed-role session's role (offline: without a path), any
+    other ARN passed through."""
+    head, _, resource = arn.partition(":assumed-role/")
+    if not resource:
+        return {"arn": arn, "issuerArn": arn, "id": arn}
+    role, _, session = resource.partition("/")
+    issuer = head.replace(":sts::", ":iam::") + f":role/{role}"
+    return {"arn": arn, "issuerArn": issuer, "issuerName": role, "sessionName": session, "id": arn}
 
 
 def _policy_document(args: dict[str, Any]) -> dict[str, Any]:

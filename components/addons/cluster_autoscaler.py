@@ -9,6 +9,7 @@ The chart and image follow the cluster's Kubernetes minor (the autoscaler must m
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -22,6 +23,7 @@ from components.planning.addons.cluster_autoscaler import (
     CLUSTER_AUTOSCALER_SERVICE_ACCOUNT,
     cluster_autoscaler_policy,
     cluster_autoscaler_values,
+    nodegroup_arn_pattern,
 )
 from components.planning.addons.documents import as_json
 from components.planning.addons.placement import KUBE_SYSTEM
@@ -39,13 +41,16 @@ class ClusterAutoscaler(pulumi.ComponentResource):
     ) -> None:
         super().__init__("gpu-clusters:index:ClusterAutoscaler", name, None, opts)
         pin = versions.cluster_autoscaler_chart(ctx.kubernetes_version)
-        self.policy = cluster_autoscaler_policy(ctx.cluster_name_plain)
+        cluster = ctx.cluster_name_plain
+        self.policy: pulumi.Output[dict[str, Any]] = pulumi.Output.all(ctx.partition, ctx.account_id).apply(
+            lambda v: cluster_autoscaler_policy(cluster, nodegroup_arn_pattern(v[0], ctx.region, v[1], cluster))
+        )
         self.identity = service_account_role(
             ctx,
             "cluster-autoscaler",
             KUBE_SYSTEM,
             CLUSTER_AUTOSCALER_SERVICE_ACCOUNT,
-            as_json(self.policy),
+            self.policy.apply(as_json),
             (),
             self,
         )

@@ -32,7 +32,6 @@ from components.context import ClusterContext
 from components.planning.addons.documents import as_json
 from components.planning.addons.interruption import (
     INTERRUPTION_EVENT_PATTERNS,
-    INTERRUPTION_QUEUE_RETENTION_SECONDS,
     LIFECYCLE_DEFAULT_RESULT,
     LIFECYCLE_TRANSITION,
     NTH_RELEASE,
@@ -40,6 +39,7 @@ from components.planning.addons.interruption import (
     asg_arn_pattern,
     drained_plans,
     interruption_queue_policy,
+    interruption_queue_retention_seconds,
     node_termination_handler_policy,
     node_termination_handler_values,
 )
@@ -69,7 +69,7 @@ class InterruptionHandler(pulumi.ComponentResource):
 
         self.queue = aws.sqs.Queue(
             f"{cluster}-interruptions",
-            message_retention_seconds=INTERRUPTION_QUEUE_RETENTION_SECONDS,
+            message_retention_seconds=interruption_queue_retention_seconds(settings.drain_timeout_seconds),
             sqs_managed_sse_enabled=True,
             tags=dict(ctx.tags),
             opts=child,

@@ -55,6 +55,7 @@ from components.planning.addons.monitoring import (
     MONITORING_NAMESPACE,
     alertmanager_sns_policy,
     alerts_key_policy,
+    alerts_topic_arn_pattern,
     cloudwatch_addon_configuration,
     container_insights_alarms,
     dcgm_exporter_values,
@@ -125,7 +126,9 @@ class Monitoring(pulumi.ComponentResource):
                 enable_key_rotation=True,
                 deletion_window_in_days=30,
                 policy=pulumi.Output.all(ctx.account_id, ctx.partition).apply(
-                    lambda v: as_json(alerts_key_policy(v[0], v[1]))
+                    lambda v: as_json(
+                        alerts_key_policy(v[0], alerts_topic_arn_pattern(v[1], ctx.region, v[0], cluster), v[1])
+                    )
                 ),
                 tags=dict(ctx.tags),
                 opts=stateful_options(ctx.stateful["kms-key"], self),

@@ -54,6 +54,9 @@ LUSTRE_VERSION = "2.15"
 #: (aws-fsx-csi-driver examples/kubernetes/static_provisioning).
 MOUNT_OPTIONS = ["flock"]
 ADDON = "aws-fsx-csi-driver"
+#: The tag the driver puts on every file system it creates (aws-fsx-csi-driver pkg/cloud/cloud.go,
+#: `VolumeNameTagKey` [FSXCSI]).
+CSI_VOLUME_TAG = "CSIVolumeName"
 #: The controller's service account in the add-on (aws-fsx-csi-driver chart values, `controller.serviceAccount`).
 CONTROLLER_SERVICE_ACCOUNT = "fsx-csi-controller-sa"
 #: Lifecycle of the stack's data bucket: failed multipart uploads (interrupted checkpoint exports) stop costing
@@ -77,17 +80,30 @@ S3_ACCESS_KEY_OPERATIONS = (
 NONCURRENT_VERSIONS_EXPIRE_AFTER_DAYS = 30
 
 
-def controller_policy(dynamic_provisioning: bool) -> dict[str, Any]:
+def controller_policy(dynamic_provisioning: bool, cluster_name: str) -> dict[str, Any]:
     """Least-privilege policy of the CSI controller.
 
     Static volumes need no AWS call from the driver at all (the node plugin mounts by DNS and mount name), so the
     controller may only describe file systems. With a StorageClass it creates, tags, resizes and deletes them, and
     FSx needs its service-linked roles: the IAM policy the driver documents for that
-    (kubernetes-sigs/aws-fsx-csi-driver docs/install.md), instead of the much broader AmazonFSxFullAccess.
+    (kubernetes-sigs/aws-fsx-csi-driver docs/install.md), instead of the much broader AmazonFSxFullAccess, and
+    narrower still. The driver tags every file system it creates with `CSIVolumeName` (the claim's volume name), and
+    the StorageClass makes it add this cluster's tag too (`extraTags`; both go into the `CreateFileSystem` request,
+    pkg/cloud/cloud.go [FSXCSI]). So it may create and tag only with both tags in the request (`aws:RequestTag`), and
+    resize or delete only file systems that carry both (`aws:ResourceTag`): never another cluster's, and never the
+    stack's own file system, which carries the cluster tag but no `CSIVolumeName`.
     """
     read = {"Effect": "Allow", "Action": ["fsx:DescribeFileSystems"], "Resource": "*"}
     if not dynamic_provisioning:
         return {"Version": "2012-10-17", "Statement": [read]}
+    request_tag = {
+        "StringEquals": {f"aws:RequestTag/{tags.CLUSTER}": cluster_name},
+        "Null": {f"aws:RequestTag/{CSI_VOLUME_TAG}": "false"},
+    }
+    resource_tag = {
+        "StringEquals": {f"aws:ResourceTag/{tags.CLUSTER}": cluster_name},
+        "Null": {f"aws:ResourceTag/{CSI_VOLUME_TAG}": "false"},
+    }
     return {
         "Version": "2012-10-17",
         "Statement": [
@@ -102,17 +118,20 @@ def controller_policy(dynamic_provisioning: bool) -> dict[str, Any]:
                 "Resource": "*",
                 "Condition": {"StringLike": {"iam:AWSServiceName": ["fsx.amazonaws.com"]}},
             },
+            read,
             {
+                "Sid": "CreateTaggedForThisCluster",
                 "Effect": "Allow",
-                "Action": [
-                    "s3:ListBucket",
-                    "fsx:CreateFileSystem",
-                    "fsx:DeleteFileSystem",
-                    "fsx:DescribeFileSystems",
-                    "fsx:TagResource",
-                    "fsx:UpdateFileSystem",
-                ],
+                "Action": ["fsx:CreateFileSystem", "fsx:TagResource"],
                 "Resource": "*",
+                "Condition": request_tag,
+            },
+            {
+                "Sid": "ChangeOnlyThisClustersFileSystems",
+                "Effect": "Allow",
+                "Action": ["fsx:UpdateFileSystem", "fsx:DeleteFileSystem"],
+                "Resource": "*",
+                "Condition": resource_tag,
             },
         ],
     }
@@ -256,7 +275,7 @@ class LustreStorage(pulumi.ComponentResource):
             "fsx-csi-driver",
             volumes.KUBE_SYSTEM,
             CONTROLLER_SERVICE_ACCOUNT,
-            json.dumps(controller_policy(config.kubernetes.storage_class)),
+            json.dumps(controller_policy(config.kubernetes.storage_class, ctx.cluster_name_plain)),
             [],
             self,
         )
@@ -486,6 +505,8 @@ class LustreStorage(pulumi.ComponentResource):
             "deploymentType": config.deployment_type,
             "dataCompressionType": config.compression,
             "fileSystemTypeVersion": LUSTRE_VERSION,
+            # The tag the controller's role requires on create and delete (`controller_policy`).
+            "extraTags": f"{tags.CLUSTER}={ctx.cluster_name_plain}",
         }
         if self.persistent:
             params |= {

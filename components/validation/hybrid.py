@@ -25,6 +25,7 @@ AWS_ONLY_KEYS = {
     "root_volume_gib": "rootVolumeGib",
     "ami_family": "amiFamily",
     "imds_hop_limit": "imdsHopLimit",
+    "imds_hop_limit_reason": "imdsHopLimitReason",
 }
 
 

@@ -115,4 +115,21 @@ def subnet_cidrs_fit_the_vpc(p: Parsed) -> Iterator[Problem]:
                 yield Problem("network", f"subnets {a} and {b} overlap; give distinct subnet CIDRs")
 
 
-RULES = (existing_vpc_has_subnets, vpc_cidr_fits, zones_are_distinct_and_enough, subnet_cidrs_fit_the_vpc)
+def flow_logs_only_for_a_new_vpc(p: Parsed) -> Iterator[Problem]:
+    """`flowLogs` configures the flow logs of the VPC the stack creates; an existing VPC is never modified (its
+    owner records its traffic), so a `flowLogs` beside `existingVpc` would be silently ignored and is refused."""
+    if p.network is not None and p.network.existing_vpc is not None and "flow_logs" in p.network.model_fields_set:
+        yield Problem(
+            "network.flowLogs",
+            "not used with existingVpc: the stack never modifies a VPC it does not own; enable flow logs where the VPC "
+            "is managed, and remove this key",
+        )
+
+
+RULES = (
+    existing_vpc_has_subnets,
+    vpc_cidr_fits,
+    zones_are_distinct_and_enough,
+    subnet_cidrs_fit_the_vpc,
+    flow_logs_only_for_a_new_vpc,
+)

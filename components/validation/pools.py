@@ -444,6 +444,21 @@ def refresh_settings_need_a_refresh(p: Parsed) -> Iterator[Problem]:
                 )
 
 
+def imds_hop_limit_has_a_reason(p: Parsed) -> Iterator[Problem]:
+    """An IMDS hop limit above 1 lets pods on the pod network reach the instance metadata service and the node role's
+    credentials, so it carries its reason (`imdsHopLimitReason`, the launch template's justification tag, see
+    docs/security.md); a reason beside hop limit 1 justifies nothing and is refused."""
+    for path, pool, _ in p.aws_pools():
+        if pool.imds_hop_limit > 1 and pool.imds_hop_limit_reason is None:
+            yield Problem(
+                f"{path}.imdsHopLimitReason",
+                f"imdsHopLimit {pool.imds_hop_limit} lets pods reach the node role's credentials: say which pod needs "
+                "instance metadata from the pod network, or keep imdsHopLimit 1",
+            )
+        if pool.imds_hop_limit == 1 and pool.imds_hop_limit_reason is not None:
+            yield Problem(f"{path}.imdsHopLimitReason", "only with imdsHopLimit above 1; remove it")
+
+
 RULES = (
     pool_names_are_unique,
     instance_type_resolves,
@@ -466,4 +481,5 @@ RULES = (
     resource_names_fit,
     group_tags_fit,
     refresh_settings_need_a_refresh,
+    imds_hop_limit_has_a_reason,
 )

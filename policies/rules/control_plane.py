@@ -16,7 +16,8 @@ from policies.rules.signatures import Config
 
 
 def eks_endpoint_private(cluster: Resource, config: Config) -> Iterator[str]:
-    """The Kubernetes API has a private endpoint; a public one only behind an allow-list.
+    """The Kubernetes API has a private endpoint; a public one only behind an allow-list that is not 0.0.0.0/0 (related:
+    FSBP EKS.1, which fails any public endpoint; an allow-list is this pack's line).
 
     EKS defaults to a public endpoint open to 0.0.0.0/0 and no private endpoint
     (https://docs.aws.amazon.com/eks/latest/userguide/cluster-endpoint.html).

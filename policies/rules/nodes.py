@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
+from components import tags
 from components.catalog.versions import chart
 from components.planning.pools import GPU_RESOURCE
 from components.tags import TAINTS
@@ -34,7 +35,8 @@ NVIDIA_DEVICE_PLUGIN_DEFAULT_TOLERATIONS: tuple[Mapping[str, str], ...] = (
 
 
 def imdsv2_required(lt: Resource, config: Config) -> Iterator[str]:
-    """Instance metadata needs session tokens (IMDSv2) and a small hop limit.
+    """Instance metadata needs session tokens (IMDSv2) and a small hop limit (FSBP EC2.170 for launch templates, EC2.8
+    for the instances launched from them).
 
     IMDSv1 answers any request that reaches 169.254.169.254, which is how SSRF bugs leak node credentials;
     `httpTokens: required` turns it off (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/configuring-IMDS-new-instances.html).
@@ -48,6 +50,31 @@ def imdsv2_required(lt: Resource, config: Config) -> Iterator[str]:
     ceiling = config.get("maxHopLimit")
     if hops is not None and ceiling is not None and int(hops) > int(ceiling):
         yield f"launch template '{lt.name}' sets an IMDS hop limit of {hops}; at most {ceiling} is allowed"
+
+
+#: The tag that justifies an IMDS hop limit above 1 on a launch template; the node pools set it from a pool's
+#: `imdsHopLimitReason` (components.node_pool).
+HOP_LIMIT_REASON_TAG = tags.IMDS_HOP_LIMIT_REASON
+
+
+def imds_hop_limit_justified(lt: Resource, config: Config) -> Iterator[str]:
+    """A launch template's IMDS hop limit stays at 1 unless its tag `gpu-clusters/imds-hop-limit-reason` says why
+    pods must reach the node's metadata (related: Security Hub EC2.170, which asks launch templates for IMDSv2).
+
+    With a hop limit of 2, every pod on the node can fetch the node role's credentials from IMDS; with 1, the reply
+    never reaches a pod's network namespace, so pods use their own Pod Identity roles and nothing else
+    (EKS best practices, "Restrict access to the instance profile assigned to the worker node",
+    https://docs.aws.amazon.com/eks/latest/best-practices/identity-and-access-management.html). Some agents that
+    run in pods without host networking need 2; the tag records that decision where reviewers see it.
+    """
+    hops = lt.get("metadataOptions", "httpPutResponseHopLimit")
+    if hops is None or int(hops) <= 1:
+        return
+    if not {**dict(lt.default_tags), **lt.tags()}.get(HOP_LIMIT_REASON_TAG, "").strip():
+        yield (
+            f"launch template '{lt.name}' lets pods reach the node's credentials (IMDS hop limit {int(hops)}): set "
+            f"metadataOptions.httpPutResponseHopLimit to 1, or tag it {HOP_LIMIT_REASON_TAG}=<why pods need IMDS>"
+        )
 
 
 def no_public_ip(lt: Resource, config: Config) -> Iterator[str]:

@@ -9,7 +9,9 @@ Records follow the plan contract (design.md) plus `id` and `propertyDependencies
 
 from __future__ import annotations
 
+import base64
 import copy
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,6 +22,7 @@ from components.planning.efa import efa_interfaces
 from tests.policies import urn
 
 KMS_ARN = "arn:aws:kms:us-east-1:123456789012:key/11111111-2222-3333-4444-555555555555"
+ACCOUNT = "123456789012"
 COST_TAGS = {"team": "ml-platform", "cost-center": "cc-4242"}
 TAGS = {tags.CLUSTER: "good", tags.STACK: "test", **COST_TAGS}
 
@@ -95,6 +98,7 @@ def good_stack() -> list[Record]:
             },
             "encryptionConfig": {"provider": {"keyArn": KMS_ARN}, "resources": ["secrets"]},
             "enabledClusterLogTypes": ["api", "audit", "authenticator"],
+            "name": "good",
             "tags": TAGS,
         },
         id_="good-cluster-id",
@@ -271,7 +275,123 @@ def good_stack() -> list[Record]:
     ]
     return [
         key, subnet_a, subnet_b, cluster, efa_sg, node_sg, *self_rules, group, train_lt, train_asg, infer_lt,
-        infer_asg, *releases, lustre, efs, bucket, *bucket_settings,
+        infer_asg, *releases, lustre, efs, bucket, *bucket_settings, *security_records(key),
+    ]  # fmt: skip
+
+
+def policy_json(*statements: Mapping[str, object]) -> str:
+    """An IAM policy document as pulumi-aws registers it: a JSON string."""
+    return json.dumps({"Version": "2012-10-17", "Statement": list(statements)})
+
+
+def pod_identity_trust(service_account: str) -> str:
+    """The trust policy of an EKS Pod Identity role, scoped to the account, cluster and service account."""
+    return policy_json(
+        {
+            "Effect": "Allow",
+            "Principal": {"Service": "pods.eks.amazonaws.com"},
+            "Action": ["sts:AssumeRole", "sts:TagSession"],
+            "Condition": {
+                "StringEquals": {
+                    "aws:SourceAccount": ACCOUNT,
+                    "aws:RequestTag/eks-cluster-name": "good",
+                    "aws:RequestTag/kubernetes-namespace": "kube-system",
+                    "aws:RequestTag/kubernetes-service-account": service_account,
+                }
+            },
+        }
+    )
+
+
+def user_data(*lines: str) -> str:
+    """Launch-template user data (base64 of a MIME document with a NodeConfig part), with extra script lines."""
+    document = (
+        'Content-Type: multipart/mixed; boundary="B"\nMIME-Version: 1.0\n\n--B\n'
+        "Content-Type: application/node.eks.aws\n\n---\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\n"
+        "spec:\n  cluster:\n    name: good\n    certificateAuthority: "
+        + base64.b64encode(b"-----BEGIN CERTIFICATE-----\nMIIBfake\n-----END CERTIFICATE-----\n").decode()
+        + "\n--B\nContent-Type: text/x-shellscript\n\n#!/bin/bash\n"
+        + "\n".join(lines)
+        + "\n--B--\n"
+    )
+    return base64.b64encode(document.encode()).decode()
+
+
+def security_records(key: Record) -> list[Record]:
+    """The VPC with its flow log and closed default group, roles and their policies, a queue, a topic, a log group."""
+    vpc = record("aws:ec2/vpc:Vpc", "good-vpc", {"cidrBlock": "10.0.0.0/16", "tags": TAGS}, id_="vpc-1")
+    log_group = record(
+        "aws:cloudwatch/logGroup:LogGroup",
+        "good-flow-logs",
+        {"name": "/aws/vpc/good/flow-logs", "retentionInDays": 365, "kmsKeyId": KMS_ARN, "tags": TAGS},
+        id_="/aws/vpc/good/flow-logs",
+        refs={"kmsKeyId": [key]},
+    )
+    flow_log = record(
+        "aws:ec2/flowLog:FlowLog",
+        "good-vpc-flow-log",
+        {"vpcId": "vpc-1", "trafficType": "ALL", "logDestinationType": "cloud-watch-logs", "tags": TAGS},
+        refs={"vpcId": [vpc], "logDestination": [log_group]},
+    )
+    default_sg = record(
+        "aws:ec2/defaultSecurityGroup:DefaultSecurityGroup",
+        "good-default",
+        {"vpcId": "vpc-1", "ingress": [], "egress": [], "tags": TAGS},
+        id_="sg-0default",
+        refs={"vpcId": [vpc]},
+    )
+    node_role = record(
+        "aws:iam/role:Role",
+        "good-node",
+        {
+            "assumeRolePolicy": policy_json(
+                {"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}
+            ),
+            "tags": TAGS,
+        },
+        id_="good-node",
+    )
+    autoscaler_role = record(
+        "aws:iam/role:Role",
+        "good-cluster-autoscaler",
+        {"assumeRolePolicy": pod_identity_trust("cluster-autoscaler"), "tags": TAGS},
+        id_="good-cluster-autoscaler",
+    )
+    autoscaler_policy = record(
+        "aws:iam/rolePolicy:RolePolicy",
+        "good-cluster-autoscaler",
+        {
+            "role": "good-cluster-autoscaler",
+            "policy": policy_json(
+                {"Effect": "Allow", "Action": ["autoscaling:Describe*", "ec2:DescribeInstanceTypes"], "Resource": "*"},
+                {
+                    "Effect": "Allow",
+                    "Action": ["autoscaling:SetDesiredCapacity", "autoscaling:TerminateInstanceInAutoScalingGroup"],
+                    "Resource": "*",
+                    "Condition": {"StringEquals": {"aws:ResourceTag/k8s.io/cluster-autoscaler/good": "owned"}},
+                },
+            ),
+        },
+        refs={"role": [autoscaler_role]},
+    )
+    queue = record(
+        "aws:sqs/queue:Queue",
+        "good-interruptions",
+        {"sqsManagedSseEnabled": True, "messageRetentionSeconds": 300, "tags": TAGS},
+        id_="good-interruptions",
+    )
+    topic = record(
+        "aws:sns/topic:Topic", "good-alerts", {"kmsMasterKeyId": KMS_ARN, "tags": TAGS}, refs={"kmsMasterKeyId": [key]}
+    )
+    control_plane_logs = record(
+        "aws:cloudwatch/logGroup:LogGroup",
+        "good-control-plane",
+        {"name": "/aws/eks/good/cluster", "retentionInDays": 365, "kmsKeyId": KMS_ARN, "tags": TAGS},
+        refs={"kmsKeyId": [key]},
+    )
+    return [
+        vpc, log_group, control_plane_logs, flow_log, default_sg, node_role, autoscaler_role, autoscaler_policy, queue,
+        topic,
     ]  # fmt: skip
 
 

@@ -43,9 +43,24 @@ EXPECTED_BROKEN = {
     ("s3-bucket-hardened", "broken-checkpoints"),
     ("gpu-budget", ""),
     ("alarms-notify-someone", "broken-gpu-idle"),
+    ("no-world-admin-ports", "broken-efa"),
+    ("imds-hop-limit-justified", "broken-train-lt"),
+    ("imds-hop-limit-justified", "broken-infer-lt"),
+    ("no-secrets-in-user-data", "broken-infer-lt"),
+    ("vpc-flow-logs", "broken-vpc"),
+    ("default-security-group-closed", "broken-vpc"),
+    ("policy-exceptions", "broken-vpc"),
+    ("iam-trust-source-conditions", "broken-controller"),
+    ("iam-no-unscoped-create-delete", "broken-controller"),
+    ("kms-key-rotation", "broken-logs-key"),
+    ("sqs-queue-encrypted", "broken-interruptions"),
+    ("sns-topic-encrypted", "broken-alerts"),
+    ("log-group-encrypted", "broken-control-plane"),
+    ("log-group-retention", "broken-control-plane"),
+    ("eks-log-group-declared", "broken"),
 }
 #: Policies that report without failing `blueprint check`.
-ADVISORY = {"efa-placement-group", "alarms-notify-someone"}
+ADVISORY = {"efa-placement-group", "alarms-notify-someone", "log-group-encrypted", "policy-exceptions"}
 
 
 def broken_plan() -> list[dict[str, Any]]:

@@ -52,8 +52,10 @@ def test_the_shipped_config_covers_every_policy_and_nothing_else() -> None:
 
 
 def test_taste_rules_are_advisory_and_the_rest_mandatory() -> None:
+    """Advisory: a performance recommendation, alarms watched some other way, a customer-managed key where the
+    service already encrypts (log groups), and the report of exceptions (a record, not a failure)."""
     advisory = {p.name for p in pack.POLICIES if p.enforcement_level == EnforcementLevel.ADVISORY}
-    assert advisory == {"efa-placement-group", "alarms-notify-someone"}
+    assert advisory == {"efa-placement-group", "alarms-notify-someone", "log-group-encrypted", "policy-exceptions"}
 
 
 def test_the_sdk_describes_the_pack_to_the_engine() -> None:

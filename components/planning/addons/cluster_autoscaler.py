@@ -26,8 +26,8 @@ def autoscaled_plans(plans: Iterable[PoolPlan]) -> list[PoolPlan]:
     ]
 
 
-#: Read-only calls cluster-autoscaler makes on AWS ([CA] README "IAM Policy", facts §6). They cannot be scoped to
-#: a resource, so they apply to `*`.
+#: Read-only calls cluster-autoscaler makes on AWS ([CA] README "IAM Policy", facts §6). These list or describe
+#: across resources and take no resource ARN, so they apply to `*`.
 CLUSTER_AUTOSCALER_DESCRIBE_ACTIONS: tuple[str, ...] = (
     "autoscaling:DescribeAutoScalingGroups",
     "autoscaling:DescribeAutoScalingInstances",
@@ -37,8 +37,14 @@ CLUSTER_AUTOSCALER_DESCRIBE_ACTIONS: tuple[str, ...] = (
     "ec2:DescribeInstanceTypes",
     "ec2:DescribeLaunchTemplateVersions",
     "ec2:GetInstanceTypesFromInstanceRequirements",
-    "eks:DescribeNodegroup",
 )
+#: `eks:DescribeNodegroup` reads an EKS managed node group's labels and taints ([CA] README). It does take a resource,
+#: the node group's ARN `arn:${Partition}:eks:${Region}:${Account}:nodegroup/${ClusterName}/${NodegroupName}/${UUID}`
+#: (Service Authorization Reference, "Actions, resources, and condition keys for Amazon EKS",
+#: https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonelastickubernetesservice.html), so
+#: it is scoped to this cluster's node groups. The stack's pools are self-managed Auto Scaling groups, so the call
+#: finds none today; the scoped grant keeps a managed node group added later working without widening it.
+CLUSTER_AUTOSCALER_NODEGROUP_ACTIONS: tuple[str, ...] = ("eks:DescribeNodegroup",)
 #: The calls that change capacity; allowed only on ASGs tagged for this cluster ([CA] README, facts §6).
 CLUSTER_AUTOSCALER_SCALE_ACTIONS: tuple[str, ...] = (
     "autoscaling:SetDesiredCapacity",
@@ -46,8 +52,14 @@ CLUSTER_AUTOSCALER_SCALE_ACTIONS: tuple[str, ...] = (
 )
 
 
-def cluster_autoscaler_policy(cluster_name: str) -> dict[str, Any]:
-    """Least privilege: describe everything, resize only the ASGs carrying both discovery tags of this cluster."""
+def nodegroup_arn_pattern(partition: str, region: str, account_id: str, cluster_name: str) -> str:
+    """Every EKS managed node group of one cluster."""
+    return f"arn:{partition}:eks:{region}:{account_id}:nodegroup/{cluster_name}/*/*"
+
+
+def cluster_autoscaler_policy(cluster_name: str, nodegroups_arn: str) -> dict[str, Any]:
+    """Least privilege: describe what takes no resource, this cluster's node groups only (`nodegroups_arn`,
+    `nodegroup_arn_pattern`), and resize only the ASGs carrying both discovery tags of this cluster."""
     conditions = {f"aws:ResourceTag/{key}": value for key, value in discovery_tags(cluster_name).items()}
     return {
         "Version": "2012-10-17",
@@ -57,6 +69,12 @@ def cluster_autoscaler_policy(cluster_name: str) -> dict[str, Any]:
                 "Effect": "Allow",
                 "Action": list(CLUSTER_AUTOSCALER_DESCRIBE_ACTIONS),
                 "Resource": "*",
+            },
+            {
+                "Sid": "DescribeOwnNodegroups",
+                "Effect": "Allow",
+                "Action": list(CLUSTER_AUTOSCALER_NODEGROUP_ACTIONS),
+                "Resource": nodegroups_arn,
             },
             {
                 "Sid": "ScaleOwnGroups",

@@ -12,6 +12,7 @@ from typing import Any
 from components import tags
 from components.config import NodeTerminationHandler
 from components.planning.addons.placement import SYSTEM_NODE_SELECTOR, system_plans, tolerations_for
+from components.planning.drain import hook_timeout_seconds
 from components.planning.pools import PoolPlan
 
 #: Helm release and service account. Pod Identity binds a role to a (namespace, service account) pair, so the
@@ -46,8 +47,24 @@ INTERRUPTION_EVENT_PATTERNS: dict[str, dict[str, Any]] = {
         "detail": {"service": ["EC2"], "eventTypeCategory": ["scheduledChange"]},
     },
 }
-#: [NTH] example queue attributes: events older than the 2-minute spot notice are useless ([NTH] §7b).
-INTERRUPTION_QUEUE_RETENTION_SECONDS = 300
+#: The handler in queue mode runs this many replicas, with a disruption budget of one: a drain or a rolling update of
+#: the system pool never leaves the queue unread. The chart renders its PodDisruptionBudget only in queue mode with
+#: more than one replica ([NTH] chart 0.27.6 templates/pdb.yaml), and SQS hands each message to one reader at a time,
+#: so two readers do not drain a node twice.
+NTH_REPLICAS = 2
+
+
+def interruption_queue_retention_seconds(drain_timeout_seconds: int) -> int:
+    """How long the queue keeps an event: as long as the terminate hook waits for it. [NTH]'s example keeps 300 s
+    (spot warnings are stale after their 2 minutes), but a terminate lifecycle event stays actionable until the hook's
+    heartbeat ends (`components.planning.drain`); with 300 s, a handler down for five minutes (a system node replaced)
+    would lose the terminations of that window and leave their nodes undrained. Stale spot or state-change events
+    read late name instances that are already gone, which the handler skips."""
+    return max(SQS_MIN_RETENTION_SECONDS, hook_timeout_seconds(drain_timeout_seconds))
+
+
+#: SQS `MessageRetentionPeriod` is 60 s to 14 days (SQS API reference, SetQueueAttributes).
+SQS_MIN_RETENTION_SECONDS = 60
 #: Terminate lifecycle hook: the ASG waits for the handler to drain the node, up to the drain timeout plus a margin
 #: (components.planning.drain.hook_timeout_seconds), then goes on.
 LIFECYCLE_TRANSITION = "autoscaling:EC2_INSTANCE_TERMINATING"
@@ -119,6 +136,8 @@ def node_termination_handler_values(
         "checkTagBeforeDraining": True,
         "managedTag": tags.NTH_MANAGED,
         "serviceAccount": {"create": True, "name": NTH_SERVICE_ACCOUNT},
+        "replicas": NTH_REPLICAS,
+        "podDisruptionBudget": {"maxUnavailable": 1},
         "nodeSelector": dict(SYSTEM_NODE_SELECTOR),
         "tolerations": tolerations_for(system_plans(plans)),
     }

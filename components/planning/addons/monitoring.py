@@ -112,11 +112,19 @@ def container_insights_alarms(alerts: Alerts) -> list[MetricAlarmPlan]:
     ]
 
 
-def alerts_key_policy(account_id: str, partition: str = "aws") -> dict[str, Any]:
+def alerts_topic_arn_pattern(partition: str, region: str, account_id: str, cluster_name: str) -> str:
+    """The alerts topic's ARN, its generated suffix wildcarded (Pulumi names it `<cluster>-alerts-<suffix>`)."""
+    return f"arn:{partition}:sns:{region}:{account_id}:{cluster_name}-alerts-*"
+
+
+def alerts_key_policy(account_id: str, topic_arn_pattern: str, partition: str = "aws") -> dict[str, Any]:
     """Key policy of the alerts topic's KMS key: the account administers it; CloudWatch alarms may encrypt
     messages for the topic. Alarms cannot publish to a topic encrypted with the AWS managed key `aws/sns`
     (CloudWatch UG, "Using Amazon SNS topics ... encrypted": the key policy must allow
-    `cloudwatch.amazonaws.com` kms:Decrypt and kms:GenerateDataKey*)."""
+    `cloudwatch.amazonaws.com` kms:Decrypt and kms:GenerateDataKey*). Only for this topic: SNS encrypts with the
+    encryption context `aws:sns:topicArn` (SNS developer guide, "Managing Amazon SNS encryption keys and costs",
+    https://docs.aws.amazon.com/sns/latest/dg/sns-key-management.html), so the service principal cannot use the key
+    for any other topic (`topic_arn_pattern`, `alerts_topic_arn_pattern`)."""
     return {
         "Version": "2012-10-17",
         "Statement": [
@@ -133,6 +141,7 @@ def alerts_key_policy(account_id: str, partition: str = "aws") -> dict[str, Any]
                 "Principal": {"Service": "cloudwatch.amazonaws.com"},
                 "Action": ["kms:Decrypt", "kms:GenerateDataKey*"],
                 "Resource": "*",
+                "Condition": {"StringLike": {"kms:EncryptionContext:aws:sns:topicArn": topic_arn_pattern}},
             },
         ],
     }
