@@ -98,7 +98,7 @@ def serving_workloads_are_wired(p: Parsed) -> Iterator[Problem]:
         found = _pool(p, workload.pool)
         if p.storage is not None and nfs is None:
             yield Problem(f"{path}.model", "the weights come from storage.nfs, which the stack does not have; add it")
-        elif nfs is not None and found is not None:
+        elif nfs is not None and found is not None and found[1].role == "inference":
             pool = found[1]
             listed = workload.pool in nfs.pools if nfs.pools is not None else pool.role == "inference"
             if not listed or (nfs.kind == "efs" and pool.kind == "hybrid"):
