@@ -295,3 +295,18 @@ def test_simulate_refuses_a_bad_series_and_a_stack_without_workloads(
     assert bad.returncode == 2 and "'busy' is not a percentage" in bad.stderr
     none = blueprint_cli("simulate", "--stack", "training")
     assert none.returncode == 2 and "no serving workload" in none.stderr
+
+
+def test_pulumi_up_reads_the_workloads_key() -> None:
+    """Under `pulumi up` the program gets the whole stack config as JSON text; `gpu-clusters:workloads` is read, not
+    refused as an unknown key."""
+    import json
+
+    from blueprint.plan.runner import as_pulumi_config, load_stack
+    from components.validation import validate_config
+
+    files = load_stack("inference")
+    config = as_pulumi_config(files.config)
+    assert json.loads(config["gpu-clusters:workloads"])["serving"][0]["name"] == "chat"
+    spec = validate_config(config, files.project)
+    assert [w.name for w in spec.workloads.serving] == ["chat"]
