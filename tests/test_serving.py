@@ -310,3 +310,14 @@ def test_pulumi_up_reads_the_workloads_key() -> None:
     assert json.loads(config["gpu-clusters:workloads"])["serving"][0]["name"] == "chat"
     spec = validate_config(config, files.project)
     assert [w.name for w in spec.workloads.serving] == ["chat"]
+
+
+def test_the_plan_summary_shows_the_rule_the_scaler_applies() -> None:
+    from tests.builders import shipped_plan
+
+    (chat,) = shipped_plan("inference")["summary"]["serving"]
+    assert (chat["name"], chat["pool"], chat["replicas"]) == ("chat", "l40s", {"min": 2, "max": 32, "perNode": 4})
+    assert chat["scaleOut"] == {"abovePercent": 85, "afterMinutes": 15, "replicas": 8}
+    assert chat["scaleIn"] == {"belowPercent": 30, "afterMinutes": 30, "replicas": 4}
+    assert chat["endpoint"] == "http://chat.inference.svc:8000/v1"
+    assert shipped_plan("training")["summary"]["serving"] == []
