@@ -321,3 +321,24 @@ def test_the_plan_summary_shows_the_rule_the_scaler_applies() -> None:
     assert chat["scaleIn"] == {"belowPercent": 30, "afterMinutes": 30, "replicas": 4}
     assert chat["endpoint"] == "http://chat.inference.svc:8000/v1"
     assert shipped_plan("training")["summary"]["serving"] == []
+
+
+def test_image_name_and_extra_args_take_effect() -> None:
+    workload = {
+        "name": "chat",
+        "pool": "l40s",
+        "model": "org/m",
+        "image": "registry.example/vllm:1.2.3",
+        "servedModelName": "assistant",
+        "extraArgs": ["--max-model-len", "8192"],
+        "startupSeconds": 600,
+    }
+    spec = serving_stack(workload=workload)
+    plan = next(p for p in plan_pools(spec) if p.name == "l40s")
+    (container,) = deployment_spec(spec.workloads.serving[0], plan, "weights")["template"]["spec"]["containers"]
+    assert container["image"] == "registry.example/vllm:1.2.3"
+    assert container["args"][1:3] == ["--served-model-name", "assistant"]
+    assert container["args"][-2:] == ["--max-model-len", "8192"]
+    assert container["startupProbe"]["failureThreshold"] == 60
+    default = deployment_spec(serving_stack().workloads.serving[0], plan, "weights")["template"]["spec"]
+    assert default["containers"][0]["image"] == "vllm/vllm-openai:v0.11.0"
