@@ -5,6 +5,7 @@
     blueprint catalog [--format table|json]
     blueprint schema [--write | --check]
     blueprint verify --stack training [--kubeconfig FILE] [--only/--skip CHECKS] [--format table|json]
+    blueprint simulate --stack inference [--workload NAME] [--series FILE.csv] [--all] [--plot out.png]
 
 Exit codes: 0 fine, 1 a mandatory policy violation (`check`) or a failed check (`verify`), 2 an invalid stack
 config or input (every problem printed on stderr as `path.to.key: what is wrong`, no traceback) or, for `verify`,
@@ -46,6 +47,14 @@ def _parser() -> argparse.ArgumentParser:
     mode.add_argument("--write", action="store_true", help="regenerate schema/ and the docs/ tables")
     mode.add_argument("--check", action="store_true", help="exit 1 when any of them is out of date")
     _verify_parser(sub)
+    simulate = sub.add_parser("simulate", help="replay a GPU-utilization series through a serving autoscaler")
+    simulate.add_argument("--stack", help="stack name: stacks/Pulumi.<stack>.yaml")
+    simulate.add_argument("--config", type=Path, help="use this stack file instead of stacks/Pulumi.<stack>.yaml")
+    simulate.add_argument("--workload", help="serving workload name (default: the first)")
+    simulate.add_argument("--series", type=Path, help="CSV, one utilization %% per minute (default: a demo day)")
+    simulate.add_argument("--start-replicas", type=int, help="replicas at minute 0 (default: replicas.min)")
+    simulate.add_argument("--all", action="store_true", help="print every minute, not only the changes")
+    simulate.add_argument("--plot", type=Path, help="also write the timeline as an image (needs matplotlib)")
     return parser
 
 
@@ -107,6 +116,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.stack and not args.config:
         print("blueprint: give --stack NAME or --config FILE", file=sys.stderr)
         return EXIT_CONFIG
+    if args.command == "simulate":
+        return _simulate(args)
     # Importing the SDKs and planning allocate millions of objects and free almost none until the end: the cyclic
     # collector's passes over them were a quarter of the run. The console script collects nothing; a caller that
     # passes argv (a test) gets its collector back.
@@ -174,6 +185,47 @@ def _schema(write: bool, check: bool) -> int:
             print(f"blueprint: {path} is out of date; run `blueprint schema --write`", file=sys.stderr)
         return EXIT_VIOLATIONS if stale else EXIT_OK
     print(reference.schema_text(), end="")
+    return EXIT_OK
+
+
+def _simulate(args: argparse.Namespace) -> int:
+    """Print the timeline of replicas and nodes for a utilization series; exit 2 on a bad stack or series."""
+    from rich.table import Table
+
+    from blueprint import simulate as sim
+    from blueprint.plan.runner import load_stack
+    from components.validation import validate_config
+
+    try:
+        files = load_stack(args.stack, args.config)
+        spec = validate_config(files.config, files.project)
+        name, rule = sim.stack_rule(spec, args.workload)
+        series = sim.read_series(args.series) if args.series else sim.demo_series()
+    except (ConfigError, FileNotFoundError) as error:
+        print(f"blueprint: {error}", file=sys.stderr)
+        return EXIT_CONFIG
+    unneeded = sim.minutes(spec.addons.cluster_autoscaler.scale_down_unneeded_time)
+    steps = sim.simulate(rule, series, args.start_replicas, unneeded)
+    console = Console(width=160)
+    console.print(
+        f"{files.stack}/{name}: +{rule.scale_out_replicas} replicas after {rule.scale_out_after_minutes} min above "
+        f"{rule.scale_out_above_percent:g}%, -{rule.scale_in_replicas} after {rule.scale_in_after_minutes} min below "
+        f"{rule.scale_in_below_percent:g}%, cooldown {rule.cooldown_seconds} s, replicas {rule.min_replicas}-"
+        f"{rule.max_replicas} ({rule.replicas_per_node} per node), nodes {rule.min_nodes}-{rule.max_nodes}"
+    )
+    table = Table()
+    for column in ("minute", "GPU util %", "action", "replicas", "nodes"):
+        table.add_column(column, justify="right")
+    for row in sim.timeline_rows(steps, args.all):
+        table.add_row(*row)
+    console.print(table)
+    if args.plot:
+        try:
+            sim.plot(steps, rule, f"{files.stack}/{name}", args.plot)
+        except ImportError:
+            print("blueprint: --plot needs matplotlib (pip install -e '.[dev]')", file=sys.stderr)
+            return EXIT_CONFIG
+        print(f"wrote {args.plot}")
     return EXIT_OK
 
 

@@ -27,6 +27,7 @@ CONCERNS = {
     "hybrid": "`nodePools` of `kind: hybrid`",
     "storage": "`storage`",
     "addons": "`addons`",
+    "workloads": "`workloads` (serving examples and their autoscalers)",
 }
 
 HEADER = """# Validation rules

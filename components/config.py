@@ -1,7 +1,8 @@
 """The stack configuration schema: the one place it lives.
 
 A stack file (`stacks/Pulumi.<stack>.yaml`) holds a handful of project keys (`gpu-clusters:cluster`,
-`gpu-clusters:network`, `gpu-clusters:nodePools`, `gpu-clusters:storage`, `gpu-clusters:addons`). Together they
+`gpu-clusters:network`, `gpu-clusters:nodePools`, `gpu-clusters:storage`, `gpu-clusters:addons`,
+`gpu-clusters:workloads`). Together they
 validate into a `StackConfig`. Keys are camelCase in YAML (Pulumi's convention) and snake_case in Python.
 
 These models check each field on its own (types, ranges, enums). Rules that relate several fields or consult the
@@ -21,7 +22,7 @@ from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fie
 from pydantic.alias_generators import to_camel
 
 #: The config keys of a stack, in the order they are read and reported.
-SECTIONS = ("cluster", "network", "nodePools", "storage", "addons")
+SECTIONS = ("cluster", "network", "nodePools", "storage", "addons", "workloads")
 
 
 class Model(BaseModel):
@@ -314,24 +315,30 @@ class Taint(Model):
 
 
 class GpuUtilizationScaling(Model):
-    """Step scaling on the pool's average GPU utilization (CloudWatch), for pools in `gpu-utilization` mode."""
+    """The GPU-utilization rule of a serving workload: its replicas scale on their own GPUs' average utilization
+    (DCGM exporter, in Prometheus; KEDA turns the rule into the workload's HPA), and cluster-autoscaler adds nodes
+    for the replicas that do not fit and removes the nodes they leave. Steps are counted in nodes: one node's worth
+    of replicas is the node's GPUs divided by the replica's (docs/addons.md, "Serving autoscaling")."""
 
     scale_out_above_percent: float = Field(85, gt=0, lt=100)
-    """Add nodes when the pool's average GPU utilization is above this percentage (0-100 exclusive). Default 85."""
+    """Add replicas when the serving pods' average GPU utilization is above this percentage (0-100 exclusive).
+    Default 85."""
     scale_out_after_minutes: int = Field(15, ge=1, le=1440)
-    """Minutes the utilization must stay above `scaleOutAbovePercent` before nodes are added (the alarm's evaluation
-    periods of 60 s), 1-1440. Default 15."""
+    """Minutes (one-minute samples) the utilization must stay above `scaleOutAbovePercent` before replicas are
+    added, 1-1440. Default 15."""
     scale_out_by: int = Field(2, ge=1)
-    """Nodes added per scale-out step, at least 1. Default 2."""
+    """Nodes' worth of replicas added per scale-out step, at least 1. Default 2."""
     scale_in_below_percent: float = Field(30, gt=0, lt=100)
-    """Remove nodes when the pool's average GPU utilization is below this percentage (0-100 exclusive). Default 30."""
+    """Remove replicas when the serving pods' average GPU utilization is below this percentage (0-100 exclusive).
+    Default 30."""
     scale_in_after_minutes: int = Field(30, ge=1, le=1440)
-    """Minutes the utilization must stay below `scaleInBelowPercent` before a node is removed, 1-1440. Default 30."""
+    """Minutes the utilization must stay below `scaleInBelowPercent` before replicas are removed, 1-1440. Default
+    30."""
     scale_in_by: int = Field(1, ge=1)
-    """Nodes removed per scale-in step, at least 1. Default 1."""
-    cooldown_seconds: int = Field(300, ge=0)
-    """Estimated instance warm-up of the scale-out step policy, in seconds (step scaling has no cooldown parameter).
-    Default 300."""
+    """Nodes' worth of replicas removed per scale-in step, at least 1. Default 1."""
+    cooldown_seconds: int = Field(300, ge=1, le=1800)
+    """Seconds after a step before the next step in the same direction (the HPA scaling policies' `periodSeconds`,
+    which Kubernetes limits to 1-1800). Default 300."""
 
 
 class Scaling(Model):
@@ -343,9 +350,11 @@ class Scaling(Model):
     """Maximum number of nodes, at least `min`. Default 1."""
     mode: Literal["cluster-autoscaler", "gpu-utilization", "fixed"] = "cluster-autoscaler"
     """Who resizes the pool: `cluster-autoscaler` (default; the group gets auto-discovery and scale-from-zero
-    node-template tags), `gpu-utilization` (CloudWatch alarms on average GPU utilization) or `fixed` (nobody)."""
+    node-template tags), `gpu-utilization` (the serving workloads on the pool scale their replicas on their GPU
+    utilization by `gpuUtilization`, and cluster-autoscaler sizes the pool for them) or `fixed` (nobody)."""
     gpu_utilization: GpuUtilizationScaling = GpuUtilizationScaling()
-    """Thresholds and steps for `mode: gpu-utilization`; ignored in the other modes."""
+    """The rule of `mode: gpu-utilization`, applied to every serving workload on the pool; refused in the other
+    modes."""
 
     @property
     def initial(self) -> int:
@@ -777,10 +786,11 @@ class Alerts(Model):
 class Monitoring(Model):
     container_insights: bool = True
     """Install the `amazon-cloudwatch-observability` EKS add-on (Container Insights with GPU metrics), the
-    CloudWatch GPU alarms and a CloudWatch dashboard; required by `gpu-utilization` pools. Default `true`."""
+    CloudWatch GPU alarms and a CloudWatch dashboard. Default `true`."""
     dcgm_prometheus: bool = False
     """Install kube-prometheus-stack and NVIDIA's dcgm-exporter with Prometheus rules for XID, ECC, temperature and
-    idle spend, and Grafana dashboards for GPUs, nodes, EFA and the stack's file systems. Default `false`."""
+    idle spend, and Grafana dashboards for GPUs, nodes, EFA and the stack's file systems; required by serving
+    workloads, whose autoscaling reads the exporter's GPU utilization there. Default `false`."""
     alerts: Alerts = Alerts()
     """Alert thresholds and where alerts are delivered."""
 
@@ -813,6 +823,70 @@ class AddonsConfig(Model):
     """Version pins of the EKS managed add-ons."""
 
 
+# -------------------------------------------------------------------------------------------------------- workloads
+#: A Kubernetes object name that is also a DNS label (RFC 1123): Deployments, Services and PodDisruptionBudgets.
+WorkloadName = Annotated[str, StringConstraints(pattern=r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")]
+
+
+class ServingReplicas(Model):
+    """Bounds of a serving workload's replica count."""
+
+    min: int = Field(1, ge=1)
+    """Fewest replicas, at least 1 (the service never goes dark). Default 1."""
+    max: int | None = Field(None, ge=1)
+    """Most replicas; default as many as the pool's nodes hold (its `max` or `nodes` times replicas per node)."""
+
+
+class ServingWorkload(Model):
+    """An OpenAI-compatible inference server (vLLM) on an inference pool, reading its weights from the NFS claim,
+    behind a ClusterIP Service, with a PodDisruptionBudget and the GPU-utilization autoscaler."""
+
+    name: WorkloadName
+    """Name of the Deployment, Service, PodDisruptionBudget and ScaledObject: a DNS label of at most 40 characters.
+    Required."""
+    pool: str
+    """The inference GPU pool the replicas run on. Required."""
+    model: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9._-]+(/[A-Za-z0-9._-]+)*$")]
+    """Directory of the model's weights inside the NFS claim (`storage.nfs`), e.g. `Qwen2.5-7B-Instruct`; mounted
+    read-only and served from `/models/<model>`, never downloaded. Required."""
+    served_model_name: str | None = None
+    """Model name clients send in requests; default the last part of `model`."""
+    image: str | None = None
+    """Container image; default the pinned vLLM OpenAI-compatible server image (docs/addons.md). Any image whose
+    entrypoint takes vLLM's `serve` arguments."""
+    gpus_per_replica: int = Field(1, ge=1, le=16)
+    """Whole GPUs each replica requests (vLLM's tensor parallel size), 1-16; must divide the pool's GPUs per node.
+    Default 1."""
+    replicas: ServingReplicas = ServingReplicas()
+    """Replica bounds the autoscaler keeps to."""
+    extra_args: list[str] = Field(default_factory=list)
+    """Further vLLM server arguments, e.g. `[--max-model-len, "8192"]`. Default none."""
+    startup_seconds: int = Field(1200, ge=60, le=7200)
+    """Seconds a replica may take to load its model before Kubernetes restarts it (the startup probe's budget),
+    60-7200. Default 1200."""
+    drain_seconds: int = Field(15, ge=1, le=300)
+    """Seconds a stopping replica keeps serving after it leaves the Service's endpoints (its preStop pause), so
+    clients stop sending before the server stops accepting, 1-300. Default 15."""
+    termination_grace_seconds: int = Field(180, ge=30, le=600)
+    """Seconds a stopping replica has, pause included, to finish its in-flight requests before it is killed
+    (`terminationGracePeriodSeconds`), 30-600: cluster-autoscaler grants a drained pod at most 600 s (its
+    `--max-graceful-termination-sec` default), and the node termination handler its `drainTimeoutSeconds`. Default
+    180."""
+    autoscaling: GpuUtilizationScaling | None = None
+    """The GPU-utilization rule for a workload on a pool that is not in `gpu-utilization` mode (hybrid pools,
+    `cluster-autoscaler` or `fixed` pools, whose nodes then stay as they are); default the documented rule. On a
+    `gpu-utilization` pool the pool's `scaling.gpuUtilization` is the rule."""
+
+    @property
+    def model_name(self) -> str:
+        return self.served_model_name or self.model.rsplit("/", 1)[-1]
+
+
+class WorkloadsConfig(Model):
+    serving: list[ServingWorkload] = Field(default_factory=list)
+    """Inference servers the stack deploys, each with its autoscaler. Default none."""
+
+
 # ------------------------------------------------------------------------------------------------------------ stack
 class StackConfig(Model):
     """A whole stack, validated. Built by `components.validation.validate`, never directly from raw config."""
@@ -830,6 +904,9 @@ class StackConfig(Model):
     """Shared file systems (`gpu-clusters:storage`)."""
     addons: AddonsConfig = AddonsConfig()
     """In-cluster add-ons and EKS managed add-on pins (`gpu-clusters:addons`)."""
+    workloads: WorkloadsConfig = WorkloadsConfig()
+    """Example workloads deployed with the stack: inference servers and their autoscalers
+    (`gpu-clusters:workloads`)."""
 
     def pool(self, name: str) -> NodePool:
         return next(p for p in self.node_pools if p.name == name)

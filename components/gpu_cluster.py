@@ -28,6 +28,7 @@ from components.planning.pools import PoolPlan, plan_pools
 from components.planning.site_routes import site_cidrs
 from components.planning.stateful import stateful_protection
 from components.storage import EfsStorage, SharedStorage
+from components.workloads import ServingWorkloads
 
 
 class GpuCluster(pulumi.ComponentResource):
@@ -50,6 +51,7 @@ class GpuCluster(pulumi.ComponentResource):
         self._system_addons()
         self._storage()
         self._addons()
+        self._workloads()
         self._hybrid_nodes()
         self.register_outputs({})
 
@@ -217,14 +219,15 @@ class GpuCluster(pulumi.ComponentResource):
         self._exports.update(self.storage.exports())
 
     def _addons(self) -> None:
-        """Device plugins, cluster-autoscaler, spot interruption handling, GPU-utilization scaling, monitoring and
-        alerts; each only when switched (or `auto`-resolved) on."""
+        """Device plugins, cluster-autoscaler, spot interruption handling, KEDA, monitoring and alerts; each only
+        when switched (or `auto`-resolved) on."""
         self.addons = Addons(
             f"{self.base_name}-addons",
             self.context,
             self.spec.addons,
             self.pool_plans,
             asg_names={pool: np.asg.name for pool, np in self.node_pools.items()},
+            workloads=self.spec.workloads,
             opts=self._child(),
             file_systems=MonitoredFileSystems(
                 lustre=self.storage.lustre.file_system_id if self.storage.lustre is not None else None,
@@ -232,6 +235,21 @@ class GpuCluster(pulumi.ComponentResource):
             ),
         )
         self._exports.update(self.addons.exports())
+
+    def _workloads(self) -> None:
+        """The serving example: each `workloads.serving` entry with its autoscaler (after storage and add-ons)."""
+        if not self.spec.workloads.serving:
+            return
+        self.workloads = ServingWorkloads(
+            f"{self.base_name}-serving",
+            self.context,
+            self.spec.workloads.serving,
+            self.pool_plans,
+            self.storage,
+            self.addons,
+            opts=self._child(),
+        )
+        self._exports.update(self.workloads.exports())
 
     def _hybrid_nodes(self) -> None:
         """For hybrid pools only: the role and SSM activation or Roles Anywhere, the HYBRID_LINUX access entry, API

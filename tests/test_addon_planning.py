@@ -8,7 +8,6 @@ import yaml
 from components.config import Alerts
 from components.planning.addons.cluster_autoscaler import cluster_autoscaler_values
 from components.planning.addons.device_plugins import nvidia_device_plugin_values
-from components.planning.addons.gpu_scaling import ASG_NAME, gpu_metrics_agent, gpu_scaling_plan
 from components.planning.addons.interruption import asg_arn_pattern, node_termination_handler_policy
 from components.planning.addons.monitoring import (
     CLOUDWATCH_ADDON,
@@ -34,7 +33,7 @@ def test_training_stack_gets_both_device_plugins_and_the_autoscaler():
     s = select(SYSTEM_POOL, TRAINING_POOL)
     assert s.nvidia_device_plugin and s.efa_device_plugin and s.cluster_autoscaler
     assert s.node_termination_handler  # every Auto Scaling group drains through it, on-demand ones too
-    assert s.gpu_scaling_pools == ()
+    assert not s.keda  # no serving workload
     assert s.enabled == [
         "nvidia-device-plugin",
         "efa-device-plugin",
@@ -44,11 +43,10 @@ def test_training_stack_gets_both_device_plugins_and_the_autoscaler():
     ]
 
 
-def test_inference_stack_gets_the_termination_handler_and_gpu_scaling_but_no_autoscaler():
+def test_a_gpu_utilization_pool_is_sized_by_the_autoscaler_and_drained_by_the_handler():
     s = select(SYSTEM_POOL, INFERENCE_POOL)
     assert s.node_termination_handler
-    assert s.gpu_scaling_pools == ("l40s",)
-    assert not s.cluster_autoscaler  # system is fixed, l40s scales on GPU utilization
+    assert s.cluster_autoscaler  # l40s nodes follow the serving replicas
     assert not s.efa_device_plugin  # inference pools wire no EFA by default
 
 
@@ -188,69 +186,11 @@ def test_termination_handler_policy_without_spot_groups_grants_no_lifecycle_acti
 
 
 # ---------------------------------------------------------------------------------- GPU-utilization scaling
-def test_default_gpu_scaling_rule():
-    spec = addon_stack(SYSTEM_POOL, INFERENCE_POOL)
-    rule = gpu_scaling_plan(next(p for p in plan_pools(spec) if p.name == "l40s"))
-    high, low = rule.scale_out_alarm, rule.scale_in_alarm
-    assert (high.comparison, high.threshold, high.evaluation_periods, high.period) == (
-        "GreaterThanThreshold",
-        85,
-        15,
-        60,
-    )
-    assert (low.comparison, low.threshold, low.evaluation_periods, low.period) == ("LessThanThreshold", 30, 30, 60)
-    assert rule.scale_out_policy.adjustment == 2 and rule.scale_in_policy.adjustment == -1
-    assert (rule.scale_out_policy.lower_bound, rule.scale_out_policy.upper_bound) == (0.0, None)
-    assert (rule.scale_in_policy.lower_bound, rule.scale_in_policy.upper_bound) == (None, 0.0)
-    assert high.dimensions == {"AutoScalingGroupName": ASG_NAME}
-    assert high.metric_name == "nvidia_smi_utilization_gpu" and high.statistic == "Average"
-
-
-def test_gpu_scaling_rule_is_configurable():
-    custom = pool(
-        INFERENCE_POOL,
-        scaling={
-            "min": 1,
-            "max": 8,
-            "mode": "gpu-utilization",
-            "gpuUtilization": {
-                "scaleOutAbovePercent": 70,
-                "scaleOutAfterMinutes": 5,
-                "scaleOutBy": 3,
-                "scaleInBelowPercent": 20,
-                "scaleInAfterMinutes": 45,
-                "scaleInBy": 2,
-                "cooldownSeconds": 600,
-            },
-        },
-    )
-    spec = addon_stack(SYSTEM_POOL, custom)
-    rule = gpu_scaling_plan(next(p for p in plan_pools(spec) if p.name == "l40s"))
-    assert (rule.scale_out_alarm.threshold, rule.scale_out_alarm.evaluation_periods) == (70, 5)
-    assert (rule.scale_in_alarm.threshold, rule.scale_in_alarm.evaluation_periods) == (20, 45)
-    assert (rule.scale_out_policy.adjustment, rule.scale_in_policy.adjustment) == (3, -2)
-    assert rule.scale_out_policy.estimated_instance_warmup == 600
-
-
-def test_gpu_metrics_agent_runs_only_on_gpu_utilization_pools_with_the_asg_dimension():
-    spec = addon_stack(SYSTEM_POOL, TRAINING_POOL, INFERENCE_POOL)
-    agent = gpu_metrics_agent(plan_pools(spec))
-    terms = agent["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
-    assert terms == [{"matchExpressions": [{"key": "gpu-clusters/pool", "operator": "In", "values": ["l40s"]}]}]
-    metrics = agent["config"]["metrics"]
-    assert metrics["append_dimensions"]["AutoScalingGroupName"] == "${aws:AutoScalingGroupName}"
-    assert metrics["aggregation_dimensions"] == [["AutoScalingGroupName"]]
-    assert metrics["metrics_collected"]["nvidia_gpu"]["measurement"] == ["utilization_gpu"]
-    assert {"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"} in agent["env"]
-
-
-def test_cloudwatch_addon_adds_the_gpu_agent_only_when_a_pool_needs_it():
-    without = addon_stack(SYSTEM_POOL, TRAINING_POOL)
-    assert "agents" not in cloudwatch_addon_configuration(plan_pools(without))
-    with_scaling = addon_stack(SYSTEM_POOL, INFERENCE_POOL)
-    agents = cloudwatch_addon_configuration(plan_pools(with_scaling))["agents"]
-    # a custom list replaces the chart's default one, so the Container Insights agent must stay first
-    assert [a["name"] for a in agents] == ["cloudwatch-agent", "gpu-utilization-agent"]
+def test_cloudwatch_addon_runs_no_gpu_agent_for_scaling():
+    """The CloudWatch agent's `nvidia_gpu` input cannot publish from the add-on's image; serving autoscaling reads the
+    DCGM exporter instead, so the add-on keeps its default agent list."""
+    config = cloudwatch_addon_configuration(plan_pools(addon_stack(SYSTEM_POOL, INFERENCE_POOL)))
+    assert "agents" not in config
 
 
 # ------------------------------------------------------------------------------------------------ monitoring
@@ -302,8 +242,15 @@ def test_prometheus_rules_cover_xid_ecc_temperature_and_idle_spend():
         ),
         (
             "inference",
-            {"nvidia-device-plugin", "aws-node-termination-handler"},
-            {"serve-gpu-temperature", "serve-gpu-idle", "serve-l40s-gpu-high", "serve-l40s-gpu-low"},
+            {
+                "nvidia-device-plugin",
+                "aws-node-termination-handler",
+                "cluster-autoscaler",
+                "keda",
+                "kube-prometheus-stack",
+                "dcgm-exporter",
+            },
+            set(),
         ),
     ],
 )
@@ -312,15 +259,9 @@ def test_shipped_stacks_plan_their_addons(stack_name, expected_releases, expecte
     release_names = {r.inputs["name"] for r in run.of_type("kubernetes:helm.sh/v3:Release")}
     assert expected_releases <= release_names
     alarms = {r.name: r.inputs for r in run.of_type("aws:cloudwatch/metricAlarm:MetricAlarm")}
-    assert expected_alarms <= set(alarms)
-    assert [a.inputs["addonName"] for a in run.of_type("aws:eks/addon:Addon")].count(CLOUDWATCH_ADDON) == 1
-    if stack_name == "inference":  # the default rule: > 85% for 15 min, < 30% for 30 min
-        assert (alarms["serve-l40s-gpu-high"]["threshold"], alarms["serve-l40s-gpu-high"]["evaluationPeriods"]) == (
-            85,
-            15,
-        )
-        assert (alarms["serve-l40s-gpu-low"]["threshold"], alarms["serve-l40s-gpu-low"]["evaluationPeriods"]) == (
-            30,
-            30,
-        )
+    assert set(alarms) == expected_alarms
+    addons = [a.inputs["addonName"] for a in run.of_type("aws:eks/addon:Addon")]
+    assert addons.count(CLOUDWATCH_ADDON) == (1 if expected_alarms else 0)
+    if stack_name == "inference":  # serving on the Prometheus path; both Auto Scaling groups drain through the handler
+        assert run.of_type("aws:autoscaling/policy:Policy") == []
         assert len(run.of_type("aws:autoscaling/lifecycleHook:LifecycleHook")) == 2  # system and l40s

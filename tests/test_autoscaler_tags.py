@@ -41,10 +41,20 @@ def test_p5_pool_scales_from_zero_for_gpu_and_efa_pods() -> None:
     assert tags[f"{NT}/resources/ephemeral-storage"] == "30400G", "RAID0 over 8 x 3800 GB instance store"
 
 
-@pytest.mark.parametrize("mode", ["fixed", "gpu-utilization"])
-def test_no_autoscaler_tags_outside_autoscaler_mode(mode: str) -> None:
-    plan = plan_of(role="inference", instanceType="g6e.12xlarge", scaling={"min": 1, "max": 4, "mode": mode})
+def test_no_autoscaler_tags_on_a_fixed_pool() -> None:
+    plan = plan_of(role="inference", instanceType="g6e.12xlarge", scaling={"min": 1, "max": 4, "mode": "fixed"})
     assert autoscaler_tags("train", plan) == {}
+
+
+def test_a_gpu_utilization_pool_is_found_and_scaled_from_zero_by_the_autoscaler() -> None:
+    """Its nodes follow the serving replicas: pending replicas must match the template, GPUs and taint included."""
+    plan = plan_of(
+        role="inference", instanceType="g6e.12xlarge", scaling={"min": 0, "max": 4, "mode": "gpu-utilization"}
+    )
+    tags = autoscaler_tags("serve", plan)
+    assert tags["k8s.io/cluster-autoscaler/enabled"] == "true" and tags["k8s.io/cluster-autoscaler/serve"] == "owned"
+    assert tags[f"{NT}/resources/nvidia.com/gpu"] == "4"
+    assert tags[f"{NT}/taint/nvidia.com/gpu"] == "true:NoSchedule"
 
 
 def test_every_taint_is_tagged_with_its_effect() -> None:

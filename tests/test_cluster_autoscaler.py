@@ -97,7 +97,7 @@ def test_system_pool_taints_are_tolerated():
 @pytest.mark.parametrize(
     "spec",
     [
-        addon_stack(SYSTEM_POOL, INFERENCE_POOL),  # no pool in cluster-autoscaler mode
+        addon_stack(SYSTEM_POOL, pool(INFERENCE_POOL, scaling={"min": 2, "max": 2, "mode": "fixed"})),  # none to size
         addon_stack(SYSTEM_POOL, TRAINING_POOL, addons={"clusterAutoscaler": {"enabled": "off"}}),
     ],
 )

@@ -302,20 +302,13 @@ def test_hybrid_exporters_label_nodes_and_export_efa(hybrid_stack):
     assert {"name": "sys", "mountPath": "/host/sys", "readOnly": True} in sidecar["volumeMounts"]
 
 
-def test_efs_dashboard_on_the_prometheus_path(tmp_path):
-    """An EFS stack on the Prometheus path (the inference stack with its pool on cluster-autoscaler) gets the EFS
-    dashboard pinned to its file system, and Grafana the CloudWatch data source and role."""
-    raw = yaml.safe_load((STACKS / "Pulumi.inference.yaml").read_text())
-    config = raw["config"]
-    config["gpu-clusters:addons"] = {"monitoring": {"containerInsights": False, "dcgmPrometheus": True}}
-    for pool in config["gpu-clusters:nodePools"]:
-        if pool["scaling"].get("mode") == "gpu-utilization":
-            pool["scaling"] = {"min": 1, "max": 8, "mode": "cluster-autoscaler"}
-    path = tmp_path / "Pulumi.efs-prometheus.yaml"
-    path.write_text(yaml.safe_dump(raw))
-    planned = plan_stack(config_file=path)
+def test_efs_dashboard_on_the_prometheus_path(inference_stack):
+    """The inference stack (EFS, on the Prometheus path for its serving autoscaler) gets the EFS dashboard pinned to
+    its file system, and Grafana the CloudWatch data source and role; no CloudWatch dashboard."""
+    planned = inference_stack
     maps = {r.inputs["metadata"]["name"]: r for r in planned.run.of_type(CONFIG_MAP)}
-    assert set(maps) == {f"gpu-cluster-dashboard-{n}" for n in ("nodes", "gpus", "efs")}
+    dashboards = {name for name in maps if name.startswith("gpu-cluster-dashboard-")}
+    assert dashboards == {f"gpu-cluster-dashboard-{n}" for n in ("nodes", "gpus", "efs")}
     board = json.loads(next(iter(maps["gpu-cluster-dashboard-efs"].inputs["data"].values())))
     (constant,) = [v for v in board["templating"]["list"] if v["name"] == "filesystem"]
     assert constant["query"] == planned.exports["efsFileSystemId"]
@@ -324,6 +317,21 @@ def test_efs_dashboard_on_the_prometheus_path(tmp_path):
     )
     assert [s["uid"] for s in kps.inputs["values"]["grafana"]["additionalDataSources"]] == [CLOUDWATCH_UID]
     assert planned.run.of_type(CW_DASHBOARD) == []
+
+
+def _efs_stack_on_container_insights(tmp_path: Path) -> Any:
+    """The inference stack moved to the Container Insights path: no serving workload (its autoscaler reads
+    Prometheus), its pool on cluster-autoscaler."""
+    raw = yaml.safe_load((STACKS / "Pulumi.inference.yaml").read_text())
+    config = raw["config"]
+    config.pop("gpu-clusters:workloads", None)
+    config["gpu-clusters:addons"] = {"monitoring": {"containerInsights": True, "dcgmPrometheus": False}}
+    for pool in config["gpu-clusters:nodePools"]:
+        if pool["scaling"].get("mode") == "gpu-utilization":
+            pool["scaling"] = {"min": 1, "max": 8, "mode": "cluster-autoscaler"}
+    path = tmp_path / "Pulumi.efs-container-insights.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return plan_stack(config_file=path)
 
 
 def test_no_efa_sidecar_and_no_file_system_dashboards_without_them():
@@ -356,9 +364,11 @@ def _check_cloudwatch_body(body: dict[str, Any]) -> None:
         assert metric in allowed[namespace], f"{namespace} {metric}"
 
 
-@pytest.mark.parametrize("stack", ["training", "inference"])
-def test_container_insights_stacks_get_a_cloudwatch_dashboard(stack, request):
-    planned = request.getfixturevalue(f"{stack}_stack")
+@pytest.mark.parametrize("stack", ["training", "efs"])
+def test_container_insights_stacks_get_a_cloudwatch_dashboard(stack, request, tmp_path):
+    planned = (
+        request.getfixturevalue("training_stack") if stack == "training" else _efs_stack_on_container_insights(tmp_path)
+    )
     (dashboard,) = planned.run.of_type(CW_DASHBOARD)
     cluster = planned.exports["clusterName"]
     assert dashboard.inputs["dashboardName"] == f"{cluster}-gpu-cluster"

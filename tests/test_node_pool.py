@@ -349,9 +349,9 @@ def test_fixed_pool_carries_no_autoscaler_tags() -> None:
     assert tags["gpu-clusters/role"] == ("system", True)
 
 
-def test_gpu_utilization_pool_carries_no_autoscaler_tags() -> None:
+def test_gpu_utilization_pool_carries_the_autoscaler_tags() -> None:
     run, _ = build({**SPOT, "scaling": {"min": 1, "max": 4, "mode": "gpu-utilization"}})
-    assert not any(key.startswith(CA_PREFIX) for key in asg_tags(run.one(ASG, "t-l40s")))
+    assert any(key.startswith(CA_PREFIX) for key in asg_tags(run.one(ASG, "t-l40s")))
 
 
 def test_cpu_pool_has_one_plain_interface_standard_ami_and_only_the_system_taint() -> None:

@@ -78,7 +78,7 @@ def test_training_plans_device_plugins_and_cluster_autoscaler() -> None:
     assert {"nvidia-device-plugin", "aws-efa-k8s-device-plugin", "cluster-autoscaler"} <= charts
 
 
-def test_inference_pool_is_4x48gb_on_spot_with_gpu_utilization_scaling() -> None:
+def test_inference_pool_is_4x48gb_on_spot_and_its_serving_replicas_scale_on_gpu_utilization() -> None:
     l40s = pool("inference", "l40s")
     assert (l40s["instanceType"], l40s["gpusPerNode"], l40s["capacityType"]) == ("g6e.12xlarge", 4, "spot")
     assert l40s["instanceTypes"] == ["g6e.12xlarge", "g6e.24xlarge"]
@@ -88,12 +88,14 @@ def test_inference_pool_is_4x48gb_on_spot_with_gpu_utilization_scaling() -> None
     assert distribution["onDemandBaseCapacity"] == 1
     assert distribution["spotAllocationStrategy"] == "price-capacity-optimized"
     assert asg["inputs"]["capacityRebalance"] is True
-    thresholds = sorted(
-        (r["inputs"]["comparisonOperator"], r["inputs"]["threshold"], r["inputs"]["evaluationPeriods"])
-        for r in resources("inference", "aws:cloudwatch/metricAlarm:MetricAlarm")
-        if r["inputs"]["metricName"] == "nvidia_smi_utilization_gpu"
-    )
-    assert thresholds == [("GreaterThanThreshold", 85, 15), ("LessThanThreshold", 30, 30)]
+    assert resources("inference", "aws:cloudwatch/metricAlarm:MetricAlarm") == []  # no alarm on an unpublished metric
+    (scaler,) = resources("inference", "kubernetes:keda.sh/v1alpha1:ScaledObject")
+    query = scaler["inputs"]["spec"]["triggers"][0]["metadata"]["query"]
+    assert "[15m:1m]) > bool 85)" in query and "[30m:1m]) < bool 30)" in query
+    behavior = scaler["inputs"]["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
+    # g6e.12xlarge: 4 GPUs, one per replica -> two nodes' worth is 8 replicas, one node's worth 4
+    assert behavior["scaleUp"]["policies"] == [{"type": "Pods", "value": 8, "periodSeconds": 300}]
+    assert behavior["scaleDown"]["policies"] == [{"type": "Pods", "value": 4, "periodSeconds": 300}]
     summary = shipped_plan("inference")["summary"]["hourlyUsd"]
     assert summary["spotSaving"] > 0 and summary["max"] < summary["maxOnDemand"]
 

@@ -51,6 +51,20 @@ def with_changes(*changes: tuple[str, Any]) -> dict[str, Any]:
 
 
 DELETE = object()
+L40S_POOL = {
+    "name": "l40s",
+    "role": "inference",
+    "instanceType": "g6e.12xlarge",
+    "scaling": {"min": 1, "max": 4, "mode": "gpu-utilization"},
+}
+PROMETHEUS = {"monitoring": {"containerInsights": False, "dcgmPrometheus": True}}
+#: A valid serving setup on BASE: the l40s pool third, EFS for the weights, the Prometheus path, one workload.
+SERVING: tuple[tuple[str, Any], ...] = (
+    ("nodePools.2", L40S_POOL),
+    ("storage", {"nfs": {"kind": "efs"}}),
+    ("addons", PROMETHEUS),
+    ("workloads", {"serving": [{"name": "chat", "pool": "l40s", "model": "m"}]}),
+)
 HYBRID = {
     "name": "a40",
     "kind": "hybrid",
@@ -433,39 +447,91 @@ BROKEN: list[tuple[str, tuple[tuple[str, Any], ...], str, str]] = [
         "applies to SSM activations",
     ),
     (
-        "gpu-utilization without Container Insights",
-        (
-            (
-                "nodePools.1",
-                {
-                    "name": "l40s",
-                    "role": "inference",
-                    "instanceType": "g6e.12xlarge",
-                    "scaling": {"min": 1, "max": 4, "mode": "gpu-utilization"},
-                },
-            ),
-            ("addons", {"monitoring": {"containerInsights": False}}),
-            ("storage", {}),
-        ),
+        "gpu-utilization without a serving workload",
+        (("nodePools.1", L40S_POOL), ("storage", {})),
         "nodePools[1].scaling.mode",
-        "containerInsights: true",
+        "add a workloads.serving entry with pool: l40s",
     ),
     (
-        "gpu-utilization from zero",
+        "serving without the Prometheus path",
+        (*SERVING, ("addons", {})),
+        "workloads.serving[0].pool",
+        "dcgmPrometheus: true",
+    ),
+    (
+        "serving without NFS",
+        (*SERVING, ("storage", {})),
+        "workloads.serving[0].model",
+        "storage.nfs",
+    ),
+    (
+        "serving on a training pool",
+        (*SERVING, ("workloads", {"serving": [{"name": "chat", "pool": "h100", "model": "m"}]})),
+        "workloads.serving[0].pool",
+        "name an inference pool",
+    ),
+    (
+        "serving on no pool",
+        (*SERVING, ("workloads", {"serving": [{"name": "chat", "pool": "l4", "model": "m"}]})),
+        "workloads.serving[0].pool",
+        "no node pool l4",
+    ),
+    (
+        "replica GPUs that do not divide the node's",
+        (*SERVING, ("workloads", {"serving": [{"name": "chat", "pool": "l40s", "model": "m", "gpusPerReplica": 3}]})),
+        "workloads.serving[0].gpusPerReplica",
+        "does not divide the 4 GPUs",
+    ),
+    (
+        "more replicas than the pool holds",
         (
+            *SERVING,
+            ("workloads", {"serving": [{"name": "chat", "pool": "l40s", "model": "m", "replicas": {"max": 17}}]}),
+        ),
+        "workloads.serving[0].replicas.max",
+        "set at most 16",
+    ),
+    (
+        "a serving rule beside the pool's",
+        (
+            *SERVING,
             (
-                "nodePools.1",
+                "workloads",
+                {"serving": [{"name": "chat", "pool": "l40s", "model": "m", "autoscaling": {"scaleOutBy": 1}}]},
+            ),
+        ),
+        "workloads.serving[0].autoscaling",
+        "nodePools[2].scaling.gpuUtilization",
+    ),
+    (
+        "a grace period longer than the drain",
+        (
+            *SERVING,
+            (
+                "workloads",
+                {"serving": [{"name": "chat", "pool": "l40s", "model": "m", "terminationGraceSeconds": 300}]},
+            ),
+            ("addons", {**PROMETHEUS, "nodeTerminationHandler": {"drainTimeoutSeconds": 120}}),
+        ),
+        "workloads.serving[0].terminationGraceSeconds",
+        "drainTimeoutSeconds",
+    ),
+    (
+        "two serving workloads with one name",
+        (
+            *SERVING,
+            (
+                "workloads",
                 {
-                    "name": "l40s",
-                    "role": "inference",
-                    "instanceType": "g6e.12xlarge",
-                    "scaling": {"min": 0, "max": 4, "mode": "gpu-utilization"},
+                    "serving": [
+                        {"name": "chat", "pool": "l40s", "model": "m"},
+                        {"name": "chat", "pool": "l40s", "model": "n"},
+                    ]
                 },
             ),
-            ("storage", {}),
         ),
-        "nodePools[1].scaling.min",
-        "can never scale out",
+        "workloads.serving[1].name",
+        "more than one serving workload",
     ),
     (
         "price expander",
@@ -500,6 +566,11 @@ def test_broken_config_reports_its_problem(changes: tuple[tuple[str, Any], ...],
 def test_base_config_is_valid() -> None:
     spec = validate(BASE, region="us-east-1")
     assert [p.name for p in spec.node_pools] == ["system", "h100"]
+
+
+def test_serving_setup_is_valid() -> None:
+    spec = validate(with_changes(*SERVING), region="us-east-1")
+    assert [(w.name, w.pool, w.gpus_per_replica) for w in spec.workloads.serving] == [("chat", "l40s", 1)]
 
 
 def test_every_problem_is_reported_at_once() -> None:

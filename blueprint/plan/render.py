@@ -111,6 +111,23 @@ def table(plan: dict[str, Any], console: Console) -> None:
                 f"{s['throughputPerGpuMBps']:,.1f}" if s.get("throughputPerGpuMBps") else "-",
             )
         console.print(storage)
+    if summary.get("serving"):
+        serving = Table(title="Serving (replicas scale on their GPU utilization)", title_justify="left")
+        for column in ("name", "pool", "model", "GPUs/replica", "replicas", "scale out", "scale in", "cooldown"):
+            serving.add_column(column)
+        for w in summary["serving"]:
+            out, scale_in = w["scaleOut"], w["scaleIn"]
+            serving.add_row(
+                w["name"],
+                w["pool"],
+                w["model"],
+                str(w["gpusPerReplica"]),
+                f"{w['replicas']['min']}..{w['replicas']['max']} ({w['replicas']['perNode']}/node)",
+                f"+{out['replicas']} after {out['afterMinutes']} min > {out['abovePercent']:g}%",
+                f"-{scale_in['replicas']} after {scale_in['afterMinutes']} min < {scale_in['belowPercent']:g}%",
+                f"{w['cooldownSeconds']} s",
+            )
+        console.print(serving)
     cost = summary["hourlyUsd"]
     console.print(
         f"GPUs: {summary['gpus']['min']} idle .. {summary['gpus']['max']} at max.  "

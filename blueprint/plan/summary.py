@@ -16,6 +16,8 @@ from components.planning.cost import pool_cost
 from components.planning.gpu_runtime import containerd_runtime_commands
 from components.planning.mig import advertised_resources, mig_devices
 from components.planning.pools import PoolPlan
+from components.planning.serving import SERVING_PORT
+from components.planning.serving_autoscaling import serving_rule
 from components.planning.storage import storage_summary
 
 
@@ -65,6 +67,37 @@ ALARMS_NOTIFY_NOBODY = (
     "GPU alarms notify nobody: set addons.monitoring.alerts.email (a topic is created) or "
     "addons.monitoring.alerts.snsTopicArn (an existing topic)"
 )
+
+
+def serving_summary(spec: StackConfig, plans: list[PoolPlan]) -> list[dict[str, Any]]:
+    """Each serving workload with the rule its ScaledObject applies (the same `serving_rule` object)."""
+    by_name = {p.name: p for p in plans}
+    namespace = spec.storage.nfs.kubernetes.namespace if spec.storage.nfs is not None else "default"
+    out = []
+    for workload in spec.workloads.serving:
+        rule = serving_rule(workload, by_name[workload.pool])
+        out.append(
+            {
+                "name": workload.name,
+                "pool": workload.pool,
+                "model": workload.model,
+                "gpusPerReplica": workload.gpus_per_replica,
+                "replicas": {"min": rule.min_replicas, "max": rule.max_replicas, "perNode": rule.replicas_per_node},
+                "scaleOut": {
+                    "abovePercent": rule.scale_out_above_percent,
+                    "afterMinutes": rule.scale_out_after_minutes,
+                    "replicas": rule.scale_out_replicas,
+                },
+                "scaleIn": {
+                    "belowPercent": rule.scale_in_below_percent,
+                    "afterMinutes": rule.scale_in_after_minutes,
+                    "replicas": rule.scale_in_replicas,
+                },
+                "cooldownSeconds": rule.cooldown_seconds,
+                "endpoint": f"http://{workload.name}.{namespace}.svc:{SERVING_PORT}/v1",
+            }
+        )
+    return out
 
 
 def alerts_summary(spec: StackConfig, plans: list[PoolPlan]) -> dict[str, Any]:
@@ -158,5 +191,6 @@ def summarize(spec: StackConfig, plans: list[PoolPlan]) -> dict[str, Any]:
             "spotSaving": round(sum(c.spot_saving_usd for c in costs), 2),
         },
         "alerts": alerts_summary(spec, plans),
+        "serving": serving_summary(spec, plans),
         "warnings": warnings(spec, plans),
     }

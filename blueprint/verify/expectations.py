@@ -27,8 +27,8 @@ from components.planning.addons.monitoring import (
 )
 from components.planning.addons.placement import KUBE_SYSTEM
 from components.planning.addons.selection import select_addons
-from components.planning.mig import advertised_resources
-from components.planning.pools import GPU_RESOURCE, PoolPlan, plan_pools
+from components.planning.mig import advertised_gpus
+from components.planning.pools import PoolPlan, plan_pools
 from components.planning.storage import EFS_PER_CLIENT_MIBPS, MB_PER_GBIT, MB_PER_MIB, storage_summary
 from components.planning.tolerations import toleration
 
@@ -142,12 +142,6 @@ def interconnect(plan: PoolPlan) -> Interconnect | None:
     if model is not None and model.form_factor == "PCIe":
         return Interconnect(False, None, f"{model.name} PCIe: no NVLink switch")
     return None
-
-
-def advertised_gpus(plan: PoolPlan) -> int:
-    """`nvidia.com/gpu` one node of the pool advertises: GPUs (or a `single` MIG pool's devices) times the
-    time-slicing replicas, as the scale-from-zero tags promise it (`components.planning.mig.advertised_resources`)."""
-    return advertised_resources(plan, plan.mig_strategy).get(GPU_RESOURCE, 0)
 
 
 def _gpus_by_type(plan: PoolPlan) -> dict[str, int]:

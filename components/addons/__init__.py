@@ -1,18 +1,18 @@
 """GPU platform add-ons: device plugins, cluster-autoscaler, drains before terminations (the node termination
-handler), GPU-utilization scaling, monitoring and alerts.
+handler), KEDA (serving autoscaling), monitoring and alerts.
 
 `Addons` builds the ones the stack switches on (`components.planning.addons.selection.select_addons` resolves the `auto`
 switches from the pool plans); each is its own component in this package, and every value it installs with is
 computed in `components.planning.addons`. Nothing is built for an add-on that is off.
 
     Addons(f"{name}-addons", ctx, spec.addons, pool_plans, asg_names={pool: asg.name, ...},
-           opts=ResourceOptions(parent=self))
+           workloads=spec.workloads, opts=ResourceOptions(parent=self))
 
 Each add-on receives its own section of the `addons` config; the cluster's names, region and versions come from the
 `ClusterContext`.
 
 `asg_names` maps `aws` pool names to their Auto Scaling group names (hybrid pools have none); the interruption
-handler hooks every group (each can scale in) and GPU-utilization scaling resizes its pools' groups.
+handler hooks every group (each can scale in). `workloads` switches KEDA on when a serving workload exists.
 `file_systems` names the stack's Lustre and EFS file systems, which the monitoring dashboards show.
 """
 
@@ -25,11 +25,11 @@ import pulumi
 
 from components.addons.cluster_autoscaler import ClusterAutoscaler
 from components.addons.device_plugins import EfaDevicePlugin, NvidiaDevicePlugin, nvidia_runtime_class
-from components.addons.gpu_scaling import GpuUtilizationScaling, gpu_utilization_scaling
 from components.addons.interruption import InterruptionHandler
+from components.addons.keda import Keda
 from components.addons.mig_manager import MigManager
 from components.addons.monitoring import MonitoredFileSystems, Monitoring
-from components.config import AddonsConfig
+from components.config import AddonsConfig, WorkloadsConfig
 from components.context import ClusterContext
 from components.planning.addons.selection import AddonSelection, select_addons
 from components.planning.gpu_runtime import runtime_class_plans
@@ -39,8 +39,8 @@ __all__ = [
     "Addons",
     "ClusterAutoscaler",
     "EfaDevicePlugin",
-    "GpuUtilizationScaling",
     "InterruptionHandler",
+    "Keda",
     "MigManager",
     "MonitoredFileSystems",
     "Monitoring",
@@ -58,11 +58,12 @@ class Addons(pulumi.ComponentResource):
         settings: AddonsConfig,
         pool_plans: Sequence[PoolPlan],
         asg_names: Mapping[str, pulumi.Input[str]],
+        workloads: WorkloadsConfig | None = None,
         opts: pulumi.ResourceOptions | None = None,
         file_systems: MonitoredFileSystems | None = None,
     ) -> None:
         super().__init__("gpu-clusters:index:Addons", name, None, opts)
-        self.selection: AddonSelection = select_addons(settings, pool_plans)
+        self.selection: AddonSelection = select_addons(settings, pool_plans, workloads)
         selection = self.selection
         child = pulumi.ResourceOptions(parent=self)
 
@@ -100,7 +101,7 @@ class Addons(pulumi.ComponentResource):
             if selection.node_termination_handler
             else None
         )
-        self.gpu_scaling = gpu_utilization_scaling(f"{name}-gpu-scaling", ctx, pool_plans, asg_names, self)
+        self.keda = Keda(f"{name}-keda", ctx, pool_plans, child) if selection.keda else None
         self.monitoring = (
             Monitoring(
                 f"{name}-monitoring",

@@ -1,8 +1,7 @@
 """One way to turn a planned CloudWatch alarm (`MetricAlarmPlan`) into a resource.
 
-Plans name their dimensions with placeholders (`planning.addons.gpu_scaling.ASG_NAME`,
-`planning.addons.monitoring.CLUSTER_NAME`) because the real values are outputs known only at deploy time;
-this module substitutes them and registers the alarm.
+Plans name their dimensions with placeholders (`planning.addons.monitoring.CLUSTER_NAME`) because the real
+values are outputs known only at deploy time; this module substitutes them and registers the alarm.
 """
 
 from __future__ import annotations

@@ -12,8 +12,9 @@ the `resources` field of a Pod specification"; `aws_manager.go` `extractAllocata
 otherwise assumes 110 pods per node (`buildNodeFromTemplate`: "TODO: get a real value"), so the `pods` tag carries
 the pool's real maxPods. No peer blueprint writes these tags (peers.md, gap 4; terraform-aws-eks #2597).
 
-Only pools in `cluster-autoscaler` mode carry them: a `fixed` pool must not be resized by the autoscaler, and
-`gpu-utilization` pools are resized by CloudWatch alarms (the add-ons issue), not by pending pods.
+Pools in `cluster-autoscaler` and `gpu-utilization` mode carry them (a `gpu-utilization` pool is sized by
+cluster-autoscaler for the replicas its serving workloads' autoscaler asks for); a `fixed` pool must not be resized
+by the autoscaler.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ EFA_RESOURCE = "vpc.amazonaws.com/efa"
 EPHEMERAL_STORAGE_RESOURCE = "ephemeral-storage"
 PODS_RESOURCE = "pods"
 AUTOSCALED_MODE = "cluster-autoscaler"
+#: Modes whose pools cluster-autoscaler resizes: on pending pods alone, or on the replicas a serving autoscaler adds.
+AUTOSCALED_MODES = (AUTOSCALED_MODE, "gpu-utilization")
 
 
 def discovery_tags(cluster_name: str) -> dict[str, str]:
@@ -88,7 +91,7 @@ def node_template_tags(plan: PoolPlan) -> dict[str, str]:
 
 
 def autoscaler_tags(cluster_name: str, plan: PoolPlan) -> dict[str, str]:
-    """Discovery and node-template tags for a pool in `cluster-autoscaler` mode; nothing in any other mode."""
-    if plan.pool.scaling.mode != AUTOSCALED_MODE:
+    """Discovery and node-template tags for a pool cluster-autoscaler resizes; nothing for a `fixed` pool."""
+    if plan.pool.scaling.mode not in AUTOSCALED_MODES:
         return {}
     return {**discovery_tags(cluster_name), **node_template_tags(plan)}

@@ -72,3 +72,9 @@ def advertised_resources(plan: PoolPlan, mig_strategy: str) -> dict[str, int]:
             mig_resource(profile): plan.gpus_per_node * count * replicas for profile, count in sorted(devices.items())
         }
     return {GPU_RESOURCE: plan.gpus_per_node * sum(devices.values()) * replicas}
+
+
+def advertised_gpus(plan: PoolPlan) -> int:
+    """`nvidia.com/gpu` one node of the pool advertises (0 for a `mixed` MIG pool, whose devices have their own
+    resource names): what a pod requesting `nvidia.com/gpu` can be given per node."""
+    return advertised_resources(plan, plan.mig_strategy).get(GPU_RESOURCE, 0)

@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from components.config import SECTIONS, AddonsConfig, StackConfig, StorageConfig
+from components.config import SECTIONS, AddonsConfig, StackConfig, StorageConfig, WorkloadsConfig
 from components.errors import ConfigError, Problem
 from components.validation.parse import Parsed
 from components.validation.registry import RULES
@@ -37,6 +37,7 @@ def validate(raw: Mapping[str, Any], region: str, config_keys: Mapping[str, Any]
         node_pools=[pool for _, pool in parsed.pools],
         storage=parsed.storage or StorageConfig(),
         addons=parsed.addons or AddonsConfig(),
+        workloads=parsed.workloads or WorkloadsConfig(),
     )
 
 

@@ -27,6 +27,7 @@ from components.config import (
     NetworkConfig,
     NodePool,
     StorageConfig,
+    WorkloadsConfig,
 )
 from components.errors import Problem
 from components.planning.pools import resolve_instance
@@ -60,6 +61,7 @@ class Parsed:
     pools_complete: bool = True
     storage: StorageConfig | None = None
     addons: AddonsConfig | None = None
+    workloads: WorkloadsConfig | None = None
     problems: list[Problem] = field(default_factory=list)
     #: Sections, pools and keys (`cluster`, `nodePools[2]`, `nodePools[2].capacity.reservationId`) that did not
     #: parse: a rule that would complain about something missing there stays silent, since the bad key is likely
@@ -88,6 +90,8 @@ class Parsed:
             parsed.storage = parsed._parse(StorageConfig, raw.get("storage", {}), "storage")
         if "addons" not in misspelt:
             parsed.addons = parsed._parse(AddonsConfig, raw.get("addons", {}), "addons")
+        if "workloads" not in misspelt:
+            parsed.workloads = parsed._parse(WorkloadsConfig, raw.get("workloads", {}), "workloads")
         return parsed
 
     def unknown_keys(self) -> list[str]:

@@ -142,8 +142,10 @@ def cluster_size_is_bounded(p: Parsed) -> Iterator[Problem]:
 
 
 def gpu_utilization_scaling_is_workable(p: Parsed) -> Iterator[Problem]:
-    """GPU-utilization scaling needs GPUs, the CloudWatch agent's `nvidia_smi_utilization_gpu` metric (Container
-    Insights) and min >= 1 (a pool at zero publishes no metric); its settings apply to that mode only."""
+    """A `gpu-utilization` pool has GPUs and a serving workload whose replicas the rule scales (cluster-autoscaler
+    then sizes the pool for them); its rule is refused in the other modes, where nothing reads it. The GPU
+    utilization comes from the DCGM exporter on the Prometheus path, which `serving_workloads_are_wired` requires."""
+    served = {w.pool for w in p.workloads.serving} if p.workloads is not None else None
     for path, pool, instance in p.aws_pools():
         if pool.scaling.mode != "gpu-utilization":
             if "gpu_utilization" in pool.scaling.model_fields_set:
@@ -151,18 +153,11 @@ def gpu_utilization_scaling_is_workable(p: Parsed) -> Iterator[Problem]:
             continue
         if instance is not None and not instance.is_gpu:
             yield Problem(f"{path}.scaling.mode", "gpu-utilization scaling needs GPUs; use cluster-autoscaler or fixed")
-        if p.addons is not None and not p.addons.monitoring.container_insights:
+        elif served is not None and pool.name not in served:
             yield Problem(
                 f"{path}.scaling.mode",
-                "gpu-utilization scaling reads nvidia_smi_utilization_gpu, which the CloudWatch agent of the "
-                "amazon-cloudwatch-observability add-on publishes; set addons.monitoring.containerInsights: true "
-                "or use mode cluster-autoscaler",
-            )
-        if pool.scaling.min < 1:
-            yield Problem(
-                f"{path}.scaling.min",
-                "a gpu-utilization pool at zero nodes publishes no GPU metric and can never scale out; set min >= 1 "
-                "or use mode cluster-autoscaler (scale from zero)",
+                f"gpu-utilization scales the replicas of the serving workloads on the pool, and {pool.name} has "
+                f"none; add a workloads.serving entry with pool: {pool.name}, or use mode cluster-autoscaler",
             )
 
 

@@ -23,6 +23,7 @@ from components.validation import (
     reservations,
     site_connection,
     storage,
+    workloads,
 )
 from components.validation.parse import Rule
 
@@ -35,6 +36,7 @@ BY_CONCERN: dict[str, tuple[Rule, ...]] = {
     "hybrid": hybrid.RULES,
     "storage": (*storage.RULES, *lustre_backups.RULES, *lustre_clients.RULES),
     "addons": (*addons.RULES, *dcgm_exporters.RULES, *mig.RULES),
+    "workloads": workloads.RULES,
 }
 #: The one list every validation runs.
 RULES: tuple[Rule, ...] = tuple(rule for rules in BY_CONCERN.values() for rule in rules)

@@ -5,7 +5,7 @@ alarms. Everything a reviewer wants to check (tolerations, selectors, time-slici
 EventBridge patterns, alarm thresholds and steps) is computed here from the validated config and the pools'
 `PoolPlan`s, so it is derived once and unit-testable without mocks.
 
-One module per add-on (`device_plugins`, `cluster_autoscaler`, `interruption`, `gpu_scaling`, `monitoring`), plus
+One module per add-on (`device_plugins`, `cluster_autoscaler`, `interruption`, `keda`, `monitoring`), plus
 `selection` (which add-ons a stack gets), `placement` (selectors and tolerations every add-on shares), `alarms`
 (the planned CloudWatch alarm) and `documents` (stable JSON). Importers name the module they need.
 """

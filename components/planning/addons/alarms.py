@@ -1,7 +1,7 @@
-"""A planned CloudWatch metric alarm, shared by GPU-utilization scaling and monitoring (pure, no Pulumi).
+"""A planned CloudWatch metric alarm of the monitoring add-on (pure, no Pulumi).
 
 `components.addons.alarms` turns a `MetricAlarmPlan` into an `aws.cloudwatch.MetricAlarm`, substituting the
-placeholders its dimensions may hold (`gpu_scaling.ASG_NAME`, `monitoring.CLUSTER_NAME`).
+placeholders its dimensions may hold (`monitoring.CLUSTER_NAME`).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from typing import Any
 
 from components.config import ClusterAutoscaler
 from components.planning.addons.placement import SYSTEM_NODE_SELECTOR, system_plans, tolerations_for
-from components.planning.autoscaler_tags import AUTOSCALED_MODE, ENABLED_TAG, OWNER_TAG_PREFIX, discovery_tags
+from components.planning.autoscaler_tags import AUTOSCALED_MODES, ENABLED_TAG, OWNER_TAG_PREFIX, discovery_tags
 from components.planning.pools import PoolPlan
 
 #: Helm release and service account. Pod Identity binds a role to a (namespace, service account) pair, so the
@@ -20,9 +20,10 @@ CLUSTER_AUTOSCALER_SERVICE_ACCOUNT = "cluster-autoscaler"
 
 
 def autoscaled_plans(plans: Iterable[PoolPlan]) -> list[PoolPlan]:
-    """`aws` pools cluster-autoscaler may resize: mode `cluster-autoscaler` and room between min and max."""
+    """`aws` pools cluster-autoscaler may resize: mode `cluster-autoscaler` or `gpu-utilization` (nodes follow the
+    serving replicas) and room between min and max."""
     return [
-        p for p in plans if p.kind == "aws" and p.pool.scaling.mode == AUTOSCALED_MODE and p.min_nodes < p.max_nodes
+        p for p in plans if p.kind == "aws" and p.pool.scaling.mode in AUTOSCALED_MODES and p.min_nodes < p.max_nodes
     ]
 
 

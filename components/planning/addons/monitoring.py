@@ -14,7 +14,6 @@ from components import tags
 from components.config import Alerts
 from components.planning.addons.alarms import METRIC_PERIOD_SECONDS, MetricAlarmPlan
 from components.planning.addons.efa_metrics import efa_plans, efa_textfile_values
-from components.planning.addons.gpu_scaling import gpu_metrics_agent, gpu_scaling_plans
 from components.planning.addons.grafana import NODE_RELABELING, grafana_values
 from components.planning.addons.placement import (
     SYSTEM_NODE_SELECTOR,
@@ -44,9 +43,6 @@ CLOUDWATCH_SERVICE_ACCOUNT = "cloudwatch-agent"
 #: add-on": `CloudWatchAgentServerPolicy`); a policy path the Pod Identity helper qualifies with the partition.
 CLOUDWATCH_AGENT_POLICY = "CloudWatchAgentServerPolicy"
 
-
-#: The add-on's main Container Insights agent; listed first because a custom `agents` list replaces the default.
-CONTAINER_INSIGHTS_AGENT = "cloudwatch-agent"
 CONTAINER_INSIGHTS_NAMESPACE = "ContainerInsights"
 CLUSTER_DIMENSION = "ClusterName"
 #: Placeholder for the EKS cluster name in alarm dimensions (known only once the cluster exists).
@@ -61,13 +57,9 @@ def cloudwatch_addon_configuration(plans: Sequence[PoolPlan]) -> dict[str, Any]:
     - `tolerations` (the chart's root value, used by the agent, Fluent Bit and the DCGM exporter it runs for GPU
       metrics): every pool taint plus CriticalAddonsOnly, so GPU nodes are observed. The chart default is
       `operator: Exists`, but older add-on builds did not tolerate tainted nodes (containers-roadmap #2195), so
-      we state the list explicitly;
-    - `agents`: the Container Insights agent, plus the GPU metrics agent when a pool scales on GPU utilization.
+      we state the list explicitly.
     """
-    config: dict[str, Any] = {"tolerations": tolerations_for(plans)}
-    if gpu_scaling_plans(plans):
-        config["agents"] = [{"name": CONTAINER_INSIGHTS_AGENT}, gpu_metrics_agent(plans)]
-    return config
+    return {"tolerations": tolerations_for(plans)}
 
 
 def container_insights_alarms(alerts: Alerts) -> list[MetricAlarmPlan]:
@@ -280,6 +272,14 @@ def alertmanager_config(region: str, topic_arn: str | None) -> dict[str, Any] | 
             {"name": "sns", "sns_configs": [{"topic_arn": topic_arn, "sigv4": {"region": region}}]},
         ],
     }
+
+
+def prometheus_url() -> str:
+    """The in-cluster Prometheus kube-prometheus-stack runs: its Service is the chart's fullname (the release name
+    when it contains the chart's, cut to 26 characters) plus `-prometheus`, on port 9090 ([KPS] templates/_helpers.tpl
+    `kube-prometheus-stack.fullname`, templates/prometheus/service.yaml, values.yaml `prometheus.service.port`)."""
+    fullname = KUBE_PROMETHEUS_STACK_RELEASE[:26].rstrip("-")
+    return f"http://{fullname}-prometheus.{MONITORING_NAMESPACE}.svc:9090"
 
 
 #: Control-plane components EKS runs out of the cluster's reach: no Prometheus inside the cluster can scrape them,

@@ -9,9 +9,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from components.config import AddonsConfig
+from components.config import AddonsConfig, WorkloadsConfig
 from components.planning.addons.cluster_autoscaler import autoscaled_plans
-from components.planning.addons.gpu_scaling import gpu_scaling_plans
 from components.planning.addons.interruption import drained_plans
 from components.planning.addons.placement import gpu_plans
 from components.planning.mig import mig_plans
@@ -28,8 +27,8 @@ class AddonSelection:
     efa_device_plugin: bool
     cluster_autoscaler: bool
     node_termination_handler: bool
-    #: Pools resized by CloudWatch alarms on their GPU utilization (`scaling.mode: gpu-utilization`).
-    gpu_scaling_pools: tuple[str, ...]
+    #: KEDA, which scales the serving workloads' replicas on their GPU utilization (`workloads.serving`).
+    keda: bool
     container_insights: bool
     dcgm_prometheus: bool
     alerts_topic: AlertsTopic
@@ -50,7 +49,7 @@ class AddonSelection:
             "efa-device-plugin": self.efa_device_plugin,
             "cluster-autoscaler": self.cluster_autoscaler,
             "node-termination-handler": self.node_termination_handler,
-            "gpu-utilization-scaling": bool(self.gpu_scaling_pools),
+            "keda": self.keda,
             "container-insights": self.container_insights,
             "dcgm-prometheus": self.dcgm_prometheus,
         }
@@ -61,10 +60,13 @@ def _switch(value: str, auto: bool) -> bool:
     return auto if value == "auto" else value == "on"
 
 
-def select_addons(addons: AddonsConfig, plans: Sequence[PoolPlan]) -> AddonSelection:
+def select_addons(
+    addons: AddonsConfig, plans: Sequence[PoolPlan], workloads: WorkloadsConfig | None = None
+) -> AddonSelection:
     """Resolve every switch. `auto`: EFA plugin when a pool wires EFA, cluster-autoscaler when a pool is in
-    cluster-autoscaler mode with room to scale, termination handler when an `aws` pool exists (every Auto Scaling
-    group drains through it); the mig-manager whenever a pool partitions its GPUs."""
+    cluster-autoscaler or gpu-utilization mode with room to scale, termination handler when an `aws` pool exists
+    (every Auto Scaling group drains through it); the mig-manager whenever a pool partitions its GPUs; KEDA when a
+    serving workload exists."""
     alerts = addons.monitoring.alerts
     topic: AlertsTopic = "existing" if alerts.sns_topic_arn else ("create" if alerts.email else "none")
     return AddonSelection(
@@ -72,7 +74,7 @@ def select_addons(addons: AddonsConfig, plans: Sequence[PoolPlan]) -> AddonSelec
         efa_device_plugin=_switch(addons.efa_device_plugin.enabled, any(p.efa for p in plans)),
         cluster_autoscaler=_switch(addons.cluster_autoscaler.enabled, bool(autoscaled_plans(plans))),
         node_termination_handler=_switch(addons.node_termination_handler.enabled, bool(drained_plans(plans))),
-        gpu_scaling_pools=tuple(p.name for p in gpu_scaling_plans(plans)),
+        keda=bool(workloads is not None and workloads.serving),
         container_insights=addons.monitoring.container_insights,
         dcgm_prometheus=addons.monitoring.dcgm_prometheus,
         alerts_topic=topic,

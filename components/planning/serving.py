@@ -1,0 +1,122 @@
+"""The serving example (pure, no Pulumi): an OpenAI-compatible vLLM server per `workloads.serving` entry, as the
+Kubernetes objects' specs: Deployment, Service and PodDisruptionBudget (the ScaledObject comes from
+`components.planning.serving_autoscaling`).
+
+What makes scale-in safe for in-flight requests (docs/addons.md, "Serving autoscaling"):
+
+- readiness on vLLM's `/health` ([VLLM] OpenAI-compatible server): the Service sends requests only to replicas
+  whose server is up and whose model is loaded; a startup probe gives the model load its own budget;
+- a stopping replica first pauses in `preStop` (the kubelet's `sleep` action, [K8SLIFE]) for `drainSeconds` while
+  the endpoints controller and kube-proxy take it out of the Service, then gets SIGTERM; its HTTP server stops
+  accepting and finishes what it has, within `terminationGracePeriodSeconds`;
+- a PodDisruptionBudget of one unavailable replica: cluster-autoscaler ([CA] FAQ, "Does CA work with
+  PodDisruptionBudget in scale-down?") and the node termination handler evict through the eviction API, which
+  honours it, and wait for the grace period before the instance goes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from components.config import ServingWorkload
+from components.planning.addons.placement import tolerations_for
+from components.planning.gpu_runtime import NVIDIA_RUNTIME_CLASS, runtime_class_plans
+from components.planning.pools import GPU_RESOURCE, PoolPlan
+from components.tags import POOL
+
+#: The vLLM OpenAI-compatible server image, an exact release ([VLLM] GitHub release v0.11.0; the project publishes
+#: `vllm/vllm-openai:<release tag>` for each release).
+VLLM_IMAGE = "vllm/vllm-openai:v0.11.0"
+SERVING_PORT = 8000
+HEALTH_PATH = "/health"
+#: Where the NFS claim (model weights) is mounted, read-only.
+MODELS_PATH = "/models"
+#: Readiness and startup probes ask every this many seconds.
+PROBE_PERIOD_SECONDS = 10
+#: vLLM's tensor-parallel workers share tensors through /dev/shm, which a container gets 64 MiB of by default.
+SHM_SIZE = "16Gi"
+
+
+def serving_labels(workload: ServingWorkload) -> dict[str, str]:
+    """The selector of the Deployment, Service and PodDisruptionBudget."""
+    return {"app.kubernetes.io/name": workload.name, "app.kubernetes.io/managed-by": "gpu-clusters"}
+
+
+def server_args(workload: ServingWorkload) -> list[str]:
+    """`vllm serve` arguments: the weights from the claim, offline, the name clients use, one replica's GPUs."""
+    return [
+        f"{MODELS_PATH}/{workload.model}",
+        "--served-model-name",
+        workload.model_name,
+        "--host",
+        "0.0.0.0",
+        "--port",
+        str(SERVING_PORT),
+        "--tensor-parallel-size",
+        str(workload.gpus_per_replica),
+        *workload.extra_args,
+    ]
+
+
+def deployment_spec(workload: ServingWorkload, plan: PoolPlan, claim: str) -> dict[str, Any]:
+    """The Deployment's spec. No `replicas`: the HPA that KEDA creates owns the count, and `pulumi up` must not
+    reset it (the Deployment starts at one replica and the HPA raises it to `replicas.min`)."""
+    gpus = str(workload.gpus_per_replica)
+    labels = serving_labels(workload)
+    pod: dict[str, Any] = {
+        "nodeSelector": {POOL: plan.name},
+        "tolerations": tolerations_for([plan], critical_addons=False),
+        "terminationGracePeriodSeconds": workload.termination_grace_seconds,
+        "containers": [
+            {
+                "name": "server",
+                "image": workload.image or VLLM_IMAGE,
+                "args": server_args(workload),
+                "env": [{"name": "HF_HUB_OFFLINE", "value": "1"}],
+                "ports": [{"name": "http", "containerPort": SERVING_PORT}],
+                "resources": {"requests": {GPU_RESOURCE: gpus}, "limits": {GPU_RESOURCE: gpus}},
+                "startupProbe": _probe(failures=-(-workload.startup_seconds // PROBE_PERIOD_SECONDS)),
+                "readinessProbe": _probe(failures=3),
+                "lifecycle": {"preStop": {"sleep": {"seconds": workload.drain_seconds}}},
+                "volumeMounts": [
+                    {"name": "models", "mountPath": MODELS_PATH, "readOnly": True},
+                    {"name": "shm", "mountPath": "/dev/shm"},
+                ],
+            }
+        ],
+        "volumes": [
+            {"name": "models", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}},
+            {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": SHM_SIZE}},
+        ],
+    }
+    if runtime_class_plans([plan]):
+        pod["runtimeClassName"] = NVIDIA_RUNTIME_CLASS
+    return {
+        "selector": {"matchLabels": labels},
+        # Surge one replica and never take one away before its replacement is Ready: a rollout keeps capacity.
+        "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+        "template": {"metadata": {"labels": labels}, "spec": pod},
+    }
+
+
+def _probe(failures: int) -> dict[str, Any]:
+    return {
+        "httpGet": {"path": HEALTH_PATH, "port": "http"},
+        "periodSeconds": PROBE_PERIOD_SECONDS,
+        "timeoutSeconds": 5,
+        "failureThreshold": failures,
+    }
+
+
+def service_spec(workload: ServingWorkload) -> dict[str, Any]:
+    """A ClusterIP Service on the OpenAI-compatible port."""
+    return {
+        "type": "ClusterIP",
+        "selector": serving_labels(workload),
+        "ports": [{"name": "http", "port": SERVING_PORT, "targetPort": "http"}],
+    }
+
+
+def disruption_budget_spec(workload: ServingWorkload) -> dict[str, Any]:
+    """At most one replica voluntarily down at a time (drains, node scale-in, instance refresh)."""
+    return {"maxUnavailable": 1, "selector": {"matchLabels": serving_labels(workload)}}

@@ -1,0 +1,271 @@
+"""The GPU-utilization rule of a serving workload, derived once (pure, no Pulumi): the KEDA ScaledObject that
+applies it in the cluster and the simulation that replays a utilization series through it come from the same
+`ServingRule`, so the documented behaviour, the deployed behaviour and the tests cannot drift apart.
+
+How the rule runs (docs/addons.md, "Serving autoscaling"):
+
+- the metric: `DCGM_FI_DEV_GPU_UTIL` of the GPUs the serving pods hold, averaged over those GPUs only. The DCGM
+  exporter labels each GPU's series with the pod using it ([DCGM] chart templates/daemonset.yaml sets
+  `DCGM_EXPORTER_KUBERNETES=true`; internal/pkg/transformation/kubernetes.go adds `pod`, `namespace`); scraped
+  through the chart's ServiceMonitor with `honorLabels: false` (its default), Prometheus keeps the target's own
+  `pod`/`namespace` and renames the exporter's to `exported_pod`/`exported_namespace` ([PROMCFG] honor_labels).
+  Idle GPUs elsewhere in the pool, and GPUs of other workloads, never dilute it;
+- the band: a PromQL query ([KEDA] Prometheus scaler) that says "hold" (1), "scale out" (1 + max replicas) or
+  "scale in" (0): out when every one-minute sample of the last `scaleOutAfterMinutes` is above the threshold (and
+  the window is full), in when every sample of the last `scaleInAfterMinutes` is below the other, each only when the
+  Deployment's replica count has not changed within that window (kube-state-metrics' `kube_deployment_spec_replicas`,
+  scraped with its own labels, [KPS] values.yaml `kube-state-metrics.prometheus.monitor.honorLabels`): every step
+  is judged on minutes measured at the current replica count, so replicas still loading after a scale-out (nodes
+  booting, weights being read) never trigger a second one on the load that caused the first. Read as a `Value`
+  metric with target 1, the HPA keeps the replica count on 1 (its 10% tolerance, [HPACALC]
+  replica_calculator.go `getUsageRatioReplicaCount`), proposes more than `max` on a scale-out and 0 on a scale-in;
+- the steps and cooldowns: HPA `behavior` policies ([HPA] "Configurable scaling behavior"): at most `scaleOutBy`
+  nodes' worth of replicas added, or `scaleInBy` removed, per `cooldownSeconds`, no stabilization window (the
+  query already holds the windows), and `min`/`max` replicas as the bounds;
+- the nodes: a replica requests whole GPUs, so one node's worth of replicas is the node's GPUs over the replica's;
+  replicas that do not fit stay Pending until cluster-autoscaler adds a node, and a node the removed replicas leave
+  empty is drained and removed by it ([CA] FAQ).
+
+No data (pods still Pending or loading, a fresh workload) reads as "hold", never as idle; an unreachable Prometheus
+makes the scaler fail, and with no `fallback` the HPA keeps the current count ([KEDA] pkg/fallback/fallback.go
+returns the error; [HPA]: a metric that cannot be fetched blocks scaling).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from math import ceil
+from typing import Any
+
+from components.config import GpuUtilizationScaling, ServingWorkload
+from components.planning.mig import advertised_gpus
+from components.planning.pools import PoolPlan
+
+#: The metric (DCGM field 203, GPU utilization in %) and the exporter's labels as Prometheus stores them.
+GPU_UTILIZATION_METRIC = "DCGM_FI_DEV_GPU_UTIL"
+#: kube-state-metrics: a Deployment's `spec.replicas`, labelled `namespace` and `deployment`.
+REPLICAS_METRIC = "kube_deployment_spec_replicas"
+POD_LABEL = "exported_pod"
+NAMESPACE_LABEL = "exported_namespace"
+#: Resolution of the windows: one sample a minute, as the rule is written ("15 minutes above 85%").
+SAMPLE_SECONDS = 60
+#: How often KEDA asks Prometheus (its default `pollingInterval`, seconds).
+POLLING_SECONDS = 30
+HOLD, SCALE_IN = 1, 0
+
+
+@dataclass(frozen=True)
+class ServingRule:
+    """The rule with its steps in replicas and its bounds: what the ScaledObject and the simulation both read."""
+
+    scale_out_above_percent: float
+    scale_out_after_minutes: int
+    scale_out_replicas: int
+    scale_in_below_percent: float
+    scale_in_after_minutes: int
+    scale_in_replicas: int
+    cooldown_seconds: int
+    min_replicas: int
+    max_replicas: int
+    replicas_per_node: int
+    #: The pool's own node bounds (the simulation's node count stays within them).
+    min_nodes: int
+    max_nodes: int
+
+    @property
+    def scale_out_value(self) -> int:
+        """What the query returns to scale out: above `max`, so the HPA's policy sets the step."""
+        return 1 + self.max_replicas
+
+
+def replicas_per_node(workload: ServingWorkload, plan: PoolPlan) -> int:
+    """Replicas one node holds: the `nvidia.com/gpu` it advertises over the GPUs a replica requests."""
+    return advertised_gpus(plan) // workload.gpus_per_replica
+
+
+def rule_settings(workload: ServingWorkload, plan: PoolPlan) -> GpuUtilizationScaling:
+    """The pool's `scaling.gpuUtilization` on a `gpu-utilization` pool, else the workload's own (or the default)."""
+    if plan.kind == "aws" and plan.pool.scaling.mode == "gpu-utilization":
+        return plan.pool.scaling.gpu_utilization
+    return workload.autoscaling or GpuUtilizationScaling()
+
+
+def serving_rule(workload: ServingWorkload, plan: PoolPlan) -> ServingRule:
+    """The rule of one serving workload on its pool; default max replicas: as many as the pool's nodes hold."""
+    g = rule_settings(workload, plan)
+    per_node = replicas_per_node(workload, plan)
+    return ServingRule(
+        scale_out_above_percent=g.scale_out_above_percent,
+        scale_out_after_minutes=g.scale_out_after_minutes,
+        scale_out_replicas=g.scale_out_by * per_node,
+        scale_in_below_percent=g.scale_in_below_percent,
+        scale_in_after_minutes=g.scale_in_after_minutes,
+        scale_in_replicas=g.scale_in_by * per_node,
+        cooldown_seconds=g.cooldown_seconds,
+        min_replicas=workload.replicas.min,
+        max_replicas=workload.replicas.max or plan.max_nodes * per_node,
+        replicas_per_node=per_node,
+        min_nodes=plan.min_nodes,
+        max_nodes=plan.max_nodes,
+    )
+
+
+# --------------------------------------------------------------------------------------------------- in cluster
+def utilization_query(namespace: str, deployment: str) -> str:
+    """Average GPU utilization of the Deployment's pods (`<deployment>-<replicaset hash>-<pod hash>`)."""
+    pods = f"{deployment}-[a-z0-9]+-[a-z0-9]+"
+    return f'avg({GPU_UTILIZATION_METRIC}{{{NAMESPACE_LABEL}="{namespace}",{POD_LABEL}=~"{pods}"}})'
+
+
+def _held(utilization: str, replicas: str, over: str, comparison: str, percent: float, minutes: int) -> str:
+    """1 when every one-minute sample of the last `minutes` compares true, the window is full and the replica count
+    did not change in it, else 0; nothing (no series) when the pods publish no utilization or kube-state-metrics
+    is missing, which the query reads as 0."""
+    window = f"[{minutes}m:1m]"
+    return (
+        f"(({over}_over_time({utilization}{window}) {comparison} bool {percent:g})"
+        f" * (count_over_time({utilization}{window}) >= bool {minutes})"
+        f" * (max(changes({replicas}[{minutes}m])) == bool 0))"
+    )
+
+
+def scaling_query(rule: ServingRule, namespace: str, deployment: str) -> str:
+    """`1 + (1 + max) * out - in`: 1 holds, `1 + max` scales out, 0 scales in (out and in exclude each other, as
+    validation keeps the scale-in threshold below the scale-out one). Always one sample without labels."""
+    u = utilization_query(namespace, deployment)
+    r = f'{REPLICAS_METRIC}{{namespace="{namespace}",deployment="{deployment}"}}'
+    out = _held(u, r, "min", ">", rule.scale_out_above_percent, rule.scale_out_after_minutes)
+    scale_in = _held(u, r, "max", "<", rule.scale_in_below_percent, rule.scale_in_after_minutes)
+    return f"{HOLD} + {rule.scale_out_value} * ({out} or vector(0)) - ({scale_in} or vector(0))"
+
+
+def hpa_behavior(rule: ServingRule) -> dict[str, Any]:
+    """HPA `behavior` ([HPA]): one policy per direction, steps in replicas per `cooldownSeconds`, no stabilization
+    window (the query holds the windows), so a step is exactly the rule's."""
+
+    def direction(replicas: int) -> dict[str, Any]:
+        return {
+            "stabilizationWindowSeconds": 0,
+            "selectPolicy": "Max",
+            "policies": [{"type": "Pods", "value": replicas, "periodSeconds": rule.cooldown_seconds}],
+        }
+
+    return {"scaleUp": direction(rule.scale_out_replicas), "scaleDown": direction(rule.scale_in_replicas)}
+
+
+def scaled_object(rule: ServingRule, namespace: str, deployment: str, prometheus_url: str) -> dict[str, Any]:
+    """The `keda.sh/v1alpha1` ScaledObject spec on the Deployment ([KEDA] ScaledObject spec, Prometheus scaler):
+    `metricType: Value`, threshold 1, `ignoreNullValues: false` (an empty answer is an error, which holds, never a
+    0, which would scale in), no `fallback` (an unreachable Prometheus holds the count)."""
+    return {
+        "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": deployment},
+        "pollingInterval": POLLING_SECONDS,
+        "minReplicaCount": rule.min_replicas,
+        "maxReplicaCount": rule.max_replicas,
+        "advanced": {"horizontalPodAutoscalerConfig": {"behavior": hpa_behavior(rule)}},
+        "triggers": [
+            {
+                "type": "prometheus",
+                "metricType": "Value",
+                "metadata": {
+                    "serverAddress": prometheus_url,
+                    "query": scaling_query(rule, namespace, deployment),
+                    "threshold": "1",
+                    "ignoreNullValues": "false",
+                },
+            }
+        ],
+    }
+
+
+# --------------------------------------------------------------------------------------------------- simulation
+@dataclass(frozen=True)
+class Step:
+    """One minute of a simulation: the serving pods' utilization, what the rule decided, replicas and nodes."""
+
+    minute: int
+    utilization: float | None
+    action: str
+    replicas: int
+    nodes: int
+
+
+def _held_for(samples: Sequence[float | None], minutes: int, steady: int | None, test: Any) -> bool:
+    """The simulation's reading of `_held`: the last `minutes` samples all exist and all pass, and the replica count
+    has been steady (`steady` minutes since it last changed, None: never) for the whole window."""
+    if len(samples) < minutes or (steady is not None and steady < minutes):
+        return False
+    window = samples[-minutes:]
+    return all(s is not None and test(s) for s in window)
+
+
+def decide(rule: ServingRule, samples: Sequence[float | None], steady: int | None = None) -> int:
+    """The query's value for the samples so far (newest last) with the replica count unchanged for `steady` minutes
+    (None: since the start): `HOLD`, `rule.scale_out_value` or `SCALE_IN`."""
+    if _held_for(samples, rule.scale_out_after_minutes, steady, lambda s: s > rule.scale_out_above_percent):
+        return rule.scale_out_value
+    if _held_for(samples, rule.scale_in_after_minutes, steady, lambda s: s < rule.scale_in_below_percent):
+        return SCALE_IN
+    return HOLD
+
+
+def hpa_step(rule: ServingRule, value: int, replicas: int, changes: Sequence[tuple[int, int]], now: int) -> int:
+    """The HPA's new replica count ([HPACALC]) for a query value, with the behaviour policies over the changes of
+    the last `cooldownSeconds` (`(second, delta)` pairs), clamped to min/max replicas."""
+    if value == HOLD:
+        return replicas
+    recent = [delta for at, delta in changes if now - at < rule.cooldown_seconds]
+    if value > HOLD:
+        added = sum(d for d in recent if d > 0)
+        limit = replicas - added + rule.scale_out_replicas
+        return max(replicas, min(limit, rule.max_replicas))
+    removed = -sum(d for d in recent if d < 0)
+    limit = replicas + removed - rule.scale_in_replicas
+    return min(replicas, max(limit, rule.min_replicas))
+
+
+def simulate(
+    rule: ServingRule,
+    utilization: Sequence[float | None],
+    start_replicas: int | None = None,
+    scale_down_unneeded_minutes: int = 10,
+) -> list[Step]:
+    """Replay one utilization sample a minute (None: no data) through the rule; replicas and nodes over time.
+
+    Replicas: the query's value each minute (its windows restart when the replica count changes) and the HPA step
+    above. Nodes: cluster-autoscaler adds nodes for
+    replicas that do not fit at once (boot time is not modelled) and removes a node once it has been unneeded for
+    `scale_down_unneeded_minutes` (its `--scale-down-unneeded-time`); always within the pool's node bounds. The
+    utilization is replayed as given: it does not react to the replicas (a what-if on a recorded series)."""
+    replicas = max(rule.min_replicas, min(rule.max_replicas, start_replicas or rule.min_replicas))
+    nodes = _nodes_for(rule, replicas)
+    changes: list[tuple[int, int]] = []
+    unneeded_since: int | None = None
+    seen: list[float | None] = []
+    timeline: list[Step] = []
+    for minute, sample in enumerate(utilization):
+        seen.append(sample)
+        now = minute * SAMPLE_SECONDS
+        steady = minute - changes[-1][0] // SAMPLE_SECONDS if changes else None
+        value = decide(rule, seen, steady)
+        new = hpa_step(rule, value, replicas, changes, now)
+        action = "scale-out" if new > replicas else "scale-in" if new < replicas else "hold"
+        if new != replicas:
+            changes.append((now, new - replicas))
+            replicas = new
+        needed = _nodes_for(rule, replicas)
+        if needed > nodes:
+            nodes, unneeded_since = needed, None
+        elif needed < nodes:
+            unneeded_since = minute if unneeded_since is None else unneeded_since
+            if minute - unneeded_since >= scale_down_unneeded_minutes:
+                nodes, unneeded_since = needed, None
+        else:
+            unneeded_since = None
+        timeline.append(Step(minute, sample, action, replicas, nodes))
+    return timeline
+
+
+def _nodes_for(rule: ServingRule, replicas: int) -> int:
+    return max(rule.min_nodes, min(rule.max_nodes, ceil(replicas / rule.replicas_per_node)))

@@ -1,0 +1,184 @@
+"""Rules on the `workloads` section: each serving workload runs on a GPU inference pool that can hold it, reads its
+weights from the NFS claim, and has what its autoscaler reads (the DCGM exporter on the Prometheus path)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from components.config import NodePool, ServingWorkload
+from components.errors import Problem
+from components.validation.parse import Parsed
+
+
+def _serving(p: Parsed) -> Iterator[tuple[str, ServingWorkload]]:
+    for index, workload in enumerate(p.workloads.serving if p.workloads is not None else []):
+        yield f"workloads.serving[{index}]", workload
+
+
+def _pool(p: Parsed, name: str) -> tuple[int, NodePool] | None:
+    return next(((index, pool) for index, pool in p.pools if pool.name == name), None)
+
+
+def _mixed_mig(p: Parsed, pool: NodePool) -> bool:
+    """A `mixed` MIG pool advertises `nvidia.com/mig-<profile>` and no `nvidia.com/gpu` ([NVDP] README)."""
+    strategy = p.addons.nvidia_device_plugin.mig_strategy if p.addons is not None else "none"
+    return bool(pool.device_plugin.mig_devices) and strategy == "mixed"
+
+
+def _gpus_per_node(p: Parsed, index: int, pool: NodePool) -> int | None:
+    """`nvidia.com/gpu` a node of the pool advertises (MIG devices under `single` and time-slicing counted, as
+    `planning.mig.advertised_resources` does), None when its type did not resolve."""
+    if pool.kind == "hybrid":
+        gpus = pool.gpus_per_node
+    else:
+        instance = p.instances.get(index)
+        gpus = instance.gpu_count if instance is not None else None
+    if gpus is None or _mixed_mig(p, pool):
+        return None
+    per_gpu = sum((pool.device_plugin.mig_devices or {}).values()) or 1
+    return gpus * per_gpu * pool.device_plugin.time_slicing_replicas
+
+
+def serving_workloads_have_unique_names(p: Parsed) -> Iterator[Problem]:
+    """Workload names name a Deployment, Service, PodDisruptionBudget and ScaledObject in one namespace, where
+    Kubernetes names are unique per kind."""
+    seen: set[str] = set()
+    for path, workload in _serving(p):
+        if workload.name in seen:
+            yield Problem(f"{path}.name", f"{workload.name} names more than one serving workload; give each its own")
+        seen.add(workload.name)
+
+
+def serving_workloads_run_on_gpu_inference_pools(p: Parsed) -> Iterator[Problem]:
+    """A serving workload names a pool of the stack with `role: inference` and NVIDIA GPUs: its replicas request
+    `nvidia.com/gpu` and select the pool by its `gpu-clusters/pool` label."""
+    if not p.pools_complete:
+        return
+    for path, workload in _serving(p):
+        found = _pool(p, workload.pool)
+        if found is None:
+            names = ", ".join(pool.name for _, pool in p.pools if pool.role == "inference") or "none"
+            yield Problem(f"{path}.pool", f"no node pool {workload.pool}; inference pools: {names}")
+            continue
+        index, pool = found
+        if pool.role != "inference":
+            yield Problem(f"{path}.pool", f"{pool.name} is a {pool.role} pool; name an inference pool")
+        elif _mixed_mig(p, pool):
+            yield Problem(
+                f"{path}.pool",
+                f"{pool.name} partitions its GPUs under migStrategy mixed, which advertises nvidia.com/mig-<profile> "
+                "and no nvidia.com/gpu, the resource the server requests; use migStrategy single or a pool without MIG",
+            )
+        elif _gpus_per_node(p, index, pool) == 0:
+            yield Problem(f"{path}.pool", f"{pool.name} has no GPUs; the server needs an inference pool with GPUs")
+
+
+def serving_replicas_fit_the_pool(p: Parsed) -> Iterator[Problem]:
+    """A replica's GPUs divide a node's (replicas never straddle nodes, and "one node's worth of replicas" is a
+    whole number), `replicas.min <= replicas.max`, and `replicas.max` fits the pool's nodes (pool `max`, or `nodes`
+    for a hybrid pool)."""
+    for path, workload in _serving(p):
+        found = _pool(p, workload.pool)
+        gpus = _gpus_per_node(p, *found) if found is not None else None
+        if found is None or not gpus:
+            continue
+        pool = found[1]
+        if gpus % workload.gpus_per_replica:
+            yield Problem(
+                f"{path}.gpusPerReplica",
+                f"{workload.gpus_per_replica} does not divide the {gpus} GPUs of a {pool.name} node; use a divisor",
+            )
+            continue
+        per_node = gpus // workload.gpus_per_replica
+        nodes = (pool.nodes or 0) if pool.kind == "hybrid" else pool.scaling.max
+        top, low = workload.replicas.max, workload.replicas.min
+        if top is not None and low > top:
+            yield Problem(f"{path}.replicas.min", f"min {low} is above max {top}")
+        elif top is not None and top > nodes * per_node:
+            yield Problem(
+                f"{path}.replicas.max",
+                f"{top} replicas do not fit {nodes} {pool.name} node(s) of {per_node} replica(s); set at most "
+                f"{nodes * per_node} or grow the pool",
+            )
+        elif low > nodes * per_node:
+            yield Problem(f"{path}.replicas.min", f"{low} replicas do not fit {nodes * per_node} slots of {pool.name}")
+
+
+def serving_workloads_are_wired(p: Parsed) -> Iterator[Problem]:
+    """A serving workload reads its weights from `storage.nfs`, mounted by its pool (`storage.nfs.pools`, default
+    every inference pool; never a hybrid pool on EFS, which AWS does not support there), and its autoscaler reads
+    the DCGM exporter's GPU utilization in Prometheus (`addons.monitoring.dcgmPrometheus`)."""
+    nfs = p.storage.nfs if p.storage is not None else None
+    prometheus = p.addons.monitoring.dcgm_prometheus if p.addons is not None else True
+    for path, workload in _serving(p):
+        found = _pool(p, workload.pool)
+        if p.storage is not None and nfs is None:
+            yield Problem(f"{path}.model", "the weights come from storage.nfs, which the stack does not have; add it")
+        elif nfs is not None and found is not None and found[1].role == "inference":
+            pool = found[1]
+            listed = workload.pool in nfs.pools if nfs.pools is not None else pool.role == "inference"
+            if not listed or (nfs.kind == "efs" and pool.kind == "hybrid"):
+                yield Problem(
+                    f"{path}.pool",
+                    f"{pool.name} does not mount storage.nfs ({nfs.name}); add it to storage.nfs.pools (EFS: cloud "
+                    "pools only)",
+                )
+        if not prometheus:
+            yield Problem(
+                f"{path}.pool",
+                "the autoscaler reads DCGM_FI_DEV_GPU_UTIL from Prometheus; set addons.monitoring.dcgmPrometheus: "
+                "true (and containerInsights: false)",
+            )
+
+
+def serving_rule_is_given_once(p: Parsed) -> Iterator[Problem]:
+    """On a `gpu-utilization` pool the pool's `scaling.gpuUtilization` is the rule, so a workload there sets none;
+    a workload's own rule keeps its scale-in threshold below its scale-out one (or replicas would flap)."""
+    for path, workload in _serving(p):
+        found = _pool(p, workload.pool)
+        rule = workload.autoscaling
+        if rule is None:
+            continue
+        if found is not None and found[1].kind == "aws" and found[1].scaling.mode == "gpu-utilization":
+            yield Problem(
+                f"{path}.autoscaling",
+                f"pool {workload.pool} is in gpu-utilization mode, whose rule is nodePools[{found[0]}].scaling."
+                "gpuUtilization; set it there and remove this",
+            )
+        elif rule.scale_in_below_percent >= rule.scale_out_above_percent:
+            yield Problem(
+                f"{path}.autoscaling.scaleInBelowPercent",
+                f"{rule.scale_in_below_percent:g}% must be below scaleOutAbovePercent "
+                f"({rule.scale_out_above_percent:g}%) or the replicas would flap",
+            )
+
+
+def serving_drains_in_time(p: Parsed) -> Iterator[Problem]:
+    """A replica's grace period fits the node termination handler's drain timeout (`drainTimeoutSeconds`), or an
+    instance terminated by its Auto Scaling group would go before the replica finished its requests."""
+    handler = p.addons.node_termination_handler if p.addons is not None else None
+    if handler is None or handler.enabled == "off":
+        return
+    for path, workload in _serving(p):
+        found = _pool(p, workload.pool)
+        if (
+            found is not None
+            and found[1].kind == "aws"
+            and workload.termination_grace_seconds > (handler.drain_timeout_seconds)
+        ):
+            yield Problem(
+                f"{path}.terminationGraceSeconds",
+                f"{workload.termination_grace_seconds} s is longer than the node termination handler's drain "
+                f"timeout ({handler.drain_timeout_seconds} s); lower it or raise "
+                "addons.nodeTerminationHandler.drainTimeoutSeconds",
+            )
+
+
+RULES = (
+    serving_workloads_have_unique_names,
+    serving_workloads_run_on_gpu_inference_pools,
+    serving_replicas_fit_the_pool,
+    serving_workloads_are_wired,
+    serving_rule_is_given_once,
+    serving_drains_in_time,
+)

@@ -1,0 +1,109 @@
+"""The serving example: per `workloads.serving` entry, a vLLM Deployment on its inference pool, a ClusterIP Service,
+a PodDisruptionBudget and the KEDA ScaledObject that applies the GPU-utilization rule (specs in
+`components.planning.serving` and `components.planning.serving_autoscaling`).
+
+The objects live in the NFS claim's namespace (a claim is mounted only there). `pulumi up` does not wait for the
+replicas to turn Ready (`pulumi.com/skipAwait`): they need the model's weights on the claim, which a fresh stack
+does not have yet (docs/operations.md, "Serving example"), and a GPU node that cluster-autoscaler may still be
+adding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, cast
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.addons import Addons
+from components.config import ServingWorkload
+from components.context import ClusterContext
+from components.planning.addons.monitoring import prometheus_url
+from components.planning.pools import PoolPlan
+from components.planning.serving import (
+    SERVING_PORT,
+    deployment_spec,
+    disruption_budget_spec,
+    service_spec,
+    serving_labels,
+)
+from components.planning.serving_autoscaling import scaled_object, serving_rule
+from components.storage import SharedStorage
+
+#: Specs are plain dicts with the Kubernetes API's own (camelCase) keys, which the SDK passes through unchanged; its
+#: TypedDicts spell them in snake_case, hence the casts.
+#: pulumi-kubernetes: register the object and move on, without waiting for it to become ready.
+SKIP_AWAIT = {"pulumi.com/skipAwait": "true"}
+
+
+class ServingWorkloads(pulumi.ComponentResource):
+    def __init__(
+        self,
+        name: str,
+        ctx: ClusterContext,
+        workloads: Sequence[ServingWorkload],
+        plans: Sequence[PoolPlan],
+        storage: SharedStorage,
+        addons: Addons,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("gpu-clusters:index:ServingWorkloads", name, None, opts)
+        if storage.nfs is None or addons.keda is None:
+            raise ValueError("serving workloads need storage.nfs and KEDA (validation refuses them without)")
+        by_name = {p.name: p for p in plans}
+        namespace, claim = storage.nfs.namespace, storage.nfs.claim_name
+        prometheus = addons.monitoring.prometheus if addons.monitoring is not None else None
+        waits: list[pulumi.Resource] = [storage.nfs.claim, *([prometheus] if prometheus else [])]
+        self.endpoints: dict[str, str] = {}
+        for workload in workloads:
+            plan = by_name[workload.pool]
+            prefix = f"{ctx.cluster_name_plain}-{workload.name}"
+            deployment = k8s.apps.v1.Deployment(
+                prefix,
+                metadata=cast(Any, self._metadata(workload, namespace, SKIP_AWAIT)),
+                spec=cast(Any, deployment_spec(workload, plan, claim)),
+                opts=self._options(ctx, waits),
+            )
+            k8s.core.v1.Service(
+                prefix,
+                metadata=cast(Any, self._metadata(workload, namespace, SKIP_AWAIT)),
+                spec=cast(Any, service_spec(workload)),
+                opts=self._options(ctx, waits),
+            )
+            k8s.policy.v1.PodDisruptionBudget(
+                prefix,
+                metadata=cast(Any, self._metadata(workload, namespace)),
+                spec=cast(Any, disruption_budget_spec(workload)),
+                opts=self._options(ctx, waits),
+            )
+            k8s.apiextensions.CustomResource(
+                f"{prefix}-scaler",
+                api_version="keda.sh/v1alpha1",
+                kind="ScaledObject",
+                metadata=self._metadata(workload, namespace),
+                spec=scaled_object(serving_rule(workload, plan), namespace, workload.name, prometheus_url()),
+                # The ScaledObject CRD comes with the KEDA chart.
+                opts=self._options(ctx, [addons.keda.release, deployment]),
+            )
+            self.endpoints[workload.name] = f"http://{workload.name}.{namespace}.svc:{SERVING_PORT}/v1"
+        self.register_outputs({"endpoints": self.endpoints})
+
+    def _metadata(
+        self, workload: ServingWorkload, namespace: str, annotations: dict[str, str] | None = None
+    ) -> dict[str, Any]:
+        return {
+            "name": workload.name,
+            "namespace": namespace,
+            "labels": serving_labels(workload),
+            **({"annotations": dict(annotations)} if annotations else {}),
+        }
+
+    def _options(self, ctx: ClusterContext, depends_on: Sequence[pulumi.Resource]) -> pulumi.ResourceOptions:
+        return pulumi.ResourceOptions(
+            provider=ctx.k8s_provider, parent=self, depends_on=[*ctx.kubernetes_ready, *depends_on]
+        )
+
+    def exports(self) -> dict[str, Any]:
+        """Stack outputs: the OpenAI-compatible base URL of each serving workload, inside the cluster."""
+        return {"servingEndpoints": dict(self.endpoints)}
