@@ -96,6 +96,30 @@ def test_a_hybrid_workload_takes_its_own_rule_and_the_servers_as_bounds() -> Non
     assert (rule.scale_out_above_percent, rule.max_replicas, rule.min_nodes, rule.max_nodes) == (70, 8, 2, 2)
 
 
+def test_a_single_strategy_mig_pool_holds_one_replica_per_mig_device() -> None:
+    """Under `single` each MIG device is one `nvidia.com/gpu`: a p5 split 7 x 1g.10gb per GPU holds 56 replicas."""
+    mig_pool = {
+        "name": "h100",
+        "role": "inference",
+        "instanceType": "p5.48xlarge",
+        "scaling": {"min": 1, "max": 2, "mode": "fixed"},
+        "devicePlugin": {"migDevices": {"1g.10gb": 7}},
+    }
+    spec = stack_config(
+        SYSTEM_POOL,
+        mig_pool,
+        validated=True,
+        storage={"nfs": {"kind": "efs", "kubernetes": {"namespace": "inference", "claimName": "weights"}}},
+        addons={
+            "nvidiaDevicePlugin": {"migStrategy": "single"},
+            "monitoring": {"containerInsights": False, "dcgmPrometheus": True},
+        },
+        workloads={"serving": [{"name": "chat", "pool": "h100", "model": "m"}]},
+    )
+    _, rule = rule_of(spec)
+    assert (rule.replicas_per_node, rule.scale_out_replicas, rule.scale_in_replicas) == (56, 112, 56)
+
+
 # --------------------------------------------------------------------------------------------------- simulation
 def test_scale_out_after_15_minutes_above_85_percent(default_rule: ServingRule) -> None:
     steps = simulate(default_rule, [90.0] * 15, start_replicas=4)
