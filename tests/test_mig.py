@@ -17,7 +17,8 @@ from components.planning.addons.device_plugins import nvidia_device_plugin_value
 from components.planning.autoscaler_tags import NODE_TEMPLATE, autoscaler_tags
 from components.planning.hybrid import SsmActivation, hybrid_node_config
 from components.planning.mig import advertised_resources, mig_parted_config
-from components.planning.pools import plan_pools
+from components.planning.nodeadm import node_config, pool_user_data
+from components.planning.pools import mig_config_name, plan_pools
 from components.validation import validate_config
 from tests.builders import (
     INFERENCE_POOL,
@@ -94,10 +95,36 @@ def _plans(*pools: dict[str, Any], strategy: str = "single") -> list[Any]:
     return plan_pools(addon_stack(SYSTEM_POOL, *pools, addons={"nvidiaDevicePlugin": {"migStrategy": strategy}}))
 
 
-def test_mig_pool_nodes_register_with_the_mig_config_label_named_after_the_pool() -> None:
+MIG_CONFIG = mig_config_name("mig", {"1g.10gb": 7})
+
+
+def test_mig_pool_nodes_register_with_the_mig_config_label_named_after_the_pool_and_layout() -> None:
     system, mig = _plans(H100_POOL)
-    assert mig.labels["nvidia.com/mig.config"] == "mig"
+    assert mig.labels["nvidia.com/mig.config"] == MIG_CONFIG
+    assert MIG_CONFIG.startswith("mig-") and len(MIG_CONFIG) == len("mig-") + 8
     assert "nvidia.com/mig.config" not in system.labels
+
+
+def test_the_config_name_depends_on_the_layout_not_on_its_order() -> None:
+    assert mig_config_name("p", {"3g.40gb": 1, "1g.10gb": 2}) == mig_config_name("p", {"1g.10gb": 2, "3g.40gb": 1})
+    assert mig_config_name("p", {"1g.10gb": 7}) != mig_config_name("p", {"1g.10gb": 6})
+    assert mig_config_name("p", {"1g.10gb": 7}) != mig_config_name("q", {"1g.10gb": 7})
+
+
+def test_a_layout_change_replaces_nodes_instead_of_repartitioning_them() -> None:
+    """A new layout is a new label, hence new user data (the pool's nodes are replaced), and the old label's name is
+    no longer in the mig-parted file, so a manager restarting on an old node fails it instead of applying the new
+    layout under its pods."""
+    (_, before) = _plans(H100_POOL)
+    (_, after) = _plans(pool(H100_POOL, devicePlugin={"migDevices": {"2g.20gb": 3}}))
+    old, new = before.labels["nvidia.com/mig.config"], after.labels["nvidia.com/mig.config"]
+    assert old != new
+    old_data = pool_user_data(node_config("c", "https://e", "ca", "10.100.0.0/16", before), before)
+    new_data = pool_user_data(node_config("c", "https://e", "ca", "10.100.0.0/16", after), after)
+    assert f"nvidia.com/mig.config={old}" in old_data and f"nvidia.com/mig.config={new}" in new_data
+    assert old_data != new_data
+    configs = mig_parted_config([after])["mig-configs"]
+    assert old not in configs and configs[new][0]["mig-devices"] == {"2g.20gb": 3}
 
 
 def test_mig_parted_config_partitions_every_gpu_of_each_mig_pool() -> None:
@@ -106,8 +133,8 @@ def test_mig_parted_config_partitions_every_gpu_of_each_mig_pool() -> None:
     assert config["version"] == "v1"
     assert config["mig-configs"] == {
         "all-disabled": [{"devices": "all", "mig-enabled": False}],
-        "mig": [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}],
-        "mixed": [{"devices": "all", "mig-enabled": True, "mig-devices": MIXED}],
+        MIG_CONFIG: [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}],
+        mig_config_name("mixed", MIXED): [{"devices": "all", "mig-enabled": True, "mig-devices": MIXED}],
     }
 
 
@@ -132,7 +159,7 @@ def test_scale_from_zero_template_offers_the_mig_devices_and_the_label() -> None
     (_, mig) = _plans(H100_POOL)
     tags = autoscaler_tags("gpu", mig)
     assert tags[f"{NODE_TEMPLATE}/resources/nvidia.com/gpu"] == "56"
-    assert tags[f"{NODE_TEMPLATE}/label/nvidia.com/mig.config"] == "mig"
+    assert tags[f"{NODE_TEMPLATE}/label/nvidia.com/mig.config"] == MIG_CONFIG
 
 
 def test_device_plugin_waits_for_the_partitions_on_mig_nodes_only() -> None:
@@ -178,7 +205,7 @@ def test_mig_manager_mounts_the_pools_mig_parted_config() -> None:
     config_map = run.one("kubernetes:core/v1:ConfigMap", "gpu-addons-mig-manager-config")
     assert config_map.inputs["metadata"] == {"name": "mig-parted-config", "namespace": "nvidia-mig-manager"}
     config = yaml.safe_load(config_map.inputs["data"]["config.yaml"])
-    assert config["mig-configs"]["mig"] == [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}]
+    assert config["mig-configs"][MIG_CONFIG] == [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}]
 
 
 def test_mig_manager_runs_privileged_on_mig_nodes_with_the_pinned_image() -> None:
@@ -191,6 +218,7 @@ def test_mig_manager_runs_privileged_on_mig_nodes_with_the_pinned_image() -> Non
     assert env["CONFIG_FILE"] == "/mig-parted-config/config.yaml"
     assert env["WITH_REBOOT"] == "true", "a mode change blocked by a GPU client completes after one reboot"
     assert "NODE_NAME" in env and "POD_NAMESPACE" in env
+    assert env["HOST_KUBELET_SYSTEMD_SERVICE"] == "", "no kubelet restart on AL2023 (cgroup v2)"
     (term,) = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert {"key": "nvidia.com/mig.config", "operator": "Exists"} in term["matchExpressions"]
     assert {"key": "nvidia.com/gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"} in pod["tolerations"]
@@ -231,12 +259,12 @@ def test_h100_mig_stack_plans_its_partitions_end_to_end() -> None:
     plan = file_plan(CORPUS / "mig-h100-pool.yaml")
     (template,) = [r for r in _resources(plan, "aws:ec2/launchTemplate:LaunchTemplate") if r["name"] == "corpus-mig"]
     user_data = base64.b64decode(template["inputs"]["userData"]).decode()
-    assert "nvidia.com/mig.config=mig" in user_data
+    assert f"nvidia.com/mig.config={MIG_CONFIG}" in user_data
     (group,) = [r for r in _resources(plan, "aws:autoscaling/group:Group") if r["name"] == "corpus-mig"]
     tags = {t["key"]: t["value"] for t in group["inputs"]["tags"]}
     assert tags[f"{NODE_TEMPLATE}/resources/nvidia.com/gpu"] == "112", "8 GPUs x 7 devices x 2 replicas"
     (config_map,) = [r for r in _resources(plan, "kubernetes:core/v1:ConfigMap") if r["name"].endswith("-config")]
-    assert yaml.safe_load(config_map["inputs"]["data"]["config.yaml"])["mig-configs"]["mig"][0]["mig-devices"] == {
+    assert yaml.safe_load(config_map["inputs"]["data"]["config.yaml"])["mig-configs"][MIG_CONFIG][0]["mig-devices"] == {
         "1g.10gb": 7
     }
     pools = {p["name"]: p for p in plan["summary"]["nodePools"]}
@@ -254,7 +282,7 @@ def test_hybrid_mig_servers_get_the_label_through_nodeadm() -> None:
     plan = next(p for p in plan_pools(spec) if p.name == "h100")
     document = hybrid_node_config("corpus", "us-east-1", SsmActivation("act-1", "code-1"), plan)
     (flag,) = [f for f in document["spec"]["kubelet"]["flags"] if f.startswith("--node-labels=")]
-    assert "nvidia.com/mig.config=h100" in flag.split("=", 1)[1].split(",")
+    assert f"nvidia.com/mig.config={mig_config_name('h100', {'3g.40gb': 2})}" in flag.split("=", 1)[1].split(",")
     assert advertised_resources(plan, "mixed") == {"nvidia.com/gpu": 0, "nvidia.com/mig-3g.40gb": 8}
 
 

@@ -2,7 +2,9 @@
 devices each node advertises.
 
 A pool with `devicePlugin.migDevices` gets its GPUs partitioned by NVIDIA's k8s-mig-manager (`components.addons.
-mig_manager`): every node of the pool registers with the label `nvidia.com/mig.config=<pool>`, and the manager applies
+mig_manager`): every node of the pool registers with the label `nvidia.com/mig.config=<pool>-<layout hash>`
+(`components.planning.pools.mig_config_name`: a changed layout replaces nodes, never repartitions one), and the
+manager applies
 the mig-parted config of that name from its ConfigMap ([MIGPARTED] cmd/nvidia-mig-manager, which watches the label,
 and api/spec/v1 for the `version: v1` / `mig-configs:` format). While it works, and until it succeeds, it sets
 `nvidia.com/mig.config.state` to `pending`, then `success` or `failed` (pkg/mig/reconfigure). The device plugin runs
@@ -40,8 +42,9 @@ def mig_devices(plan: PoolPlan) -> dict[str, int]:
 
 def mig_parted_config(plans: Iterable[PoolPlan]) -> dict[str, Any]:
     """The mig-parted config file: one named config per MIG pool, named like the pool's `nvidia.com/mig.config`
-    label, partitioning every GPU of the node alike, plus `all-disabled` (a node relabelled with it goes back to
-    whole GPUs) ([MIGPARTED] deployments/systemd/config-default.yaml shows the format)."""
+    label (pool and layout hash, so only the current layouts are in it), partitioning every GPU of the node alike,
+    plus `all-disabled` (a node relabelled with it goes back to whole GPUs) ([MIGPARTED]
+    deployments/systemd/config-default.yaml shows the format)."""
     configs: dict[str, Any] = {"all-disabled": [{"devices": "all", "mig-enabled": False}]}
     for plan in mig_plans(plans):
         configs[plan.labels[MIG_CONFIG_LABEL]] = [

@@ -8,6 +8,9 @@ Functions here assume a validated `StackConfig`; `components.validation` reuses 
 
 from __future__ import annotations
 
+import hashlib
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
@@ -42,7 +45,7 @@ GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
 DEVICE_PLUGIN_CONFIG_LABEL = "nvidia.com/device-plugin.config"
 EFA_LABEL = f"{tags.PREFIX}/efa"
 #: The label NVIDIA's k8s-mig-manager watches: the name of the mig-parted config to apply to the node's GPUs
-#: ([MIGPARTED] cmd/nvidia-mig-manager; components.planning.mig). Set on MIG pools to the pool's name.
+#: ([MIGPARTED] cmd/nvidia-mig-manager; components.planning.mig). Set on MIG pools to `mig_config_name`.
 MIG_CONFIG_LABEL = "nvidia.com/mig.config"
 
 
@@ -196,6 +199,20 @@ def local_storage_strategy(pool: NodePool, instance: InstanceType | None) -> str
     return None
 
 
+def mig_config_name(pool_name: str, mig_devices: Mapping[str, int]) -> str:
+    """The pool's mig-parted config name and `nvidia.com/mig.config` label value: `<pool>-<8 hex of the layout>`.
+
+    The layout is part of the name so a node's label only ever names the layout it was built for. The mig-manager
+    re-reads the label whenever it restarts (image bump, eviction, reboot: [MIGMGR] cmd/nvidia-mig-manager, the
+    node informer's add handler) and applies the named config unless it is already in place; were the name only the
+    pool's, a changed layout would be applied to nodes still running pods. A new layout is a new label, hence new
+    user data, so the pool's nodes are replaced instead; an old node's name is no longer in the file, and the manager
+    then refuses it (`mig-parted assert --valid-config` fails, state `failed`) without touching the GPUs ([MIGMGR]
+    pkg/mig/reconfigure). Pool names are at most 32 characters, so the value stays within a label's 63."""
+    layout = json.dumps(sorted(mig_devices.items()), separators=(",", ":"))
+    return f"{pool_name}-{hashlib.sha256(layout.encode()).hexdigest()[:8]}"
+
+
 def node_labels(pool: NodePool, gpu_model: str | None, gpus: int, efa: bool) -> dict[str, str]:
     """kubelet `--node-labels`: the user's labels, then ours (ours win: selectors and policies rely on them)."""
     labels = dict(pool.labels)
@@ -208,7 +225,7 @@ def node_labels(pool: NodePool, gpu_model: str | None, gpus: int, efa: bool) -> 
         if pool.device_plugin.time_slicing_replicas > 1:
             labels[DEVICE_PLUGIN_CONFIG_LABEL] = pool.name
         if pool.device_plugin.mig_devices:
-            labels[MIG_CONFIG_LABEL] = pool.name
+            labels[MIG_CONFIG_LABEL] = mig_config_name(pool.name, pool.device_plugin.mig_devices)
     if efa:
         labels[EFA_LABEL] = "true"
     return labels

@@ -73,13 +73,20 @@ def environment() -> dict[str, str]:
     node DCGM exporters (Container Insights', or the Prometheus path's) may already hold it; the mode then stays
     pending, and the manager reboots the node once so the driver applies it at load, as NVIDIA advises for cloud
     instances ([GPUOP] "GPU Operator with MIG": `WITH_REBOOT=true` in a cloud environment). The node keeps its name
-    and labels across the reboot; the manager then creates the MIG devices, which needs no reset."""
+    and labels across the reboot; the manager then creates the MIG devices, which needs no reset.
+
+    `HOST_KUBELET_SYSTEMD_SERVICE` is empty: with a name, the manager adds the kubelet to the host services it stops
+    and restarts around a MIG mode change (pkg/mig/reconfigure `checkMigModeChangeRequired` appends it only when
+    the value is not empty; an empty variable does set the string flag to empty, [MIGMGR] vendored urfave/cli v3
+    `flag_impl.go`). Restarting the kubelet that way on the AL2023 EKS AMIs (cgroup v2) is reported to leave
+    containerd's cgroup state corrupt and the node NotReady for good ([MIGKUBELET]); without it a mode change
+    that a GPU client blocks takes the reboot path above instead."""
     return {
         "CONFIG_FILE": f"{CONFIG_DIR}/config.yaml",
         "GPU_CLIENTS_FILE": f"{CLIENTS_DIR}/clients.yaml",
         "HOST_ROOT_MOUNT": "/host",
         "HOST_NVIDIA_DIR": "/usr/local/nvidia",
-        "HOST_KUBELET_SYSTEMD_SERVICE": "kubelet.service",
+        "HOST_KUBELET_SYSTEMD_SERVICE": "",
         "DEFAULT_GPU_CLIENTS_NAMESPACE": NAMESPACE,
         "WITH_SHUTDOWN_HOST_GPU_CLIENTS": "true",
         "WITH_REBOOT": "true",
