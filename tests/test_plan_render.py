@@ -9,6 +9,7 @@ from typing import Any
 from rich.console import Console
 
 from blueprint.plan.render import markdown, table
+from tests.builders import shipped_plan
 
 
 def _markdown_rows(plan: dict[str, Any]) -> dict[str, dict[str, str]]:
@@ -41,3 +42,23 @@ def test_table_has_max_pods_and_lustre_columns(each_shipped_plan: dict[str, Any]
     for pool in each_shipped_plan["summary"]["nodePools"]:
         line = next(line for line in text.splitlines() if f" {pool['name']} " in line)
         assert f" {pool['maxPods'] or '-'} " in line and f" {pool['lustreClient'] or '-'} " in line
+
+
+def _renderings(plan: dict[str, Any]) -> tuple[str, str]:
+    out = io.StringIO()
+    table(plan, Console(file=out, width=400, color_system=None))
+    return out.getvalue(), markdown(plan)
+
+
+def test_spot_saving_is_shown_only_when_a_pool_runs_on_spot(each_shipped_plan: dict[str, Any]) -> None:
+    saving = each_shipped_plan["summary"]["hourlyUsd"]["spotSaving"]
+    for text in _renderings(each_shipped_plan):
+        assert ("spot saves ~" in text) == (round(saving, 2) > 0)
+
+
+def test_a_stack_without_spot_does_not_claim_a_zero_saving() -> None:
+    """The training stack has no spot pool: no "spot saves ~$0.00/h"; the inference stack's spot pool saves money."""
+    training, inference = shipped_plan("training"), shipped_plan("inference")
+    assert training["summary"]["hourlyUsd"]["spotSaving"] == 0
+    assert all("spot saves" not in text for text in _renderings(training))
+    assert all("spot saves ~$" in text for text in _renderings(inference))

@@ -16,6 +16,12 @@ def _usd(value: float) -> str:
     return f"${value:,.2f}"
 
 
+def _spot_saving(cost: dict[str, Any], versus: str = "") -> str:
+    """` (spot saves ~$X/h...)` when some pool runs on spot, else nothing: a stack without spot saves nothing."""
+    saving = cost["spotSaving"]
+    return f" (spot saves ~{_usd(saving)}/h{versus})" if round(saving, 2) > 0 else ""
+
+
 def _nodes(pool: dict[str, Any]) -> str:
     return f"{pool['minNodes']}" if pool["minNodes"] == pool["maxNodes"] else f"{pool['minNodes']}..{pool['maxNodes']}"
 
@@ -131,8 +137,8 @@ def table(plan: dict[str, Any], console: Console) -> None:
     cost = summary["hourlyUsd"]
     console.print(
         f"GPUs: {summary['gpus']['min']} idle .. {summary['gpus']['max']} at max.  "
-        f"Cost: {_usd(cost['idle'])}/h idle, {_usd(cost['max'])}/h at max "
-        f"(spot saves ~{_usd(cost['spotSaving'])}/h vs all on-demand).  Resources: {len(plan['resources'])}."
+        f"Cost: {_usd(cost['idle'])}/h idle, {_usd(cost['max'])}/h at max"
+        f"{_spot_saving(cost, ' vs all on-demand')}.  Resources: {len(plan['resources'])}."
     )
     for warning in summary.get("warnings", []):
         console.print(f"[yellow]Warning: {warning}[/yellow]")
@@ -159,8 +165,8 @@ def markdown(plan: dict[str, Any]) -> str:
         f"Kubernetes {summary['kubernetesVersion']})",
         "",
         f"**GPUs** {summary['gpus']['min']} idle .. {summary['gpus']['max']} at max · "
-        f"**cost** {_usd(cost['idle'])}/h idle, {_usd(cost['max'])}/h at max "
-        f"(spot saves ~{_usd(cost['spotSaving'])}/h) · **resources** {len(plan['resources'])} · "
+        f"**cost** {_usd(cost['idle'])}/h idle, {_usd(cost['max'])}/h at max"
+        f"{_spot_saving(cost)} · **resources** {len(plan['resources'])} · "
         f"**violations** {len(plan['violations'])}",
         "",
         *(f"**Warning:** {warning}\n" for warning in summary.get("warnings", [])),
