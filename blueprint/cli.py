@@ -99,7 +99,7 @@ def _verify_parser(sub: Any) -> None:
     )
     verify.add_argument("--namespace", default="default", help="namespace of the test pods (storage: the claim's)")
     verify.add_argument("--nccl-image", default=defaults.nccl_image)
-    verify.add_argument("--dcgm-image", default=None, help="default: DCGM at the pinned exporter's DCGM version")
+    verify.add_argument("--dcgm-image", default=defaults.dcgm_image)
     verify.add_argument("--cuda-image", default=defaults.cuda_image)
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from blueprint.verify import allocatable, command, daemons, nodes
-from blueprint.verify.context import Context, Options
+from blueprint.verify.context import DCGM_IMAGE, Context, Options
 from blueprint.verify.expectations import Expectations, expectations, load_spec
 from blueprint.verify.kube import KubeError, KubernetesApi, kubeconfig_source
 from blueprint.verify.nccl import expected_busbw, judge_two_node
@@ -23,10 +23,41 @@ from blueprint.verify.runner import run_checks, selected
 from blueprint.verify.topology import judge
 from tests.verify_fakes import FakeApi, daemon_pod, node, sample
 
+CORPUS = Path(__file__).parent / "corpus" / "good"
+#: Whole GPUs shared by time-slicing: a p5 pool (EFA, two-node NCCL) and a g5 pool (PCIe, one-node NCCL).
+TIME_SLICED = """config:
+  aws:region: us-east-1
+  gpu-clusters:cluster: {name: corpus, endpoint: {privateAccessCidrs: [192.168.10.0/24]}}
+  gpu-clusters:network: {availabilityZones: [us-east-1a, us-east-1b],
+                         siteConnection: {transitGatewayId: tgw-0f3a9c1e27d84b5a6}}
+  gpu-clusters:nodePools:
+    - {name: system, role: system, instanceType: m7i.xlarge, scaling: {min: 2, max: 3}}
+    - {name: h100, role: training, instanceType: p5.48xlarge, scaling: {min: 0, max: 2},
+       devicePlugin: {timeSlicingReplicas: 2}}
+    - {name: a10g, role: inference, instanceType: g5.48xlarge, scaling: {min: 0, max: 2},
+       devicePlugin: {timeSlicingReplicas: 4}}
+"""
+
 
 @cache
 def expect(stack: str) -> Expectations:
     return expectations(load_spec(stack, None))
+
+
+@cache
+def expect_file(path: Path) -> Expectations:
+    return expectations(load_spec(None, path))
+
+
+@pytest.fixture(scope="module")
+def time_sliced(tmp_path_factory: pytest.TempPathFactory) -> Expectations:
+    path = tmp_path_factory.mktemp("verify") / "time-sliced.yaml"
+    path.write_text(TIME_SLICED)
+    return expect_file(path)
+
+
+def file_context(api: FakeApi, expect_: Expectations) -> Context:
+    return Context(api, expect_, PodSession(api, "abc123", "default", sleep=lambda s: None), Options())
 
 
 def context(api: FakeApi, stack: str = "training", options: Options | None = None) -> Context:
@@ -66,6 +97,17 @@ def test_expectations_come_from_the_pool_plans_and_the_catalog() -> None:
     a40 = expect("hybrid").pool("a40")
     assert a40 is not None and a40.kind == "hybrid" and (a40.min_nodes, a40.max_nodes) == (4, 4)
     assert [d.namespace for d in a40.daemons] == ["kube-system", "monitoring"]
+
+
+def test_mig_and_time_sliced_pools_separate_advertised_slots_from_physical_gpus(time_sliced: Expectations) -> None:
+    mig = expect_file(CORPUS / "mig-h100-pool.yaml").pool("mig")
+    assert mig is not None and (mig.gpus_per_node, mig.physical_gpus) == (112, 8)
+    assert mig.mig_layout == "7x 1g.10gb per GPU"
+    mixed = expect_file(CORPUS / "mig-hybrid-h100-pcie.yaml").pool("h100")
+    assert mixed is not None and (mixed.gpus_per_node, mixed.physical_gpus) == (0, 4)
+    assert mixed.advertised_resources(None) == {"nvidia.com/gpu": 0, "nvidia.com/mig-3g.40gb": 8}
+    h100 = time_sliced.pool("h100")
+    assert h100 is not None and (h100.gpus_per_node, h100.physical_gpus, h100.mig_layout) == (16, 8, None)
 
 
 # ----------------------------------------------------------------------------------------------- nodes
@@ -112,6 +154,35 @@ def test_allocatable_fails_a_node_missing_efa_devices_or_gpus() -> None:
     assert (
         "nvidia.com/gpu 7 (expected 8)" in result.detail and "vpc.amazonaws.com/efa 31 (expected 32)" in result.detail
     )
+
+
+def mixed_mig_node(name: str, state: str | None, mig_devices: int = 8) -> dict[str, Any]:
+    labels = {"nvidia.com/mig.config.state": state} if state else {}
+    return node(
+        name, "h100", gpus=0, hybrid=True, resources={"nvidia.com/mig-3g.40gb": mig_devices}, extra_labels=labels
+    )
+
+
+def test_allocatable_compares_every_mig_resource_and_the_mig_state() -> None:
+    expect_ = expect_file(CORPUS / "mig-hybrid-h100-pcie.yaml")
+    api = FakeApi([mixed_mig_node("h100-0", "success"), mixed_mig_node("h100-1", "success")])
+    results = allocatable.check(file_context(api, expect_))
+    assert [r.status for r in results] == ["pass"] * 4
+    assert results[1].measured == {"nvidia.com/gpu": 0, "nvidia.com/mig-3g.40gb": 8, "vpc.amazonaws.com/efa": 0}
+    assert results[0].detail == "mig.config.state=success (2x 3g.40gb per GPU)"
+
+
+def test_allocatable_fails_a_missing_mig_device_and_a_failed_or_unset_mig_state() -> None:
+    expect_ = expect_file(CORPUS / "mig-hybrid-h100-pcie.yaml")
+    api = FakeApi([mixed_mig_node("h100-0", "failed", mig_devices=6), mixed_mig_node("h100-1", None)])
+    state0, devices0, state1, devices1 = allocatable.check(file_context(api, expect_))
+    assert state0.status == "fail" and state0.nodes == ("h100-0",)
+    assert state0.detail.startswith(
+        "mig.config.state=failed: the mig-manager could not apply 2x 3g.40gb per GPU; see its logs"
+    )
+    assert devices0.status == "fail" and "nvidia.com/mig-3g.40gb 6 (expected 8)" in devices0.detail
+    assert state1.status == "fail" and state1.detail.startswith("mig.config.state not set")
+    assert devices1.status == "pass"
 
 
 def test_allocatable_skips_a_pool_at_zero() -> None:
@@ -300,6 +371,82 @@ def test_the_nccl_pods_ask_for_what_an_efa_job_needs(monkeypatch, capsys, kubeco
     assert "FI_PROVIDER=efa" in script and "NCCL_DEBUG=INFO" in script and "-np 16" in script
     assert script.split(" && ")[-1].startswith("/opt/amazon/openmpi/bin/mpirun --prefix /opt/amazon/openmpi")
     assert launcher["spec"]["containers"][0].get("resources") is None
+    # sshd listens before the worker counts as Ready, so mpirun never connects too early
+    assert all(w["spec"]["containers"][0]["readinessProbe"]["tcpSocket"] == {"port": 22} for w in workers)
+
+
+def test_the_nccl_run_uses_the_reference_manifests_library_path_and_tuning(monkeypatch, capsys, kubeconfig) -> None:
+    api = training_api()
+    run_cli(monkeypatch, capsys, api, "--kubeconfig", str(kubeconfig), "--only", "nccl")
+    launcher = next(b for (_, n), b in api.created.items() if n.endswith("launcher"))
+    container = launcher["spec"]["containers"][0]
+    script = container["command"][-1]
+    # the manifest's directories go in front of the image's own value, which bash expands in the container
+    assert script.startswith(
+        "export LD_LIBRARY_PATH=/opt/amazon/openmpi/lib:/opt/nccl/build/lib:/opt/amazon/efa/lib:"
+        "/opt/aws-ofi-nccl/install/lib:/usr/local/nvidia/lib:$LD_LIBRARY_PATH && "
+    )
+    assert "LD_LIBRARY_PATH" not in {e["name"] for e in container["env"]}
+    for tuning in (
+        "NCCL_BUFFSIZE=8388608",
+        "NCCL_P2P_NET_CHUNKSIZE=524288",
+        "NCCL_TUNER_PLUGIN=/opt/aws-ofi-nccl/install/lib/libnccl-ofi-tuner.so",
+    ):
+        assert f"-x {tuning} " in script
+    assert "ofi-nccl/lib/x86_64-linux-gnu" not in script
+
+
+def test_a_mig_pool_skips_the_whole_gpu_checks_and_starts_no_pod_there() -> None:
+    expect_ = expect_file(CORPUS / "mig-h100-pool.yaml")
+    mig_nodes = [node(f"mig-{i}", "mig", "p5.48xlarge", gpus=112, efa=32) for i in range(2)]
+    api = FakeApi(
+        [*training_nodes(count=0), *[node(f"t-{i}", "train", "p5.48xlarge", 8, 32) for i in range(2)], *mig_nodes]
+    )
+    api.behaviour = behaviour()
+    results = run_checks(api, expect_, ["topology", "dcgm", "nccl"], Options(), lambda *a: None)
+    skipped = [r for r in results if r.target == "mig"]
+    assert [(r.check, r.status) for r in skipped] == [("topology", "skip"), ("dcgm", "skip"), ("nccl", "skip")]
+    assert all(r.detail.startswith("skipped: MIG pool (7x 1g.10gb per GPU); ") for r in skipped)
+    assert {r.status for r in results if r.target.startswith("train")} == {"pass"}
+    assert not [
+        b for b in api.created.values() if b["spec"]["nodeSelector"]["kubernetes.io/hostname"].startswith("mig")
+    ]
+
+
+def test_a_time_sliced_pool_holds_every_slot_and_runs_one_rank_per_physical_gpu(time_sliced: Expectations) -> None:
+    h100 = [node(f"h-{i}", "h100", "p5.48xlarge", gpus=16, efa=32) for i in range(2)]
+    a10g = node("g-0", "a10g", "g5.48xlarge", gpus=32)
+    act = behaviour()
+
+    def per_pool(body: dict[str, Any]) -> tuple[str, str]:
+        on_g5 = body["spec"]["nodeSelector"]["kubernetes.io/hostname"] == "g-0"
+        check = body["metadata"]["labels"]["blueprint-verify/check"]
+        if on_g5 and check == "topology":
+            return "Succeeded", sample("topo-g5.48xlarge.txt")
+        if on_g5 and check == "nccl":
+            return "Succeeded", sample("nccl-all-reduce-2x-p5.txt")
+        return act(body)
+
+    api = FakeApi([*h100, a10g], behaviour=per_pool)
+    results = run_checks(api, time_sliced, ["topology", "dcgm", "nccl"], Options(dcgm_image="d"), lambda *a: None)
+    assert {(r.check, r.target): r.status for r in results if r.check != "dcgm"} == {
+        ("topology", "h100/h-0"): "pass",
+        ("topology", "a10g/g-0"): "pass",
+        ("nccl", "h100/h-0+h-1"): "pass",
+        ("nccl", "a10g/g-0"): "pass",
+    }
+    pods = {n: b for (_, n), b in api.created.items()}
+
+    def limit(body: dict[str, Any]) -> str | None:
+        return (body["spec"]["containers"][0].get("resources") or {}).get("limits", {}).get("nvidia.com/gpu")
+
+    on_g5 = {n for n, b in pods.items() if b["spec"]["nodeSelector"]["kubernetes.io/hostname"] == "g-0"}
+    assert {limit(b) for n, b in pods.items() if n not in on_g5 and "launcher" not in n} == {"16"}
+    assert {limit(pods[n]) for n in on_g5} == {"32"}
+    launcher = next(b for n, b in pods.items() if n.endswith("launcher"))["spec"]["containers"][0]["command"][-1]
+    assert "-np 16 -N 8 " in launcher and ":8," in launcher
+    one_node = next(pods[n] for n in on_g5 if "-nccl-" in n)["spec"]["containers"][0]["command"][-1]
+    assert one_node.endswith(" -g 8")
 
 
 def test_a_failing_check_exits_1_and_still_cleans_up(monkeypatch, capsys, kubeconfig: Path) -> None:
@@ -525,6 +672,13 @@ def test_the_adapter_maps_client_models_to_api_json_and_ignores_a_404_on_delete(
     api.delete_pod("default", "gone")
     with pytest.raises(KubeError, match="read pod default/p: 403 Forbidden"):
         api.read_pod("default", "p")
+
+
+def test_the_dcgm_pods_run_the_pinned_dcgm_image(monkeypatch, capsys, kubeconfig: Path) -> None:
+    api = training_api()
+    run_cli(monkeypatch, capsys, api, "--kubeconfig", str(kubeconfig), "--only", "dcgm")
+    images = {b["spec"]["containers"][0]["image"] for b in api.created.values()}
+    assert images == {DCGM_IMAGE} and DCGM_IMAGE.startswith("nvcr.io/nvidia/cloud-native/dcgm:")
 
 
 def test_options_are_replaced_not_mutated() -> None:

@@ -25,8 +25,11 @@ def node(
     efa: int = 0,
     ready: bool = True,
     hybrid: bool = False,
+    resources: dict[str, int] | None = None,
+    extra_labels: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    labels = {"gpu-clusters/pool": pool, "kubernetes.io/hostname": name}
+    """A node as the API returns it; `resources` adds allocatable extended resources (`nvidia.com/mig-3g.40gb`)."""
+    labels = {"gpu-clusters/pool": pool, "kubernetes.io/hostname": name, **(extra_labels or {})}
     if instance_type:
         labels["node.kubernetes.io/instance-type"] = instance_type
     if hybrid:
@@ -36,6 +39,7 @@ def node(
         allocatable["nvidia.com/gpu"] = str(gpus)
     if efa:
         allocatable["vpc.amazonaws.com/efa"] = str(efa)
+    allocatable.update({resource: str(count) for resource, count in (resources or {}).items()})
     return {
         "metadata": {"name": name, "labels": labels},
         "status": {

@@ -56,7 +56,7 @@ def _options(args: argparse.Namespace) -> Options:
         min_storage_fraction=args.min_storage_fraction,
         timeout_seconds=args.timeout,
         nccl_image=args.nccl_image,
-        dcgm_image=args.dcgm_image or "",
+        dcgm_image=args.dcgm_image,
         cuda_image=args.cuda_image,
     )
 

@@ -7,9 +7,9 @@ from typing import Any
 
 from blueprint.verify.expectations import Expectations, PoolExpectation
 from blueprint.verify.kube import KubeApi
+from blueprint.verify.model import Result
 from blueprint.verify.pods import PodSession
 from components import tags
-from components.catalog import versions
 from components.planning.compute_types import COMPUTE_TYPE_LABEL
 
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
@@ -22,11 +22,10 @@ NCCL_IMAGE = "public.ecr.aws/hpc-cloud/nccl-tests:cuda12.8.1-efa1.43.2-ofiv1.16.
 PROBE_IMAGE = "public.ecr.aws/docker/library/python:3.12-slim"
 
 
-def dcgm_image() -> str:
-    """NVIDIA's DCGM image at the DCGM release the pinned exporter ships (its image tag `4.5.3-4.8.2-...` is
-    DCGM 4.5.3, components/catalog/versions.yaml), in NGC's `<version>-1-ubuntu22.04` tag form ([DCGMDIAG])."""
-    tag = versions.chart("dcgm-exporter").image_tag or ""
-    return f"nvcr.io/nvidia/cloud-native/dcgm:{tag.split('-')[0]}-1-ubuntu22.04"
+#: NVIDIA's DCGM image, a tag NVIDIA's GPU Operator pins (v26.3.x `deployments/gpu-operator/values.yaml`,
+#: `dcgm.version`, [GPUOP]): DCGM 4.5.2, the release before the 4.5.3 the pinned exporter embeds, on the same
+#: Ubuntu 22.04 base as `CUDA_IMAGE`. `dcgmi diag` runs against the image's own `nv-hostengine` ([DCGMDIAG]).
+DCGM_IMAGE = "nvcr.io/nvidia/cloud-native/dcgm:4.5.2-1-ubuntu22.04"
 
 
 @dataclass(frozen=True)
@@ -40,7 +39,7 @@ class Options:
     timeout_seconds: float = 900.0
     cuda_image: str = CUDA_IMAGE
     nccl_image: str = NCCL_IMAGE
-    dcgm_image: str = ""
+    dcgm_image: str = DCGM_IMAGE
     probe_image: str = PROBE_IMAGE
     probe_streams: int = 8
     probe_mib_per_stream: int = 1024
@@ -63,6 +62,14 @@ class Context:
 
     def pool_nodes(self, pool: PoolExpectation, ready_only: bool = False) -> list[dict[str, Any]]:
         return [n for n in self.nodes() if pool_of(n) == pool.name and (is_ready(n) or not ready_only)]
+
+
+def mig_skip(check: str, pool: PoolExpectation, why: str) -> Result | None:
+    """`skip` for a check that needs whole GPUs on a MIG pool (None on whole GPUs): `skipped: MIG pool (<layout>);
+    <why>`."""
+    if not pool.mig_layout:
+        return None
+    return Result(check, pool.name, "skip", f"skipped: MIG pool ({pool.mig_layout}); {why}")
 
 
 def node_name(node: dict[str, Any]) -> str:

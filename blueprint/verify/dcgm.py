@@ -5,11 +5,15 @@ approximately two minutes"; level 3 "long hardware diagnostics, approximately 15
 longer-running hardware diagnostics" ([DCGMDIAG]). The managed services run the deep levels before they admit a
 node: SageMaker HyperPod on EKS runs level 4 in its deep health checks, AWS PCS levels 1 to 3 by profile
 ([DEEPHC]). Failing nodes are listed, and cordoned with `--cordon-failed` so no new pod lands there.
+
+Each pod requests every `nvidia.com/gpu` slot of its node (all time-slicing replicas), so the diagnostic has the
+node's GPUs to itself. A MIG pool is skipped: DCGM refuses to diagnose a GPU whose MIG configuration "prevents access
+to the entire GPU" ([MIGLIMITS]); relabel a node `nvidia.com/mig.config=all-disabled` to run it there.
 """
 
 from __future__ import annotations
 
-from blueprint.verify.context import Context, node_name
+from blueprint.verify.context import Context, mig_skip, node_name
 from blueprint.verify.model import Result
 from blueprint.verify.parsers import ParseError, dcgm_failures, parse_dcgm
 from blueprint.verify.pods import NODE_NAME_LABEL, gpu_resources, pod_spec
@@ -24,6 +28,10 @@ def check(ctx: Context) -> list[Result]:
     results: list[Result] = []
     for pool in ctx.expect.pools:
         if not pool.is_gpu:
+            continue
+        skipped = mig_skip(CHECK, pool, "DCGM diagnostics need whole GPUs (MIG disabled)")
+        if skipped:
+            results.append(skipped)
             continue
         ready = ctx.pool_nodes(pool, ready_only=True)
         if not ready:

@@ -27,8 +27,8 @@ from components.planning.addons.monitoring import (
 )
 from components.planning.addons.placement import KUBE_SYSTEM
 from components.planning.addons.selection import select_addons
-from components.planning.mig import advertised_gpus
-from components.planning.pools import PoolPlan, plan_pools
+from components.planning.mig import advertised_gpus, advertised_resources, mig_devices
+from components.planning.pools import GPU_RESOURCE, PoolPlan, plan_pools
 from components.planning.storage import EFS_PER_CLIENT_MIBPS, MB_PER_GBIT, MB_PER_MIB, storage_summary
 from components.planning.tolerations import toleration
 
@@ -75,8 +75,17 @@ class PoolExpectation:
     gpu_model: str | None
     #: `nvidia.com/gpu` a node advertises: GPUs times time-slicing replicas (by instance type for mixed pools).
     gpus_by_type: dict[str, int]
+    #: Every `nvidia.com/gpu` slot a node advertises (GPUs x replicas; MIG devices under `single`, 0 under
+    #: `mixed`): a test pod requests all of them, so it holds the node's GPUs alone.
     gpus_per_node: int
+    #: Physical GPUs per node: what `-g` and the topology matrix count.
     physical_gpus: int
+    #: Every GPU resource a node advertises by instance type (`components.planning.mig.advertised_resources`:
+    #: `nvidia.com/gpu`, and one `nvidia.com/mig-<profile>` per profile on a `mixed` MIG pool).
+    resources_by_type: dict[str, dict[str, int]]
+    resources_per_node: dict[str, int]
+    #: `7x 1g.10gb per GPU` on a MIG pool, None on whole GPUs.
+    mig_layout: str | None
     efa_devices: int
     fabric_gbps: float
     network_gbps: float
@@ -95,6 +104,10 @@ class PoolExpectation:
     def advertised_gpus(self, instance_type: str | None) -> int:
         """What a node of this instance type must advertise (the pool's figure for hybrid or unknown types)."""
         return self.gpus_by_type.get(instance_type or "", self.gpus_per_node)
+
+    def advertised_resources(self, instance_type: str | None) -> dict[str, int]:
+        """Every GPU resource a node of this instance type must advertise (the pool's figures when unknown)."""
+        return self.resources_by_type.get(instance_type or "", self.resources_per_node)
 
 
 @dataclass(frozen=True)
@@ -144,10 +157,26 @@ def interconnect(plan: PoolPlan) -> Interconnect | None:
     return None
 
 
-def _gpus_by_type(plan: PoolPlan) -> dict[str, int]:
-    replicas = advertised_gpus(plan) // plan.gpus_per_node if plan.gpus_per_node else 1
+def _resources_by_type(plan: PoolPlan) -> dict[str, dict[str, int]]:
+    """The pool's advertised resources scaled to each instance type's GPU count (every figure is GPUs x a per-GPU
+    count, so the division is exact)."""
+    per_node = advertised_resources(plan, plan.mig_strategy)
     types = catalog.instance_types()
-    return {t: types[t].gpu_count * replicas for t in plan.instance_types if t in types}
+    if not plan.gpus_per_node:
+        return {}
+    return {
+        t: {r: n // plan.gpus_per_node * types[t].gpu_count for r, n in per_node.items()}
+        for t in plan.instance_types
+        if t in types
+    }
+
+
+def mig_layout(plan: PoolPlan) -> str | None:
+    """`7x 1g.10gb per GPU`: the pool's MIG partitioning in words, None on whole GPUs."""
+    devices = mig_devices(plan)
+    if not devices:
+        return None
+    return ", ".join(f"{count}x {profile}" for profile, count in sorted(devices.items())) + " per GPU"
 
 
 def _daemons(plan: PoolPlan, spec: StackConfig, plans: list[PoolPlan]) -> tuple[Daemon, ...]:
@@ -173,9 +202,12 @@ def pool_expectation(plan: PoolPlan, spec: StackConfig, plans: list[PoolPlan]) -
         min_nodes=plan.min_nodes,
         max_nodes=plan.max_nodes,
         gpu_model=plan.gpu_model,
-        gpus_by_type=_gpus_by_type(plan),
+        gpus_by_type={t: r.get(GPU_RESOURCE, 0) for t, r in _resources_by_type(plan).items()},
         gpus_per_node=advertised_gpus(plan),
         physical_gpus=plan.gpus_per_node,
+        resources_by_type=_resources_by_type(plan),
+        resources_per_node=advertised_resources(plan, plan.mig_strategy),
+        mig_layout=mig_layout(plan),
         efa_devices=plan.efa_devices,
         fabric_gbps=plan.fabric_gbps,
         network_gbps=plan.instance.network_gbps if plan.instance else 0.0,

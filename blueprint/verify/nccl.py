@@ -14,6 +14,17 @@ run ([ADTNCCL]), 1.22 times the fabric figure (busbw counts NVLink traffic insid
 a quarter of headroom and still fails a node pair that lost half its EFA devices or fell back to sockets.
 A single-node run has no catalog figure to compare (NVLink or PCIe inside one node): it must complete with no
 wrong results, and its bus bandwidth is reported.
+
+GPUs: every pod that runs ranks requests every `nvidia.com/gpu` slot of its node (on a time-sliced pool, all
+replicas of every GPU), so no other pod shares its GPUs, and runs one rank (or, on one node, one `-g`) per physical
+GPU. A MIG pool is skipped: a CUDA process uses one MIG device, and MIG devices have no peer-to-peer path between
+them ([MIGLIMITS]), so a multi-GPU all-reduce cannot run on them.
+
+Environment: the library path and the NCCL tuning variables are those of AWS's manifest for the image's build
+([ADTNCCL] at the commit that built the pinned tag): `-x LD_LIBRARY_PATH` replaces each rank's value, so the
+launcher puts the manifest's directories in front of the image's own (`/opt/gdrcopy/lib` and the rest), as the
+manifest's `$LD_LIBRARY_PATH` suffix intends, and the run uses the same `NCCL_BUFFSIZE`, `NCCL_P2P_NET_CHUNKSIZE`
+and aws-ofi-nccl tuner plugin as the published 487 GB/s run, so the figures compare like for like.
 """
 
 from __future__ import annotations
@@ -21,7 +32,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from blueprint.verify.context import Context, node_name
+from blueprint.verify.context import Context, mig_skip, node_name
 from blueprint.verify.expectations import PoolExpectation
 from blueprint.verify.model import Result
 from blueprint.verify.parsers import NcclRun, ParseError, parse_nccl
@@ -34,11 +45,23 @@ CHECK = "nccl"
 WORKER_HUGEPAGES = "5120Mi"
 WORKER_MEMORY = "32000Mi"
 SSH_DIR = "/etc/blueprint-verify-ssh"
-#: Library and binary paths inside AWS's nccl-tests image ([ADTNCCL] kubernetes/nccl-tests.yaml).
+#: The library directories AWS's manifest puts before the image's own `LD_LIBRARY_PATH`, the aws-ofi-nccl plugin
+#: at the `--prefix=/opt/aws-ofi-nccl/install` its Dockerfile builds it with ([ADTNCCL] kubernetes/nccl-tests.yaml and
+#: nccl-tests.Dockerfile at the commit that built the pinned tag).
+OFI_NCCL_LIB = "/opt/aws-ofi-nccl/install/lib"
 LD_LIBRARY_PATH = (
-    "/opt/amazon/openmpi/lib:/opt/nccl/build/lib:/opt/amazon/efa/lib:/opt/amazon/ofi-nccl/lib/x86_64-linux-gnu:"
-    "/usr/local/nvidia/lib"
+    f"/opt/amazon/openmpi/lib:/opt/nccl/build/lib:/opt/amazon/efa/lib:{OFI_NCCL_LIB}:/usr/local/nvidia/lib"
 )
+#: Prepends the manifest's directories to the image's value (bash expands `$LD_LIBRARY_PATH` in the container).
+EXPORT_LD_LIBRARY_PATH = f"export LD_LIBRARY_PATH={LD_LIBRARY_PATH}:$LD_LIBRARY_PATH"
+#: The NCCL tuning of AWS's published run ([ADTNCCL] kubernetes/nccl-tests.yaml): the same buffer and chunk sizes
+#: and aws-ofi-nccl's tuner plugin.
+NCCL_TUNING = (
+    "NCCL_BUFFSIZE=8388608",
+    "NCCL_P2P_NET_CHUNKSIZE=524288",
+    f"NCCL_TUNER_PLUGIN={OFI_NCCL_LIB}/libnccl-ofi-tuner.so",
+)
+SSH_PORT = 22
 PATH = "/opt/amazon/openmpi/bin:/opt/amazon/efa/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 ALL_REDUCE = "/opt/nccl-tests/build/all_reduce_perf"
 #: Open MPI starts its daemons on the workers over SSH, whose sessions do not get the image's PATH: `--prefix` (and
@@ -95,7 +118,7 @@ def _volume(secret: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
 
 
 def _two_node(ctx: Context, pool: PoolExpectation, nodes: list[str]) -> Result:
-    session, gpus = ctx.session, pool.gpus_per_node
+    session, slots, gpus = ctx.session, pool.gpus_per_node, pool.physical_gpus
     secret = session.name(CHECK, f"{pool.name}-ssh")
     private, public = ssh_key_pair()
     session.create_secret(
@@ -111,7 +134,7 @@ def _two_node(ctx: Context, pool: PoolExpectation, nodes: list[str]) -> Result:
     )
     volumes, mounts = _volume(secret)
     resources = gpu_resources(
-        gpus, {EFA_RESOURCE: str(pool.efa_devices), HUGEPAGES_RESOURCE: WORKER_HUGEPAGES, "memory": WORKER_MEMORY}
+        slots, {EFA_RESOURCE: str(pool.efa_devices), HUGEPAGES_RESOURCE: WORKER_HUGEPAGES, "memory": WORKER_MEMORY}
     )
     sshd = (
         f"mkdir -p /root/.ssh /run/sshd && cp {SSH_DIR}/authorized_keys /root/.ssh/ && chmod 700 /root/.ssh && "
@@ -130,6 +153,11 @@ def _two_node(ctx: Context, pool: PoolExpectation, nodes: list[str]) -> Result:
             volumes=volumes,
             mounts=mounts,
         )
+        # Ready only once sshd listens: the launcher's mpirun connects as soon as the workers are Ready
+        body["spec"]["containers"][0]["readinessProbe"] = {
+            "tcpSocket": {"port": SSH_PORT},
+            "periodSeconds": 2,
+        }
         workers.append(session.create_pod(body))
     ready = session.wait(workers, ctx.deadline, until="ready")
     ips = [str(ready[w].get("status", {}).get("podIP")) for w in workers]
@@ -138,12 +166,13 @@ def _two_node(ctx: Context, pool: PoolExpectation, nodes: list[str]) -> Result:
         "-np", str(gpus * len(ips)), "-N", str(gpus),
         "-H", ",".join(f"{ip}:{gpus}" for ip in ips), "--bind-to", "none",
         "-x", "PATH", "-x", "LD_LIBRARY_PATH", "-x", "FI_PROVIDER=efa", "-x", "FI_EFA_FORK_SAFE=1",
-        "-x", "NCCL_DEBUG=INFO", "--mca", "pml", "^ucx", "--mca", "btl", "tcp,self",
+        "-x", "NCCL_DEBUG=INFO", *(f for v in NCCL_TUNING for f in ("-x", v)),
+        "--mca", "pml", "^ucx", "--mca", "btl", "tcp,self",
         "--mca", "btl_tcp_if_exclude", "lo,docker0,veth_def_agent", ALL_REDUCE, *TWO_NODE_ARGS,
     ]  # fmt: skip
     launch = (
-        f"mkdir -p /root/.ssh && cp {SSH_DIR}/id_ed25519 /root/.ssh/ && chmod 600 /root/.ssh/id_ed25519 && "
-        + " ".join(mpirun)
+        f"{EXPORT_LD_LIBRARY_PATH} && mkdir -p /root/.ssh && cp {SSH_DIR}/id_ed25519 /root/.ssh/ && "
+        "chmod 600 /root/.ssh/id_ed25519 && " + " ".join(mpirun)
     )
     launcher = pod_spec(
         session.name(CHECK, f"{pool.name}-launcher"),
@@ -153,7 +182,7 @@ def _two_node(ctx: Context, pool: PoolExpectation, nodes: list[str]) -> Result:
         {NODE_NAME_LABEL: nodes[0]},
         pool.tolerations,
         # the launcher only starts the ranks: no GPU of the node is exposed to it
-        env={"PATH": PATH, "LD_LIBRARY_PATH": LD_LIBRARY_PATH, "NVIDIA_VISIBLE_DEVICES": "void"},
+        env={"PATH": PATH, "NVIDIA_VISIBLE_DEVICES": "void"},
         volumes=volumes[:1],
         mounts=mounts[:1],
     )
@@ -169,17 +198,17 @@ def _two_node(ctx: Context, pool: PoolExpectation, nodes: list[str]) -> Result:
 
 
 def _one_node(ctx: Context, pool: PoolExpectation, node: str) -> Result:
-    gpus = pool.gpus_per_node
+    # one process driving every physical GPU (`-g`), started by mpirun as the image's MPI build of nccl-tests expects
+    mpirun = [MPIRUN, "--allow-run-as-root", "-np", "1", "--bind-to", "none", ALL_REDUCE, *ONE_NODE_ARGS]
     body = pod_spec(
         ctx.session.name(CHECK, pool.name),
         ctx.session.labels(CHECK),
         ctx.options.nccl_image,
-        # one process driving every GPU (`-g`), started by mpirun as the image's MPI build of nccl-tests expects
-        [MPIRUN, "--allow-run-as-root", "-np", "1", "--bind-to", "none", ALL_REDUCE, *ONE_NODE_ARGS, "-g", str(gpus)],
+        ["bash", "-c", f"{EXPORT_LD_LIBRARY_PATH} && exec {' '.join(mpirun)} -g {pool.physical_gpus}"],
         {NODE_NAME_LABEL: node},
         pool.tolerations,
-        gpu_resources(gpus),
-        env={"PATH": PATH, "LD_LIBRARY_PATH": LD_LIBRARY_PATH, "NCCL_DEBUG": "INFO"},
+        gpu_resources(pool.gpus_per_node),
+        env={"PATH": PATH, "NCCL_DEBUG": "INFO"},
     )
     outcome = ctx.session.run(body, ctx.deadline)
     target = f"{pool.name}/{node}"
@@ -204,6 +233,10 @@ def check(ctx: Context) -> list[Result]:
     results: list[Result] = []
     for pool in ctx.expect.pools:
         if not pool.is_gpu:
+            continue
+        skipped = mig_skip(CHECK, pool, "a CUDA process uses one MIG device, so no multi-GPU all-reduce runs on them")
+        if skipped:
+            results.append(skipped)
             continue
         ready = [node_name(n) for n in ctx.pool_nodes(pool, ready_only=True)]
         if pool.efa_devices:

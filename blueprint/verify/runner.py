@@ -10,7 +10,7 @@ import secrets
 from collections.abc import Callable, Sequence
 
 from blueprint.verify import allocatable, daemons, dcgm, nccl, nodes, storage, topology
-from blueprint.verify.context import Context, Options, dcgm_image
+from blueprint.verify.context import Context, Options
 from blueprint.verify.expectations import Expectations
 from blueprint.verify.kube import KubeApi, KubeError
 from blueprint.verify.model import CHECKS, CheckTimeout, Result
@@ -51,10 +51,6 @@ def run_checks(
     namespace: str = "default",
     session: PodSession | None = None,
 ) -> list[Result]:
-    if not options.dcgm_image:
-        from dataclasses import replace
-
-        options = replace(options, dcgm_image=dcgm_image())
     session = session or PodSession(api, new_run_id(), namespace)
     ctx = Context(api, expect, session, options)
     results: list[Result] = []

@@ -1,12 +1,15 @@
 """Check `topology`: one pod per GPU pool runs `nvidia-smi topo -m` on a Ready node; the matrix must show the
 pool's GPU count and the interconnect the catalog gives (`expectations.interconnect`): NVLink `NV<links>` between
 every pair on NVSwitch types (NV18 on p5), PCIe paths (PIX/PXB/PHB/NODE/SYS) on PCIe GPUs, where NVLink bridges
-between pairs are allowed.
+between pairs are allowed. The pod requests every `nvidia.com/gpu` slot of the node (all time-slicing replicas),
+so it sees every physical GPU; the matrix counts physical GPUs. A MIG pool is skipped: its pods get MIG devices,
+which have no NVLink or peer-to-peer paths between them ([MIGLIMITS]), so the whole-GPU
+matrix says nothing about what they get.
 """
 
 from __future__ import annotations
 
-from blueprint.verify.context import Context, node_name
+from blueprint.verify.context import Context, mig_skip, node_name
 from blueprint.verify.expectations import Interconnect
 from blueprint.verify.model import Result
 from blueprint.verify.parsers import PCIE_LINKS, ParseError, Topology, nvlink_count, parse_topology
@@ -44,6 +47,10 @@ def check(ctx: Context) -> list[Result]:
     results: list[Result] = []
     for pool in ctx.expect.pools:
         if not pool.is_gpu:
+            continue
+        skipped = mig_skip(CHECK, pool, "its pods get MIG devices, with no NVLink or peer-to-peer path between them")
+        if skipped:
+            results.append(skipped)
             continue
         ready = ctx.pool_nodes(pool, ready_only=True)
         if not ready:
