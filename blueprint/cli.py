@@ -89,7 +89,7 @@ def _verify_parser(sub: Any) -> None:
         "--min-busbw-fraction",
         type=float,
         default=defaults.min_busbw_fraction,
-        help="two-node all-reduce bus bandwidth as a fraction of the fabric's GB/s",
+        help="two-node all-reduce bus bandwidth as a fraction of AWS's published figure, else of the fabric's GB/s",
     )
     verify.add_argument(
         "--min-storage-fraction",

@@ -32,7 +32,8 @@ DCGM_IMAGE = "nvcr.io/nvidia/cloud-native/dcgm:4.5.2-1-ubuntu22.04"
 class Options:
     dcgm_level: int = 1
     cordon_failed: bool = False
-    #: Two-node all-reduce bus bandwidth must reach this fraction of the pool's EFA fabric bandwidth (GB/s).
+    #: Two-node all-reduce bus bandwidth must reach this fraction of AWS's published figure for the instance
+    #: type, else of the pool's EFA fabric bandwidth (GB/s) (`nccl.reference_busbw`).
     min_busbw_fraction: float = 0.9
     #: The storage probe must reach this fraction of what one client can get from the file system.
     min_storage_fraction: float = 0.25
