@@ -96,8 +96,7 @@ def test_a_hybrid_workload_takes_its_own_rule_and_the_servers_as_bounds() -> Non
     assert (rule.scale_out_above_percent, rule.max_replicas, rule.min_nodes, rule.max_nodes) == (70, 8, 2, 2)
 
 
-def test_a_single_strategy_mig_pool_holds_one_replica_per_mig_device() -> None:
-    """Under `single` each MIG device is one `nvidia.com/gpu`: a p5 split 7 x 1g.10gb per GPU holds 56 replicas."""
+def _mig_serving_spec() -> StackConfig:
     mig_pool = {
         "name": "h100",
         "role": "inference",
@@ -105,7 +104,7 @@ def test_a_single_strategy_mig_pool_holds_one_replica_per_mig_device() -> None:
         "scaling": {"min": 1, "max": 2, "mode": "fixed"},
         "devicePlugin": {"migDevices": {"1g.10gb": 7}},
     }
-    spec = stack_config(
+    return stack_config(
         SYSTEM_POOL,
         mig_pool,
         validated=True,
@@ -116,8 +115,31 @@ def test_a_single_strategy_mig_pool_holds_one_replica_per_mig_device() -> None:
         },
         workloads={"serving": [{"name": "chat", "pool": "h100", "model": "m"}]},
     )
-    _, rule = rule_of(spec)
+
+
+def test_a_single_strategy_mig_pool_holds_one_replica_per_mig_device() -> None:
+    """Under `single` each MIG device is one `nvidia.com/gpu`: a p5 split 7 x 1g.10gb per GPU holds 56 replicas."""
+    _, rule = rule_of(_mig_serving_spec())
     assert (rule.replicas_per_node, rule.scale_out_replicas, rule.scale_in_replicas) == (56, 112, 56)
+
+
+def test_serving_on_mig_devices_scales_on_graphics_engine_activity() -> None:
+    """The exporter reports no DCGM_FI_DEV_GPU_UTIL for MIG devices, so that query would never scale: on a MIG pool
+    the rule reads DCGM_FI_PROF_GR_ENGINE_ACTIVE x 100, parenthesised so each window covers the whole expression."""
+    _, rule = rule_of(_mig_serving_spec())
+    assert rule.mig_devices
+    query = scaled_object(rule, "inference", "chat", "http://p")["triggers"][0]["metadata"]["query"]
+    assert "DCGM_FI_DEV_GPU_UTIL" not in query
+    pods = '{exported_namespace="inference",exported_pod=~"chat-[a-z0-9]+-[a-z0-9]+"}'
+    utilization = f"(avg(DCGM_FI_PROF_GR_ENGINE_ACTIVE{pods}) * 100)"
+    assert f"min_over_time({utilization}[15m:1m]) > bool 85" in query
+    assert f"max_over_time({utilization}[30m:1m]) < bool 30" in query
+
+
+def test_serving_on_whole_gpus_scales_on_gpu_utilization(default_rule: ServingRule) -> None:
+    assert not default_rule.mig_devices
+    query = scaled_object(default_rule, "inference", "chat", "http://p")["triggers"][0]["metadata"]["query"]
+    assert "min_over_time(avg(DCGM_FI_DEV_GPU_UTIL{" in query and "GR_ENGINE" not in query
 
 
 # --------------------------------------------------------------------------------------------------- simulation

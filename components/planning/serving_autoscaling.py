@@ -9,7 +9,10 @@ How the rule runs (docs/addons.md, "Serving autoscaling"):
   `DCGM_EXPORTER_KUBERNETES=true`; internal/pkg/transformation/kubernetes.go adds `pod`, `namespace`); scraped
   through the chart's ServiceMonitor with `honorLabels: false` (its default), Prometheus keeps the target's own
   `pod`/`namespace` and renames the exporter's to `exported_pod`/`exported_namespace` ([PROMCFG] honor_labels).
-  Idle GPUs elsewhere in the pool, and GPUs of other workloads, never dilute it;
+  Idle GPUs elsewhere in the pool, and GPUs of other workloads, never dilute it. On a MIG pool the exporter reports
+  no `DCGM_FI_DEV_GPU_UTIL` for MIG devices ([DCGMMIG]); there the metric is `DCGM_FI_PROF_GR_ENGINE_ACTIVE` (the
+  fraction of time the device's graphics engine is busy, x 100), which the exporter reports per MIG device and
+  labels with the pod holding it (internal/pkg/transformation/kubernetes.go maps `MIG-<uuid>` device IDs to pods);
 - the band: a PromQL query ([KEDA] Prometheus scaler) that says "hold" (1), "scale out" (1 + max replicas) or
   "scale in" (0): out when every one-minute sample of the last `scaleOutAfterMinutes` is above the threshold (and
   the window is full), in when every sample of the last `scaleInAfterMinutes` is below the other, each only when the
@@ -39,11 +42,13 @@ from math import ceil
 from typing import Any
 
 from components.config import GpuUtilizationScaling, ServingWorkload
-from components.planning.mig import advertised_gpus
+from components.planning.mig import advertised_gpus, mig_devices
 from components.planning.pools import PoolPlan
 
 #: The metric (DCGM field 203, GPU utilization in %) and the exporter's labels as Prometheus stores them.
 GPU_UTILIZATION_METRIC = "DCGM_FI_DEV_GPU_UTIL"
+#: The one for MIG devices, which have no field 203: graphics engine activity, a ratio (0..1) ([DCGMMIG]).
+MIG_UTILIZATION_METRIC = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
 #: kube-state-metrics: a Deployment's `spec.replicas`, labelled `namespace` and `deployment`.
 REPLICAS_METRIC = "kube_deployment_spec_replicas"
 POD_LABEL = "exported_pod"
@@ -72,6 +77,8 @@ class ServingRule:
     #: The pool's own node bounds (the simulation's node count stays within them).
     min_nodes: int
     max_nodes: int
+    #: The replicas hold MIG devices: their utilization is `MIG_UTILIZATION_METRIC`, not `GPU_UTILIZATION_METRIC`.
+    mig_devices: bool = False
 
     @property
     def scale_out_value(self) -> int:
@@ -108,14 +115,19 @@ def serving_rule(workload: ServingWorkload, plan: PoolPlan) -> ServingRule:
         replicas_per_node=per_node,
         min_nodes=plan.min_nodes,
         max_nodes=plan.max_nodes,
+        mig_devices=bool(mig_devices(plan)),
     )
 
 
 # --------------------------------------------------------------------------------------------------- in cluster
-def utilization_query(namespace: str, deployment: str) -> str:
-    """Average GPU utilization of the Deployment's pods (`<deployment>-<replicaset hash>-<pod hash>`)."""
+def utilization_query(namespace: str, deployment: str, mig: bool = False) -> str:
+    """Average GPU utilization in % of the Deployment's pods (`<deployment>-<replicaset hash>-<pod hash>`); on MIG
+    devices the graphics engine's active ratio x 100, in parentheses so a subquery range applies to the whole."""
     pods = f"{deployment}-[a-z0-9]+-[a-z0-9]+"
-    return f'avg({GPU_UTILIZATION_METRIC}{{{NAMESPACE_LABEL}="{namespace}",{POD_LABEL}=~"{pods}"}})'
+    selector = f'{{{NAMESPACE_LABEL}="{namespace}",{POD_LABEL}=~"{pods}"}}'
+    if mig:
+        return f"(avg({MIG_UTILIZATION_METRIC}{selector}) * 100)"
+    return f"avg({GPU_UTILIZATION_METRIC}{selector})"
 
 
 def _held(utilization: str, replicas: str, over: str, comparison: str, percent: float, minutes: int) -> str:
@@ -133,7 +145,7 @@ def _held(utilization: str, replicas: str, over: str, comparison: str, percent: 
 def scaling_query(rule: ServingRule, namespace: str, deployment: str) -> str:
     """`1 + (1 + max) * out - in`: 1 holds, `1 + max` scales out, 0 scales in (out and in exclude each other, as
     validation keeps the scale-in threshold below the scale-out one). Always one sample without labels."""
-    u = utilization_query(namespace, deployment)
+    u = utilization_query(namespace, deployment, rule.mig_devices)
     r = f'{REPLICAS_METRIC}{{namespace="{namespace}",deployment="{deployment}"}}'
     out = _held(u, r, "min", ">", rule.scale_out_above_percent, rule.scale_out_after_minutes)
     scale_in = _held(u, r, "max", "<", rule.scale_in_below_percent, rule.scale_in_after_minutes)
