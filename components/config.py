@@ -751,7 +751,9 @@ class ClusterAutoscaler(Model):
     scale_down_unneeded_time: Annotated[str, StringConstraints(pattern=r"^\d+[smh]$")] = "10m"
     """How long a node must be unneeded before it is removed, as `<n>s`, `<n>m` or `<n>h`. Default `10m`."""
     scale_down_utilization_threshold: float = Field(0.5, gt=0, le=1)
-    """A node whose requested resources are below this fraction (0-1] of its capacity may be removed. Default 0.5."""
+    """A CPU node whose requested CPU and memory are below this fraction (0-1] of its capacity may be removed.
+    Default 0.5. GPU nodes are judged on their GPU requests alone, against cluster-autoscaler's GPU threshold (its
+    default 0.5); a pool a serving workload runs on sets its own, so a node one replica short of full can go."""
     scale_down_delay_after_add: Annotated[str, StringConstraints(pattern=r"^\d+[smh]$")] = "10m"
     """Wait after a scale-up before any scale-down is considered, as `<n>s`, `<n>m` or `<n>h`. Default `10m`."""
 

@@ -6,9 +6,10 @@ from typing import Any
 
 import pytest
 
-from components.planning.autoscaler_tags import autoscaler_tags, discovery_tags
+from components.planning.autoscaler_tags import SCALE_DOWN_GPU_THRESHOLD_TAG, autoscaler_tags, discovery_tags
 from components.planning.hugepages import HUGEPAGE_MIB, hugepages
 from components.planning.pools import PoolPlan
+from components.planning.serving_autoscaling import scale_down_gpu_threshold
 from tests.builders import first_pool_plan
 
 NT = "k8s.io/cluster-autoscaler/node-template"
@@ -135,3 +136,20 @@ def test_pools_without_efa_promise_no_huge_pages() -> None:
 def test_template_pods_are_the_pools_max_pods_not_the_autoscalers_110(instance_type: str, role: str, pods: str) -> None:
     plan = plan_of(role=role, instanceType=instance_type)
     assert autoscaler_tags("t", plan)[f"{NT}/resources/pods"] == pods == str(plan.max_pods)
+
+
+def test_a_serving_pool_frees_nodes_its_replicas_leave(inference_stack) -> None:
+    """The inference stack's l40s group (4 replicas per node) is a scale-down candidate at 3 of 4 GPUs requested,
+    so the nodes a scale-in leaves partly empty are consolidated; other groups keep the global threshold."""
+    groups = {
+        r.name: {t["key"]: t["value"] for t in r.inputs["tags"]}
+        for r in inference_stack.run.of_type("aws:autoscaling/group:Group")
+    }
+    assert groups["serve-l40s"][SCALE_DOWN_GPU_THRESHOLD_TAG] == "0.76"
+    assert SCALE_DOWN_GPU_THRESHOLD_TAG not in groups["serve-system"]
+
+
+@pytest.mark.parametrize(("per_node", "threshold"), [(1, None), (2, 0.51), (4, 0.76), (8, 0.885)])
+def test_the_threshold_sits_just_above_one_replica_short_of_full(per_node: int, threshold: float | None) -> None:
+    got = scale_down_gpu_threshold(per_node)
+    assert got == (None if threshold is None else round(threshold, 2))

@@ -256,7 +256,10 @@ def test_deployment_requests_whole_gpus_on_its_pool_and_drains_gracefully() -> N
     assert deployment["strategy"]["rollingUpdate"] == {"maxSurge": 1, "maxUnavailable": 0}
     pod = deployment["template"]["spec"]
     (container,) = pod["containers"]
-    assert container["resources"] == {"requests": {"nvidia.com/gpu": "2"}, "limits": {"nvidia.com/gpu": "2"}}
+    assert container["resources"] == {
+        "requests": {"nvidia.com/gpu": "2", "cpu": "12", "memory": "96Gi"},
+        "limits": {"nvidia.com/gpu": "2"},
+    }
     assert pod["nodeSelector"] == {"gpu-clusters/pool": "l40s"}
     assert pod["tolerations"] == [
         {"key": "nvidia.com/gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"}

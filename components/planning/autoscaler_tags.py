@@ -34,6 +34,11 @@ EFA_RESOURCE = "vpc.amazonaws.com/efa"
 EPHEMERAL_STORAGE_RESOURCE = "ephemeral-storage"
 PODS_RESOURCE = "pods"
 AUTOSCALED_MODE = "cluster-autoscaler"
+#: A per-group override of `--scale-down-gpu-utilization-threshold` ([CA] `cloudprovider/aws/README.md`, "ASG labels
+#: can specify autoscaling options"; `aws_manager.go` `optionsTagsPrefix`).
+SCALE_DOWN_GPU_THRESHOLD_TAG = (
+    "k8s.io/cluster-autoscaler/node-template/autoscaling-options/scaledowngpuutilizationthreshold"
+)
 #: Modes whose pools cluster-autoscaler resizes: on pending pods alone, or on the replicas a serving autoscaler adds.
 AUTOSCALED_MODES = (AUTOSCALED_MODE, "gpu-utilization")
 
@@ -94,4 +99,7 @@ def autoscaler_tags(cluster_name: str, plan: PoolPlan) -> dict[str, str]:
     """Discovery and node-template tags for a pool cluster-autoscaler resizes; nothing for a `fixed` pool."""
     if plan.pool.scaling.mode not in AUTOSCALED_MODES:
         return {}
-    return {**discovery_tags(cluster_name), **node_template_tags(plan)}
+    tags = {**discovery_tags(cluster_name), **node_template_tags(plan)}
+    if plan.scale_down_gpu_utilization is not None:
+        tags[SCALE_DOWN_GPU_THRESHOLD_TAG] = str(plan.scale_down_gpu_utilization)
+    return tags

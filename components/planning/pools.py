@@ -81,6 +81,9 @@ class PoolPlan:
     #: The device plugin's MIG strategy (`addons.nvidiaDevicePlugin.migStrategy`): how the pool's MIG devices are
     #: advertised (components.planning.mig.advertised_resources).
     mig_strategy: Literal["none", "single", "mixed"] = "none"
+    #: cluster-autoscaler's GPU scale-down threshold for this pool's group, when a serving workload runs on it
+    #: (`components.planning.serving_autoscaling.with_serving_scale_down`); None keeps the global setting.
+    scale_down_gpu_utilization: float | None = None
 
     @property
     def name(self) -> str:
@@ -322,5 +325,6 @@ def plan_pools(spec: StackConfig) -> list[PoolPlan]:
     plans = [plan_pool(pool, spec.network, image_release(pool, spec.cluster), drain, mig) for pool in spec.node_pools]
     # Imported here: which pools mount Lustre is the storage planner's call, and it reads these plans.
     from components.planning.lustre_clients import with_lustre_clients
+    from components.planning.serving_autoscaling import with_serving_scale_down
 
-    return with_lustre_clients(plans, spec.storage.lustre)
+    return with_serving_scale_down(with_lustre_clients(plans, spec.storage.lustre), spec.workloads.serving)

@@ -16,11 +16,13 @@ What makes scale-in safe for in-flight requests (docs/addons.md, "Serving autosc
 
 from __future__ import annotations
 
+from math import floor
 from typing import Any
 
 from components.config import ServingWorkload
 from components.planning.addons.placement import tolerations_for
 from components.planning.gpu_runtime import NVIDIA_RUNTIME_CLASS, runtime_class_plans
+from components.planning.mig import advertised_gpus
 from components.planning.pools import GPU_RESOURCE, PoolPlan
 from components.tags import POOL
 
@@ -35,6 +37,13 @@ MODELS_PATH = "/models"
 PROBE_PERIOD_SECONDS = 10
 #: vLLM's tensor-parallel workers share tensors through /dev/shm, which a container gets 64 MiB of by default.
 SHM_SIZE = "16Gi"
+#: Of a replica's slice of the node (one node's worth of replicas share it), the CPU and memory it requests: half,
+#: leaving the rest to the node's daemons, the kubelet's reserve and a surging replica during a rollout.
+HOST_SHARE_REQUESTED = 0.5
+#: A hybrid server's CPU and memory are not in the catalog: a floor any GPU server meets.
+HYBRID_HOST_REQUESTS = {"cpu": "4", "memory": "32Gi"}
+#: vLLM reports anonymous usage statistics unless told not to ([VLLM] "Usage Stats Collection": either variable).
+NO_USAGE_STATS = [{"name": "VLLM_NO_USAGE_STATS", "value": "1"}, {"name": "DO_NOT_TRACK", "value": "1"}]
 
 
 def serving_labels(workload: ServingWorkload) -> dict[str, str]:
@@ -67,14 +76,19 @@ def deployment_spec(workload: ServingWorkload, plan: PoolPlan, claim: str) -> di
         "nodeSelector": {POOL: plan.name},
         "tolerations": tolerations_for([plan], critical_addons=False),
         "terminationGracePeriodSeconds": workload.termination_grace_seconds,
+        # The server calls no Kubernetes API: no token in the pod.
+        "automountServiceAccountToken": False,
         "containers": [
             {
                 "name": "server",
                 "image": workload.image or VLLM_IMAGE,
                 "args": server_args(workload),
-                "env": [{"name": "HF_HUB_OFFLINE", "value": "1"}],
+                "env": [{"name": "HF_HUB_OFFLINE", "value": "1"}, *NO_USAGE_STATS],
                 "ports": [{"name": "http", "containerPort": SERVING_PORT}],
-                "resources": {"requests": {GPU_RESOURCE: gpus}, "limits": {GPU_RESOURCE: gpus}},
+                "resources": {
+                    "requests": {GPU_RESOURCE: gpus, **host_requests(workload, plan)},
+                    "limits": {GPU_RESOURCE: gpus},
+                },
                 "startupProbe": _probe(failures=-(-workload.startup_seconds // PROBE_PERIOD_SECONDS)),
                 "readinessProbe": _probe(failures=3),
                 "lifecycle": {"preStop": {"sleep": {"seconds": workload.drain_seconds}}},
@@ -115,6 +129,18 @@ def service_spec(workload: ServingWorkload) -> dict[str, Any]:
         "selector": serving_labels(workload),
         "ports": [{"name": "http", "port": SERVING_PORT, "targetPort": "http"}],
     }
+
+
+def host_requests(workload: ServingWorkload, plan: PoolPlan) -> dict[str, str]:
+    """CPU and memory a replica requests, so it is Burstable rather than BestEffort (evicted first under node
+    pressure, [K8SQOS]) and the scheduler counts what the model load and tokenizer need: half the replica's slice of
+    the instance's vCPUs and memory, at least 1 CPU and 8 GiB."""
+    if plan.instance is None:
+        return dict(HYBRID_HOST_REQUESTS)
+    per_node = max(1, advertised_gpus(plan) // workload.gpus_per_replica)
+    cpu = max(1, floor(plan.instance.vcpu * HOST_SHARE_REQUESTED / per_node))
+    memory = max(8, floor(plan.instance.memory_gib * HOST_SHARE_REQUESTED / per_node))
+    return {"cpu": str(cpu), "memory": f"{memory}Gi"}
 
 
 def disruption_budget_spec(workload: ServingWorkload) -> dict[str, Any]:

@@ -37,7 +37,7 @@ returns the error; [HPA]: a metric that cannot be fetched blocks scaling).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from math import ceil
 from typing import Any
 
@@ -89,6 +89,38 @@ class ServingRule:
 def replicas_per_node(workload: ServingWorkload, plan: PoolPlan) -> int:
     """Replicas one node holds: the `nvidia.com/gpu` it advertises over the GPUs a replica requests."""
     return advertised_gpus(plan) // workload.gpus_per_replica
+
+
+def scale_down_gpu_threshold(replicas_per_node: int) -> float | None:
+    """cluster-autoscaler's GPU scale-down threshold for a serving pool: just above `(n - 1) / n`, so a node holding
+    fewer replicas than it can is a candidate whenever its replicas fit on the other nodes ([CA] FAQ, "How does
+    scale-down work?": a node is removed when the GPU requests of its pods are below the threshold and they can move).
+
+    Why: the ReplicaSet removes replicas from the nodes holding the most first, so a scale-in spreads the gaps; at
+    the global default of 0.5 a 4-slot node keeping 2 replicas is never removed and the pool keeps paying for the
+    nodes the rule gave back. With 1 replica per node a node is either full or empty, and the default already works.
+    """
+    if replicas_per_node <= 1:
+        return None
+    return round((replicas_per_node - 1) / replicas_per_node + 0.01, 2)
+
+
+def with_serving_scale_down(plans: list[PoolPlan], workloads: Sequence[ServingWorkload]) -> list[PoolPlan]:
+    """The pool plans, each `aws` pool a serving workload runs on carrying its GPU scale-down threshold (the highest
+    when several workloads share a pool), which its Auto Scaling group gets as a per-group autoscaling option."""
+    thresholds: dict[str, float] = {}
+    by_name = {plan.name: plan for plan in plans}
+    for workload in workloads:
+        plan = by_name.get(workload.pool)
+        if plan is None or plan.kind != "aws" or workload.gpus_per_replica <= 0:
+            continue
+        threshold = scale_down_gpu_threshold(replicas_per_node(workload, plan))
+        if threshold is not None:
+            thresholds[plan.name] = max(threshold, thresholds.get(plan.name, 0.0))
+    return [
+        replace(plan, scale_down_gpu_utilization=thresholds[plan.name]) if plan.name in thresholds else plan
+        for plan in plans
+    ]
 
 
 def rule_settings(workload: ServingWorkload, plan: PoolPlan) -> GpuUtilizationScaling:
