@@ -22,7 +22,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.catalog import versions
-from components.config import AdminAccess, ClusterConfig, EndpointAccess
+from components.config import ClusterConfig, EndpointAccess
 from components.context import stateful_options
 from components.identity import aws_managed_policy_arn
 from components.network import Network
@@ -92,9 +92,10 @@ def remote_network_args(
     )
 
 
-def admin_resource_name(cluster_name: str, admin: AdminAccess) -> str:
-    """`<cluster>-admin-role-platform` for `arn:aws:iam::123:role/platform`: stable when the admin list is reordered."""
-    kind_and_name = admin.principal_arn.split(":", 5)[5]  # "role/path/name" or "user/name"
+def admin_resource_name(cluster_name: str, principal_arn: str) -> str:
+    """`<cluster>-admin-role-platform` for `arn:aws:iam::123:role/platform`: stable when the admin list is reordered
+    (validation refuses two admins that would share a name)."""
+    kind_and_name = principal_arn.split(":", 5)[-1]  # "role/path/name" or "user/name"
     kind, _, rest = kind_and_name.partition("/")
     return f"{cluster_name}-admin-{kind}-{rest.rsplit('/', 1)[-1]}"
 
@@ -400,26 +401,34 @@ class EksCluster(pulumi.ComponentResource):
     def _admin_access(self) -> None:
         """One STANDARD access entry and access policy per configured admin: the API authentication mode has no
         `aws-auth` ConfigMap, so access entries are the only way in (§5e)."""
-        child = pulumi.ResourceOptions(parent=self)
         self.admin_entries: dict[str, aws.eks.AccessEntry] = {}
         self._admin_associations: dict[aws.eks.AccessEntry, list[pulumi.Resource]] = {}
+        self.deployer_arn = self.config.deployer_principal_arn or self._caller_principal()
+        deployer = f"{self.cluster_name}-deployer"
         for admin in self.config.admins:
-            resource = admin_resource_name(self.cluster_name, admin)
+            resource = admin_resource_name(self.cluster_name, admin.principal_arn)
+            # The deployer listed as an admin takes over its `-deployer` entry (and its cluster-admin association):
+            # the same principal under a new name would be created before the old one is deleted, and EKS refuses
+            # a second entry for a principal (ResourceInUseException).
+            is_deployer = admin.principal_arn == self.deployer_arn
             entry = aws.eks.AccessEntry(
                 resource,
                 cluster_name=self.cluster.name,
                 principal_arn=admin.principal_arn,
                 type=ADMIN_ACCESS_ENTRY_TYPE,
                 tags=self.tags,
-                opts=child,
+                opts=pulumi.ResourceOptions(
+                    parent=self, aliases=[pulumi.Alias(name=deployer)] if is_deployer else None
+                ),
             )
+            takes_over = is_deployer and admin.policy == DEPLOYER_ACCESS_POLICY
             association = aws.eks.AccessPolicyAssociation(
                 resource,
                 cluster_name=self.cluster.name,
                 principal_arn=entry.principal_arn,
                 policy_arn=access_policy_arn(self.partition, admin.policy),
                 access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"),
-                opts=child,
+                opts=pulumi.ResourceOptions(parent=self, aliases=[pulumi.Alias(name=deployer)] if takes_over else None),
             )
             self.admin_entries[resource] = entry
             self._admin_associations[entry] = [association]
@@ -432,12 +441,14 @@ class EksCluster(pulumi.ComponentResource):
         session). When that principal is also in `cluster.admins`, its entry is reused (a second entry for the same
         principal fails with ResourceInUseException) and only the cluster-admin association is added, if its listed
         policy is another one. `deployer_access` lists what every Kubernetes object must wait for."""
-        principal = self.config.deployer_principal_arn or self._caller_principal()
+        principal = self.deployer_arn
         listed = {admin.principal_arn: admin for admin in self.config.admins}
         admin = listed.get(principal)
-        self.deployer_arn = principal
+        # Taken out of `admins`, the deployer's entry (and cluster-admin association) keep their state under
+        # `-deployer`, for the same reason as above.
+        was_admin = admin_resource_name(self.cluster_name, principal)
         if admin is not None:
-            entry = self.admin_entries[admin_resource_name(self.cluster_name, admin)]
+            entry = self.admin_entries[admin_resource_name(self.cluster_name, admin.principal_arn)]
             if admin.policy == DEPLOYER_ACCESS_POLICY:
                 self.deployer_access: list[pulumi.Resource] = [entry, *self._admin_associations[entry]]
                 return
@@ -448,7 +459,7 @@ class EksCluster(pulumi.ComponentResource):
                 principal_arn=principal,
                 type=ADMIN_ACCESS_ENTRY_TYPE,
                 tags=self.tags,
-                opts=pulumi.ResourceOptions(parent=self),
+                opts=pulumi.ResourceOptions(parent=self, aliases=[pulumi.Alias(name=was_admin)]),
             )
         association = aws.eks.AccessPolicyAssociation(
             f"{self.cluster_name}-deployer",
@@ -456,7 +467,7 @@ class EksCluster(pulumi.ComponentResource):
             principal_arn=entry.principal_arn,
             policy_arn=access_policy_arn(self.partition, DEPLOYER_ACCESS_POLICY),
             access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"),
-            opts=pulumi.ResourceOptions(parent=self),
+            opts=pulumi.ResourceOptions(parent=self, aliases=[pulumi.Alias(name=was_admin)] if admin is None else None),
         )
         self.deployer_access = [entry, association]
 

@@ -76,7 +76,9 @@ def pod_identity_trust_policy(
 ) -> dict[str, Any]:
     """Trust for one service account of one cluster, through EKS Pod Identity (pure; the tests read it): the session
     tags Pod Identity sets pin the cluster (name and ARN), namespace and service account, and `aws:SourceAccount`
-    the account the request is made for."""
+    the account the request is made for ([PODIDTRUST]: the EKS guide documents the session tags; Pod Identity's
+    AssumeRole carries `aws:SourceAccount`, shown working in a trust policy, while an `aws:SourceArn` condition on the
+    association ARN broke it, so the cluster ARN is pinned through the `eks-cluster-arn` tag instead)."""
     return {
         "Version": "2012-10-17",
         "Statement": [

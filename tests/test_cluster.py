@@ -494,3 +494,20 @@ def test_a_configured_deployer_gets_the_entry_whoever_runs_the_program() -> None
     run, _ = build(spec({"deployerPrincipalArn": deployer}))
     assert run.one(ENTRY, "demo-deployer").inputs["principalArn"] == deployer
     assert OFFLINE_DEPLOYER not in {e.inputs["principalArn"] for e in run.of_type(ENTRY)}
+
+
+def test_moving_the_deployer_in_or_out_of_admins_keeps_its_entry_state() -> None:
+    """Renaming the deployer's entry would create the new one first, for a principal that already has an entry
+    (ResourceInUseException): each name answers to the other through an alias, so the move is an update."""
+    listed, _ = build(spec({"admins": [{"principalArn": OFFLINE_DEPLOYER}]}))
+    admin_name = cluster_module.admin_resource_name("demo", OFFLINE_DEPLOYER)
+    assert listed.one(ENTRY, admin_name).aliases == ["name=demo-deployer"]
+    assert listed.one(ASSOCIATION, admin_name).aliases == ["name=demo-deployer"]
+    unlisted, _ = build(spec())
+    assert unlisted.one(ENTRY, "demo-deployer").aliases == [f"name={admin_name}"]
+    assert unlisted.one(ASSOCIATION, "demo-deployer").aliases == [f"name={admin_name}"]
+
+
+def test_other_admins_answer_to_no_old_name() -> None:
+    run, _ = build(spec({"admins": [{"principalArn": "arn:aws:iam::123456789012:role/platform-admins"}]}))
+    assert run.one(ENTRY, "demo-admin-role-platform-admins").aliases == []

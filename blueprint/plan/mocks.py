@@ -322,6 +322,8 @@ class Registration:
     #: Input property -> URNs it depends on: how policies link a launch template to its security group even
     #: where ids are unknown (as in a real preview).
     property_dependencies: dict[str, list[str]] = field(default_factory=dict)
+    #: Earlier names or URNs this resource answers to (`ResourceOptions.aliases`): a rename that keeps its state.
+    aliases: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -337,6 +339,7 @@ class Registration:
                 "retainOnDelete": self.retain_on_delete,
                 "dependsOn": self.depends_on,
                 "ignoreChanges": self.ignore_changes,
+                "aliases": self.aliases,
             },
             "propertyDependencies": self.property_dependencies,
         }
@@ -358,6 +361,17 @@ def _plain(value: Any) -> Any:
     if value is rpc.UNKNOWN or value == rpc.UNKNOWN:
         return "<unknown>"
     return value
+
+
+def _aliases(request: Any) -> list[str]:
+    """The aliases of a registration, as alias URNs or (alias specs) `name=<old name>`."""
+    found = list(request.aliasURNs)
+    for alias in request.aliases:
+        if alias.HasField("urn"):
+            found.append(alias.urn)
+        elif alias.spec.name:
+            found.append(f"name={alias.spec.name}")
+    return sorted(found)
 
 
 class RecordingMonitor(MockMonitor):
@@ -394,6 +408,7 @@ class RecordingMonitor(MockMonitor):
                 property_dependencies={
                     key: sorted(request.propertyDependencies[key].urns) for key in sorted(request.propertyDependencies)
                 },
+                aliases=_aliases(request),
             )
         )
         return response

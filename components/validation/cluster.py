@@ -8,6 +8,7 @@ from ipaddress import IPv4Network
 
 from components import tags
 from components.catalog import regions, versions
+from components.cluster import admin_resource_name
 from components.errors import Problem
 from components.validation.parse import Parsed, did_you_mean, shown, shown_text
 
@@ -158,11 +159,32 @@ def tags_leave_the_project_tags_alone(p: Parsed) -> Iterator[Problem]:
             )
 
 
+def admins_are_distinct(p: Parsed) -> Iterator[Problem]:
+    """Each admin is one access entry, named after the principal's kind and last path segment: EKS refuses a second
+    entry for a principal (ResourceInUseException), and two entries with one name would collide in the stack."""
+    if p.cluster is None:
+        return
+    seen: dict[str, int] = {}
+    for i, admin in enumerate(p.cluster.admins):
+        name = admin_resource_name(p.cluster.name, admin.principal_arn)
+        if name in seen:
+            first = p.cluster.admins[seen[name]].principal_arn
+            what = "is listed twice" if first == admin.principal_arn else f"shares its entry name with {first}"
+            yield Problem(
+                f"cluster.admins[{i}].principalArn",
+                f"{admin.principal_arn} {what} (admins[{seen[name]}]); give each principal one entry, or use a role "
+                "with another name",
+            )
+        else:
+            seen[name] = i
+
+
 RULES = (
     region_is_real,
     kubernetes_version_is_supported,
     endpoint_is_reachable_and_fenced,
     deployer_reaches_the_api,
+    admins_are_distinct,
     service_cidr_is_private_and_apart,
     tags_fit_aws_limits,
     tags_leave_the_project_tags_alone,
