@@ -343,6 +343,11 @@ def test_optional_storage_class_for_dynamic_provisioning() -> None:
         action = statement["Action"]
         actions |= {action} if isinstance(action, str) else set(action)
     assert {"fsx:CreateFileSystem", "fsx:DeleteFileSystem"} <= actions
+    # The FSx-for-S3 service-linked role it may create is this account's only.
+    (slr,) = [s for s in role_policy["Statement"] if "iam:AttachRolePolicy" in s["Action"]]
+    assert slr["Resource"] == (
+        f"arn:aws:iam::{ACCOUNT_ID}:role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/*"
+    )
     # ... only for file systems the driver creates for this cluster: both tags in the request, both on the resource.
     assert params["extraTags"] == "gpu-clusters/cluster=train"
     by_sid = {s.get("Sid"): s for s in role_policy["Statement"]}

@@ -80,7 +80,7 @@ S3_ACCESS_KEY_OPERATIONS = (
 NONCURRENT_VERSIONS_EXPIRE_AFTER_DAYS = 30
 
 
-def controller_policy(dynamic_provisioning: bool, cluster_name: str) -> dict[str, Any]:
+def controller_policy(dynamic_provisioning: bool, cluster_name: str, partition: str, account_id: str) -> dict[str, Any]:
     """Least-privilege policy of the CSI controller.
 
     Static volumes need no AWS call from the driver at all (the node plugin mounts by DNS and mount name), so the
@@ -91,7 +91,8 @@ def controller_policy(dynamic_provisioning: bool, cluster_name: str) -> dict[str
     the StorageClass makes it add this cluster's tag too (`extraTags`; both go into the `CreateFileSystem` request,
     pkg/cloud/cloud.go [FSXCSI]). So it may create and tag only with both tags in the request (`aws:RequestTag`), and
     resize or delete only file systems that carry both (`aws:ResourceTag`): never another cluster's, and never the
-    stack's own file system, which carries the cluster tag but no `CSIVolumeName`.
+    stack's own file system, which carries the cluster tag but no `CSIVolumeName`. The service-linked role it may
+    create is this account's, in this partition.
     """
     read = {"Effect": "Allow", "Action": ["fsx:DescribeFileSystems"], "Resource": "*"}
     if not dynamic_provisioning:
@@ -110,7 +111,9 @@ def controller_policy(dynamic_provisioning: bool, cluster_name: str) -> dict[str
             {
                 "Effect": "Allow",
                 "Action": ["iam:CreateServiceLinkedRole", "iam:AttachRolePolicy", "iam:PutRolePolicy"],
-                "Resource": "arn:aws:iam::*:role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/*",
+                "Resource": (
+                    f"arn:{partition}:iam::{account_id}:role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/*"
+                ),
             },
             {
                 "Effect": "Allow",
@@ -275,7 +278,11 @@ class LustreStorage(pulumi.ComponentResource):
             "fsx-csi-driver",
             volumes.KUBE_SYSTEM,
             CONTROLLER_SERVICE_ACCOUNT,
-            json.dumps(controller_policy(config.kubernetes.storage_class, ctx.cluster_name_plain)),
+            pulumi.Output.all(ctx.partition, ctx.account_id).apply(
+                lambda ids: json.dumps(
+                    controller_policy(config.kubernetes.storage_class, ctx.cluster_name_plain, ids[0], ids[1])
+                )
+            ),
             [],
             self,
         )
