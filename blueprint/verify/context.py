@@ -34,7 +34,7 @@ class Options:
     cordon_failed: bool = False
     #: Two-node all-reduce bus bandwidth must reach this fraction of AWS's published figure for the instance
     #: type, else of the pool's EFA fabric bandwidth (GB/s) (`nccl.reference_busbw`).
-    min_busbw_fraction: float = 0.9
+    min_busbw_fraction: float = 0.8
     #: The storage probe must reach this fraction of what one client can get from the file system.
     min_storage_fraction: float = 0.25
     timeout_seconds: float = 900.0

@@ -7,7 +7,7 @@ workers' pod IPs with a key pair made for this run and deleted with it. `NCCL_DE
 transport: the log must show aws-ofi-nccl's `NET/OFI Selected Provider is efa` and `Using network ... Libfabric`
 ([OFINCCL]); `Using network Socket` means EFA is not in use, whatever the bandwidth.
 
-Expected bus bandwidth: `--min-busbw-fraction` (default 0.9) of AWS's published two-node figure for the pool's
+Expected bus bandwidth: `--min-busbw-fraction` (default 0.8) of AWS's published two-node figure for the pool's
 instance type where one is published ([ADTNCCL] README: 487 GB/s on 2 x p5.48xlarge, 78 GB/s on 2 x p4de.24xlarge), else
 of the pool's fabric bandwidth in GB/s (`fabricGbpsPerNode / 8`), read at the largest message size (nccl-tests' `Avg
 bus bandwidth` averages all sizes, the latency-bound ones included). Busbw counts NVLink traffic inside each node as
