@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,6 +72,25 @@ def mig_skip(check: str, pool: PoolExpectation, why: str) -> Result | None:
     if not pool.mig_layout:
         return None
     return Result(check, pool.name, "skip", f"skipped: MIG pool ({pool.mig_layout}); {why}")
+
+
+def whole_gpu_pools(
+    ctx: Context, check: str, mig_reason: str, results: list[Result]
+) -> Iterator[tuple[PoolExpectation, list[dict[str, Any]]]]:
+    """The GPU pools a whole-GPU check runs on, each with its Ready nodes; a MIG pool (`mig_skip`, with
+    `mig_reason`) and a pool with no Ready node are reported in `results` as skipped instead."""
+    for pool in ctx.expect.pools:
+        if not pool.is_gpu:
+            continue
+        skipped = mig_skip(check, pool, mig_reason)
+        if skipped:
+            results.append(skipped)
+            continue
+        ready = ctx.pool_nodes(pool, ready_only=True)
+        if not ready:
+            results.append(Result(check, pool.name, "skip", "no Ready node in the pool"))
+            continue
+        yield pool, ready
 
 
 def node_name(node: dict[str, Any]) -> str:

@@ -13,7 +13,7 @@ to the entire GPU" ([MIGLIMITS]); relabel a node `nvidia.com/mig.config=all-disa
 
 from __future__ import annotations
 
-from blueprint.verify.context import Context, mig_skip, node_name
+from blueprint.verify.context import Context, node_name, whole_gpu_pools
 from blueprint.verify.model import Result
 from blueprint.verify.parsers import ParseError, dcgm_failures, parse_dcgm
 from blueprint.verify.pods import NODE_NAME_LABEL, gpu_resources, pod_spec
@@ -26,16 +26,7 @@ def check(ctx: Context) -> list[Result]:
     level = ctx.options.dcgm_level
     started: list[tuple[str, str, str]] = []  # (pool, node, pod)
     results: list[Result] = []
-    for pool in ctx.expect.pools:
-        if not pool.is_gpu:
-            continue
-        skipped = mig_skip(CHECK, pool, "DCGM diagnostics need whole GPUs (MIG disabled)")
-        if skipped:
-            results.append(skipped)
-            continue
-        ready = ctx.pool_nodes(pool, ready_only=True)
-        if not ready:
-            results.append(Result(CHECK, pool.name, "skip", "no Ready node in the pool"))
+    for pool, ready in whole_gpu_pools(ctx, CHECK, "DCGM diagnostics need whole GPUs (MIG disabled)", results):
         for node in ready:
             name = node_name(node)
             body = pod_spec(

@@ -9,7 +9,7 @@ matrix says nothing about what they get.
 
 from __future__ import annotations
 
-from blueprint.verify.context import Context, mig_skip, node_name
+from blueprint.verify.context import Context, node_name, whole_gpu_pools
 from blueprint.verify.expectations import Interconnect
 from blueprint.verify.model import Result
 from blueprint.verify.parsers import PCIE_LINKS, ParseError, Topology, nvlink_count, parse_topology
@@ -45,17 +45,8 @@ def judge(topology: Topology, gpus: int, expected: Interconnect | None) -> tuple
 
 def check(ctx: Context) -> list[Result]:
     results: list[Result] = []
-    for pool in ctx.expect.pools:
-        if not pool.is_gpu:
-            continue
-        skipped = mig_skip(CHECK, pool, "its pods get MIG devices, with no NVLink or peer-to-peer path between them")
-        if skipped:
-            results.append(skipped)
-            continue
-        ready = ctx.pool_nodes(pool, ready_only=True)
-        if not ready:
-            results.append(Result(CHECK, pool.name, "skip", "no Ready node in the pool"))
-            continue
+    mig_reason = "its pods get MIG devices, with no NVLink or peer-to-peer path between them"
+    for pool, ready in whole_gpu_pools(ctx, CHECK, mig_reason, results):
         node = node_name(ready[0])
         body = pod_spec(
             ctx.session.name(CHECK, pool.name),
