@@ -145,7 +145,8 @@ def gpu_utilization_scaling_is_workable(p: Parsed) -> Iterator[Problem]:
     """A `gpu-utilization` pool has GPUs and a serving workload whose replicas the rule scales (cluster-autoscaler
     then sizes the pool for them); its rule is refused in the other modes, where nothing reads it. The GPU
     utilization comes from the DCGM exporter on the Prometheus path, which `serving_workloads_are_wired` requires."""
-    served = {w.pool for w in p.workloads.serving} if p.workloads is not None else None
+    workloads_damaged = any(d == "workloads" or d.startswith("workloads.") for d in p.damaged)
+    served = None if p.workloads is None or workloads_damaged else {w.pool for w in p.workloads.serving}
     for path, pool, instance in p.aws_pools():
         if pool.scaling.mode != "gpu-utilization":
             if "gpu_utilization" in pool.scaling.model_fields_set:

@@ -78,6 +78,10 @@ def serving_replicas_fit_the_pool(p: Parsed) -> Iterator[Problem]:
     whole number), `replicas.min <= replicas.max`, and `replicas.max` fits the pool's nodes (pool `max`, or `nodes`
     for a hybrid pool)."""
     for path, workload in _serving(p):
+        top, low = workload.replicas.max, workload.replicas.min
+        ordered = top is None or low <= top
+        if not ordered:
+            yield Problem(f"{path}.replicas.min", f"min {low} is above max {top}")
         found = _pool(p, workload.pool)
         gpus = _gpus_per_node(p, *found) if found is not None else None
         if found is None or not gpus:
@@ -89,19 +93,15 @@ def serving_replicas_fit_the_pool(p: Parsed) -> Iterator[Problem]:
                 f"{workload.gpus_per_replica} does not divide the {gpus} GPUs of a {pool.name} node; use a divisor",
             )
             continue
-        per_node = gpus // workload.gpus_per_replica
-        nodes = (pool.nodes or 0) if pool.kind == "hybrid" else pool.scaling.max
-        top, low = workload.replicas.max, workload.replicas.min
-        if top is not None and low > top:
-            yield Problem(f"{path}.replicas.min", f"min {low} is above max {top}")
-        elif top is not None and top > nodes * per_node:
+        slots = ((pool.nodes or 0) if pool.kind == "hybrid" else pool.scaling.max) * (gpus // workload.gpus_per_replica)
+        if ordered and top is not None and top > slots:
             yield Problem(
                 f"{path}.replicas.max",
-                f"{top} replicas do not fit {nodes} {pool.name} node(s) of {per_node} replica(s); set at most "
-                f"{nodes * per_node} or grow the pool",
+                f"{top} replicas do not fit the {slots} replica slot(s) of {pool.name}'s nodes; set at most {slots} "
+                "or grow the pool",
             )
-        elif low > nodes * per_node:
-            yield Problem(f"{path}.replicas.min", f"{low} replicas do not fit {nodes * per_node} slots of {pool.name}")
+        elif ordered and low > slots:
+            yield Problem(f"{path}.replicas.min", f"{low} replicas do not fit {slots} slots of {pool.name}")
 
 
 def serving_workloads_are_wired(p: Parsed) -> Iterator[Problem]:
