@@ -21,7 +21,7 @@ from blueprint.verify.parsers import ParseError, dcgm_failures, parse_dcgm, pars
 from blueprint.verify.pods import RUN_LABEL, PodSession
 from blueprint.verify.runner import run_checks, selected
 from blueprint.verify.topology import judge
-from tests.verify_fakes import FakeApi, daemon_pod, node, sample
+from tests.verify_fakes import FakeApi, daemon_pod, node, sample, workload_pod
 
 CORPUS = Path(__file__).parent / "corpus" / "good"
 #: Whole GPUs shared by time-slicing: a p5 pool (EFA, two-node NCCL) and a g5 pool (PCIe, one-node NCCL).
@@ -690,3 +690,28 @@ def test_the_dcgm_pods_run_the_pinned_dcgm_image(monkeypatch, capsys, kubeconfig
 def test_options_are_replaced_not_mutated() -> None:
     options = Options()
     assert replace(options, dcgm_level=3).dcgm_level == 3 and options.dcgm_level == 1
+
+
+def test_nodes_whose_gpus_another_pod_holds_are_skipped_not_failed(monkeypatch, capsys, kubeconfig: Path) -> None:
+    """A serving replica on one node: the whole-GPU checks skip that node, naming the pod, and create nothing there;
+    the other node is tested; NCCL, needing two free nodes, is skipped with the reason."""
+    api = training_api()
+    api.pods["inference"] = [workload_pod("inference", "chat-7d9f-abcde", "ip-10-0-1-1", 1)]
+    code, out, _ = run_cli(
+        monkeypatch, capsys, api, "--kubeconfig", str(kubeconfig), "--format", "json", "--only", "dcgm,nccl"
+    )
+    doc = json.loads(out)
+    held = [r for r in doc["results"] if "GPUs in use by inference/chat-7d9f-abcde" in r["detail"]]
+    assert {(r["check"], r["target"], r["status"]) for r in held} == {
+        ("dcgm", "h100/ip-10-0-1-1", "skip"),
+        ("nccl", "h100/ip-10-0-1-1", "skip"),
+    }
+    assert [r["status"] for r in doc["results"] if r["check"] == "dcgm" and r["target"] == "h100/ip-10-0-1-0"] == [
+        "pass"
+    ]
+    nccl = [r for r in doc["results"] if r["check"] == "nccl" and r["target"] == "h100"]
+    assert nccl and nccl[0]["status"] == "skip" and "free GPUs" in nccl[0]["detail"]
+    on_busy_node = [
+        b for b in api.created.values() if b["spec"]["nodeSelector"].get("kubernetes.io/hostname") == "ip-10-0-1-1"
+    ]
+    assert on_busy_node == [] and code == 0

@@ -49,6 +49,15 @@ def node(
     }
 
 
+def workload_pod(namespace: str, name: str, node_name: str, gpus: int) -> dict[str, Any]:
+    """A pod that is not the tool's, holding `gpus` GPUs on a node (a serving replica, a training job)."""
+    return {
+        "metadata": {"namespace": namespace, "name": name},
+        "spec": {"nodeName": node_name, "containers": [{"resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}]},
+        "status": {"phase": "Running"},
+    }
+
+
 def daemon_pod(daemonset: str, node_name: str, ready: bool = True) -> dict[str, Any]:
     return {
         "metadata": {
@@ -88,7 +97,13 @@ class FakeApi:
         return deepcopy(self.nodes)
 
     def list_pods(self, namespace: str | None = None, label_selector: str = "") -> list[dict[str, Any]]:
-        return deepcopy(self.pods.get(namespace or "", []))
+        if namespace is not None:
+            return deepcopy(self.pods.get(namespace, []))
+        # Every namespace, as the API lists them: each pod carries its namespace, the tool's own pods included.
+        listed = [
+            {**pod, "metadata": {"namespace": ns, **pod["metadata"]}} for ns, pods in self.pods.items() for pod in pods
+        ]
+        return deepcopy(listed + [body for (ns, _), body in self.created.items() if (ns, _) not in self.deleted])
 
     def read_pod(self, namespace: str, name: str) -> dict[str, Any]:
         if self.fail_reads is not None:

@@ -9,11 +9,13 @@ from typing import Any
 from blueprint.verify.expectations import Expectations, PoolExpectation
 from blueprint.verify.kube import KubeApi
 from blueprint.verify.model import Result
-from blueprint.verify.pods import PodSession
+from blueprint.verify.pods import MANAGED_BY, MANAGED_BY_LABEL, PodSession
 from components import tags
 from components.planning.compute_types import COMPUTE_TYPE_LABEL
 
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
+#: `nvidia.com/gpu` and the MIG devices `nvidia.com/mig-<profile>`: what a pod holding GPUs requests.
+GPU_RESOURCE_PREFIX = "nvidia.com/"
 
 #: CUDA base image for `nvidia-smi` (the NVIDIA container runtime mounts the driver's nvidia-smi into it).
 CUDA_IMAGE = "nvcr.io/nvidia/cuda:12.8.1-base-ubuntu22.04"
@@ -65,6 +67,19 @@ class Context:
     def pool_nodes(self, pool: PoolExpectation, ready_only: bool = False) -> list[dict[str, Any]]:
         return [n for n in self.nodes() if pool_of(n) == pool.name and (is_ready(n) or not ready_only)]
 
+    def gpu_holders(self) -> dict[str, list[str]]:
+        """Node name -> the pods (`<namespace>/<name>`) other than this tool's that hold GPUs there now: a serving
+        replica, a training job. Read afresh for each check, since an earlier check's pods are gone by then."""
+        holders: dict[str, list[str]] = {}
+        for pod in self.api.list_pods(None):
+            meta, spec = pod.get("metadata", {}), pod.get("spec", {})
+            if (meta.get("labels") or {}).get(MANAGED_BY_LABEL) == MANAGED_BY or not spec.get("nodeName"):
+                continue
+            if pod.get("status", {}).get("phase") in ("Succeeded", "Failed") or not _requests_gpus(spec):
+                continue
+            holders.setdefault(spec["nodeName"], []).append(f"{meta.get('namespace', '')}/{meta.get('name', '')}")
+        return holders
+
 
 def mig_skip(check: str, pool: PoolExpectation, why: str) -> Result | None:
     """`skip` for a check that needs whole GPUs on a MIG pool (None on whole GPUs): `skipped: MIG pool (<layout>);
@@ -74,11 +89,40 @@ def mig_skip(check: str, pool: PoolExpectation, why: str) -> Result | None:
     return Result(check, pool.name, "skip", f"skipped: MIG pool ({pool.mig_layout}); {why}")
 
 
+def _requests_gpus(spec: dict[str, Any]) -> bool:
+    for container in [*spec.get("containers", []), *spec.get("initContainers", [])]:
+        resources = container.get("resources") or {}
+        for amounts in (resources.get("requests") or {}, resources.get("limits") or {}):
+            if any(name.startswith(GPU_RESOURCE_PREFIX) and str(n) not in ("0", "") for name, n in amounts.items()):
+                return True
+    return False
+
+
+def free_nodes(
+    ctx: Context, check: str, pool: PoolExpectation, ready: list[dict[str, Any]], results: list[Result]
+) -> list[dict[str, Any]]:
+    """The Ready nodes no other pod holds GPUs on. A whole-GPU test pod on a busy node would wait out its timeout
+    (its node is fixed, so no autoscaler helps) and report a healthy node as failed; such nodes are reported as
+    skipped, naming the pods (pause a serving workload with KEDA's `autoscaling.keda.sh/paused-replicas: "0"`
+    annotation on its ScaledObject to test its nodes)."""
+    holders = ctx.gpu_holders()
+    free = []
+    for node in ready:
+        held = holders.get(node_name(node), [])
+        if held:
+            shown = ", ".join(held[:3]) + (f" and {len(held) - 3} more" if len(held) > 3 else "")
+            results.append(Result(check, f"{pool.name}/{node_name(node)}", "skip", f"GPUs in use by {shown}"))
+        else:
+            free.append(node)
+    return free
+
+
 def whole_gpu_pools(
     ctx: Context, check: str, mig_reason: str, results: list[Result]
 ) -> Iterator[tuple[PoolExpectation, list[dict[str, Any]]]]:
-    """The GPU pools a whole-GPU check runs on, each with its Ready nodes; a MIG pool (`mig_skip`, with
-    `mig_reason`) and a pool with no Ready node are reported in `results` as skipped instead."""
+    """The GPU pools a whole-GPU check runs on, each with its Ready nodes that no other pod holds GPUs on
+    (`free_nodes`); a MIG pool (`mig_skip`, with `mig_reason`) and a pool with no such node are reported in
+    `results` as skipped instead."""
     for pool in ctx.expect.pools:
         if not pool.is_gpu:
             continue
@@ -90,7 +134,9 @@ def whole_gpu_pools(
         if not ready:
             results.append(Result(check, pool.name, "skip", "no Ready node in the pool"))
             continue
-        yield pool, ready
+        free = free_nodes(ctx, check, pool, ready, results)
+        if free:
+            yield pool, free
 
 
 def node_name(node: dict[str, Any]) -> str:

@@ -34,7 +34,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from blueprint.verify.context import Context, mig_skip, node_name
+from blueprint.verify.context import Context, free_nodes, mig_skip, node_name
 from blueprint.verify.expectations import PoolExpectation
 from blueprint.verify.model import Result
 from blueprint.verify.parsers import NcclRun, ParseError, parse_nccl
@@ -255,7 +255,7 @@ def check(ctx: Context) -> list[Result]:
         if skipped:
             results.append(skipped)
             continue
-        ready = [node_name(n) for n in ctx.pool_nodes(pool, ready_only=True)]
+        ready = [node_name(n) for n in free_nodes(ctx, CHECK, pool, ctx.pool_nodes(pool, ready_only=True), results)]
         if pool.efa_devices:
             if len(ready) < 2:
                 results.append(
@@ -263,7 +263,7 @@ def check(ctx: Context) -> list[Result]:
                         CHECK,
                         pool.name,
                         "skip",
-                        f"needs 2 Ready nodes, the pool has {len(ready)}: scale it to 2 and rerun",
+                        f"needs 2 Ready nodes with free GPUs, the pool has {len(ready)}: scale it to 2 and rerun",
                     )
                 )
             else:
