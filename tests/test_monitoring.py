@@ -165,6 +165,9 @@ def test_dcgm_prometheus_path():
     receivers = {r["name"]: r for r in kps["values"]["alertmanager"]["config"]["receivers"]}
     assert receivers["sns"]["sns_configs"][0]["topic_arn"] == EXISTING_TOPIC
     assert kps["values"]["prometheus"]["prometheusSpec"]["nodeSelector"] == {"gpu-clusters/role": "system"}
+    # Burstable on the shared system nodes, never evicted first as BestEffort
+    assert kps["values"]["prometheus"]["prometheusSpec"]["resources"] == {"requests": {"cpu": "500m", "memory": "2Gi"}}
+    assert kps["values"]["grafana"]["resources"] == {"requests": {"cpu": "100m", "memory": "256Mi"}}
     # Alertmanager may publish to that topic only
     role = run.one("aws:iam/role:Role", "alertmanager")
     (inline,) = role.inputs["inlinePolicies"]

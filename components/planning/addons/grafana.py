@@ -146,6 +146,8 @@ def grafana_values(plans: Sequence[PoolPlan], region: str, namespace: str, cloud
         "nodeSelector": dict(SYSTEM_NODE_SELECTOR),
         "tolerations": tolerations_for(system_plans(plans)),
         "serviceAccount": {"create": True, "name": GRAFANA_SERVICE_ACCOUNT},
+        # Burstable, not BestEffort: the chart sets no requests ([K8SQOS]).
+        "resources": {"requests": {"cpu": "100m", "memory": "256Mi"}},
         "rbac": {"namespaced": True},
         "sidecar": {
             "dashboards": {

@@ -51,6 +51,12 @@ CLUSTER_NAME = "${cluster}"
 TEMPERATURE_MINUTES = 5
 
 
+#: What Prometheus asks of a system node: the chart sets no requests, and a BestEffort Prometheus is the first pod
+#: evicted under memory pressure ([K8SQOS]) on system nodes it shares with the controllers. A starting point for a
+#: few dozen GPU nodes, not a measured figure: raise it with the cluster (Prometheus's memory grows with its series).
+PROMETHEUS_REQUESTS = {"cpu": "500m", "memory": "2Gi"}
+
+
 def cloudwatch_addon_configuration(plans: Sequence[PoolPlan]) -> dict[str, Any]:
     """`configuration_values` of the amazon-cloudwatch-observability add-on.
 
@@ -345,6 +351,7 @@ def kube_prometheus_stack_values(
                 **system,
                 "serviceMonitorSelectorNilUsesHelmValues": False,
                 "ruleSelectorNilUsesHelmValues": False,
+                "resources": {"requests": dict(PROMETHEUS_REQUESTS)},
             }
         },
         "alertmanager": alertmanager,
