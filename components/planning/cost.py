@@ -259,7 +259,10 @@ def _efs(spec: StackConfig, services: prices.ServicePrices | None, region: str) 
 
 
 # ------------------------------------------------------------------------------------------------------ total
-def _fixed(kind: str, name: str, count: int, rate: float | None, what: str, region: str, source: str | None):
+def _fixed(
+    kind: str, name: str, count: int, rate: float | None, what: str, region: str, source: str | None
+) -> CostItem | Unpriced:
+    """A part billed per unit-hour (the cluster, each NAT gateway or address), or unpriced without a rate."""
     if rate is None or source is None:
         return Unpriced(kind, name, no_price(what, region))
     hourly = count * rate
