@@ -2,8 +2,8 @@
 
 Catalog entries cite their sources by tag (`source: AC+KP+NVHOPPER`); the tags, titles, URLs and snapshots live
 in the `sources:` maps of the catalog files (`components/catalog/instances.yaml`, `versions.yaml`, `metrics.yaml`,
-`offerings.yaml`). Generating their headings keeps every tag a reader meets in the catalog (or in a code comment)
-one link away from where it points.
+`offerings.yaml`, `prices.yaml`). Generating their headings keeps every tag a reader meets in the catalog (or in a
+code comment) one link away from where it points.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 CATALOG_DIR = Path(__file__).resolve().parents[1] / "components" / "catalog"
-SOURCE_FILES = ("instances.yaml", "versions.yaml", "offerings.yaml", "metrics.yaml")
+SOURCE_FILES = ("instances.yaml", "versions.yaml", "offerings.yaml", "metrics.yaml", "prices.yaml")
 
 
 def catalog_sources() -> dict[str, tuple[str, dict[str, Any]]]:

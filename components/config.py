@@ -550,6 +550,9 @@ class NodePool(Model):
     nodes: int | None = Field(None, ge=1)
     """Hybrid pools: number of on-prem servers that join, at least 1; also the default SSM activation limit. Required
     for hybrid pools."""
+    vcpus_per_node: int | None = Field(None, ge=1, le=4096)
+    """Hybrid pools: vCPUs of each server (threads the OS sees), 1-4096. EKS bills Hybrid Nodes per vCPU-hour, so the
+    plan's cost counts the fee from it; left out, the fee is listed unpriced. Default none."""
     network: HybridNetwork | None = None
     """Hybrid pools: the site's node and pod networks (EKS `remoteNetworkConfig`). Required for hybrid pools."""
     credentials: HybridCredentials = HybridCredentials()

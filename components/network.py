@@ -35,7 +35,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.config import ExistingVpc, NetworkConfig, SiteConnection
-from components.planning.subnets import subnet_layout
+from components.planning.subnets import nat_gateway_zones, subnet_layout
 from components.tags import SHARED, kubernetes_cluster
 
 #: Subnet tags read by EKS and the AWS Load Balancer Controller: `kubernetes.io/role/elb` marks subnets for
@@ -135,7 +135,7 @@ class Network(pulumi.ComponentResource):
         )
         public_rt = self._public_route_table(vpc, igw)
         public_subnets = self._public_subnets(vpc, public_rt, layout.zones, layout.public)
-        nat_zones = self._nat_gateways(igw, public_subnets, layout.zones)
+        nat_zones = self._nat_gateways(igw, public_subnets)
         private_route_tables = self._private_subnets(vpc, nat_zones, layout.zones, layout.private)
         self._s3_endpoint(vpc, [route_table.id for route_table in private_route_tables.values()] + [public_rt.id])
         if self.network.site_connection is not None:
@@ -208,11 +208,10 @@ class Network(pulumi.ComponentResource):
             self.public_subnet_ids[zone] = subnet.id
         return public_subnets
 
-    def _nat_gateways(
-        self, igw: aws.ec2.InternetGateway, public_subnets: Mapping[str, aws.ec2.Subnet], zones: Sequence[str]
-    ) -> list[str]:
-        """NAT gateways, one per AZ (survives an AZ's loss) or a single one in the first AZ; returns their AZs."""
-        nat_zones = list(zones) if self.network.nat_gateways == "one-per-az" else list(zones[:1])
+    def _nat_gateways(self, igw: aws.ec2.InternetGateway, public_subnets: Mapping[str, aws.ec2.Subnet]) -> list[str]:
+        """NAT gateways, one per AZ (survives an AZ's loss) or a single one in the first AZ
+        (`components.planning.subnets.nat_gateway_zones`); returns their AZs."""
+        nat_zones = list(nat_gateway_zones(self.network))
         for zone in nat_zones:
             eip = aws.ec2.Eip(
                 self._named(f"nat-{zone}"),

@@ -7,8 +7,12 @@ import pytest
 
 from blueprint.plan.summary import pool_summary
 from components.errors import ConfigError
+from components.planning.cost import StackCost
 from components.planning.gpu_runtime import NVIDIA_CONTAINERD_DROP_IN, containerd_runtime_commands
 from tests.builders import HYBRID_POOL, SYSTEM_POOL, TRAINING_POOL, first_pool_plan, pool, shipped_stack, stack_config
+
+#: No priced part: `pool_summary` then shows only what the pool plan says (the GPU runtime here).
+NO_COST = StackCost(region="us-east-1", items=(), unpriced=(), committed=(), pools={})
 
 
 def test_default_runtime_is_the_default_and_the_setting_is_validated():
@@ -32,15 +36,15 @@ def test_servers_register_the_nvidia_handler_in_nodeadms_imported_directory():
     ]
     default = containerd_runtime_commands(first_pool_plan(HYBRID_POOL))
     assert default[0] == by_class[0] + " --set-as-default"
-    assert pool_summary(first_pool_plan(runtime_class))["gpuRuntime"] == {
+    assert pool_summary(first_pool_plan(runtime_class), NO_COST)["gpuRuntime"] == {
         "mode": "runtime-class",
         "serverCommands": by_class,
     }
-    assert pool_summary(first_pool_plan(HYBRID_POOL))["gpuRuntime"] == {
+    assert pool_summary(first_pool_plan(HYBRID_POOL), NO_COST)["gpuRuntime"] == {
         "mode": "default-runtime",
         "serverCommands": default,
     }
-    assert "gpuRuntime" not in pool_summary(first_pool_plan(TRAINING_POOL))
+    assert "gpuRuntime" not in pool_summary(first_pool_plan(TRAINING_POOL), NO_COST)
 
 
 def test_shipped_hybrid_stack_makes_nvidia_the_a40s_default_runtime():
@@ -56,12 +60,16 @@ def test_shipped_hybrid_stack_makes_nvidia_the_a40s_default_runtime():
     assert a40["gpuRuntime"]["serverCommands"][0].endswith("--set-as-default")
 
 
-def test_plan_summary_counts_on_prem_gpus_in_capacity_and_not_in_aws_cost():
+def test_plan_summary_counts_on_prem_gpus_in_capacity_and_bills_only_their_hybrid_nodes_fee():
     summary = shipped_stack("hybrid").plan["summary"]
     a40 = next(p for p in summary["nodePools"] if p["name"] == "a40")
     assert (a40["kind"], a40["gpusPerNode"], a40["minNodes"], a40["maxNodes"]) == ("hybrid", 4, 4, 4)
     assert a40["hourlyUsd"] == {"idle": 0.0, "max": 0.0}
     cloud_min = sum(p["gpusPerNode"] * p["minNodes"] for p in summary["nodePools"] if p["kind"] == "aws")
     assert summary["gpus"]["min"] == cloud_min + 16
+    # The servers are owned: AWS bills only the EKS Hybrid Nodes fee, 4 servers x 64 vCPUs x $0.020/vCPU-hour.
+    fee = next(b for b in summary["cost"]["breakdown"] if b["kind"] == "hybrid-nodes-fee")
+    assert (fee["name"], fee["maxUsd"]) == ("a40", pytest.approx(4 * 64 * 0.020))
     cloud_cost = sum(p["hourlyUsd"]["max"] for p in summary["nodePools"] if p["kind"] == "aws")
-    assert summary["hourlyUsd"]["max"] == pytest.approx(cloud_cost, abs=0.01)
+    others = sum(b["maxUsd"] for b in summary["cost"]["breakdown"] if b["kind"] != "nodes")
+    assert summary["hourlyUsd"]["max"] == pytest.approx(cloud_cost + others, abs=0.01)

@@ -11,6 +11,7 @@ import pytest
 from blueprint.plan.summary import pool_summary
 from components import catalog
 from components.planning import nodeadm
+from components.planning.cost import StackCost
 from components.planning.efa import efa_interfaces
 from components.planning.max_pods import max_pods, pod_enis
 from components.planning.pools import PoolPlan
@@ -119,6 +120,10 @@ def test_node_config_and_bottlerocket_settings_state_max_pods() -> None:
     assert rocket["settings"]["kubernetes"]["max-pods"] == 51
 
 
+#: A stack cost with no priced part: the pool summary then shows the pool plan's own figures.
+UNPRICED = StackCost(region="us-east-1", items=(), unpriced=(), committed=(), pools={})
+
+
 def test_plan_summary_shows_max_pods_per_pool() -> None:
-    assert pool_summary(plan_of(role="training", instanceType="p6-b200.48xlarge"))["maxPods"] == 149
-    assert pool_summary(plan_of(role="system", instanceType="m7i.xlarge"))["maxPods"] == 58
+    assert pool_summary(plan_of(role="training", instanceType="p6-b200.48xlarge"), UNPRICED)["maxPods"] == 149
+    assert pool_summary(plan_of(role="system", instanceType="m7i.xlarge"), UNPRICED)["maxPods"] == 58

@@ -22,6 +22,28 @@ def _spot_saving(cost: dict[str, Any], versus: str = "") -> str:
     return f" (spot saves ~{_usd(saving)}/h{versus})" if round(saving, 2) > 0 else ""
 
 
+def _pool_usd(pool: dict[str, Any], key: str) -> str:
+    """A pool's $/h, or `no price` where the catalog has none in the Region (the summary's `cost.unpriced`)."""
+    return "no price" if pool["hourlyUsd"] is None else _usd(pool["hourlyUsd"][key])
+
+
+def _cost_rows(summary: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """The cost breakdown as (part, $/h idle, $/h max, how), then unpriced and committed parts (no $/h)."""
+    cost = summary.get("cost") or {}
+    rows = [
+        (
+            f"{b['kind']} {b['name']}",
+            _usd(b["idleUsd"]),
+            _usd(b["maxUsd"]),
+            b["detail"] + (" (estimate)" * b["estimate"]),
+        )
+        for b in cost.get("breakdown", [])
+    ]
+    rows += [(f"{u['kind']} {u['name']}", "-", "-", f"not counted: {u['reason']}") for u in cost.get("unpriced", [])]
+    rows += [(f"{c['kind']} {c['name']}", "-", "-", f"committed: {c['detail']}") for c in cost.get("committed", [])]
+    return rows
+
+
 def _nodes(pool: dict[str, Any]) -> str:
     return f"{pool['minNodes']}" if pool["minNodes"] == pool["maxNodes"] else f"{pool['minNodes']}..{pool['maxNodes']}"
 
@@ -99,8 +121,8 @@ def table(plan: dict[str, Any], console: Console) -> None:
             _pods(p),
             _lustre(p),
             _where(p),
-            _usd(p["hourlyUsd"]["idle"]),
-            _usd(p["hourlyUsd"]["max"]),
+            _pool_usd(p, "idle"),
+            _pool_usd(p, "max"),
         )
     console.print(pools)
     if summary["storage"]:
@@ -134,6 +156,14 @@ def table(plan: dict[str, Any], console: Console) -> None:
                 f"{w['cooldownSeconds']} s",
             )
         console.print(serving)
+    breakdown = Table(
+        title=f"Cost per hour in {summary['region']} (what bills while the stack runs)", title_justify="left"
+    )
+    for column in ("part", "$/h idle", "$/h max", "how"):
+        breakdown.add_column(column, justify="right" if column.startswith("$") else "left")
+    for row in _cost_rows(summary):
+        breakdown.add_row(*row)
+    console.print(breakdown)
     cost = summary["hourlyUsd"]
     console.print(
         f"GPUs: {summary['gpus']['min']} idle .. {summary['gpus']['max']} at max.  "
@@ -178,8 +208,10 @@ def markdown(plan: dict[str, Any]) -> str:
         lines.append(
             f"| {p['name']} | {p['kind']}/{p['role']} | {p['instanceType'] or '-'} | {_gpus(p)} | {_nodes(p)} | "
             f"{p['capacityType']} | {p['scalingMode']} | {_fabric(p)} | {_pods(p)} | {_lustre(p)} | {_where(p)} | "
-            f"{_usd(p['hourlyUsd']['idle'])} | {_usd(p['hourlyUsd']['max'])} |"
+            f"{_pool_usd(p, 'idle')} | {_pool_usd(p, 'max')} |"
         )
+    lines += ["", "| cost part | $/h idle | $/h max | how |", "|---|---:|---:|---|"]
+    lines += [f"| {part} | {idle} | {high} | {how} |" for part, idle, high, how in _cost_rows(summary)]
     if summary["storage"]:
         lines += [
             "",

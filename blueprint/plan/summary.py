@@ -7,12 +7,15 @@ never re-derived from the registered resources.
 from __future__ import annotations
 
 import ipaddress
+from dataclasses import asdict
 from itertools import pairwise
 from typing import Any
 
+from components import clock
+from components.catalog import prices
 from components.config import StackConfig
 from components.planning.addons.selection import select_addons
-from components.planning.cost import pool_cost
+from components.planning.cost import PoolCost, StackCost, stack_cost
 from components.planning.gpu_runtime import containerd_runtime_commands
 from components.planning.mig import advertised_resources, mig_devices
 from components.planning.pools import PoolPlan
@@ -21,12 +24,14 @@ from components.planning.serving_autoscaling import serving_rule
 from components.planning.storage import storage_summary
 
 
-def pool_summary(plan: PoolPlan) -> dict[str, Any]:
+def pool_summary(plan: PoolPlan, cost: StackCost) -> dict[str, Any]:
     """One pool's figures; a hybrid GPU pool adds how its servers get the NVIDIA container runtime and the exact
     commands each runs after `nodeadm init` (`components.planning.gpu_runtime`). `migDevicesPerGpu` is a MIG pool's
     partition of each GPU, `gpuResourcesPerNode` what one node advertises once the device plugin runs (whole or
-    time-sliced GPUs, or MIG devices: components.planning.mig)."""
-    cost = pool_cost(plan)
+    time-sliced GPUs, or MIG devices: components.planning.mig). `hourlyUsdPerNode` is the Region's on-demand price
+    (0 for owned servers, None where the catalog has no price there); `hourlyUsd` is None for an unpriced pool."""
+    pool_cost = cost.pools.get(plan.name, PoolCost(0.0, 0.0, 0.0) if plan.kind == "hybrid" else None)
+    per_node = prices.on_demand_usd_per_hour(plan.instance.name, cost.region) if plan.instance else 0.0
     summary: dict[str, Any] = {
         "name": plan.name,
         "kind": plan.kind,
@@ -50,8 +55,10 @@ def pool_summary(plan: PoolPlan) -> dict[str, Any]:
         "lustreClient": plan.lustre_client,
         "migDevicesPerGpu": mig_devices(plan) or None,
         "gpuResourcesPerNode": advertised_resources(plan, plan.mig_strategy),
-        "hourlyUsdPerNode": plan.hourly_usd_per_node,
-        "hourlyUsd": {"idle": round(cost.idle_usd, 4), "max": round(cost.max_usd, 4)},
+        "hourlyUsdPerNode": per_node,
+        "hourlyUsd": (
+            None if pool_cost is None else {"idle": round(pool_cost.idle_usd, 4), "max": round(pool_cost.max_usd, 4)}
+        ),
     }
     if plan.kind == "hybrid" and plan.is_gpu:
         summary["gpuRuntime"] = {
@@ -151,10 +158,13 @@ def placeholder_site_gateways(spec: StackConfig) -> list[str]:
     return [gw for gw in (site.transit_gateway_id, site.virtual_private_gateway_id) if gw and example_id(gw)]
 
 
-def warnings(spec: StackConfig, plans: list[PoolPlan]) -> list[str]:
+def warnings(spec: StackConfig, plans: list[PoolPlan], cost: StackCost) -> list[str]:
     """What a stack builds but probably did not mean to: alarms with nowhere to send them, API access CIDRs that are
-    documentation placeholders, and an example id for the gateway to the site."""
-    found: list[str] = []
+    documentation placeholders, an example id for the gateway to the site, and billed parts the catalog has no
+    price for (left out of $/h)."""
+    found: list[str] = [
+        f"cost: {item.kind} {item.name}: {item.reason}; not counted in $/h idle or at max" for item in cost.unpriced
+    ]
     alerts = alerts_summary(spec, plans)
     if alerts["alarms"] and alerts["destination"] is None:
         found.append(ALARMS_NOTIFY_NOBODY)
@@ -172,25 +182,53 @@ def warnings(spec: StackConfig, plans: list[PoolPlan]) -> list[str]:
     return found
 
 
+def cost_summary(cost: StackCost) -> dict[str, Any]:
+    """The plan summary's `cost`: each billed part with its $/h idle and at max (their sums are `hourlyUsd`), what
+    has no price in the Region, and what was paid up front (components.planning.cost)."""
+    source = prices.instance_price_source(cost.region)
+    return {
+        "region": cost.region,
+        "hoursPerMonth": prices.hours_per_month(),
+        "spotDiscountEstimate": prices.spot_discount_estimate(),
+        "instancePrices": {"source": source.tag, "title": source.title, "url": source.url, "date": source.date},
+        "breakdown": [
+            {
+                "kind": item.kind,
+                "name": item.name,
+                "idleUsd": round(item.idle_usd, 4),
+                "maxUsd": round(item.max_usd, 4),
+                "detail": item.detail,
+                "source": item.source,
+                "estimate": item.estimate,
+            }
+            for item in cost.items
+        ],
+        "unpriced": [asdict(item) for item in cost.unpriced],
+        "committed": [asdict(item) for item in cost.committed],
+        "complete": not cost.unpriced,
+    }
+
+
 def summarize(spec: StackConfig, plans: list[PoolPlan]) -> dict[str, Any]:
-    costs = [pool_cost(p) for p in plans]
+    cost = stack_cost(spec, plans, clock.utc_now().date())
     return {
         "cluster": spec.cluster.name,
         "region": spec.region,
         "kubernetesVersion": spec.cluster.kubernetes_version,
-        "nodePools": [pool_summary(p) for p in plans],
+        "nodePools": [pool_summary(p, cost) for p in plans],
         "storage": storage_summary(spec.storage, spec.network.zones, plans),
         "gpus": {
             "min": sum(p.gpus_per_node * p.min_nodes for p in plans),
             "max": sum(p.gpus_per_node * p.max_nodes for p in plans),
         },
         "hourlyUsd": {
-            "idle": round(sum(c.idle_usd for c in costs), 2),
-            "max": round(sum(c.max_usd for c in costs), 2),
-            "maxOnDemand": round(sum(c.max_on_demand_usd for c in costs), 2),
-            "spotSaving": round(sum(c.spot_saving_usd for c in costs), 2),
+            "idle": round(cost.idle_usd, 2),
+            "max": round(cost.max_usd, 2),
+            "maxOnDemand": round(cost.max_on_demand_usd, 2),
+            "spotSaving": round(cost.spot_saving_usd, 2),
         },
+        "cost": cost_summary(cost),
         "alerts": alerts_summary(spec, plans),
         "serving": serving_summary(spec, plans),
-        "warnings": warnings(spec, plans),
+        "warnings": warnings(spec, plans, cost),
     }

@@ -126,13 +126,6 @@ class PoolPlan:
         """EFA fabric bandwidth per node: the type's network bandwidth when its EFA devices are wired, else 0."""
         return self.instance.network_gbps if (self.instance and self.efa) else 0.0
 
-    @property
-    def hourly_usd_per_node(self) -> float:
-        """On-demand list price; hybrid (owned) nodes cost nothing per hour here."""
-        if self.instance is None or self.instance.on_demand_usd_per_hour is None:
-            return 0.0
-        return self.instance.on_demand_usd_per_hour
-
 
 def resolve_instance(pool: NodePool) -> InstanceType | None:
     """The pool's instance type: named, or the cheapest type with the asked GPU model and count."""

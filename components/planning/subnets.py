@@ -3,6 +3,9 @@
 Pods take VPC addresses (VPC CNI), so private subnets get the space: the VPC is cut into eighths, private subnets
 take one eighth per AZ (a /19 each in a /16), and public subnets (load balancers, NAT gateways) share the last
 eighth, cut again into eighths (a /22 each in a /16). Explicit CIDRs from config win.
+
+NAT gateways: one per AZ, or a single one in the first AZ; each holds one Elastic IP (a public IPv4 address). An
+existing VPC's NAT is its owner's, so the stack creates none there.
 """
 
 from __future__ import annotations
@@ -30,3 +33,12 @@ def subnet_layout(network: NetworkConfig) -> SubnetLayout:
     private = network.private_subnet_cidrs or eighths[: len(zones)]
     public = network.public_subnet_cidrs or list(eighths[-1].subnets(prefixlen_diff=PUBLIC_SPLIT_BITS))[: len(zones)]
     return SubnetLayout(zones=zones, private=tuple(private), public=tuple(public))
+
+
+def nat_gateway_zones(network: NetworkConfig) -> tuple[str, ...]:
+    """The AZs of the NAT gateways a new VPC gets: every AZ (`one-per-az`) or the first (`single`); none with an
+    existing VPC."""
+    if network.existing_vpc is not None:
+        return ()
+    zones = tuple(network.availability_zones)
+    return zones if network.nat_gateways == "one-per-az" else zones[:1]

@@ -58,7 +58,13 @@ SPOT_ONLY_KEYS = {
     "spot_allocation_strategy": "spotAllocationStrategy",
 }
 #: Keys only a `kind: hybrid` pool reads.
-HYBRID_ONLY_KEYS = {"nodes": "nodes", "network": "network", "credentials": "credentials", "gpu_runtime": "gpuRuntime"}
+HYBRID_ONLY_KEYS = {
+    "nodes": "nodes",
+    "vcpus_per_node": "vcpusPerNode",
+    "network": "network",
+    "credentials": "credentials",
+    "gpu_runtime": "gpuRuntime",
+}
 
 
 def pool_names_are_unique(p: Parsed) -> Iterator[Problem]:
