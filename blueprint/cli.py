@@ -64,7 +64,11 @@ COMMANDS: dict[str, tuple[str, tuple[str, ...], dict[int, str]]] = {
     "simulate": (
         "replay a GPU-utilization series through a serving autoscaler",
         ("blueprint simulate --stack inference", "blueprint simulate --stack inference --series u.csv --plot u.png"),
-        {CONFIG: "an invalid stack config or series", IO: "--series cannot be read or --plot cannot be written"},
+        {
+            CONFIG: "an invalid stack config or series",
+            USAGE: "a usage error (unknown option, no --stack/--config, a bad value) or --plot without matplotlib",
+            IO: "the stack file or --series cannot be read, or --plot cannot be written",
+        },
     ),
 }
 
