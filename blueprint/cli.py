@@ -7,9 +7,7 @@
     blueprint verify --stack training [--kubeconfig FILE] [--only/--skip CHECKS] [--format table|json]
     blueprint simulate --stack inference [--workload NAME] [--series FILE.csv] [--all] [--plot out.png]
 
-Exit codes: 0 fine, 1 a mandatory policy violation (`check`) or a failed check (`verify`), 2 an invalid stack
-config or input (every problem printed on stderr as `path.to.key: what is wrong`, no traceback) or, for `verify`,
-no usable kubeconfig.
+Data goes to stdout, messages to stderr; the exit codes are in `blueprint.exit_codes` (and `blueprint --help`).
 """
 
 from __future__ import annotations
@@ -17,37 +15,119 @@ from __future__ import annotations
 import argparse
 import atexit
 import gc
+import importlib.util
 import json
 import os
 import sys
+import tomllib
 from collections.abc import Sequence
+from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
-from rich.console import Console
-
+from blueprint import exit_codes, terminal
+from blueprint.exit_codes import CONFIG, FAILED, IO, OK, USAGE
 from components.errors import ConfigError
 
-EXIT_OK, EXIT_VIOLATIONS, EXIT_CONFIG = 0, 1, 2
+#: The distribution `pip install` knows this package by (pyproject.toml's `project.name`).
+DISTRIBUTION = "gpu-clusters"
+
+#: Per subcommand: its one-line help, example command lines (the top-level help shows the first of each) and the
+#: exit codes it has beyond exit_codes.COMMON, with what they mean there ("" for the general meaning).
+COMMANDS: dict[str, tuple[str, tuple[str, ...], dict[int, str]]] = {
+    "plan": (
+        "what a stack builds",
+        ("blueprint plan --stack training", "blueprint plan --stack training --format json | jq .summary"),
+        {CONFIG: ""},
+    ),
+    "check": (
+        "the policy pack over a stack's plan",
+        ("blueprint check --stack training", "blueprint check --stack training --policy-config my-policy.json"),
+        {FAILED: "a mandatory policy violation", CONFIG: ""},
+    ),
+    "catalog": ("the instance and GPU catalog", ("blueprint catalog", "blueprint catalog --format json"), {}),
+    "schema": (
+        "the stack config's JSON Schema and the generated docs tables",
+        ("blueprint schema --check", "blueprint schema --write", "blueprint schema > stack-config.schema.json"),
+        {FAILED: "--check: a generated file is out of date; run `blueprint schema --write`"},
+    ),
+    "verify": (
+        "check a deployed cluster against its stack's plan",
+        ("blueprint verify --stack training", "blueprint verify --stack training --skip topology,dcgm,nccl,storage"),
+        {
+            FAILED: "a check failed or could not run (FAIL or ERROR; skips pass)",
+            CONFIG: "an invalid stack config",
+            IO: "the stack file or kubeconfig cannot be read, or the cluster cannot be reached",
+            exit_codes.INTERRUPTED: "interrupted (Ctrl-C or SIGTERM); the test pods were deleted",
+        },
+    ),
+    "simulate": (
+        "replay a GPU-utilization series through a serving autoscaler",
+        ("blueprint simulate --stack inference", "blueprint simulate --stack inference --series u.csv --plot u.png"),
+        {
+            CONFIG: "an invalid stack config or series",
+            USAGE: "a usage error (unknown option, no --stack/--config, a bad value) or --plot without matplotlib",
+            IO: "the stack file or --series cannot be read, or --plot cannot be written",
+        },
+    ),
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse ends a usage error with exit 2, which here means an invalid config: this one uses EX_USAGE."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(USAGE, f"{self.prog}: error: {message}\n")
+
+
+def _epilog(name: str) -> str:
+    _, examples, codes = COMMANDS[name]
+    return "examples:\n" + "\n".join(f"  {line}" for line in examples) + "\n\n" + exit_codes.describe(codes)
+
+
+def version() -> str:
+    """The installed distribution's version; in a source tree that was never installed, pyproject.toml's."""
+    try:
+        return metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        try:
+            pyproject = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
+            return f"{pyproject['project']['version']} (source, not installed)"
+        except (OSError, KeyError, tomllib.TOMLDecodeError):
+            return "unknown (not installed)"
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="blueprint", description="Offline plans and checks of GPU cluster stacks.")
+    raw = argparse.RawDescriptionHelpFormatter
+    examples = "\n".join(f"  {examples[0]}" for _, examples, _ in COMMANDS.values())
+    parser = _Parser(
+        prog="blueprint",
+        description="Offline plans and checks of GPU cluster stacks. Data goes to stdout, messages to stderr.",
+        epilog=f"examples (`blueprint COMMAND --help` for more):\n{examples}\n\n{exit_codes.describe()}",
+        formatter_class=raw,
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
     sub = parser.add_subparsers(dest="command", required=True)
-    for name, text in (("plan", "what a stack builds"), ("check", "the policy pack over a stack's plan")):
-        cmd = sub.add_parser(name, help=text)
+
+    def command(name: str) -> argparse.ArgumentParser:
+        text = COMMANDS[name][0]
+        return sub.add_parser(name, help=text, description=text, epilog=_epilog(name), formatter_class=raw)
+
+    for name in ("plan", "check"):
+        cmd = command(name)
         cmd.add_argument("--stack", help="stack name: stacks/Pulumi.<stack>.yaml")
         cmd.add_argument("--config", type=Path, help="plan this stack file instead of stacks/Pulumi.<stack>.yaml")
         cmd.add_argument("--policy-config", type=Path, help="policy config (default policies/policy-config.json)")
         cmd.add_argument("--format", choices=("table", "json", "markdown"), default="table")
-    catalog = sub.add_parser("catalog", help="the instance and GPU catalog")
+    catalog = command("catalog")
     catalog.add_argument("--format", choices=("table", "json"), default="table")
-    schema = sub.add_parser("schema", help="the stack config's JSON Schema and the generated docs tables")
+    schema = command("schema")
     mode = schema.add_mutually_exclusive_group()
     mode.add_argument("--write", action="store_true", help="regenerate schema/ and the docs/ tables")
     mode.add_argument("--check", action="store_true", help="exit 1 when any of them is out of date")
-    _verify_parser(sub)
-    simulate = sub.add_parser("simulate", help="replay a GPU-utilization series through a serving autoscaler")
+    _verify_parser(command("verify"))
+    simulate = command("simulate")
     simulate.add_argument("--stack", help="stack name: stacks/Pulumi.<stack>.yaml")
     simulate.add_argument("--config", type=Path, help="use this stack file instead of stacks/Pulumi.<stack>.yaml")
     simulate.add_argument("--workload", help="serving workload name (default: the first)")
@@ -58,12 +138,11 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _verify_parser(sub: Any) -> None:
+def _verify_parser(verify: argparse.ArgumentParser) -> None:
     from blueprint.verify.context import Options
     from blueprint.verify.model import CHECKS
 
     defaults = Options()
-    verify = sub.add_parser("verify", help="check a deployed cluster against its stack's plan")
     verify.add_argument("--stack", help="stack name: stacks/Pulumi.<stack>.yaml, and its `kubeconfig` output")
     verify.add_argument("--config", type=Path, help="the stack file, instead of stacks/Pulumi.<stack>.yaml")
     verify.add_argument(
@@ -104,20 +183,40 @@ def _verify_parser(sub: Any) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    """Run one subcommand; its exit code (exit_codes). The console script passes no argv."""
+    try:
+        code = _run(argv)
+        sys.stdout.flush()  # a reader that closed stdout early shows here, still inside the try
+    except BrokenPipeError:
+        terminal.quiet_stdout()
+        return exit_codes.BROKEN_PIPE
+    except KeyboardInterrupt:
+        return exit_codes.INTERRUPTED
+    return code
+
+
+def _run(argv: Sequence[str] | None) -> int:
+    try:
+        args = _parser().parse_args(argv)
+    except SystemExit as stop:  # --help and --version (0), a usage error (USAGE): returned like any other code
+        return stop.code if isinstance(stop.code, int) else USAGE
     if args.command == "catalog":
         return _catalog(args.format)
     if args.command == "schema":
         return _schema(write=args.write, check=args.check)
+    if not args.stack and not args.config:
+        terminal.error(f"{args.command}: give --stack NAME or --config FILE")
+        return USAGE
     if args.command == "verify":
         from blueprint.verify.command import verify
 
         return verify(args)
-    if not args.stack and not args.config:
-        print("blueprint: give --stack NAME or --config FILE", file=sys.stderr)
-        return EXIT_CONFIG
     if args.command == "simulate":
         return _simulate(args)
+    if args.policy_config is not None:
+        code = _check_policy_config(args.policy_config)
+        if code != OK:
+            return code
     # Importing the SDKs and planning allocate millions of objects and free almost none until the end: the cyclic
     # collector's passes over them were a quarter of the run. The console script collects nothing; a caller that
     # passes argv (a test) gets its collector back.
@@ -127,15 +226,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         from blueprint.plan.plan import make_plan  # imports pulumi and the providers: only when planning
 
         plan = make_plan(args.stack, args.config, args.policy_config)
-    except (ConfigError, FileNotFoundError) as error:
-        print(f"blueprint: {error}", file=sys.stderr)
-        return EXIT_CONFIG
+    except ConfigError as error:
+        terminal.error(str(error))
+        return CONFIG
+    except OSError as error:
+        terminal.error(terminal.os_error(error))
+        return IO
     finally:
         if collecting and argv is not None:
             gc.enable()
     from blueprint.plan.check import has_mandatory
 
-    code = EXIT_OK if args.command == "plan" else EXIT_VIOLATIONS if has_mandatory(plan["violations"]) else EXIT_OK
+    code = OK if args.command == "plan" else FAILED if has_mandatory(plan["violations"]) else OK
     if args.command == "plan":
         _print_plan(plan, args.format)
     else:
@@ -143,6 +245,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv is None:  # the console script: the process ends here (callers passing argv keep their interpreter)
         atexit.register(_skip_teardown, code)
     return code
+
+
+def _check_policy_config(path: Path) -> int:
+    """Read --policy-config before planning, so a missing or invalid one is refused in a second."""
+    from blueprint.plan.check import load_config
+
+    try:
+        load_config(path)
+    except OSError as error:
+        terminal.error(f"--policy-config {terminal.os_error(error)}")
+        return IO
+    except ValueError as error:
+        terminal.error(str(error))
+        return CONFIG
+    return OK
 
 
 def _print_plan(plan: dict[str, Any], fmt: str) -> None:
@@ -153,13 +270,14 @@ def _print_plan(plan: dict[str, Any], fmt: str) -> None:
     elif fmt == "markdown":
         print(render.markdown(plan))
     else:
-        render.table(plan, Console(width=160))
+        render.table(plan, terminal.console())
 
 
 def _print_check(plan: dict[str, Any], fmt: str) -> None:
     from blueprint.plan.check import format_violations
 
-    print(format_violations(plan["violations"], fmt))  # type: ignore[arg-type]  # argparse choices guard fmt
+    # argparse's choices guard fmt
+    print(format_violations(plan["violations"], fmt, width=terminal.width()))  # type: ignore[arg-type]
 
 
 def _catalog(fmt: str) -> int:
@@ -168,45 +286,55 @@ def _catalog(fmt: str) -> int:
     if fmt == "json":
         print(json.dumps(catalog_rows(), indent=2))
     else:
-        Console(width=200).print(catalog_table())
-    return EXIT_OK
+        terminal.console().print(catalog_table())
+    return OK
 
 
 def _schema(write: bool, check: bool) -> int:
     from blueprint import reference, rules_reference
 
     if write:
-        reference.write()
-        rules_reference.write()
-        return EXIT_OK
+        try:
+            reference.write()
+            rules_reference.write()
+        except OSError as error:
+            terminal.error(f"schema --write: {terminal.os_error(error)}")
+            return IO
+        return OK
     if check:
         stale = reference.stale() + rules_reference.stale()
         for path in stale:
-            print(f"blueprint: {path} is out of date; run `blueprint schema --write`", file=sys.stderr)
-        return EXIT_VIOLATIONS if stale else EXIT_OK
+            terminal.error(f"{path} is out of date; run `blueprint schema --write`")
+        return FAILED if stale else OK
     print(reference.schema_text(), end="")
-    return EXIT_OK
+    return OK
 
 
 def _simulate(args: argparse.Namespace) -> int:
-    """Print the timeline of replicas and nodes for a utilization series; exit 2 on a bad stack or series."""
+    """Print the timeline of replicas and nodes for a utilization series (and write its plot)."""
     from rich.table import Table
 
     from blueprint import simulate as sim
     from blueprint.plan.runner import load_stack
     from components.validation import validate_config
 
+    if args.plot and importlib.util.find_spec("matplotlib") is None:
+        terminal.error("--plot needs matplotlib (pip install -e '.[dev]')")
+        return USAGE
     try:
         files = load_stack(args.stack, args.config)
         spec = validate_config(files.config, files.project)
         name, rule = sim.stack_rule(spec, args.workload)
         series = sim.read_series(args.series) if args.series else sim.demo_series()
-    except (ConfigError, FileNotFoundError) as error:
-        print(f"blueprint: {error}", file=sys.stderr)
-        return EXIT_CONFIG
+    except ConfigError as error:
+        terminal.error(str(error))
+        return CONFIG
+    except OSError as error:
+        terminal.error(terminal.os_error(error))
+        return IO
     unneeded = sim.minutes(spec.addons.cluster_autoscaler.scale_down_unneeded_time)
     steps = sim.simulate(rule, series, args.start_replicas, unneeded)
-    console = Console(width=160)
+    console = terminal.console()
     console.print(
         f"{files.stack}/{name}: +{rule.scale_out_replicas} replicas after {rule.scale_out_after_minutes} min above "
         f"{rule.scale_out_above_percent:g}%, -{rule.scale_in_replicas} after {rule.scale_in_after_minutes} min below "
@@ -215,18 +343,18 @@ def _simulate(args: argparse.Namespace) -> int:
     )
     table = Table()
     for column in ("minute", "GPU util %", "action", "replicas", "nodes"):
-        table.add_column(column, justify="right")
+        table.add_column(column, justify="right", overflow="fold")
     for row in sim.timeline_rows(steps, args.all):
         table.add_row(*row)
     console.print(table)
     if args.plot:
         try:
             sim.plot(steps, rule, f"{files.stack}/{name}", args.plot)
-        except ImportError:
-            print("blueprint: --plot needs matplotlib (pip install -e '.[dev]')", file=sys.stderr)
-            return EXIT_CONFIG
-        print(f"wrote {args.plot}")
-    return EXIT_OK
+        except OSError as error:
+            terminal.error(f"--plot: cannot write {terminal.os_error(error)}")
+            return IO
+        print(f"wrote {args.plot}", file=sys.stderr)
+    return OK
 
 
 def _skip_teardown(code: int) -> None:

@@ -98,7 +98,7 @@ def main(argv: list[str]) -> int:
     with zipfile.ZipFile(wheel) as archive:
         endpoints = json.loads(archive.read("botocore/data/endpoints.json"))
     REGION_SERVICES_PATH.write_text(table(endpoints, match["version"]))
-    print(f"wrote {REGION_SERVICES_PATH}")
+    print(f"wrote {REGION_SERVICES_PATH}", file=sys.stderr)
     return 0
 
 

@@ -48,9 +48,9 @@ def test_console_script_prints_every_config_problem_and_exits_2(tmp_path: Path) 
         assert line in result.stderr
 
 
-def test_unknown_stack_exits_2_naming_the_stacks(blueprint_cli: Callable[..., CliResult]) -> None:
+def test_unknown_stack_is_an_io_error_naming_the_stacks(blueprint_cli: Callable[..., CliResult]) -> None:
     result = blueprint_cli("plan", "--stack", "nope")
-    assert result.returncode == 2
+    assert result.returncode == 74
     assert "training" in result.stderr and "Traceback" not in result.stderr
 
 

@@ -359,6 +359,14 @@ def test_every_check_runs_against_the_fake_api_and_cleans_up(monkeypatch, capsys
     assert "[1/7] nodes" in err
 
 
+def test_the_result_table_fits_80_columns_on_stdout(monkeypatch, capsys, kubeconfig: Path) -> None:
+    monkeypatch.setenv("COLUMNS", "80")
+    code, out, err = run_cli(monkeypatch, capsys, training_api(), "--kubeconfig", str(kubeconfig))
+    assert code == 0 and "[1/7] nodes" in err and "[1/7]" not in out
+    assert "nccl" in out and "PASS" in out and "FAIL" not in out
+    assert max(len(line) for line in out.splitlines()) <= 80 and "…" not in out
+
+
 def test_the_nccl_pods_ask_for_what_an_efa_job_needs(monkeypatch, capsys, kubeconfig: Path) -> None:
     api = training_api()
     run_cli(monkeypatch, capsys, api, "--kubeconfig", str(kubeconfig), "--only", "nccl")
@@ -578,20 +586,25 @@ def test_sigterm_cleans_up_like_ctrl_c(monkeypatch, capsys, kubeconfig: Path) ->
 
 # ----------------------------------------------------------------------------------------------- input and config
 @pytest.mark.parametrize(
-    ("args", "message"),
+    ("args", "code", "message"),
     [
-        (["--only", "gpus"], "--only: unknown check gpus"),
-        (["--min-busbw-fraction", "0"], "--min-busbw-fraction: give a fraction"),
-        (["--timeout", "-1"], "--timeout: give a positive number"),
-        (["--kubeconfig", "/nonexistent/kubeconfig"], "no such file"),
+        (["--only", "gpus"], 64, "--only: unknown check gpus"),
+        (["--min-busbw-fraction", "0"], 64, "--min-busbw-fraction: give a fraction"),
+        (["--timeout", "-1"], 64, "--timeout: give a positive number"),
+        (["--only", "nodes", "--skip", "nodes"], 64, "--only and --skip leave no check to run"),
+        (["--kubeconfig", "/nonexistent/kubeconfig"], 74, "no such file"),
     ],
 )
-def test_bad_input_exits_2_without_a_traceback(monkeypatch, capsys, args: list[str], message: str) -> None:
-    code, _, err = run_cli(monkeypatch, capsys, training_api(), *args)
-    assert code == 2 and message in err and "Traceback" not in err
+def test_usage_and_io_errors_have_their_own_codes_and_no_traceback(
+    monkeypatch, capsys, args: list[str], code: int, message: str
+) -> None:
+    api = training_api()
+    got, out, err = run_cli(monkeypatch, capsys, api, *args)
+    assert (got, out) == (code, "") and message in err and "Traceback" not in err
+    assert not api.created
 
 
-def test_an_unreachable_cluster_exits_2(monkeypatch, capsys, kubeconfig: Path) -> None:
+def test_an_unreachable_cluster_is_an_io_error(monkeypatch, capsys, kubeconfig: Path) -> None:
     api = training_api()
 
     def refuse() -> list[dict[str, Any]]:
@@ -599,7 +612,7 @@ def test_an_unreachable_cluster_exits_2(monkeypatch, capsys, kubeconfig: Path) -
 
     monkeypatch.setattr(api, "list_nodes", refuse)
     code, _, err = run_cli(monkeypatch, capsys, api, "--kubeconfig", str(kubeconfig))
-    assert code == 2 and "Max retries exceeded" in err and not api.created
+    assert code == 74 and "Max retries exceeded" in err and not api.created
 
 
 def test_no_kubeconfig_anywhere_is_bad_input(monkeypatch, tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ resolve best with them (see policies.resources).
 
 from __future__ import annotations
 
+import io
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -31,6 +32,9 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 from pulumi_policy.proxy import UnknownValueError, unknown_checking_proxy
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
 
 from policies.pack import BY_NAME, CONFIG_FILE, POLICIES, schema_defaults
 
@@ -46,7 +50,10 @@ def load_config(path: str | Path | None = None) -> dict[str, Any]:
     enforcement levels that do not exist.
     """
     file = Path(path) if path is not None else CONFIG_FILE
-    loaded = json.loads(file.read_text())
+    try:
+        loaded = json.loads(file.read_text())
+    except ValueError as error:  # not JSON, or not UTF-8
+        raise ValueError(f"{file}: not a JSON policy config: {error}") from None
     if not isinstance(loaded, dict):
         raise ValueError(f"{file}: a policy config is a JSON object of policy name -> level or settings")
     validate_config(loaded, source=str(file))
@@ -225,8 +232,9 @@ def has_mandatory(violations: Iterable[Mapping[str, str]]) -> bool:
     return any(v["level"] == "mandatory" for v in violations)
 
 
-def format_violations(violations: Sequence[Mapping[str, str]], fmt: Format = "table") -> str:
-    """Violations as a plain-text table, JSON, or a Markdown table (for a pull-request comment)."""
+def format_violations(violations: Sequence[Mapping[str, str]], fmt: Format = "table", width: int = 120) -> str:
+    """Violations as a plain-text table `width` columns wide (long cells wrap), JSON, or a Markdown table (for a
+    pull-request comment)."""
     if fmt == "json":
         return json.dumps(list(violations), indent=2)
     rows = [(v["level"], v["policy"], v.get("resource") or "(stack)", v["message"]) for v in violations]
@@ -243,9 +251,11 @@ def format_violations(violations: Sequence[Mapping[str, str]], fmt: Format = "ta
         raise ValueError(f"unknown format {fmt!r}: table, json or markdown")
     if not rows:
         return "No policy violations."
-    header = ("LEVEL", "POLICY", "RESOURCE", "MESSAGE")
-    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(3)]
-    out = [
-        "  ".join(c.ljust(w) for c, w in zip(row[:3], widths, strict=True)) + "  " + row[3] for row in [header, *rows]
-    ]
-    return "\n".join([*out, "", summary])
+    table = Table(box=None, pad_edge=False, header_style=None)
+    for header in ("LEVEL", "POLICY", "RESOURCE", "MESSAGE"):
+        table.add_column(header, overflow="fold")
+    for row in rows:
+        table.add_row(*(Text(c) for c in row))
+    text = io.StringIO()
+    Console(file=text, width=width, color_system=None).print(table)
+    return "\n".join([*(line.rstrip() for line in text.getvalue().splitlines()), "", summary])

@@ -107,7 +107,7 @@ def table(plan: dict[str, Any], console: Console) -> None:
         "$/h idle",
         "$/h max",
     ):
-        pools.add_column(column, justify="right" if column.startswith("$") else "left")
+        pools.add_column(column, justify="right" if column.startswith("$") else "left", overflow="fold")
     for p in summary["nodePools"]:
         pools.add_row(
             p["name"],
@@ -128,7 +128,7 @@ def table(plan: dict[str, Any], console: Console) -> None:
     if summary["storage"]:
         storage = Table(title="Shared storage", title_justify="left")
         for column in ("name", "kind", "capacity GiB", "throughput MB/s", "mounted by", "MB/s per GPU at max"):
-            storage.add_column(column)
+            storage.add_column(column, overflow="fold")
         for s in summary["storage"]:
             storage.add_row(
                 s["name"],
@@ -142,7 +142,7 @@ def table(plan: dict[str, Any], console: Console) -> None:
     if summary.get("serving"):
         serving = Table(title="Serving (replicas scale on their GPU utilization)", title_justify="left")
         for column in ("name", "pool", "model", "GPUs/replica", "replicas", "scale out", "scale in", "cooldown"):
-            serving.add_column(column)
+            serving.add_column(column, overflow="fold")
         for w in summary["serving"]:
             out, scale_in = w["scaleOut"], w["scaleIn"]
             serving.add_row(
@@ -181,7 +181,7 @@ def _print_violations(violations: list[dict[str, Any]], console: Console) -> Non
         return
     t = Table(title="Policy violations", title_justify="left")
     for column in ("level", "policy", "resource", "message"):
-        t.add_column(column)
+        t.add_column(column, overflow="fold")
     for v in violations:
         t.add_row(v["level"], v["policy"], (v.get("urn") or "").split("::")[-1], v["message"])
     console.print(t)

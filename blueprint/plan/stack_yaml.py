@@ -194,13 +194,12 @@ def walk(root: yaml.Node) -> Iterator[str]:
 
 # ------------------------------------------------------------------------------------------- checks on the file
 def read_text(path: Path) -> str:
-    """The file is readable, at most 1 MiB (a stack file is a few KB), and UTF-8 (what YAML and the Pulumi CLI read)."""
-    try:
-        if path.stat().st_size > MAX_FILE_BYTES:
-            raise _refused(path, f"{path.stat().st_size} bytes; a stack file is at most {MAX_FILE_BYTES}")
-        data = path.read_bytes()
-    except OSError as error:
-        raise _refused(path, f"cannot read it: {error.strerror or error}") from None
+    """The file is at most 1 MiB (a stack file is a few KB) and UTF-8 (what YAML and the Pulumi CLI read). A file
+    that cannot be read raises its OSError: an I/O error, not a problem in the config."""
+    size = path.stat().st_size
+    if size > MAX_FILE_BYTES:
+        raise _refused(path, f"{size} bytes; a stack file is at most {MAX_FILE_BYTES}")
+    data = path.read_bytes()
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as error:

@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import signal
-import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
 
 from rich.console import Console
 
+from blueprint import terminal
+from blueprint.exit_codes import CONFIG, FAILED, INTERRUPTED, IO, OK, USAGE
 from blueprint.verify import render
 from blueprint.verify.context import Options
 from blueprint.verify.expectations import expectations, load_spec
@@ -20,8 +21,6 @@ from blueprint.verify.model import CHECKS
 from blueprint.verify.pods import PodSession
 from blueprint.verify.runner import new_run_id, run_checks, selected
 from components.errors import ConfigError
-
-EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 #: How the command gets its API client from a kubeconfig file; tests replace it with a fake.
 connect: Callable[[Path], KubeApi] = KubernetesApi.from_kubeconfig
@@ -63,26 +62,33 @@ def _options(args: argparse.Namespace) -> Options:
 
 def verify(args: argparse.Namespace) -> int:
     err = Console(stderr=True, highlight=False, soft_wrap=True)
-    if not args.stack and not args.config:
-        print("blueprint: give --stack NAME or --config FILE", file=sys.stderr)
-        return EXIT_INPUT
-    source: KubeconfigSource | None = None
     try:
         checks = selected(_names(args.only, "--only"), _names(args.skip, "--skip"))
         options = _options(args)
+    except ValueError as error:
+        terminal.error(str(error))
+        return USAGE
+    if not checks:
+        terminal.error("--only and --skip leave no check to run")
+        return USAGE
+    source: KubeconfigSource | None = None
+    try:
         expect = expectations(load_spec(args.stack, args.config))
         source = kubeconfig_source(args.kubeconfig, args.stack)
         api = connect(source.path)
-        api.list_nodes()  # reachable and authorized, or exit 2 before anything runs
-    except (ValueError, ConfigError, FileNotFoundError, KubeError) as error:
-        print(f"blueprint: {error}", file=sys.stderr)
-        return EXIT_INPUT
+        api.list_nodes()  # reachable and authorized, or stop before anything runs
+    except ConfigError as error:
+        terminal.error(str(error))
+        return CONFIG
+    except OSError as error:
+        terminal.error(terminal.os_error(error))
+        return IO
+    except KubeError as error:
+        terminal.error(str(error))
+        return IO
     finally:
         if source is not None and source.temporary:
             source.path.unlink(missing_ok=True)
-    if not checks:
-        print("blueprint: --only and --skip leave no check to run", file=sys.stderr)
-        return EXIT_INPUT
     err.print(f"verifying cluster {expect.cluster} with the kubeconfig from {source.origin}")
     session = PodSession(api, new_run_id(), args.namespace)
     # a cancelled CI job cleans up like Ctrl-C (handlers can only be set from the main thread)
@@ -92,7 +98,7 @@ def verify(args: argparse.Namespace) -> int:
         results = run_checks(api, expect, checks, options, err.print, args.namespace, session)
     except KeyboardInterrupt:
         err.print(f"interrupted: the test pods of run {session.run_id} were deleted")
-        return EXIT_INTERRUPTED
+        return INTERRUPTED
     finally:
         if main:
             signal.signal(signal.SIGTERM, previous)
@@ -100,5 +106,5 @@ def verify(args: argparse.Namespace) -> int:
         doc = render.document(args.stack or str(args.config), expect.cluster, session.run_id, checks, results)
         print(json.dumps(doc, indent=2))
     else:
-        render.table(results, Console(width=160))
-    return EXIT_OK if render.passed(results) else EXIT_FAILED
+        render.table(results, terminal.console())
+    return OK if render.passed(results) else FAILED

@@ -1,0 +1,57 @@
+"""Where the CLI's output goes and how wide it is: data on stdout at the terminal's width, messages on stderr.
+
+A closed stdout (`blueprint plan --format json | head -1`) and a file that cannot be written end the command with
+one line or none, never a traceback (docs/operations.md#exit-codes).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import sys
+
+from rich.console import Console
+
+#: Columns when COLUMNS is unset and stdout is no terminal (a file, a pipe, a CI log): the plan's pools table keeps
+#: most cells on one line, and a log viewer shows it without scrolling sideways.
+DEFAULT_WIDTH = 120
+
+
+def width() -> int:
+    """COLUMNS when set, else the width of the terminal on stdout, else DEFAULT_WIDTH (shutil.get_terminal_size)."""
+    return shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns
+
+
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        """rich's own handling exits 1, which here means a violation: hand the error to `blueprint.cli.main`."""
+        self.quiet = True
+        raise BrokenPipeError(errno.EPIPE, "stdout closed")
+
+
+def console() -> Console:
+    """A rich console on stdout at `width()`: tables shrink their columns and fold long cells to fit it."""
+    return _Console(width=width())
+
+
+def error(message: str) -> None:
+    """One line on stderr, prefixed with the command's name."""
+    print(f"blueprint: {message}", file=sys.stderr)
+
+
+def os_error(error: OSError) -> str:
+    """`PATH: reason` for an OSError from the standard library, else its own message (`no stack file ...`)."""
+    if error.filename is not None and error.strerror:
+        return f"{error.filename}: {error.strerror}"
+    return str(error)
+
+
+def quiet_stdout() -> None:
+    """After a BrokenPipeError, point stdout at /dev/null, so the interpreter's flush at exit raises nothing more
+    (the Python docs, signal module, "Note on SIGPIPE")."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # a stdout without a file descriptor (a test's capture): nothing to flush later
+        pass
