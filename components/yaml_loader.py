@@ -2,8 +2,9 @@
 
 The catalog files run to thousands of lines; the pure-Python parser spent about a tenth of a second on each, and
 every catalog loader test parses a broken copy of one. The C parser feeds the same safe constructors and resolvers,
-so a file gives the same data either way; without libyaml the pure-Python `SafeLoader` reads it. The stack file
-reader (`blueprint.plan.stack_yaml`) builds its YAML 1.2 loader on the same choice.
+so a file gives the same data either way; without libyaml the pure-Python `SafeLoader` reads it. The catalog files
+hold no merge keys (tests/test_yaml_merge_keys.py), so PyYAML's merge handling, changed in 6.0.4, cannot change
+them. The stack file reader (`blueprint.plan.yaml_v3`) takes only parser events from the same choice.
 """
 
 from __future__ import annotations

@@ -1,14 +1,15 @@
 """Read a stack file (or Pulumi.yaml) as the Pulumi CLI does, and refuse what it would refuse or misread.
 
-The CLI parses stack files with Go's yaml.v3, which follows YAML 1.2 for untyped values: only `true`/`false` are
-booleans, so `placementGroup: off` stays the word `off` (yaml.v3 README, "Compatibility": YAML 1.1 bools are decoded
-as bools only into typed bool fields). PyYAML's SafeLoader is YAML 1.1 (`off` -> False, `2024-01-01` -> a date);
-`StackLoader` swaps in the YAML 1.2 core schema, on the C parser where it is built, and keeps the one YAML 1.1 type
-yaml.v3 still applies to untyped values: merge keys (`<<: *defaults`), merged as yaml.v3 merges them.
+The CLI decodes stack files with Go's yaml.v3 v3.0.1 [PULUMISTACK]; `blueprint.plan.yaml_v3` composes and constructs
+the document the same way [YAMLV3], on PyYAML's parser events only, so the installed PyYAML release cannot change
+what a file means. That follows YAML 1.2 for untyped values: only `true`/`false` are booleans, so
+`placementGroup: off` stays the word `off`, and keeps the YAML 1.1 merge keys (`<<: *defaults`), merged as yaml.v3
+merges them.
 
 Each check below is one named rule with its reason; `FILE_CHECKS` lists them for docs/validation-rules.md. They run
 on the composed node graph before anything is constructed, so an alias bomb or a cycle is refused without ever being
-expanded, and each problem carries its line and column.
+expanded, and each problem carries its line and column. Nesting is limited while the file is parsed, so a deeply
+nested file gets this module's message before any limit of the parser's own.
 """
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ from typing import Any
 
 import yaml
 
+from blueprint.plan import yaml_v3
+from blueprint.plan.yaml_v3 import TAG as _TAG
+from blueprint.plan.yaml_v3 import is_merge_key as _is_merge_key
 from components.errors import ConfigError, Problem
-from components.yaml_loader import SAFE_LOADER
 
 #: A stack file is a few kilobytes; anything past this is not one.
 MAX_FILE_BYTES = 1 << 20
@@ -38,52 +41,16 @@ SECRETS_SETTINGS = ("secretsprovider", "encryptedkey", "encryptionsalt")
 #: How much of a bad key or value a message quotes.
 MAX_ECHO = 60
 
-_TAG = "tag:yaml.org,2002:"
 #: The tags a JSON value can have; the CLI passes config to the program as JSON.
-JSON_TAGS = frozenset(f"{_TAG}{name}" for name in ("str", "int", "float", "bool", "null", "seq", "map"))
-#: The tag of a plain `<<` key: a merge key (YAML 1.1 "Merge Key Language-Independent Type"), which yaml.v3 applies.
-MERGE_TAG = f"{_TAG}merge"
-_LEADING_ZERO = re.compile(r"^[-+]?0[0-9]")
-_NON_FINITE = re.compile(r"^[-+]?\.(inf|Inf|INF)$|^\.(nan|NaN|NAN)$")
+JSON_TAGS = frozenset((yaml_v3.STR, yaml_v3.INT, yaml_v3.FLOAT, yaml_v3.BOOL, yaml_v3.NULL, yaml_v3.SEQ, yaml_v3.MAP))
+_SCALAR_TAGS = (yaml_v3.INT, yaml_v3.FLOAT, yaml_v3.BOOL, yaml_v3.NULL)
 
 
-class StackLoader(SAFE_LOADER):  # type: ignore[misc, valid-type]
-    """SafeLoader with the YAML 1.2 core schema: booleans are true/false only, no dates, decimal and hex integers."""
-
-    yaml_implicit_resolvers: dict[str, list[tuple[str, re.Pattern[str]]]] = {}
-
-
-def _resolver(tag: str, pattern: str, first: str) -> None:
-    StackLoader.add_implicit_resolver(f"{_TAG}{tag}", re.compile(pattern), list(first))
-
-
-_resolver("bool", r"^(?:true|True|TRUE|false|False|FALSE)$", "tTfF")
-_resolver("null", r"^(?:~|null|Null|NULL|)$", "~nN")
-_resolver("int", r"^(?:[-+]?[0-9]+|0x[0-9a-fA-F]+)$", "-+0123456789")
-_resolver("float", r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?)$", "-+.0123456789")
-_resolver("float", _NON_FINITE.pattern, "-+.")
-# yaml.v3 resolves a plain `<<` to the merge tag (resolve.go) and merges it into the mapping (decode.go); PyYAML's
-# SafeConstructor merges with the same precedence: the mapping's own keys first, then each merged mapping in order.
-_resolver("merge", r"^<<$", "<")
-# The empty plain scalar (`key:` with nothing after it) is null; the resolver files it under the empty first character.
-StackLoader.yaml_implicit_resolvers.setdefault("", []).append((f"{_TAG}null", re.compile(r"^$")))
-
-
-def _construct_int(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> int:
-    """Decimal or 0x hex; YAML 1.1's leading-zero octal and `1_000` are not 1.2 (and not what the CLI reads)."""
-    text = loader.construct_scalar(node)
-    return int(text, 16) if text.startswith("0x") else int(text, 10)
-
-
-StackLoader.add_constructor(f"{_TAG}int", _construct_int)
-
-
-def _float(text: str) -> float:
-    """A YAML 1.2 float as Python reads it: `.inf`, `.nan` and overflowing ones like `1e309` are not finite."""
-    lowered = text.lower()
-    if lowered.endswith((".inf", ".nan")):
-        return math.nan
-    return float(text)
+def _fits(node: yaml.Node) -> bool:
+    """An explicitly tagged scalar holds what its tag says (`!!int abc` fails in yaml.v3, resolve.go); an int is a
+    float too (`!!float 5`)."""
+    resolved = yaml_v3.plain_tag(node.value)
+    return resolved == node.tag or (node.tag == yaml_v3.FLOAT and resolved == yaml_v3.INT)
 
 
 def _where(node: yaml.Node) -> str:
@@ -92,10 +59,6 @@ def _where(node: yaml.Node) -> str:
 
 def _cut(text: str) -> str:
     return text if len(text) <= MAX_ECHO else f"{text[: MAX_ECHO - 1]}…"
-
-
-def _is_merge_key(node: yaml.Node) -> bool:
-    return isinstance(node, yaml.ScalarNode) and node.tag == MERGE_TAG and node.value == "<<"
 
 
 def _children(node: yaml.Node) -> list[yaml.Node]:
@@ -112,18 +75,33 @@ NodeCheck = Callable[[yaml.Node], Iterator[str]]
 
 def values_are_json(node: yaml.Node) -> Iterator[str]:
     """Values are what JSON can carry (text, finite numbers, true/false, null, lists, mappings): the CLI hands config
-    to the program as JSON, so dates, binary, sets, ordered maps, custom tags, NaN and infinity mean nothing there;
-    and a number with a leading zero (`010`), octal to the CLI but decimal in YAML 1.2, is refused as ambiguous."""
-    if node.tag not in JSON_TAGS and not _is_merge_key(node):
+    to the program as JSON, so dates, binary, sets, ordered maps, custom tags, NaN and infinity mean nothing there.
+    An unquoted date (`2024-01-01`) is a timestamp to yaml.v3, which Pulumi hands on as Go's time text
+    (`2024-01-01 00:00:00 +0000 UTC`), so it must be quoted; a number with a leading zero (`010`), octal to the CLI
+    but decimal in YAML 1.2, is refused as ambiguous; an explicit tag must fit its value (`!!int abc`)."""
+    if node.tag == yaml_v3.TIMESTAMP:
+        yield (
+            f"{_where(node)}: {_cut(node.value)} is a timestamp to the Pulumi CLI (yaml.v3), which passes it on as "
+            "Go's time text (like `2024-01-01 00:00:00 +0000 UTC`), not as written; write it as quoted text"
+        )
+    elif node.tag not in JSON_TAGS and not _is_merge_key(node):
         kind = node.tag.removeprefix(_TAG).removeprefix("!")
         yield f"{_where(node)}: a `{_cut(kind)}` value is not JSON; quote it or write plain text, numbers, lists, maps"
-    elif node.tag == f"{_TAG}float" and not math.isfinite(_float(node.value)):
+    elif node.tag in _SCALAR_TAGS and not _fits(node):
+        kind = node.tag.removeprefix(_TAG)
+        yield f"{_where(node)}: {_cut(node.value)} is not a valid `!!{kind}`; drop the tag or fix the value"
+    elif node.tag == yaml_v3.FLOAT and not math.isfinite(yaml_v3.scalar_value(node)):
         yield f"{_where(node)}: {_cut(node.value)} is not a finite number (JSON has no NaN or infinity)"
-    elif node.tag == f"{_TAG}int" and _LEADING_ZERO.match(node.value):
+    elif node.tag == yaml_v3.INT and _octal(node.value):
         yield (
             f"{_where(node)}: {_cut(node.value)} is octal to the Pulumi CLI (yaml.v3 keeps YAML 1.1 octals) but "
             "decimal in YAML 1.2; write it without the leading zero"
         )
+
+
+def _octal(text: str) -> bool:
+    """A YAML 1.1 octal (`010`, `-0_7`): a leading zero before more digits, once `_` is dropped."""
+    return re.fullmatch(r"[-+]?0[0-9]+", text.replace("_", "")) is not None
 
 
 def keys_are_unique_text(node: yaml.Node) -> Iterator[str]:
@@ -133,7 +111,7 @@ def keys_are_unique_text(node: yaml.Node) -> Iterator[str]:
         return
     seen: dict[str, yaml.Node] = {}
     for key, _ in node.value:
-        if not isinstance(key, yaml.ScalarNode) or (key.tag != f"{_TAG}str" and not _is_merge_key(key)):
+        if not isinstance(key, yaml.ScalarNode) or (key.tag != yaml_v3.STR and not _is_merge_key(key)):
             shown = _cut(str(key.value)) if isinstance(key, yaml.ScalarNode) else "that is a list or mapping"
             yield f"{_where(key)}: key {shown} is not text; keys are names (quote numbers and booleans)"
         elif key.value in seen:
@@ -210,20 +188,20 @@ def read_text(path: Path) -> str:
 
 
 def compose(path: Path, text: str) -> yaml.Node | None:
-    """The text is one YAML document; a syntax error names its line and column."""
-    loader = StackLoader(text)
+    """The text is one YAML document nested at most 64 levels deep; a syntax error names its line and column."""
     try:
-        return loader.get_single_node()
+        return yaml_v3.compose(text, MAX_DEPTH)
+    except yaml_v3.NestingTooDeep as error:
+        raise _refused(path, f"{_at(error.problem_mark)}nested deeper than {MAX_DEPTH} levels") from None
     except yaml.MarkedYAMLError as error:
-        mark = error.problem_mark or error.context_mark
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        where = _at(error.problem_mark or error.context_mark)
         raise _refused(path, f"{where}invalid YAML: {_cut(error.problem or error.context or 'syntax error')}") from None
     except yaml.YAMLError as error:
         raise _refused(path, f"invalid YAML: {_cut(str(error).splitlines()[0])}") from None
-    except RecursionError:
-        raise _refused(path, f"nested deeper than {MAX_DEPTH} levels") from None
-    finally:
-        loader.dispose()
+
+
+def _at(mark: yaml.Mark | None) -> str:
+    return f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
 
 
 def read_yaml(path: Path) -> Any:
@@ -235,13 +213,7 @@ def read_yaml(path: Path) -> Any:
     problems = [Problem(str(path), message) for message in walk(node)]
     if problems:
         raise ConfigError(problems)
-    loader = StackLoader("")
-    try:
-        return loader.construct_document(node)
-    except yaml.YAMLError as error:
-        raise _refused(path, f"invalid YAML: {_cut(str(error).splitlines()[0])}") from None
-    finally:
-        loader.dispose()
+    return yaml_v3.construct(node)
 
 
 def stack_file_shape(path: Path, document: Any) -> Iterator[Problem]:
@@ -285,4 +257,4 @@ FILE_CHECKS: tuple[Callable[..., Any], ...] = (
     stack_file_shape,
 )
 
-__all__ = ["FILE_CHECKS", "StackLoader", "read_yaml", "stack_file_shape"]
+__all__ = ["FILE_CHECKS", "read_yaml", "stack_file_shape"]

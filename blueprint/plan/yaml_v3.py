@@ -1,0 +1,299 @@
+"""Compose and construct one YAML document the way Go's yaml.v3 v3.0.1 decodes it into `any` [YAMLV3].
+
+The Pulumi CLI reads a stack file with yaml.v3 v3.0.1 into `any` before anything else [PULUMISTACK], so that decoding
+decides what the program sees. PyYAML only tokenises and parses here (its C parser where built, else the pure-Python
+one: the same events); composing nodes, resolving plain scalars and building values are the project's own, so a
+PyYAML release that changes its constructor or composer (6.0.4 changed nested merge keys and added a nesting limit)
+cannot change a plan. What follows yaml.v3 v3.0.1, by file and function:
+
+- Plain scalars (resolve.go `resolve`): only `true`/`false` (and `True`, `TRUE`, ...) are booleans, `~`/`null`/empty
+  is null, `.inf`/`.nan` are floats; a scalar starting with a digit or sign is a timestamp (`2024-01-01`), else an
+  int with `_` dropped (`0x`, `0o`, `0b` prefixes, a leading `0` is octal; int64 or uint64), else a float; anything
+  else is text. Quoted and block scalars are text. A `!` tag resolves as untagged (decode.go `parser.node`).
+- Merge keys (decode.go `parser.scalar`, `isMerge`): a plain `<<`, or one tagged `!!merge` (quoted or not); a quoted
+  `'<<'` is an ordinary key.
+- Anchors (decode.go `parser.anchor`): a later anchor of the same name replaces the earlier one for later aliases.
+- Mappings (decode.go `decoder.mapping`, `decoder.merge`): a mapping's own keys are set first, wherever they stand
+  in the text; then its merge value, a mapping or each mapping of a list in order, adds only keys nobody has set yet
+  (`mergedFields`), and a merged mapping's own merges are followed, depth first, before the next one in the list. So
+  own keys beat merged ones, the first merged mapping beats later ones, and a merged mapping's own keys beat what it
+  merges itself. A null merged value is set like any other. (Releases before v3.0.0 merged in text order.)
+"""
+
+from __future__ import annotations
+
+import calendar
+import math
+import re
+from collections.abc import Callable
+from typing import Any, cast
+
+import yaml
+from yaml.events import (
+    AliasEvent,
+    CollectionStartEvent,
+    DocumentEndEvent,
+    MappingEndEvent,
+    MappingStartEvent,
+    ScalarEvent,
+    SequenceEndEvent,
+    StreamEndEvent,
+)
+
+from components.yaml_loader import SAFE_LOADER
+
+TAG = "tag:yaml.org,2002:"
+STR, NULL, BOOL, INT, FLOAT = (f"{TAG}{name}" for name in ("str", "null", "bool", "int", "float"))
+TIMESTAMP, MERGE, SEQ, MAP = (f"{TAG}{name}" for name in ("timestamp", "merge", "seq", "map"))
+
+#: resolve.go `resolveMap`: plain scalars decided by their whole text.
+_BY_TEXT = {
+    **dict.fromkeys(("true", "True", "TRUE", "false", "False", "FALSE"), BOOL),
+    **dict.fromkeys(("", "~", "null", "Null", "NULL"), NULL),
+    **{f"{sign}{inf}": FLOAT for sign in ("", "+", "-") for inf in (".inf", ".Inf", ".INF")},
+    **dict.fromkeys((".nan", ".NaN", ".NAN"), FLOAT),
+    "<<": MERGE,
+}
+#: resolve.go `yamlStyleFloat`, and a float that starts with its dot (`strconv.ParseFloat` on the text as written).
+_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
+_DOT_FLOAT = re.compile(r"\.[0-9](_?[0-9])*([eE][-+]?[0-9](_?[0-9])*)?")
+#: `strconv.ParseInt(text, 0, 64)` syntax once `_` is dropped: a base prefix, or a leading 0 for octal.
+_INT = re.compile(
+    r"(?P<sign>[-+]?)"
+    r"(?:0[xX](?P<hex>[0-9a-fA-F]+)|0[oO](?P<oct>[0-7]+)|0[bB](?P<bin>[01]+)|0(?P<old>[0-7]+)|(?P<dec>[1-9][0-9]*|0))"
+)
+#: resolve.go `allowedTimestampFormats`: 2006-1-2, with a time `T15:4:5.999999999Z07:00` (or `t`), or ` 15:4:5.9`.
+_TIMESTAMP = re.compile(
+    r"(?P<y>[0-9]{4})-(?P<m>[0-9]{1,2})-(?P<d>[0-9]{1,2})"
+    r"(?:[Tt](?P<h>[0-9]{1,2}):(?P<mi>[0-9]{1,2}):(?P<s>[0-9]{1,2})(?:\.[0-9]+)?(?:Z|[-+][0-9]{2}:[0-9]{2})"
+    r"| (?P<h2>[0-9]{1,2}):(?P<mi2>[0-9]{1,2}):(?P<s2>[0-9]{1,2})(?:\.[0-9]+)?)?"
+)
+
+
+#: A PyYAML loader class, used for its parser only: `yaml.CSafeLoader` (libyaml) or `yaml.SafeLoader`.
+Parser = Callable[[str], Any]
+
+
+class NestingTooDeep(yaml.MarkedYAMLError):
+    """The document nests deeper than the reader allows; raised while parsing, before anything is built."""
+
+
+# ------------------------------------------------------------------------------------------------ plain scalars
+def plain_tag(text: str) -> str:
+    """The tag yaml.v3 gives an untagged plain scalar (resolve.go `resolve` with an empty tag)."""
+    if text in _BY_TEXT:
+        return _BY_TEXT[text]
+    first = text[0]
+    if first == ".":
+        return FLOAT if _DOT_FLOAT.fullmatch(text) and math.isfinite(float(text)) else STR
+    if not (first.isascii() and (first.isdigit() or first in "+-")):
+        return STR
+    if _is_timestamp(text):
+        return TIMESTAMP
+    plain = text.replace("_", "")
+    if go_int(plain) is not None:
+        return INT
+    if _FLOAT.fullmatch(plain) and math.isfinite(float(plain)):
+        return FLOAT
+    return STR
+
+
+def go_int(plain: str) -> int | None:
+    """`strconv.ParseInt(plain, 0, 64)`, else `ParseUint` (no sign): the integer, or None where both fail."""
+    match = _INT.fullmatch(plain)
+    if not match:
+        return None
+    base, digits = next(
+        (b, match[g]) for g, b in (("hex", 16), ("oct", 8), ("bin", 2), ("old", 8), ("dec", 10)) if match[g]
+    )
+    value = -int(digits, base) if match["sign"] == "-" else int(digits, base)
+    if -(1 << 63) <= value < 1 << 63 or (not match["sign"] and 0 <= value < 1 << 64):
+        return value
+    return None
+
+
+def _is_timestamp(text: str) -> bool:
+    """resolve.go `parseTimestamp`: one of its layouts, with Go's `time.Parse` range checks (month, day, time)."""
+    match = _TIMESTAMP.fullmatch(text)
+    if not match:
+        return False
+    year, month, day = int(match["y"]), int(match["m"]), int(match["d"])
+    if not 1 <= month <= 12 or not 1 <= day <= calendar.monthrange(year, month)[1]:
+        return False
+    hour, minute, second = (int(match[a] or match[b] or 0) for a, b in (("h", "h2"), ("mi", "mi2"), ("s", "s2")))
+    return hour < 24 and minute < 60 and second < 60
+
+
+def scalar_tag(event: ScalarEvent) -> str:
+    """A scalar's tag: explicit (`!!str 5`), else resolved from its text when plain, else text (quoted or block).
+    The non-specific `!` counts as no tag (decode.go `parser.node`); plain style is None or '' by parser."""
+    if event.tag not in (None, "!"):
+        return str(event.tag)
+    return plain_tag(event.value) if not event.style else STR
+
+
+# ------------------------------------------------------------------------------------------------------ compose
+def compose(text: str, max_depth: int, parser: Parser = SAFE_LOADER) -> yaml.Node | None:
+    """The text's one document as a node graph (aliases are the anchored node itself), or None when it is empty.
+
+    Built from the parser's events in a loop, without recursion; a node deeper than `max_depth` stops the read with
+    NestingTooDeep. libyaml (PyYAML 6.0.4's C parser) refuses a line nested past its own limit while looking ahead
+    on that line, before its events reach this depth check; when the C parser fails on a line with that many
+    brackets, the pure-Python parser, which has no limit and the same grammar, reads the text up to that line and
+    decides whether the depth limit was passed first."""
+    try:
+        return _compose(text, max_depth, parser)
+    except NestingTooDeep:
+        raise
+    except yaml.MarkedYAMLError as error:
+        mark = error.problem_mark
+        if parser is yaml.SafeLoader or mark is None:
+            raise
+        lines = text.split("\n")[: mark.line + 1]
+        if lines[-1].count("[") + lines[-1].count("{") < max_depth:
+            raise
+        try:
+            _compose("\n".join(lines), max_depth, yaml.SafeLoader)
+        except NestingTooDeep:
+            raise
+        except yaml.YAMLError:
+            pass
+        raise error from None
+
+
+def _compose(text: str, max_depth: int, parser: Parser) -> yaml.Node | None:
+    events = parser(text)
+    try:
+        events.get_event()  # the stream's start
+        if events.check_event(StreamEndEvent):
+            return None
+        document: Any = events.get_event()  # the parser's DocumentStartEvent
+        root = _compose_document(events, max_depth)
+        if not events.check_event(StreamEndEvent):
+            extra = events.get_event()
+            raise yaml.composer.ComposerError(
+                "expected a single document in the stream", document.start_mark, "but found another document",
+                extra.start_mark,
+            )  # fmt: skip
+        return root
+    finally:
+        events.dispose()
+
+
+def _compose_document(events: Any, max_depth: int) -> yaml.Node:
+    anchors: dict[str, yaml.Node] = {}
+    open_nodes: list[tuple[yaml.Node, list[yaml.Node]]] = []
+    root: yaml.Node | None = None
+    while not events.check_event(DocumentEndEvent):
+        event = events.get_event()
+        if isinstance(event, SequenceEndEvent | MappingEndEvent):
+            node, items = open_nodes.pop()
+            node.value = items if isinstance(node, yaml.SequenceNode) else _pairs(items)
+            node.end_mark = event.end_mark
+            continue
+        if len(open_nodes) >= max_depth:
+            raise NestingTooDeep(None, None, f"nested deeper than {max_depth} levels", event.start_mark)
+        node = _node(event, anchors)
+        if open_nodes:
+            open_nodes[-1][1].append(node)
+        else:
+            root = node
+        if isinstance(event, CollectionStartEvent):
+            open_nodes.append((node, []))
+    events.get_event()
+    assert root is not None
+    return root
+
+
+def _pairs(items: list[yaml.Node]) -> list[tuple[yaml.Node, yaml.Node]]:
+    return list(zip(items[::2], items[1::2], strict=True))
+
+
+def _node(event: Any, anchors: dict[str, yaml.Node]) -> yaml.Node:
+    """The node an event opens or stands for; records its anchor (a redefined anchor replaces the old one)."""
+    start: Any = event.start_mark
+    if isinstance(event, AliasEvent):
+        if event.anchor not in anchors:
+            raise yaml.composer.ComposerError(None, None, f"found undefined alias {event.anchor!r}", start)
+        return anchors[event.anchor]
+    node: yaml.Node
+    if isinstance(event, ScalarEvent):
+        end: Any = event.end_mark
+        node = yaml.ScalarNode(scalar_tag(event), event.value, start, end, event.style)
+    elif isinstance(event, MappingStartEvent):
+        tag = MAP if event.tag in (None, "!") else event.tag
+        node = yaml.MappingNode(tag, [], start, None, flow_style=event.flow_style)
+    else:
+        tag = SEQ if event.tag in (None, "!") else event.tag
+        node = yaml.SequenceNode(tag, [], start, None, flow_style=event.flow_style)
+    if event.anchor is not None:
+        anchors[event.anchor] = node
+    return node
+
+
+# ---------------------------------------------------------------------------------------------------- construct
+def is_merge_key(node: yaml.Node) -> bool:
+    """decode.go `isMerge`: a scalar `<<` whose tag is the merge tag (plain, `!`-tagged or `!!merge`)."""
+    return isinstance(node, yaml.ScalarNode) and node.tag == MERGE and node.value == "<<"
+
+
+def construct(root: yaml.Node) -> Any:
+    """Python values for a node graph that passed the stack file checks (JSON tags, text keys, no cycles): a shared
+    node (an alias) gives one shared value, and mappings merge as decode.go `mapping` and `merge` do."""
+    built: dict[int, Any] = {}
+
+    def value(node: yaml.Node) -> Any:
+        if id(node) in built:
+            return built[id(node)]
+        if isinstance(node, yaml.ScalarNode):
+            return scalar_value(node)
+        if isinstance(node, yaml.SequenceNode):
+            items: list[Any] = []
+            built[id(node)] = items
+            items.extend(value(item) for item in node.value)
+            return items
+        mapping: dict[str, Any] = {}
+        built[id(node)] = mapping
+        fill(mapping, cast(yaml.MappingNode, node), None)
+        return mapping
+
+    def fill(out: dict[str, Any], node: yaml.MappingNode, claimed: set[str] | None) -> None:
+        merge: yaml.Node | None = None
+        for key, item in node.value:
+            if is_merge_key(key):
+                merge = item
+                continue
+            if claimed is not None:
+                if key.value in claimed:
+                    continue
+                claimed.add(key.value)
+            out[key.value] = value(item)
+        if merge is None:
+            return
+        if claimed is None:  # the outermost merge: every key the mapping itself writes, `<<` included, is taken
+            claimed = {key.value for key, _ in node.value}
+        for source in merge.value if isinstance(merge, yaml.SequenceNode) else [merge]:
+            fill(out, cast(yaml.MappingNode, source), claimed)
+
+    return value(root)
+
+
+def scalar_value(node: yaml.Node) -> Any:
+    """The value of a scalar tagged str, null, bool, int, float or merge (a `<<` value is the text `<<`)."""
+    text = node.value
+    if node.tag == NULL:
+        return None
+    if node.tag == BOOL:
+        return text in ("true", "True", "TRUE")
+    if node.tag == INT:
+        return go_int(text.replace("_", ""))
+    if node.tag == FLOAT:
+        lowered = text.lower()
+        if lowered.endswith(".nan"):
+            return math.nan
+        if lowered.endswith(".inf"):
+            return -math.inf if text.startswith("-") else math.inf
+        plain = text.replace("_", "")
+        whole = go_int(plain)  # `!!float 0x10` is 16.0 (resolve.go: an int where a float is asked for)
+        return float(whole) if whole is not None else float(plain)
+    return text

@@ -1,0 +1,134 @@
+"""Plain scalars and the reader's limits in stack files, as the Pulumi CLI reads them: Go's yaml.v3 v3.0.1,
+resolve.go `resolve` (untagged plain scalars) and decode.go `parser.node` (tags), with the project's own depth limit."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from blueprint.plan import yaml_v3
+from blueprint.plan.stack_yaml import MAX_DEPTH, read_yaml
+from components.errors import ConfigError
+
+
+def value_of(tmp_path: Path, text: str) -> object:
+    path = tmp_path / "Pulumi.scalar.yaml"
+    path.write_text(f"v: {text}\n")
+    document = read_yaml(path)
+    assert isinstance(document, dict)
+    return document["v"]
+
+
+def refusal(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "Pulumi.scalar.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as refused:
+        read_yaml(path)
+    return " | ".join(problem.message for problem in refused.value.problems)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("true", True),
+        ("FALSE", False),
+        ("yes", "yes"),
+        ("off", "off"),
+        ("~", None),
+        ("", None),
+        ("Null", None),
+        ("1_000", 1000),
+        ("+7", 7),
+        ("0x1F", 31),
+        ("-0x1f", -31),
+        ("0o17", 15),
+        ("0b101", 5),
+        ("18446744073709551615", 18446744073709551615),
+        ("99999999999999999999", 1e20),
+        ("08", 8.0),
+        ("1e3", 1000.0),
+        (".5", 0.5),
+        ("1e400", "1e400"),
+        ("2024-01", "2024-01"),
+        ("2024-02-30", "2024-02-30"),
+        ("'5'", "5"),
+        ("! 5", 5),
+        ("! '5'", "5"),
+        ("!!str 5", "5"),
+        ("!!float 0x10", 16.0),
+    ],
+)
+def test_plain_scalars_resolve_as_in_yaml_v3(tmp_path: Path, text: str, expected: object) -> None:
+    """resolve.go `resolve`: booleans and nulls by their whole text (YAML 1.2, so `yes` is text); a digit or sign
+    first is an int with `_` dropped (`strconv.ParseInt` base 0: 0x, 0o, 0b), else uint64, else a float
+    (`yamlStyleFloat`, and `1e400`, out of range, stays text); a date that is no valid timestamp is text; a quoted
+    scalar is text; `!` resolves as untagged (decode.go `parser.node`); `!!float` takes an int."""
+    value = value_of(tmp_path, text)
+    assert value == expected and type(value) is type(expected)
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("2024-01-01", "2024-01-01 is a timestamp to the Pulumi CLI"),
+        ("2024-1-2T3:04:05Z", "is a timestamp to the Pulumi CLI"),
+        ("2024-01-01 10:00:00", "is a timestamp to the Pulumi CLI"),
+        ("010", "010 is octal to the Pulumi CLI"),
+        ("0_10", "0_10 is octal to the Pulumi CLI"),
+        ("!!int abc", "abc is not a valid `!!int`"),
+        ("!!bool yes", "yes is not a valid `!!bool`"),
+        (".inf", "not a finite number"),
+    ],
+)
+def test_what_the_cli_would_misread_is_refused(tmp_path: Path, text: str, fragment: str) -> None:
+    """resolve.go `parseTimestamp` reads an unquoted date (its `allowedTimestampFormats`) as a time, which Pulumi's
+    config (`unmarshalObject`) turns into Go's time text; a leading-zero int is a YAML 1.1 octal to yaml.v3; an
+    explicit tag that does not fit fails in `resolve` ("cannot decode"); JSON has no infinity."""
+    assert fragment in refusal(tmp_path, f"v: {text}\n")
+
+
+def nested(depth: int, flow: bool) -> str:
+    """A document whose innermost value, `1`, is `depth` levels deep (the top mapping is level 1)."""
+    if flow:
+        return "v: " + "[" * (depth - 2) + "1" + "]" * (depth - 2) + "\n"
+    return "".join(f"{'  ' * level}k{level}:\n" for level in range(depth - 2)) + f"{'  ' * (depth - 2)}k: 1\n"
+
+
+@pytest.mark.parametrize("flow", [True, False], ids=["flow", "block"])
+def test_nesting_is_limited_to_64_levels(tmp_path: Path, flow: bool) -> None:
+    """The project's own limit, checked as the parser's events arrive: 64 levels read, 65 are refused."""
+    path = tmp_path / "Pulumi.deep.yaml"
+    path.write_text(nested(MAX_DEPTH, flow))
+    assert read_yaml(path)
+    assert "nested deeper than 64 levels" in refusal(tmp_path, nested(MAX_DEPTH + 1, flow))
+
+
+@pytest.mark.parametrize("parser", [yaml.SafeLoader, yaml.CSafeLoader], ids=["pure-python", "libyaml"])
+def test_a_line_nested_past_any_parser_limit_gets_the_projects_message(parser: type[yaml.SafeLoader]) -> None:
+    """libyaml (PyYAML 6.0.4) refuses 1,000 levels on one line while looking ahead, before its events reach the depth
+    check; the reader still reports its own limit, whichever parser is installed."""
+    with pytest.raises(yaml_v3.NestingTooDeep) as refused:
+        yaml_v3.compose(nested(5000, flow=True), MAX_DEPTH, parser)
+    assert refused.value.problem == f"nested deeper than {MAX_DEPTH} levels"
+
+
+def test_other_syntax_errors_on_a_bracket_heavy_line_keep_their_message(tmp_path: Path) -> None:
+    """Only nesting is re-read: a line of many shallow lists with a syntax error reports that error."""
+    text = "v: [" + ", ".join(["[1]"] * 100) + "]]\n"
+    message = refusal(tmp_path, text)
+    assert "invalid YAML" in message and "nested deeper" not in message
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("a: *nowhere\n", "line 1, column 4: invalid YAML: found undefined alias 'nowhere'"),
+        ("a: 1\n---\nb: 2\n", "line 2, column 1: invalid YAML: but found another document"),
+    ],
+)
+def test_one_document_and_known_aliases(tmp_path: Path, text: str, fragment: str) -> None:
+    """A stack file is one document, and an alias names an anchor before it (decode.go `parser.alias`: "unknown
+    anchor")."""
+    assert fragment in refusal(tmp_path, text)
