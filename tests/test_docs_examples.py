@@ -1,6 +1,4 @@
-"""The README and docs work as written: every stack example they show plans, and every `blueprint` command line
-they show runs against the shipped stacks with the exit code the docs give (docs/architecture.md, "Examples in the
-docs", states the conventions).
+"""Every stack example the README and docs show plans (docs/architecture.md, "Examples in the docs").
 
 - A ```yaml block that starts with `config:` is a whole stack file: `blueprint plan --config FILE` plans it with no
   mandatory policy violation. A file shown as refused has `<!-- stack-example: refused -->` on the line above it,
@@ -12,10 +10,6 @@ docs", states the conventions).
   place of that section in the stack, as pasting it there would, except that its node pools take the place of the
   stack's pools of the same name and the others stay (a fragment shows the pools it is about). The result plans.
 - Any other ```yaml block is listed in `NOT_STACK_FILES` with what it is.
-- Every `blueprint` line of a ```bash block runs in process (`blueprint_cli`) from a scratch directory that holds
-  the checkout's `stacks/` and `policies/` and the files the docs name as the reader's own (`PLACEHOLDER_FILES`),
-  so whatever a command writes lands there; `schema --write` writes copies of the generated files. The exit is 0
-  unless `EXPECTED_EXIT` says otherwise and why; a pipe is run as `PIPES` says.
 """
 
 from __future__ import annotations
@@ -23,91 +17,31 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import shutil
-import subprocess
 import textwrap
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from blueprint import reference, rules_reference, stack_figures
 from blueprint.plan.check import has_mandatory
 from blueprint.plan.stack_yaml import read_yaml
 from tests.builders import CliResult, shipped_plan
+from tests.doc_blocks import BLOCKS, ROOT, Block, is_blueprint
 
-ROOT = Path(__file__).resolve().parents[1]
-DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
 MARKER = re.compile(
     r"<!-- stack-example: (?:(?P<refused>refused)|fragment of (?P<fragment_of>\S+)|same plan as (?P<same_as>\S+)) -->"
 )
 PROJECT = "gpu-clusters"
 
-#: ```yaml blocks that are not stack files, by document and first line: what each is.
+#: ```yaml blocks that are not stack files, by document and first key: what each is.
 NOT_STACK_FILES = {
-    ("node-pools.md", "capacity: {type: on-demand}                      # default"): (
-        "a pool's `capacity` key, four alternatives side by side (not one mapping)"
-    ),
-    (
-        "node-pools.md",
-        "instanceRefresh: {enabled: true, minHealthyPercentage: 50, instanceWarmupSeconds: 900, skipMatching: true}",
-    ): ("a pool's `instanceRefresh` key"),
-    ("operations.md", "apiVersion: apps/v1"): "a Kubernetes Deployment the reader applies with kubectl",
-    ("storage.md", "volumes:"): "the volumes of a pod spec that mounts the Lustre claim",
+    ("node-pools.md", "capacity"): "a pool's `capacity` key, four alternatives side by side (not one mapping)",
+    ("node-pools.md", "instanceRefresh"): "a pool's `instanceRefresh` key",
+    ("operations.md", "apiVersion"): "a Kubernetes Deployment the reader applies with kubectl",
+    ("storage.md", "volumes"): "the volumes of a pod spec that mounts the Lustre claim",
 }
-
-#: Files the docs name as the reader's own, made in the scratch directory from a shipped file.
-PLACEHOLDER_FILES = {
-    "path/to/Pulumi.other.yaml": ROOT / "stacks" / "Pulumi.training.yaml",  # "any stack file": one of the reader's
-    "my-policy-config.json": ROOT / "policies" / "policy-config.json",  # the reader's policy config
-}
-
-#: Subcommands whose documented exit here is not 0, with why. `verify` needs a cluster: it runs as written with no
-#: kubeconfig to be found (KUBECONFIG names a missing file, an empty home, no Pulumi CLI on PATH), so its argument
-#: checks and the stack's expectations run, then it stops with the exit the README documents for bad input.
-EXPECTED_EXIT = {"verify": 2}
-
-
-def _a40_server_commands(plan: dict[str, Any]) -> list[str]:
-    return [c for p in plan["summary"]["nodePools"] if p["name"] == "a40" for c in p["gpuRuntime"]["serverCommands"]]
-
-
-#: A pipe after a `blueprint` command, by its text: the same filter in Python (jq need not be installed; where it
-#: is, the test runs jq too and compares).
-PIPES: dict[str, Callable[[dict[str, Any]], list[str]]] = {
-    """jq -r '.summary.nodePools[] | select(.name=="a40") | .gpuRuntime.serverCommands[]'""": _a40_server_commands,
-}
-
-
-@dataclass(frozen=True)
-class Block:
-    doc: Path
-    line: int
-    lang: str
-    body: str
-    above: str  # the last non-blank line before the fence
-
-    @property
-    def where(self) -> str:
-        return f"{self.doc.relative_to(ROOT)}:{self.line}"
-
-
-def _blocks() -> list[Block]:
-    out = []
-    for doc in DOCS:
-        text = doc.read_text()
-        for match in FENCE.finditer(text):
-            before = [line for line in text[: match.start()].splitlines() if line.strip()]
-            line = text.count("\n", 0, match.start()) + 1
-            out.append(Block(doc, line, match.group(1), match.group(2), before[-1] if before else ""))
-    return out
-
-
-BLOCKS = _blocks()
 
 
 def _top_keys(block: Block) -> list[str]:
@@ -120,7 +54,7 @@ def _stack_examples() -> list[Block]:
 
 
 def _not_a_stack_file(block: Block) -> bool:
-    return (block.doc.name, block.body.splitlines()[0]) in NOT_STACK_FILES
+    return (block.doc.name, block.body.split(":", 1)[0].strip()) in NOT_STACK_FILES
 
 
 def test_every_yaml_block_is_a_stack_file_a_marked_fragment_or_listed() -> None:
@@ -139,153 +73,13 @@ def test_every_yaml_block_is_a_stack_file_a_marked_fragment_or_listed() -> None:
     )
 
 
-# ----------------------------------------------------------------------------------------------- running the CLI
-def _generated_paths() -> dict[str, Path]:
-    """Every file `blueprint schema --write` writes, by module and constant (`blueprint.reference.SCHEMA_PATH`)."""
-    return {
-        f"{module.__name__}.{attr}": value
-        for module in (reference, rules_reference, stack_figures)
-        for attr, value in vars(module).items()
-        if attr.endswith("_PATH") and isinstance(value, Path)
-    }
-
-
-GENERATED_PATHS = _generated_paths()
-
-
 @pytest.fixture
 def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A working directory like the checkout for the commands: `stacks/`, `policies/` and the reader's files. The
-    files `schema --write` writes are copies in `tmp_path`, and it plans the shipped stacks as the session did."""
-    work = tmp_path / "work"
-    work.mkdir()
-    for name in ("stacks", "policies"):
-        (work / name).symlink_to(ROOT / name)
-    for name, source in PLACEHOLDER_FILES.items():
-        (work / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source, work / name)
-    for key, original in GENERATED_PATHS.items():
-        copy = tmp_path / f"{key}{original.suffix}"
-        shutil.copyfile(original, copy)
-        module, attr = key.rsplit(".", 1)
-        monkeypatch.setattr(f"{module}.{attr}", copy)
-    monkeypatch.setattr(reference, "_plan_shipped", shipped_plan)
-    monkeypatch.chdir(work)
-    return work
+    """The working directory the examples are written to and planned from."""
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
 
 
-def _changed_generated_files(tmp_path: Path) -> list[str]:
-    return [
-        key
-        for key, original in GENERATED_PATHS.items()
-        if (tmp_path / f"{key}{original.suffix}").read_bytes() != original.read_bytes()
-    ]
-
-
-@dataclass(frozen=True)
-class DocCommand:
-    """One `blueprint` command line a document shows: its arguments and what it is piped into."""
-
-    where: str
-    argv: tuple[str, ...]
-    pipe: str | None
-
-    @property
-    def id(self) -> str:
-        return f"{self.where} {' '.join(self.argv)}"
-
-
-def _logical_lines(body: str) -> Iterator[tuple[int, str]]:
-    """(offset, line) with backslash continuations joined."""
-    pending, start = "", 0
-    for offset, line in enumerate(body.splitlines()):
-        if not pending:
-            start = offset
-        if line.endswith("\\"):
-            pending += line[:-1] + " "
-            continue
-        yield start, pending + line
-        pending = ""
-
-
-def _is_blueprint(token: str) -> bool:
-    return Path(token).name == "blueprint"
-
-
-def _commands() -> list[DocCommand]:
-    out = []
-    for block in BLOCKS:
-        if block.lang != "bash":
-            continue
-        for offset, line in _logical_lines(block.body):
-            command, _, pipe = line.partition(" | ") if " | " in line.split("#")[0] else (line, "", "")
-            tokens = shlex.split(command, comments=True)
-            if not tokens or not any(_is_blueprint(t) for t in tokens):
-                continue
-            where = f"{block.doc.relative_to(ROOT)}:{block.line + 1 + offset}"
-            if not _is_blueprint(tokens[0]):
-                raise AssertionError(f"{where}: `blueprint` is not the command of this line, so it cannot be run")
-            out.append(DocCommand(where, tuple(tokens[1:]), " ".join(pipe.split("#")[0].split()) or None))
-    return out
-
-
-COMMANDS = _commands()
-
-
-def test_the_docs_show_commands_of_every_subcommand() -> None:
-    """The extraction finds what the docs show (a regex that found nothing would pass every test below)."""
-    shown = {c.argv[0] for c in COMMANDS}
-    assert {"plan", "check", "catalog", "schema", "simulate", "verify"} <= shown
-
-
-def _without_a_kubeconfig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-kubeconfig"))
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    empty = tmp_path / "empty-path"
-    empty.mkdir()
-    monkeypatch.setenv("PATH", str(empty))  # no Pulumi CLI to read the stack's kubeconfig output from
-
-
-def _run_pipe(pipe: str, stdout: str) -> list[str]:
-    if pipe not in PIPES:
-        raise AssertionError(f"no way to run the pipe `{pipe}`: add it to PIPES")
-    expected = PIPES[pipe](json.loads(stdout))
-    jq = shutil.which("jq")
-    if jq and pipe.startswith("jq "):
-        done = subprocess.run([jq, *shlex.split(pipe)[1:]], input=stdout, capture_output=True, text=True, check=True)
-        assert done.stdout.splitlines() == expected, "the Python stand-in in PIPES disagrees with jq"
-    return expected
-
-
-@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c.id)
-def test_every_command_the_docs_show_runs(
-    command: DocCommand,
-    scratch: Path,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    blueprint_cli: Callable[..., CliResult],
-) -> None:
-    subcommand = command.argv[0]
-    if subcommand == "verify":
-        _without_a_kubeconfig(tmp_path, monkeypatch)
-    result = blueprint_cli(*command.argv)
-    expected = EXPECTED_EXIT.get(subcommand, 0)
-    assert result.returncode == expected, (
-        f"{command.id}: exit {result.returncode}, the docs say {expected}\n{result.stderr}"
-    )
-    assert "Traceback" not in result.stderr
-    if subcommand == "verify":
-        assert "no kubeconfig" in result.stderr  # got past its arguments and the stack's expectations
-    if "--plot" in command.argv:
-        assert (scratch / command.argv[command.argv.index("--plot") + 1]).stat().st_size > 0
-    if "json" in command.argv and result.returncode == 0:
-        json.loads(result.stdout)
-    if command.pipe:
-        assert _run_pipe(command.pipe, result.stdout), f"`{command.pipe}` printed nothing"
-    assert _changed_generated_files(tmp_path) == [], "the generated docs were stale: run `blueprint schema --write`"
-
-
-# ----------------------------------------------------------------------------------------------- stack examples
 def _whole_files() -> list[Block]:
     return [b for b in _stack_examples() if _top_keys(b) == ["config"]]
 
@@ -364,6 +158,19 @@ def test_the_docs_show_a_refused_example() -> None:
     assert _refused_examples(), "docs/configuration.md shows how a refused stack file is reported"
 
 
+def test_every_command_shown_with_its_output_is_a_refused_example() -> None:
+    """`$ blueprint ...` outside a ```bash block shows a run and its output: only the refused examples do, and
+    their output is checked below."""
+    checked = {shown.where for _, shown in _refused_examples()}
+    shown = [
+        block.where
+        for block in BLOCKS
+        if block.lang not in ("bash", "yaml")
+        and any(line.startswith("$ ") and is_blueprint(line.split()[1]) for line in block.body.splitlines())
+    ]
+    assert shown and set(shown) <= checked, f"runs shown with their output but not checked: {set(shown) - checked}"
+
+
 @pytest.mark.parametrize("pair", _refused_examples(), ids=lambda p: p[0].where)
 def test_a_refused_stack_file_prints_what_the_docs_show(
     pair: tuple[Block, Block], scratch: Path, blueprint_cli: Callable[..., CliResult]
@@ -371,7 +178,7 @@ def test_a_refused_stack_file_prints_what_the_docs_show(
     block, shown = pair
     prompt, *printed = shown.body.splitlines()
     argv = shlex.split(prompt.removeprefix("$ "))
-    assert _is_blueprint(argv[0]) and "--config" in argv, f"{shown.where}: shows `$ blueprint ... --config FILE`"
+    assert is_blueprint(argv[0]) and "--config" in argv, f"{shown.where}: shows `$ blueprint ... --config FILE`"
     (scratch / argv[argv.index("--config") + 1]).write_text(block.body)
     result = blueprint_cli(*argv[1:])
     assert result.returncode == 2
