@@ -2,9 +2,10 @@
 
 `blueprint schema --write` writes the JSON Schema of a stack's config (`schema/stack-config.schema.json`, usable by
 editors for completion in stack files), the config reference table of `docs/configuration.md` (from the pydantic
-models), the policy table of `docs/policies.md` (from the policy pack's metadata) and the catalog's source list in
-`docs/sources.md` (from the catalog YAML), each between two markers; `blueprint schema --check` fails when any of
-them is stale (CI runs it).
+models), the policy table of `docs/policies.md` (from the policy pack's metadata), the catalog's source list in
+`docs/sources.md` (from the catalog YAML) and the shipped stacks' figures in `README.md` and `docs/stacks.md` (from
+their offline plans, `blueprint.stack_figures`), each between two markers; `blueprint schema --check` fails when any
+of them is stale (CI runs it).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 import types
 import typing
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
@@ -130,15 +132,29 @@ def with_generated(text: str, marker: str, generated: str) -> str:
     return f"{head}{start}\n{generated}\n{end}{tail}"
 
 
-def _generated_documents() -> list[tuple[Path, str, str]]:
-    """(document, marker, generated table) for every generated part of the docs."""
+#: The offline plan of a shipped stack by name (`blueprint plan --stack NAME --format json`).
+PlanOf = Callable[[str], Mapping[str, Any]]
+
+
+def _plan_shipped(stack: str) -> Mapping[str, Any]:
+    from blueprint.plan.plan import make_plan  # imports the SDK and plans: only when needed
+
+    return make_plan(stack)
+
+
+def _generated_documents(plan_of: PlanOf | None = None) -> list[tuple[Path, str, str]]:
+    """(document, marker, generated text) for every generated part of the docs. `plan_of` plans a shipped stack
+    (default: `make_plan`; the tests hand over the session's plans)."""
+    from blueprint.plan.runner import list_stacks
     from blueprint.policy_reference import policy_markdown  # imports the policy SDK: only when needed
     from blueprint.source_reference import sources_markdown
+    from blueprint.stack_figures import generated_parts
 
     return [
         (CONFIG_DOC_PATH, CONFIG_MARKER, reference_markdown()),
         (POLICY_DOC_PATH, POLICY_MARKER, policy_markdown()),
         (SOURCES_DOC_PATH, SOURCES_MARKER, sources_markdown()),
+        *generated_parts(list_stacks(), plan_of or _plan_shipped),
     ]
 
 
@@ -146,20 +162,26 @@ def schema_text() -> str:
     return json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"
 
 
-def write() -> None:
+def write(plan_of: PlanOf | None = None) -> None:
     SCHEMA_PATH.parent.mkdir(exist_ok=True)
     SCHEMA_PATH.write_text(schema_text())
-    for path, marker, generated in _generated_documents():
+    for path, marker, generated in _generated_documents(plan_of):
         path.write_text(with_generated(path.read_text(), marker, generated))
 
 
-def stale() -> list[str]:
-    """The generated files that differ from what the models and the policy pack say now."""
+def _shown(path: Path) -> str:
+    """`path` as a message names it: relative to the checkout when it is inside it."""
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def stale(plan_of: PlanOf | None = None) -> list[str]:
+    """The generated files that differ from what the models, the policy pack and the stacks' plans say now, each
+    once."""
     out = []
     if not SCHEMA_PATH.exists() or SCHEMA_PATH.read_text() != schema_text():
-        out.append(str(SCHEMA_PATH.relative_to(ROOT)))
-    for path, marker, generated in _generated_documents():
+        out.append(_shown(SCHEMA_PATH))
+    for path, marker, generated in _generated_documents(plan_of):
         text = path.read_text()
-        if with_generated(text, marker, generated) != text:
-            out.append(str(path.relative_to(ROOT)))
+        if with_generated(text, marker, generated) != text and _shown(path) not in out:
+            out.append(_shown(path))
     return out
