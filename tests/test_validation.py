@@ -223,7 +223,7 @@ BROKEN: list[tuple[str, tuple[tuple[str, Any], ...], str, str]] = [
         "AZ of another region",
         (("network.availabilityZones", ["us-east-1a", "us-west-2b"]),),
         "network.availabilityZones[1]",
-        "not an availability zone of us-east-1",
+        "not an Availability Zone of us-east-1 (it is in us-west-2",
     ),
     (
         "subnet outside the VPC",

@@ -39,6 +39,10 @@ DEFAULT_SYSTEM_POOL = {
     "instanceType": "m7i.xlarge",
     "scaling": {"min": 2, "desired": 2, "max": 3, "mode": "fixed"},
 }
+#: The config namespaces read besides the project's: `aws` by the AWS provider (the program registers its AWS
+#: resources with the default provider, which the engine configures from the `aws:` keys) and `pulumi` by the engine
+#: itself. Any other namespace reaches the program, whose validation is the only reader (docs/configuration.md).
+READ_NAMESPACES = ("aws", "pulumi")
 #: How much of a bad value a message echoes: enough to recognise it, never the whole input.
 MAX_ECHO = 60
 
@@ -75,7 +79,8 @@ class Parsed:
         """Parse every section of `raw`. A section left out but probably misspelt (`nodepools`) counts as failed,
         not as absent: its typo is reported once, and no rule complains about the defaults standing in for it."""
         parsed = cls(region=region, project=project, config_keys=config_keys, raw_keys=tuple(map(str, raw)))
-        misspelt = {section for key in parsed.unknown_keys() if (section := closest(key, SECTIONS))} - set(raw)
+        stray = [*parsed.unknown_keys(), *(name for _, name in parsed.stray_keys())]
+        misspelt = {section for key in stray if (section := closest(key, SECTIONS))} - set(raw)
         if "cluster" in raw:
             parsed.cluster = parsed._parse(ClusterConfig, raw["cluster"], "cluster")
         elif "cluster" not in misspelt:
@@ -99,6 +104,12 @@ class Parsed:
         prefix = f"{self.project}:"
         keys = [key.removeprefix(prefix) for key in self.config_keys if key.startswith(prefix)] or self.raw_keys
         return [key for key in keys if key not in SECTIONS and ":" not in key]
+
+    def stray_keys(self) -> list[tuple[str, str]]:
+        """(namespace, name) of every key in a namespace nothing reads: neither the project's nor one of
+        `READ_NAMESPACES` (`gpuclusters:storage`, `gpu-cluster:nodePools`)."""
+        pairs = [key.partition(":")[::2] for key in self.config_keys if key.count(":") == 1]
+        return [(ns, name) for ns, name in pairs if ns and name and ns not in (self.project, *READ_NAMESPACES)]
 
     def _parse_pools(self, pools_raw: Any) -> None:
         if not isinstance(pools_raw, list):

@@ -26,6 +26,7 @@ from components.planning.pools import (
     wants_placement_group,
 )
 from components.validation.cluster import OWN_TAG_COUNT
+from components.validation.network import outside_the_network
 from components.validation.parse import Parsed, shown, shown_text
 
 #: Kubernetes supports clusters of at most 5,000 nodes (Kubernetes docs, "Considerations for large clusters"):
@@ -297,10 +298,7 @@ def placement_fits_the_network(p: Parsed) -> Iterator[Problem]:
         zones = pool_zones(pool, p.network, efa)
         for j, zone in enumerate(pool.placement.availability_zones or []):
             if zone not in p.zones:
-                yield Problem(
-                    f"{path}.placement.availabilityZones[{j}]",
-                    f"{shown(zone)} is not one of the network's AZs ({', '.join(p.zones)})",
-                )
+                yield Problem(f"{path}.placement.availabilityZones[{j}]", outside_the_network(p, zone))
         if efa and len(zones) > 1:
             yield Problem(
                 f"{path}.placement.availabilityZones",

@@ -19,6 +19,7 @@ from components.planning.lustre import (
 )
 from components.planning.pools import pool_zones, wants_efa
 from components.planning.storage import NFS_MOUNT_KEYS, NFS_PAGE_SIZE, is_nfs_transfer_size, mount_option_key
+from components.validation.network import not_a_zone
 from components.validation.parse import Parsed, shown
 
 #: Kubernetes object names (namespaces, claims): DNS-1123 labels, at most 63 characters (Kubernetes "Object Names").
@@ -187,7 +188,9 @@ def lustre_sits_with_its_clients(p: Parsed) -> Iterator[Problem]:
     if p.network is None or not training:
         return
     zones = {z for i, pool in training for z in pool_zones(pool, p.network, wants_efa(pool, p.instances.get(i)))}
-    if fs.availability_zone is not None and fs.availability_zone not in zones:
+    if fs.availability_zone is not None and (why := not_a_zone(p.region, fs.availability_zone)) is not None:
+        yield Problem(f"{LUSTRE}.availabilityZone", why)
+    elif fs.availability_zone is not None and fs.availability_zone not in zones:
         yield Problem(
             f"{LUSTRE}.availabilityZone",
             f"{shown(fs.availability_zone)} has no training pool (they run in {', '.join(sorted(zones))}); Lustre "
