@@ -7,6 +7,7 @@ stays silent: those inputs already have an error, and a follow-on error would on
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from copy import deepcopy
 from dataclasses import dataclass, field
@@ -173,6 +174,37 @@ class Parsed:
         for index, pool in self.pools:
             if pool.kind == "hybrid":
                 yield f"nodePools[{index}]", pool
+
+
+#: A pool's place in a key path or message, not yet followed by its name.
+POOL_PATH = re.compile(r"nodePools\[(\d+)\](?!\()")
+#: How a problem names the system pool a stack gets when it names none (`DEFAULT_SYSTEM_POOL`): no entry of the file.
+DEFAULT_POOL_LABEL = "nodePools(default system pool)"
+
+
+def pool_labels(pools_raw: Any, parsed: Parsed) -> dict[int, str]:
+    """Each pool's label by index: `nodePools[1](h100)` (its index and name, as written), `nodePools[1]` where the
+    entry has no name, and `DEFAULT_POOL_LABEL` for the default system pool, which the file does not hold."""
+    entries = pools_raw if isinstance(pools_raw, list) else []
+    labels = {}
+    for index, item in enumerate(entries):
+        name = item.get("name") if isinstance(item, dict) else None
+        labels[index] = (
+            f"nodePools[{index}]({shown_text(name, 40)})" if isinstance(name, str) else f"nodePools[{index}]"
+        )
+    if any(index == len(entries) for index, _ in parsed.pools):
+        labels[len(entries)] = DEFAULT_POOL_LABEL
+    return labels
+
+
+def with_pool_names(problem: Problem, labels: Mapping[int, str]) -> Problem:
+    """`problem` with every `nodePools[i]` in its path and message named as `pool_labels` names it, so one form
+    reads the same in every rule's message."""
+
+    def label(match: re.Match[str]) -> str:
+        return labels.get(int(match[1]), match[0])
+
+    return Problem(POOL_PATH.sub(label, problem.path), POOL_PATH.sub(label, problem.message))
 
 
 #: A rule of the second pass: every problem it finds in what parsed.
@@ -346,4 +378,15 @@ def unknown_key(key: str, known: Iterable[str]) -> str:
     return f"unknown key{hint}; valid keys: {', '.join(known)}" if hint else f"unknown key; valid: {', '.join(known)}"
 
 
-__all__ = ["SECTIONS", "Parsed", "Rule", "describe", "did_you_mean", "join_path", "shown", "unknown_key"]
+__all__ = [
+    "SECTIONS",
+    "Parsed",
+    "Rule",
+    "describe",
+    "did_you_mean",
+    "join_path",
+    "pool_labels",
+    "shown",
+    "unknown_key",
+    "with_pool_names",
+]
