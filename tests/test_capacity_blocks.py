@@ -61,7 +61,11 @@ def test_the_zone_may_come_from_a_single_placement_zone():
     ("changes", "path", "fragment"),
     [
         ({"availabilityZone": None}, "nodePools[1](h100).capacity.availabilityZone", "give the AZ of reservation"),
-        ({"availabilityZone": "us-east-1d"}, "nodePools[1](h100).capacity.availabilityZone", "not one of the network's AZs"),
+        (
+            {"availabilityZone": "us-east-1d"},
+            "nodePools[1](h100).capacity.availabilityZone",
+            "not one of the network's AZs",
+        ),
     ],
 )
 def test_a_block_without_its_zone_or_outside_the_network_is_refused(changes, path, fragment):

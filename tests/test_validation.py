@@ -77,7 +77,12 @@ HYBRID = {
 
 # (id, config changes, key path, message fragment)
 BROKEN: list[tuple[str, tuple[tuple[str, Any], ...], str, str]] = [
-    ("min above max", (("nodePools.1.scaling", {"min": 5, "max": 4}),), "nodePools[1](h100).scaling.min", "above max 4"),
+    (
+        "min above max",
+        (("nodePools.1.scaling", {"min": 5, "max": 4}),),
+        "nodePools[1](h100).scaling.min",
+        "above max 4",
+    ),
     (
         "desired outside range",
         (("nodePools.1.scaling", {"min": 1, "desired": 9, "max": 4}),),

@@ -99,7 +99,7 @@ def zones_are_distinct_and_enough(p: Parsed) -> Iterator[Problem]:
         return
     zones = p.network.availability_zones
     # A malformed `availabilityZones` (already reported) leaves the default, no zones: not a second problem.
-    if len(zones) < MIN_CLUSTER_AZS and "network.availabilityZones" not in p.damaged:
+    if len(zones) < MIN_CLUSTER_AZS and not p.damaged_at("network.availabilityZones"):
         region = p.region if p.region in regions.regions() else "the region"
         known = region_zones(p.region)
         names = known.names[:MIN_CLUSTER_AZS] if known else (f"{p.region}a", f"{p.region}b")

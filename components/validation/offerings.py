@@ -31,7 +31,7 @@ def zone_ids_name_the_networks_zones(p: Parsed) -> Iterator[Problem]:
     seen: dict[str, str] = {}
     for name, az_id in p.network.availability_zone_ids.items():
         where = f"{NETWORK_ZONE_IDS}.{shown_text(name)}"
-        if name not in p.zones:
+        if name not in p.zones and not p.damaged_at("network.availabilityZones", "network.existingVpc"):
             yield Problem(where, f"not an AZ of the network ({', '.join(p.zones) or 'none'})")
         if known is not None and az_id not in known.ids:
             yield Problem(where, f"{az_id} is not an AZ ID of {p.region} ({', '.join(known.ids)})")

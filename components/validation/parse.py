@@ -106,6 +106,17 @@ class Parsed:
         keys = [key.removeprefix(prefix) for key in self.config_keys if key.startswith(prefix)] or self.raw_keys
         return [key for key in keys if key not in SECTIONS and ":" not in key]
 
+    def damaged_at(self, *paths: str) -> bool:
+        """Whether any of `paths`, a key inside one or the section holding it failed to parse: its value is then a
+        default standing in for what the user wrote, and a rule quoting it would invent a value."""
+
+        def hit(path: str, damaged: str) -> bool:
+            inside = damaged.startswith((f"{path}.", f"{path}["))
+            holds = path.startswith((f"{damaged}.", f"{damaged}["))
+            return damaged == path or inside or (holds and "." not in damaged and "[" not in damaged)
+
+        return any(hit(path, damaged) for path in paths for damaged in self.damaged)
+
     def stray_keys(self) -> list[tuple[str, str]]:
         """(namespace, name) of every key in a namespace nothing reads: neither the project's nor one of
         `READ_NAMESPACES` (`gpuclusters:storage`, `gpu-cluster:nodePools`)."""
@@ -119,6 +130,10 @@ class Parsed:
             return
         for index, item in enumerate(pools_raw):
             pool = self._parse(NodePool, item, f"nodePools[{index}]")
+            # A pool whose kind or role did not parse would be checked as the default kind or role: every rule
+            # about it would then judge a pool the user did not write.
+            if self.damaged_at(f"nodePools[{index}].kind", f"nodePools[{index}].role"):
+                pool = None
             if pool is None:
                 self.pools_complete = False
             else:

@@ -42,7 +42,8 @@ def reservations_launch_in_their_zone(p: Parsed) -> Iterator[Problem]:
                 f"{path}.placement.availabilityZones",
                 f"the reservation is in {shown(zone)}, so the pool launches only there; set [{zone}] or leave it out",
             )
-        if p.network is not None and zone not in p.zones and not placed:
+        network_damaged = p.damaged_at("network.availabilityZones", "network.existingVpc")
+        if p.network is not None and zone not in p.zones and not placed and not network_damaged:
             yield Problem(f"{cpath}.availabilityZone", outside_the_network(p, zone))
 
 
