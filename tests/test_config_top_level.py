@@ -20,7 +20,7 @@ from components.program import main
 from components.validation import validate, validate_config
 from components.validation.parse import DEFAULT_POOL_LABEL, Parsed, pool_labels, with_pool_names
 
-SECTIONS = {
+SECTIONS: dict[str, Any] = {
     "gpu-clusters:cluster": {"name": "top", "endpoint": {"public": True, "publicAccessCidrs": ["203.0.113.0/24"]}},
     "gpu-clusters:network": {"availabilityZones": ["us-west-2a", "us-west-2b"]},
     "gpu-clusters:nodePools": [
@@ -157,7 +157,7 @@ def test_a_pool_zone_outside_the_region_says_so_and_names_the_networks() -> None
     pools = [*SECTIONS["gpu-clusters:nodePools"]]
     pools[1] = {**pools[1], "placement": {"availabilityZones": ["us-west-2e"]}}
     assert problems_of({"gpu-clusters:nodePools": pools}) == [
-        "nodePools[1](h100).placement.availabilityZones[0]: 'us-west-2e' is not an Availability Zone of us-west-2; "
+        "nodePools[1] (h100).placement.availabilityZones[0]: 'us-west-2e' is not an Availability Zone of us-west-2; "
         "its zones: us-west-2a, us-west-2b, us-west-2c, us-west-2d; the network's AZs: us-west-2a, us-west-2b"
     ]
 
@@ -202,7 +202,7 @@ def test_problems_name_their_pool_in_the_path_and_in_messages() -> None:
     parsed = Parsed.from_raw({"nodePools": [{"name": "h100", "role": "training"}, {"role": "inference"}]}, "us-east-1")
     labels = pool_labels([{"name": "h100"}, {"role": "inference"}], parsed)
     named = with_pool_names(Problem("nodePools[0].scaling.max", "see nodePools[1] and nodePools[0]"), labels)
-    assert named == Problem("nodePools[0](h100).scaling.max", "see nodePools[1] and nodePools[0](h100)")
+    assert named == Problem("nodePools[0] (h100).scaling.max", "see nodePools[1] and nodePools[0] (h100)")
 
 
 def test_the_default_system_pool_is_named_as_no_entry_of_the_file() -> None:
@@ -210,7 +210,7 @@ def test_the_default_system_pool_is_named_as_no_entry_of_the_file() -> None:
     parsed = Parsed.from_raw(raw, "us-east-1")
     assert [pool.name for _, pool in parsed.pools] == ["h100", "system"]
     labels = pool_labels(raw["nodePools"], parsed)
-    assert labels == {0: "nodePools[0](h100)", 1: DEFAULT_POOL_LABEL}
+    assert labels == {0: "nodePools[0] (h100)", 1: DEFAULT_POOL_LABEL}
     assert with_pool_names(Problem("nodePools[1].labels", "x"), labels).path == f"{DEFAULT_POOL_LABEL}.labels"
 
 
@@ -218,7 +218,7 @@ def test_validation_reports_pools_by_name() -> None:
     pools = [*SECTIONS["gpu-clusters:nodePools"]]
     pools[1] = {**pools[1], "scaling": {"min": 3, "max": 2}}
     assert problems_of({"gpu-clusters:nodePools": pools}) == [
-        "nodePools[1](h100).scaling.min: min 3 is above max 2; need min <= desired <= max"
+        "nodePools[1] (h100).scaling.min: min 3 is above max 2; need min <= desired <= max"
     ]
 
 
@@ -226,9 +226,9 @@ def test_validation_reports_pools_by_name() -> None:
 @pytest.mark.parametrize(
     ("pool_changes", "path"),
     [
-        ({"scaling": {"min": 2, "max": "three"}}, "nodePools[1](h100).scaling.max"),
-        ({"capacity": {"type": "spotty", "spotInstanceTypes": ["p5e.48xlarge"]}}, "nodePools[1](h100).capacity.type"),
-        ({"kind": "cloud", "gpuModel": "A40", "nodes": 2}, "nodePools[1](h100).kind"),
+        ({"scaling": {"min": 2, "max": "three"}}, "nodePools[1] (h100).scaling.max"),
+        ({"capacity": {"type": "spotty", "spotInstanceTypes": ["p5e.48xlarge"]}}, "nodePools[1] (h100).capacity.type"),
+        ({"kind": "cloud", "gpuModel": "A40", "nodes": 2}, "nodePools[1] (h100).kind"),
     ],
 )
 def test_a_bad_value_is_one_problem_never_a_default_quoted_after_it(pool_changes: dict[str, Any], path: str) -> None:
@@ -263,4 +263,4 @@ def test_validate_without_config_keys_still_names_pools() -> None:
     }
     with pytest.raises(ConfigError) as raised:
         validate(raw, region="us-east-1")
-    assert "nodePools[0](gpu).scaling.min" in [p.path for p in raised.value.problems]
+    assert "nodePools[0] (gpu).scaling.min" in [p.path for p in raised.value.problems]

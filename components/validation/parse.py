@@ -192,20 +192,21 @@ class Parsed:
 
 
 #: A pool's place in a key path or message, not yet followed by its name.
-POOL_PATH = re.compile(r"nodePools\[(\d+)\](?!\()")
+POOL_PATH = re.compile(r"nodePools\[(\d+)\](?! \()")
 #: How a problem names the system pool a stack gets when it names none (`DEFAULT_SYSTEM_POOL`): no entry of the file.
-DEFAULT_POOL_LABEL = "nodePools(default system pool)"
+DEFAULT_POOL_LABEL = "nodePools (default system pool)"
 
 
 def pool_labels(pools_raw: Any, parsed: Parsed) -> dict[int, str]:
-    """Each pool's label by index: `nodePools[1](h100)` (its index and name, as written), `nodePools[1]` where the
-    entry has no name, and `DEFAULT_POOL_LABEL` for the default system pool, which the file does not hold."""
+    """Each pool's label by index: `nodePools[1] (h100)` (its index and name as written; the space keeps it from
+    reading as a Markdown link), `nodePools[1]` where the entry has no name, and `DEFAULT_POOL_LABEL` for the
+    default system pool, which the file does not hold."""
     entries = pools_raw if isinstance(pools_raw, list) else []
     labels = {}
     for index, item in enumerate(entries):
         name = item.get("name") if isinstance(item, dict) else None
         labels[index] = (
-            f"nodePools[{index}]({shown_text(name, 40)})" if isinstance(name, str) else f"nodePools[{index}]"
+            f"nodePools[{index}] ({shown_text(name, 40)})" if isinstance(name, str) else f"nodePools[{index}]"
         )
     if any(index == len(entries) for index, _ in parsed.pools):
         labels[len(entries)] = DEFAULT_POOL_LABEL
