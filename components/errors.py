@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import pulumi
@@ -34,6 +35,6 @@ class ConfigError(pulumi.RunError):
 def _order(problem: Problem) -> tuple[int, str, str]:
     from components.config import SECTIONS
 
-    head = problem.path.split(".")[0].split("[")[0]
+    head = re.split(r"[.\[( ]", problem.path, maxsplit=1)[0]
     rank = SECTIONS.index(head) if head in SECTIONS else len(SECTIONS)
     return rank, problem.path, problem.message

@@ -60,8 +60,12 @@ def test_the_zone_may_come_from_a_single_placement_zone():
 @pytest.mark.parametrize(
     ("changes", "path", "fragment"),
     [
-        ({"availabilityZone": None}, "nodePools[1].capacity.availabilityZone", "give the AZ of reservation"),
-        ({"availabilityZone": "us-east-1d"}, "nodePools[1].capacity.availabilityZone", "not one of the network's AZs"),
+        ({"availabilityZone": None}, "nodePools[1] (h100).capacity.availabilityZone", "give the AZ of reservation"),
+        (
+            {"availabilityZone": "us-east-1d"},
+            "nodePools[1] (h100).capacity.availabilityZone",
+            "not one of the network's AZs",
+        ),
     ],
 )
 def test_a_block_without_its_zone_or_outside_the_network_is_refused(changes, path, fragment):
@@ -74,18 +78,18 @@ def test_a_placement_that_disagrees_with_the_reservation_is_refused():
     placed = pool(block(), placement={"availabilityZones": ["us-east-1a"]})
     assert (
         "the reservation is in 'us-east-1b'"
-        in problems(SYSTEM_POOL, placed)["nodePools[1].placement.availabilityZones"]
+        in problems(SYSTEM_POOL, placed)["nodePools[1] (h100).placement.availabilityZones"]
     )
 
 
 def test_a_reservation_by_id_is_pinned_too_but_a_resource_group_is_not():
     by_id = pool(UNPLACED, capacity={"type": "reservation", "reservationId": BLOCK_ID})
-    assert "give the AZ" in problems(SYSTEM_POOL, by_id)["nodePools[1].capacity.availabilityZone"]
+    assert "give the AZ" in problems(SYSTEM_POOL, by_id)["nodePools[1] (h100).capacity.availabilityZone"]
     arn = "arn:aws:resource-groups:us-east-1:123456789012:group/gpus"
     group = pool(TRAINING_POOL, capacity={"type": "reservation", "reservationResourceGroupArn": arn})
     assert problems(SYSTEM_POOL, group) == {}
     on_demand = pool(TRAINING_POOL, capacity={"type": "on-demand", "availabilityZone": "us-east-1a"})
-    assert "not on-demand" in problems(SYSTEM_POOL, on_demand)["nodePools[1].capacity.availabilityZone"]
+    assert "not on-demand" in problems(SYSTEM_POOL, on_demand)["nodePools[1] (h100).capacity.availabilityZone"]
 
 
 # ------------------------------------------------------------------------------------------------- the block's end
@@ -142,23 +146,23 @@ def test_only_block_pools_get_a_schedule():
 def test_a_block_without_an_end_or_already_draining_is_refused(capacity, fragment):
     fields = {k: v for k, v in {**block()["capacity"], **capacity}.items() if v is not None}
     found = problems(SYSTEM_POOL, pool(UNPLACED, capacity=fields))
-    assert fragment in found["nodePools[1].capacity.endTime"]
+    assert fragment in found["nodePools[1] (h100).capacity.endTime"]
 
 
 @pytest.mark.parametrize("end", ["2030-03-01T11:30:00", "1893497400", 1893497400])
 def test_an_end_without_an_offset_or_as_a_number_is_refused(end):
     found = problems(SYSTEM_POOL, block(endTime=end))
-    assert "nodePools[1].capacity.endTime" in found
+    assert "nodePools[1] (h100).capacity.endTime" in found
 
 
 def test_an_end_time_on_another_capacity_type_is_refused():
     spot = pool(TRAINING_POOL, capacity={"type": "on-demand", "endTime": END})
-    assert "has no end time" in problems(SYSTEM_POOL, spot)["nodePools[1].capacity.endTime"]
+    assert "has no end time" in problems(SYSTEM_POOL, spot)["nodePools[1] (h100).capacity.endTime"]
 
 
 def test_a_block_needs_the_handler_that_drains_it():
     found = problems(SYSTEM_POOL, block(), addons={"nodeTerminationHandler": {"enabled": "off"}})
-    assert "node termination handler" in found["nodePools[1].capacity.type"]
+    assert "node termination handler" in found["nodePools[1] (h100).capacity.type"]
 
 
 def test_the_expiry_warning_is_routed_nowhere_the_hook_carries_the_drain():

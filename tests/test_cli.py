@@ -42,8 +42,8 @@ def test_console_script_prints_every_config_problem_and_exits_2(tmp_path: Path) 
     for line in (
         "cluster.kubernetesVersion: 1.27 is not a Kubernetes version EKS supports",
         "network.availabilityZones: list at least 2 AZs",
-        "nodePools[0].scaling.min: min 3 is above max 1",
-        "nodePools[1].gpuModel: AWS does not rent A40",
+        "nodePools[0] (h100).scaling.min: min 3 is above max 1",
+        "nodePools[1] (a40).gpuModel: AWS does not rent A40",
     ):
         assert line in result.stderr
 

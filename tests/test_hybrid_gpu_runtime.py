@@ -17,7 +17,7 @@ NO_COST = StackCost(region="us-east-1", items=(), unpriced=(), committed=(), poo
 
 def test_default_runtime_is_the_default_and_the_setting_is_validated():
     assert first_pool_plan(HYBRID_POOL).pool.gpu_runtime == "default-runtime"
-    with pytest.raises(ConfigError, match=r"nodePools\[1\]\.gpuRuntime"):
+    with pytest.raises(ConfigError, match=r"nodePools\[1\] \(h100\)\.gpuRuntime"):
         stack_config(SYSTEM_POOL, pool(TRAINING_POOL, gpuRuntime="default-runtime"), validated=True)
     with pytest.raises(ConfigError, match="gpuRuntime"):
         stack_config(SYSTEM_POOL, pool(HYBRID_POOL, gpuRuntime="runc"), validated=True)

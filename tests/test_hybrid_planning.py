@@ -60,7 +60,7 @@ def test_a_hybrid_pool_without_pod_cidrs_is_refused_even_without_webhooks() -> N
     with pytest.raises(ConfigError) as raised:
         stack(pool(network={"remoteNodeCidrs": ["10.80.0.0/16"], "webhooksOnHybridNodes": False}))
     (problem,) = raised.value.problems
-    assert problem.path == "nodePools[0].network.remotePodCidrs"
+    assert problem.path == "nodePools[0] (a40).network.remotePodCidrs"
     assert "Cilium" in problem.message
 
 

@@ -99,7 +99,7 @@ def test_the_offline_mocks_refuse_a_moving_image_parameter():
         (
             {},
             ({**SYSTEM_POOL, "instanceRefresh": {"minHealthyPercentage": 50, "maxHealthyPercentage": 200}},),
-            "nodePools[0].instanceRefresh.maxHealthyPercentage",
+            "nodePools[0] (system).instanceRefresh.maxHealthyPercentage",
             "more than 100 above",
         ),
     ],

@@ -86,7 +86,7 @@ B200 = {"name": "b200", "role": "training", "instanceType": "p6-b200.48xlarge", 
 def test_a_pool_in_an_az_that_does_not_offer_its_type_is_refused() -> None:
     pool = {**B200, "placement": {"availabilityZones": ["us-east-1a"]}}
     found = offering_problems([pool], availabilityZoneIds=US_EAST_1_IDS)
-    assert [p.path for p in found] == ["nodePools[1].placement.availabilityZones[0]"]
+    assert [p.path for p in found] == ["nodePools[1] (b200).placement.availabilityZones[0]"]
     assert "us-east-1a (use1-az2) does not offer p6-b200.48xlarge" in found[0].message
     assert "use1-az6 (us-east-1c)" in found[0].message
 
@@ -99,7 +99,7 @@ def test_a_pool_in_an_az_that_offers_its_type_passes() -> None:
 def test_without_zone_ids_a_pool_spanning_more_azs_than_offer_its_type_is_refused() -> None:
     pool = {**B200, "role": "inference", "efa": "off"}  # every AZ of the network: three, where one offers it
     found = offering_problems([pool])
-    assert [p.path for p in found] == ["nodePools[1]"]
+    assert [p.path for p in found] == ["nodePools[1] (b200)"]
     assert "offered in only 1 of us-east-1's 6" in found[0].message
 
 
@@ -107,7 +107,7 @@ def test_a_type_offered_nowhere_in_the_region_is_refused() -> None:
     pool = {**B200, "instanceType": "p5e.48xlarge", "placement": {"availabilityZones": ["us-east-1a"]}}
     found = offering_problems([pool])
     assert [(p.path, p.message.split(" (")[0]) for p in found] == [
-        ("nodePools[1].instanceType", "p5e.48xlarge is offered in no AZ of us-east-1")
+        ("nodePools[1] (b200).instanceType", "p5e.48xlarge is offered in no AZ of us-east-1")
     ]
 
 

@@ -77,35 +77,40 @@ HYBRID = {
 
 # (id, config changes, key path, message fragment)
 BROKEN: list[tuple[str, tuple[tuple[str, Any], ...], str, str]] = [
-    ("min above max", (("nodePools.1.scaling", {"min": 5, "max": 4}),), "nodePools[1].scaling.min", "above max 4"),
+    (
+        "min above max",
+        (("nodePools.1.scaling", {"min": 5, "max": 4}),),
+        "nodePools[1] (h100).scaling.min",
+        "above max 4",
+    ),
     (
         "desired outside range",
         (("nodePools.1.scaling", {"min": 1, "desired": 9, "max": 4}),),
-        "nodePools[1].scaling.desired",
+        "nodePools[1] (h100).scaling.desired",
         "outside min 1 .. max 4",
     ),
     (
         "duplicate pool names",
         (("nodePools.2", {"name": "h100", "role": "inference", "instanceType": "g6e.12xlarge"}),),
-        "nodePools[2].name",
+        "nodePools[2] (h100).name",
         "names must be unique",
     ),
     (
         "EFA on a type without it",
         (("nodePools.1", {"name": "l40s", "role": "inference", "instanceType": "g6e.xlarge", "efa": "on"}),),
-        "nodePools[1].efa",
+        "nodePools[1] (l40s).efa",
         "types with EFA: g4dn.12xlarge",
     ),
     (
         "A40 on an aws pool",
         (("nodePools.1", {"name": "a40", "role": "inference", "gpuModel": "A40", "gpusPerNode": 4}),),
-        "nodePools[1].gpuModel",
+        "nodePools[1] (a40).gpuModel",
         "AWS does not rent A40",
     ),
     (
         "EFA pool across AZs",
         (("nodePools.1.placement", {"availabilityZones": ["us-east-1a", "us-east-1b"]}),),
-        "nodePools[1].placement.availabilityZones",
+        "nodePools[1] (h100).placement.availabilityZones",
         "EFA traffic does not cross AZs",
     ),
     (
@@ -121,19 +126,19 @@ BROKEN: list[tuple[str, tuple[tuple[str, Any], ...], str, str]] = [
                 },
             ),
         ),
-        "nodePools[1].placement.placementGroup",
+        "nodePools[1] (g5).placement.placementGroup",
         "one AZ",
     ),
     (
         "unknown instance type",
         (("nodePools.1.instanceType", "p5.48xlarg"),),
-        "nodePools[1].instanceType",
+        "nodePools[1] (h100).instanceType",
         "p5.48xlarge",
     ),
     (
         "capacity block without id",
         (("nodePools.1.capacity", {"type": "capacity-block"}),),
-        "nodePools[1].capacity.reservationId",
+        "nodePools[1] (h100).capacity.reservationId",
         "needs the Capacity Block id",
     ),
     (
@@ -148,7 +153,7 @@ BROKEN: list[tuple[str, tuple[tuple[str, Any], ...], str, str]] = [
                 },
             ),
         ),
-        "nodePools[1].capacity.spotInstanceTypes",
+        "nodePools[1] (h100).capacity.spotInstanceTypes",
         "spot and capacity blocks cannot be combined",
     ),
     (
@@ -164,7 +169,7 @@ BROKEN: list[tuple[str, tuple[tuple[str, Any], ...], str, str]] = [
                 },
             ),
         ),
-        "nodePools[1].capacity.spotInstanceTypes[0]",
+        "nodePools[1] (l40s).capacity.spotInstanceTypes[0]",
         "g6e.24xlarge",
     ),
     (
@@ -223,7 +228,7 @@ BROKEN: list[tuple[str, tuple[tuple[str, Any], ...], str, str]] = [
         "AZ of another region",
         (("network.availabilityZones", ["us-east-1a", "us-west-2b"]),),
         "network.availabilityZones[1]",
-        "not an availability zone of us-east-1",
+        "not an Availability Zone of us-east-1 (it is in us-west-2",
     ),
     (
         "subnet outside the VPC",
@@ -242,13 +247,13 @@ BROKEN: list[tuple[str, tuple[tuple[str, Any], ...], str, str]] = [
     (
         "RAID0 without NVMe",
         (("nodePools.0.localStorage", "RAID0"),),
-        "nodePools[0].localStorage",
+        "nodePools[0] (system).localStorage",
         "no instance-store NVMe",
     ),
     (
         "GPU type as system pool",
         (("nodePools.0.instanceType", "g6e.xlarge"),),
-        "nodePools[0].instanceType",
+        "nodePools[0] (system).instanceType",
         "use a CPU type",
     ),
     (
@@ -315,7 +320,7 @@ BROKEN: list[tuple[str, tuple[tuple[str, Any], ...], str, str]] = [
     (
         "hybrid pool with an instance type",
         (("nodePools.2", {**HYBRID, "instanceType": "g6e.12xlarge"}),),
-        "nodePools[2].instanceType",
+        "nodePools[2] (a40).instanceType",
         "hybrid pools are your own servers",
     ),
     (
@@ -326,7 +331,7 @@ BROKEN: list[tuple[str, tuple[tuple[str, Any], ...], str, str]] = [
                 {**HYBRID, "network": {"remoteNodeCidrs": ["10.0.4.0/24"], "remotePodCidrs": ["192.168.0.0/18"]}},
             ),
         ),
-        "nodePools[2].network.remoteNodeCidrs[0]",
+        "nodePools[2] (a40).network.remoteNodeCidrs[0]",
         "overlaps the VPC CIDR",
     ),
     (
@@ -337,7 +342,7 @@ BROKEN: list[tuple[str, tuple[tuple[str, Any], ...], str, str]] = [
                 {**HYBRID, "network": {"remoteNodeCidrs": ["8.8.8.0/24"], "remotePodCidrs": ["192.168.0.0/18"]}},
             ),
         ),
-        "nodePools[2].network.remoteNodeCidrs[0]",
+        "nodePools[2] (a40).network.remoteNodeCidrs[0]",
         "not RFC 1918",
     ),
     (
@@ -348,19 +353,19 @@ BROKEN: list[tuple[str, tuple[tuple[str, Any], ...], str, str]] = [
                 {**HYBRID, "network": {"remoteNodeCidrs": ["192.168.0.0/16"], "remotePodCidrs": ["192.168.128.0/18"]}},
             ),
         ),
-        "nodePools[2].network.remotePodCidrs[0]",
+        "nodePools[2] (a40).network.remotePodCidrs[0]",
         "overlaps 192.168.0.0/16",
     ),
     (
         "activation limit below node count",
         (("nodePools.2", {**HYBRID, "credentials": {"activationLimit": 2}}),),
-        "nodePools[2].credentials.activationLimit",
+        "nodePools[2] (a40).credentials.activationLimit",
         "cannot join 4 nodes",
     ),
     (
         "hybrid pool without pod network",
         (("nodePools.2", {**HYBRID, "network": {"remoteNodeCidrs": ["192.168.100.0/24"]}}),),
-        "nodePools[2].network.remotePodCidrs",
+        "nodePools[2] (a40).network.remotePodCidrs",
         "Cilium hands hybrid pods their addresses",
     ),
     (
@@ -371,13 +376,13 @@ BROKEN: list[tuple[str, tuple[tuple[str, Any], ...], str, str]] = [
                 {**HYBRID, "network": {"remoteNodeCidrs": ["192.168.100.0/24"], "webhooksOnHybridNodes": False}},
             ),
         ),
-        "nodePools[2].network.remotePodCidrs",
+        "nodePools[2] (a40).network.remotePodCidrs",
         "Cilium hands hybrid pods their addresses",
     ),
     (
         "gpu-utilization scaling on CPU",
         (("nodePools.0.scaling", {"min": 2, "max": 3, "mode": "gpu-utilization"}),),
-        "nodePools[0].scaling.mode",
+        "nodePools[0] (system).scaling.mode",
         "needs GPUs",
     ),
     (
@@ -399,19 +404,19 @@ BROKEN: list[tuple[str, tuple[tuple[str, Any], ...], str, str]] = [
                 },
             ),
         ),
-        "nodePools[1].capacity.spotInstanceTypes[0]",
+        "nodePools[1] (l40s).capacity.spotInstanceTypes[0]",
         "lacks EFA cards",
     ),
     (
         "label in a kubelet-reserved domain",
         (("nodePools.1.labels", {"node-role.kubernetes.io/gpu": "true"}),),
-        "nodePools[1].labels.node-role.kubernetes.io/gpu",
+        "nodePools[1] (h100).labels.node-role.kubernetes.io/gpu",
         "kubelet refuses",
     ),
     (
         "taint key twice with the autoscaler",
         (("nodePools.1.taints", [{"key": "gpu", "effect": "NoSchedule"}, {"key": "gpu", "effect": "NoExecute"}]),),
-        "nodePools[1].taints",
+        "nodePools[1] (h100).taints",
         "one value:Effect per key",
     ),
     (
@@ -425,7 +430,7 @@ BROKEN: list[tuple[str, tuple[tuple[str, Any], ...], str, str]] = [
                 },
             ),
         ),
-        "nodePools[2].network.remotePodCidrs",
+        "nodePools[2] (a40).network.remotePodCidrs",
         "room for 1 node pod blocks",
     ),
     (
@@ -443,13 +448,13 @@ BROKEN: list[tuple[str, tuple[tuple[str, Any], ...], str, str]] = [
                 },
             ),
         ),
-        "nodePools[2].credentials.activationLimit",
+        "nodePools[2] (a40).credentials.activationLimit",
         "applies to SSM activations",
     ),
     (
         "gpu-utilization without a serving workload",
         (("nodePools.1", L40S_POOL), ("storage", {})),
-        "nodePools[1].scaling.mode",
+        "nodePools[1] (l40s).scaling.mode",
         "add a workloads.serving entry with pool: l40s",
     ),
     (
@@ -501,7 +506,7 @@ BROKEN: list[tuple[str, tuple[tuple[str, Any], ...], str, str]] = [
             ),
         ),
         "workloads.serving[0].autoscaling",
-        "nodePools[2].scaling.gpuUtilization",
+        "nodePools[2] (l40s).scaling.gpuUtilization",
     ),
     (
         "a grace period longer than the drain",
@@ -586,7 +591,7 @@ def test_every_problem_is_reported_at_once() -> None:
     assert {
         "cluster.kubernetesVersion",
         "cluster.bogus",
-        "nodePools[1].scaling.min",
+        "nodePools[1] (h100).scaling.min",
         "storage.lustre.storageCapacityGib",
     } <= paths
     assert str(caught.value).count("\n") == len(caught.value.problems)

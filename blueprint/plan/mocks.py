@@ -23,6 +23,8 @@ import pulumi
 from pulumi.runtime import rpc
 from pulumi.runtime.mocks import MockCallArgs, MockMonitor, MockResourceArgs
 
+from components.catalog.zones import region_zones
+
 ACCOUNT_ID = "123456789012"
 FAKE_CA = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nMIIBofflineplan\n-----END CERTIFICATE-----\n").decode()
 
@@ -81,7 +83,11 @@ class PlanMocks(pulumi.runtime.Mocks):
 
     def __init__(self, region: str) -> None:
         self.region = region
-        self.azs = [f"{region}{suffix}" for suffix in "abcdef"]
+        known = region_zones(region)
+        #: The Region's AZ names and IDs as the catalog lists them (components/catalog/zones.yaml), paired in order:
+        #: one account's possible mapping. A Region the catalog does not list gets `<region>a` to `<region>f`.
+        self.azs = list(known.names) if known else [f"{region}{suffix}" for suffix in "abcdef"]
+        self.az_ids = list(known.ids) if known else [f"{region}-az{i + 1}" for i in range(len(self.azs))]
         self._decoded = threading.local()
 
     def last_inputs(self) -> dict[str, Any]:
@@ -214,8 +220,8 @@ class PlanMocks(pulumi.runtime.Mocks):
         token, a = args.token, args.args
         if token == "aws:index/getAvailabilityZones:getAvailabilityZones":
             return {
-                "names": self.azs,
-                "zoneIds": [f"use1-az{i + 1}" for i in range(len(self.azs))],
+                "names": self.azs[: len(self.az_ids)],
+                "zoneIds": self.az_ids[: len(self.azs)],
                 "id": self.region,
             }
         if token == "aws:index/getRegion:getRegion":

@@ -14,7 +14,7 @@ from typing import Any
 
 from components.config import SECTIONS, AddonsConfig, StackConfig, StorageConfig, WorkloadsConfig
 from components.errors import ConfigError, Problem
-from components.validation.parse import Parsed
+from components.validation.parse import Parsed, pool_labels, with_pool_names
 from components.validation.registry import RULES
 
 #: The region when a stack names none (the AWS provider would otherwise use the environment's).
@@ -28,7 +28,8 @@ def validate(raw: Mapping[str, Any], region: str, config_keys: Mapping[str, Any]
     for rule in RULES:
         problems.extend(rule(parsed))
     if problems:
-        raise ConfigError(problems)
+        labels = pool_labels(raw.get("nodePools"), parsed)
+        raise ConfigError([with_pool_names(problem, labels) for problem in problems])
     assert parsed.cluster is not None and parsed.network is not None  # no problems: every section parsed
     return StackConfig(
         region=region,

@@ -60,6 +60,8 @@ def endpoint_is_reachable_and_fenced(p: Parsed) -> Iterator[Problem]:
     if p.cluster is None:
         return
     e = p.cluster.endpoint
+    if p.damaged_at("cluster.endpoint"):
+        return  # a switch or CIDR that did not parse would be judged by its default
     if not e.private and not e.public:
         yield Problem("cluster.endpoint", "private and public access are both off; nothing could reach the API")
     if e.public and not e.public_access_cidrs:

@@ -43,7 +43,7 @@ def on_prem_gpus_are_monitored(p: Parsed) -> Iterator[Problem]:
         if pool.kind == "hybrid":
             yield Problem(
                 "addons.monitoring.containerInsights",
-                f"nodePools[{index}] ({pool.name}) is a hybrid pool, which Container Insights cannot monitor "
+                f"nodePools[{index}] is a hybrid pool, which Container Insights cannot monitor "
                 "(its DCGM exporter runs only on NVIDIA EC2 instance types, its agent needs hybrid settings); set "
                 "containerInsights: false and dcgmPrometheus: true",
             )

@@ -39,15 +39,17 @@ def hybrid_pools_describe_their_servers(p: Parsed) -> Iterator[Problem]:
                 "hybrid pools are your own servers: give gpuModel (e.g. A40) and gpusPerNode, not an instance type",
             )
         if not pool.gpu_model:
-            yield Problem(f"{path}.gpuModel", f"give the servers' GPU model: {', '.join(sorted(catalog.gpu_models()))}")
+            if not p.damaged_at(f"{path}.gpuModel"):
+                models = ", ".join(sorted(catalog.gpu_models()))
+                yield Problem(f"{path}.gpuModel", f"give the servers' GPU model: {models}")
         elif pool.gpu_model not in catalog.gpu_models():
             try:
                 catalog.gpu_model(pool.gpu_model)
             except KeyError as error:
                 yield Problem(f"{path}.gpuModel", shown_text(str(error.args[0]), 300))
-        if pool.gpu_model and pool.gpus_per_node is None:
+        if pool.gpu_model and pool.gpus_per_node is None and not p.damaged_at(f"{path}.gpusPerNode"):
             yield Problem(f"{path}.gpusPerNode", "how many GPUs each server has (e.g. 4)")
-        if pool.nodes is None:
+        if pool.nodes is None and not p.damaged_at(f"{path}.nodes"):
             yield Problem(f"{path}.nodes", "how many servers join (e.g. 2)")
 
 
@@ -98,6 +100,8 @@ def remote_networks_are_given(p: Parsed) -> Iterator[Problem]:
     """
     for path, pool in p.hybrid_pools():
         net = pool.network
+        if p.damaged_at(f"{path}.network"):
+            continue  # a CIDR that did not parse is left out: the rest would be judged without it
         if net is None or not net.remote_node_cidrs:
             yield Problem(f"{path}.network.remoteNodeCidrs", "the on-prem node network(s), e.g. [10.80.0.0/16]")
             continue

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from itertools import combinations
 
 from components.catalog import regions
+from components.catalog.zones import region_zones
 from components.errors import Problem
 from components.planning.subnets import subnet_layout
 from components.validation.parse import Parsed, shown
@@ -22,13 +23,34 @@ MIN_CLUSTER_AZS = 2
 MAX_AZS = 6
 
 
+def not_a_zone(region: str, zone: str) -> str | None:
+    """Why `zone` names no Availability Zone of `region`, or None when it does: the catalog's names of the Region
+    (components/catalog/zones.yaml, from the AWS Regions and Availability Zones guide), or, for a Region it does not
+    list, the form of a name (the Region and one letter)."""
+    known = region_zones(region)
+    if known is None:
+        if region not in regions.regions() or re.fullmatch(re.escape(region) + "[a-z]", zone):
+            return None
+        return f"{shown(zone)} is not an Availability Zone of {region} (expected {region}a, ...)"
+    if zone in known.names:
+        return None
+    elsewhere = next((r for r in regions.regions() if zone in getattr(region_zones(r), "names", ())), None)
+    where = f" (it is in {elsewhere}, not the stack's aws:region)" if elsewhere else ""
+    return f"{shown(zone)} is not an Availability Zone of {region}{where}; its zones: {', '.join(known.names)}"
+
+
 def zone_problems(p: Parsed, zones: list[str], path: str) -> Iterator[Problem]:
-    """AZ names of the stack's region are the region plus one letter (`us-east-1a`)."""
-    if p.region not in regions.regions():
-        return
+    """Every AZ named is one of the stack's Region (`not_a_zone`)."""
     for zone in zones:
-        if not re.fullmatch(re.escape(p.region) + r"[a-z]", zone):
-            yield Problem(path, f"{shown(zone)} is not an availability zone of {p.region} (expected {p.region}a, ...)")
+        if (why := not_a_zone(p.region, zone)) is not None:
+            yield Problem(path, why)
+
+
+def outside_the_network(p: Parsed, zone: str) -> str:
+    """Why a pool's, reservation's or file system's AZ is refused when it is not one of the network's."""
+    mine = f"the network's AZs: {', '.join(p.zones)}"
+    why = not_a_zone(p.region, zone)
+    return f"{why}; {mine}" if why else f"{shown(zone)} is not one of the network's AZs ({', '.join(p.zones)})"
 
 
 def existing_vpc_has_subnets(p: Parsed) -> Iterator[Problem]:
@@ -77,9 +99,11 @@ def zones_are_distinct_and_enough(p: Parsed) -> Iterator[Problem]:
         return
     zones = p.network.availability_zones
     # A malformed `availabilityZones` (already reported) leaves the default, no zones: not a second problem.
-    if len(zones) < MIN_CLUSTER_AZS and "network.availabilityZones" not in p.damaged:
+    if len(zones) < MIN_CLUSTER_AZS and not p.damaged_at("network.availabilityZones"):
         region = p.region if p.region in regions.regions() else "the region"
-        example = f", e.g. [{p.region}a, {p.region}b]" if p.region in regions.regions() else ""
+        known = region_zones(p.region)
+        names = known.names[:MIN_CLUSTER_AZS] if known else (f"{p.region}a", f"{p.region}b")
+        example = f", e.g. [{', '.join(names)}]" if p.region in regions.regions() else ""
         yield Problem(
             "network.availabilityZones",
             f"list at least {MIN_CLUSTER_AZS} AZs of {region} (EKS control plane needs two){example}",

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 from components.catalog import InstanceType
 from components.catalog.offerings import OFFERINGS_PATH, RegionOfferings, az_id_order, region_offerings
+from components.catalog.zones import region_zones
 from components.config import NetworkConfig, NodePool
 from components.errors import Problem
 from components.planning.pools import pool_zones, wants_efa
@@ -22,17 +23,18 @@ SNAPSHOT = f"EC2 instance type offerings, {OFFERINGS_PATH.parent.name}/{OFFERING
 
 def zone_ids_name_the_networks_zones(p: Parsed) -> Iterator[Problem]:
     """`network.availabilityZoneIds` maps the network's AZs, each to a distinct AZ ID of the stack's region (the
-    catalog's snapshot lists the region's AZ IDs, AWS Regions and Availability Zones guide, "AZ IDs")."""
+    catalog lists the region's AZ IDs, components/catalog/zones.yaml, from the AWS Regions and Availability Zones
+    guide, "AWS Availability Zones")."""
     if p.network is None:
         return
-    known = region_offerings(p.region)
+    known = region_zones(p.region)
     seen: dict[str, str] = {}
     for name, az_id in p.network.availability_zone_ids.items():
         where = f"{NETWORK_ZONE_IDS}.{shown_text(name)}"
-        if name not in p.zones:
+        if name not in p.zones and not p.damaged_at("network.availabilityZones", "network.existingVpc"):
             yield Problem(where, f"not an AZ of the network ({', '.join(p.zones) or 'none'})")
-        if known is not None and az_id not in known.zones:
-            yield Problem(where, f"{az_id} is not an AZ ID of {p.region} ({', '.join(known.zones)})")
+        if known is not None and az_id not in known.ids:
+            yield Problem(where, f"{az_id} is not an AZ ID of {p.region} ({', '.join(known.ids)})")
         if az_id in seen:
             yield Problem(where, f"{az_id} is already the ID of {seen[az_id]}; each AZ has its own")
         seen.setdefault(az_id, name)

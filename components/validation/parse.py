@@ -7,6 +7,7 @@ stays silent: those inputs already have an error, and a follow-on error would on
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from copy import deepcopy
 from dataclasses import dataclass, field
@@ -39,6 +40,10 @@ DEFAULT_SYSTEM_POOL = {
     "instanceType": "m7i.xlarge",
     "scaling": {"min": 2, "desired": 2, "max": 3, "mode": "fixed"},
 }
+#: The config namespaces read besides the project's: `aws` by the AWS provider (the program registers its AWS
+#: resources with the default provider, which the engine configures from the `aws:` keys) and `pulumi` by the engine
+#: itself. Any other namespace reaches the program, whose validation is the only reader (docs/configuration.md).
+READ_NAMESPACES = ("aws", "pulumi")
 #: How much of a bad value a message echoes: enough to recognise it, never the whole input.
 MAX_ECHO = 60
 
@@ -75,7 +80,8 @@ class Parsed:
         """Parse every section of `raw`. A section left out but probably misspelt (`nodepools`) counts as failed,
         not as absent: its typo is reported once, and no rule complains about the defaults standing in for it."""
         parsed = cls(region=region, project=project, config_keys=config_keys, raw_keys=tuple(map(str, raw)))
-        misspelt = {section for key in parsed.unknown_keys() if (section := closest(key, SECTIONS))} - set(raw)
+        stray = [*parsed.unknown_keys(), *(name for _, name in parsed.stray_keys())]
+        misspelt = {section for key in stray if (section := closest(key, SECTIONS))} - set(raw)
         if "cluster" in raw:
             parsed.cluster = parsed._parse(ClusterConfig, raw["cluster"], "cluster")
         elif "cluster" not in misspelt:
@@ -100,6 +106,23 @@ class Parsed:
         keys = [key.removeprefix(prefix) for key in self.config_keys if key.startswith(prefix)] or self.raw_keys
         return [key for key in keys if key not in SECTIONS and ":" not in key]
 
+    def damaged_at(self, *paths: str) -> bool:
+        """Whether any of `paths`, a key inside one or the section holding it failed to parse: its value is then a
+        default standing in for what the user wrote, and a rule quoting it would invent a value."""
+
+        def hit(path: str, damaged: str) -> bool:
+            inside = damaged.startswith((f"{path}.", f"{path}["))
+            holds = path.startswith((f"{damaged}.", f"{damaged}["))
+            return damaged == path or inside or (holds and "." not in damaged and "[" not in damaged)
+
+        return any(hit(path, damaged) for path in paths for damaged in self.damaged)
+
+    def stray_keys(self) -> list[tuple[str, str]]:
+        """(namespace, name) of every key in a namespace nothing reads: neither the project's nor one of
+        `READ_NAMESPACES` (`gpuclusters:storage`, `gpu-cluster:nodePools`)."""
+        pairs = [key.partition(":")[::2] for key in self.config_keys if key.count(":") == 1]
+        return [(ns, name) for ns, name in pairs if ns and name and ns not in (self.project, *READ_NAMESPACES)]
+
     def _parse_pools(self, pools_raw: Any) -> None:
         if not isinstance(pools_raw, list):
             self.problems.append(Problem("nodePools", f"must be a list of node pools (got {shown(pools_raw)})"))
@@ -107,6 +130,10 @@ class Parsed:
             return
         for index, item in enumerate(pools_raw):
             pool = self._parse(NodePool, item, f"nodePools[{index}]")
+            # A pool whose kind or role did not parse would be checked as the default kind or role: every rule
+            # about it would then judge a pool the user did not write.
+            if self.damaged_at(f"nodePools[{index}].kind", f"nodePools[{index}].role"):
+                pool = None
             if pool is None:
                 self.pools_complete = False
             else:
@@ -162,6 +189,38 @@ class Parsed:
         for index, pool in self.pools:
             if pool.kind == "hybrid":
                 yield f"nodePools[{index}]", pool
+
+
+#: A pool's place in a key path or message, not yet followed by its name.
+POOL_PATH = re.compile(r"nodePools\[(\d+)\](?! \()")
+#: How a problem names the system pool a stack gets when it names none (`DEFAULT_SYSTEM_POOL`): no entry of the file.
+DEFAULT_POOL_LABEL = "nodePools (default system pool)"
+
+
+def pool_labels(pools_raw: Any, parsed: Parsed) -> dict[int, str]:
+    """Each pool's label by index: `nodePools[1] (h100)` (its index and name as written; the space keeps it from
+    reading as a Markdown link), `nodePools[1]` where the entry has no name, and `DEFAULT_POOL_LABEL` for the
+    default system pool, which the file does not hold."""
+    entries = pools_raw if isinstance(pools_raw, list) else []
+    labels = {}
+    for index, item in enumerate(entries):
+        name = item.get("name") if isinstance(item, dict) else None
+        labels[index] = (
+            f"nodePools[{index}] ({shown_text(name, 40)})" if isinstance(name, str) else f"nodePools[{index}]"
+        )
+    if any(index == len(entries) for index, _ in parsed.pools):
+        labels[len(entries)] = DEFAULT_POOL_LABEL
+    return labels
+
+
+def with_pool_names(problem: Problem, labels: Mapping[int, str]) -> Problem:
+    """`problem` with every `nodePools[i]` in its path and message named as `pool_labels` names it, so one form
+    reads the same in every rule's message."""
+
+    def label(match: re.Match[str]) -> str:
+        return labels.get(int(match[1]), match[0])
+
+    return Problem(POOL_PATH.sub(label, problem.path), POOL_PATH.sub(label, problem.message))
 
 
 #: A rule of the second pass: every problem it finds in what parsed.
@@ -335,4 +394,15 @@ def unknown_key(key: str, known: Iterable[str]) -> str:
     return f"unknown key{hint}; valid keys: {', '.join(known)}" if hint else f"unknown key; valid: {', '.join(known)}"
 
 
-__all__ = ["SECTIONS", "Parsed", "Rule", "describe", "did_you_mean", "join_path", "shown", "unknown_key"]
+__all__ = [
+    "SECTIONS",
+    "Parsed",
+    "Rule",
+    "describe",
+    "did_you_mean",
+    "join_path",
+    "pool_labels",
+    "shown",
+    "unknown_key",
+    "with_pool_names",
+]

@@ -26,6 +26,7 @@ from components.planning.pools import (
     wants_placement_group,
 )
 from components.validation.cluster import OWN_TAG_COUNT
+from components.validation.network import outside_the_network
 from components.validation.parse import Parsed, shown, shown_text
 
 #: Kubernetes supports clusters of at most 5,000 nodes (Kubernetes docs, "Considerations for large clusters"):
@@ -121,6 +122,8 @@ def scaling_bounds_are_consistent(p: Parsed) -> Iterator[Problem]:
     scale-in threshold below the scale-out one (or the pool would flap)."""
     for path, pool, _ in p.aws_pools():
         s = pool.scaling
+        if p.damaged_at(f"{path}.scaling"):
+            continue  # a bound that did not parse would be quoted as its default
         if s.min > s.max:
             yield Problem(f"{path}.scaling.min", f"min {s.min} is above max {s.max}; need min <= desired <= max")
         if s.desired is not None and not s.min <= s.desired <= s.max:
@@ -209,7 +212,7 @@ def spot_settings_only_on_spot(p: Parsed) -> Iterator[Problem]:
     mixed instances policy; on any other capacity type nothing reads them."""
     for path, pool, _ in p.aws_pools():
         c = pool.capacity
-        if c.type == "spot":
+        if c.type == "spot" or p.damaged_at(f"{path}.capacity.type"):
             continue
         for field, key in SPOT_ONLY_KEYS.items():
             if field in c.model_fields_set:
@@ -302,11 +305,8 @@ def placement_fits_the_network(p: Parsed) -> Iterator[Problem]:
         efa = wants_efa(pool, instance)
         zones = pool_zones(pool, p.network, efa)
         for j, zone in enumerate(pool.placement.availability_zones or []):
-            if zone not in p.zones:
-                yield Problem(
-                    f"{path}.placement.availabilityZones[{j}]",
-                    f"{shown(zone)} is not one of the network's AZs ({', '.join(p.zones)})",
-                )
+            if zone not in p.zones and not p.damaged_at("network.availabilityZones", "network.existingVpc"):
+                yield Problem(f"{path}.placement.availabilityZones[{j}]", outside_the_network(p, zone))
         if efa and len(zones) > 1:
             yield Problem(
                 f"{path}.placement.availabilityZones",

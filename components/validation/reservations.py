@@ -9,6 +9,7 @@ from components.clock import utc_now
 from components.errors import Problem
 from components.planning.drain import hook_timeout_seconds
 from components.planning.reservations import pinned_to_one_zone, reservation_zone, scale_in_time
+from components.validation.network import outside_the_network
 from components.validation.parse import Parsed, shown
 
 
@@ -41,10 +42,9 @@ def reservations_launch_in_their_zone(p: Parsed) -> Iterator[Problem]:
                 f"{path}.placement.availabilityZones",
                 f"the reservation is in {shown(zone)}, so the pool launches only there; set [{zone}] or leave it out",
             )
-        if p.network is not None and zone not in p.zones and not placed:
-            yield Problem(
-                f"{cpath}.availabilityZone", f"{shown(zone)} is not one of the network's AZs ({', '.join(p.zones)})"
-            )
+        network_damaged = p.damaged_at("network.availabilityZones", "network.existingVpc")
+        if p.network is not None and zone not in p.zones and not placed and not network_damaged:
+            yield Problem(f"{cpath}.availabilityZone", outside_the_network(p, zone))
 
 
 def capacity_blocks_drain_before_they_end(p: Parsed) -> Iterator[Problem]:

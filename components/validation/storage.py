@@ -19,6 +19,7 @@ from components.planning.lustre import (
 )
 from components.planning.pools import pool_zones, wants_efa
 from components.planning.storage import NFS_MOUNT_KEYS, NFS_PAGE_SIZE, is_nfs_transfer_size, mount_option_key
+from components.validation.network import not_a_zone
 from components.validation.parse import Parsed, shown
 
 #: Kubernetes object names (namespaces, claims): DNS-1123 labels, at most 63 characters (Kubernetes "Object Names").
@@ -163,6 +164,8 @@ def mounting_pools_exist(p: Parsed) -> Iterator[Problem]:
         return
     kinds = {pool.name: pool.kind for _, pool in p.pools}
     for key, fs in _file_systems(p):
+        if p.damaged_at(f"storage.{key}.kind"):
+            continue  # whether hybrid pools may mount it depends on the kind the user meant
         kind = "efs" if isinstance(fs, NfsConfig) and fs.kind == "efs" else key
         for j, name in enumerate(fs.pools or []):
             where = f"storage.{key}.pools[{j}]"
@@ -187,7 +190,9 @@ def lustre_sits_with_its_clients(p: Parsed) -> Iterator[Problem]:
     if p.network is None or not training:
         return
     zones = {z for i, pool in training for z in pool_zones(pool, p.network, wants_efa(pool, p.instances.get(i)))}
-    if fs.availability_zone is not None and fs.availability_zone not in zones:
+    if fs.availability_zone is not None and (why := not_a_zone(p.region, fs.availability_zone)) is not None:
+        yield Problem(f"{LUSTRE}.availabilityZone", why)
+    elif fs.availability_zone is not None and fs.availability_zone not in zones:
         yield Problem(
             f"{LUSTRE}.availabilityZone",
             f"{shown(fs.availability_zone)} has no training pool (they run in {', '.join(sorted(zones))}); Lustre "
@@ -205,13 +210,14 @@ def nfs_settings_fit_the_kind(p: Parsed) -> Iterator[Problem]:
     neither, nor the server's mount options and bandwidth (the EFS CSI driver mounts with its own options, and EFS
     throughput follows `throughputMode`); provisioned throughput names its MiB/s (EFS, 1-3414)."""
     fs = p.storage.nfs if p.storage else None
-    if fs is None:
-        return
+    if fs is None or p.damaged_at(f"{NFS}.kind"):
+        return  # which settings fit depends on the kind the user meant
     if fs.kind == "existing":
-        if not fs.server:
+        if not fs.server and not p.damaged_at(f"{NFS}.server"):
             yield Problem(f"{NFS}.server", "an existing NFS server needs its address (e.g. nfs.lab.example.com)")
         if not fs.share:
-            yield Problem(f"{NFS}.share", "an existing NFS server needs the exported path (e.g. /exports/models)")
+            if not p.damaged_at(f"{NFS}.share"):
+                yield Problem(f"{NFS}.share", "an existing NFS server needs the exported path (e.g. /exports/models)")
         elif not fs.share.startswith("/"):
             yield Problem(f"{NFS}.share", f"{shown(fs.share)} must be an absolute export path like /exports/models")
         for field, key in (

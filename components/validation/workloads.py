@@ -86,7 +86,10 @@ def serving_replicas_fit_the_pool(p: Parsed) -> Iterator[Problem]:
         gpus = _gpus_per_node(p, *found) if found is not None else None
         if found is None or not gpus:
             continue
-        pool = found[1]
+        index, pool = found
+        sized_by = ("nodes", "gpusPerNode") if pool.kind == "hybrid" else ("scaling.max",)
+        if p.damaged_at(*(f"nodePools[{index}].{key}" for key in sized_by)):
+            continue  # the pool's size did not parse: its slots would be counted from a default
         if gpus % workload.gpus_per_replica:
             yield Problem(
                 f"{path}.gpusPerReplica",
@@ -110,11 +113,12 @@ def serving_workloads_are_wired(p: Parsed) -> Iterator[Problem]:
     the DCGM exporter's GPU utilization in Prometheus (`addons.monitoring.dcgmPrometheus`)."""
     nfs = p.storage.nfs if p.storage is not None else None
     prometheus = p.addons.monitoring.dcgm_prometheus if p.addons is not None else True
+    prometheus = prometheus or p.damaged_at("addons.monitoring.dcgmPrometheus")
     for path, workload in _serving(p):
         found = _pool(p, workload.pool)
         if p.storage is not None and nfs is None:
             yield Problem(f"{path}.model", "the weights come from storage.nfs, which the stack does not have; add it")
-        elif nfs is not None and found is not None and found[1].role == "inference":
+        elif nfs is not None and found is not None and found[1].role == "inference" and not p.damaged_at("storage.nfs"):
             pool = found[1]
             listed = workload.pool in nfs.pools if nfs.pools is not None else pool.role == "inference"
             if not listed or (nfs.kind == "efs" and pool.kind == "hybrid"):
