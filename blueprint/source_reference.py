@@ -2,8 +2,8 @@
 
 Catalog entries cite their sources by tag (`source: AC+KP+NVHOPPER`); the tags, titles, URLs and snapshots live
 in the `sources:` maps of the catalog files (`components/catalog/instances.yaml`, `versions.yaml`, `metrics.yaml`,
-`offerings.yaml`, `prices.yaml`, `zones.yaml`). Generating their headings keeps every tag a reader meets in the catalog (or in a
-code comment) one link away from where it points.
+`offerings.yaml`, `prices.yaml`, `zones.yaml`). Generating their headings keeps every tag a reader meets in the
+catalog (or in a code comment) one link away from where it points.
 """
 
 from __future__ import annotations

@@ -207,4 +207,4 @@ def test_unpriced_parts_become_warnings_and_pool_figures_say_no_price() -> None:
 def test_vcpus_per_node_is_refused_on_aws_pools() -> None:
     with pytest.raises(ConfigError) as refused:
         stack_config(dict(SYSTEM, vcpusPerNode=8), validated=True)
-    assert "nodePools[0].vcpusPerNode" in str(refused.value)
+    assert "nodePools[0] (system).vcpusPerNode" in str(refused.value)
