@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 CATALOG_DIR = Path(__file__).resolve().parents[1] / "components" / "catalog"
-SOURCE_FILES = ("instances.yaml", "versions.yaml", "offerings.yaml", "metrics.yaml")
+SOURCE_FILES = ("instances.yaml", "versions.yaml", "offerings.yaml", "metrics.yaml", "quotas.yaml")
 
 
 def catalog_sources() -> dict[str, tuple[str, dict[str, Any]]]:

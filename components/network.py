@@ -135,7 +135,7 @@ class Network(pulumi.ComponentResource):
         )
         public_rt = self._public_route_table(vpc, igw)
         public_subnets = self._public_subnets(vpc, public_rt, layout.zones, layout.public)
-        nat_zones = self._nat_gateways(igw, public_subnets, layout.zones)
+        nat_zones = self._nat_gateways(igw, public_subnets, layout.nat_zones)
         private_route_tables = self._private_subnets(vpc, nat_zones, layout.zones, layout.private)
         self._s3_endpoint(vpc, [route_table.id for route_table in private_route_tables.values()] + [public_rt.id])
         if self.network.site_connection is not None:
@@ -209,10 +209,10 @@ class Network(pulumi.ComponentResource):
         return public_subnets
 
     def _nat_gateways(
-        self, igw: aws.ec2.InternetGateway, public_subnets: Mapping[str, aws.ec2.Subnet], zones: Sequence[str]
+        self, igw: aws.ec2.InternetGateway, public_subnets: Mapping[str, aws.ec2.Subnet], nat_zones: Sequence[str]
     ) -> list[str]:
-        """NAT gateways, one per AZ (survives an AZ's loss) or a single one in the first AZ; returns their AZs."""
-        nat_zones = list(zones) if self.network.nat_gateways == "one-per-az" else list(zones[:1])
+        """NAT gateways in `nat_zones` (`subnet_layout`: one per AZ, which survives an AZ's loss, or a single one in
+        the first AZ); returns their AZs."""
         for zone in nat_zones:
             eip = aws.ec2.Eip(
                 self._named(f"nat-{zone}"),
@@ -230,7 +230,7 @@ class Network(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[igw]),
             )
             self.nat_gateway_ids[zone] = nat.id
-        return nat_zones
+        return list(nat_zones)
 
     def _private_subnets(
         self, vpc: aws.ec2.Vpc, nat_zones: Sequence[str], zones: Sequence[str], cidrs: Sequence[IPv4Network]

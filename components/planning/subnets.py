@@ -21,6 +21,8 @@ class SubnetLayout:
     zones: tuple[str, ...]
     private: tuple[IPv4Network, ...]
     public: tuple[IPv4Network, ...]
+    #: The AZs that get a NAT gateway (and its Elastic IP): every AZ with `one-per-az`, the first with `single`.
+    nat_zones: tuple[str, ...]
 
 
 def subnet_layout(network: NetworkConfig) -> SubnetLayout:
@@ -29,4 +31,5 @@ def subnet_layout(network: NetworkConfig) -> SubnetLayout:
     eighths = list(network.vpc_cidr.subnets(prefixlen_diff=PRIVATE_SPLIT_BITS))
     private = network.private_subnet_cidrs or eighths[: len(zones)]
     public = network.public_subnet_cidrs or list(eighths[-1].subnets(prefixlen_diff=PUBLIC_SPLIT_BITS))[: len(zones)]
-    return SubnetLayout(zones=zones, private=tuple(private), public=tuple(public))
+    nat_zones = zones if network.nat_gateways == "one-per-az" else zones[:1]
+    return SubnetLayout(zones=zones, private=tuple(private), public=tuple(public), nat_zones=nat_zones)
