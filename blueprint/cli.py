@@ -4,6 +4,7 @@
     blueprint check --stack training [--config FILE] [--policy-config FILE] [--format table|json|markdown]
     blueprint catalog [--format table|json]
     blueprint schema [--write | --check]
+    blueprint deployer-policy --stack training [--config FILE]
     blueprint verify --stack training [--kubeconfig FILE] [--only/--skip CHECKS] [--format table|json]
     blueprint simulate --stack inference [--workload NAME] [--series FILE.csv] [--all] [--plot out.png]
 
@@ -46,6 +47,9 @@ def _parser() -> argparse.ArgumentParser:
     mode = schema.add_mutually_exclusive_group()
     mode.add_argument("--write", action="store_true", help="regenerate schema/ and the docs/ tables")
     mode.add_argument("--check", action="store_true", help="exit 1 when any of them is out of date")
+    policy = sub.add_parser("deployer-policy", help="the least-privilege IAM policy of a stack's deployer")
+    policy.add_argument("--stack", help="stack name: stacks/Pulumi.<stack>.yaml")
+    policy.add_argument("--config", type=Path, help="use this stack file instead of stacks/Pulumi.<stack>.yaml")
     _verify_parser(sub)
     simulate = sub.add_parser("simulate", help="replay a GPU-utilization series through a serving autoscaler")
     simulate.add_argument("--stack", help="stack name: stacks/Pulumi.<stack>.yaml")
@@ -118,6 +122,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_CONFIG
     if args.command == "simulate":
         return _simulate(args)
+    if args.command == "deployer-policy":
+        return _deployer_policy(args)
     # Importing the SDKs and planning allocate millions of objects and free almost none until the end: the cyclic
     # collector's passes over them were a quarter of the run. The console script collects nothing; a caller that
     # passes argv (a test) gets its collector back.
@@ -172,15 +178,28 @@ def _catalog(fmt: str) -> int:
     return EXIT_OK
 
 
+def _deployer_policy(args: argparse.Namespace) -> int:
+    """Print the stack's deployer policy (managed policies by name); exit 2 on a bad stack."""
+    from blueprint.deployer_policy import stack_policy_text
+
+    try:
+        print(stack_policy_text(args.stack, args.config), end="")
+    except (ConfigError, FileNotFoundError) as error:
+        print(f"blueprint: {error}", file=sys.stderr)
+        return EXIT_CONFIG
+    return EXIT_OK
+
+
 def _schema(write: bool, check: bool) -> int:
-    from blueprint import reference, rules_reference
+    from blueprint import deployer_policy, reference, rules_reference
 
     if write:
         reference.write()
         rules_reference.write()
+        deployer_policy.write()
         return EXIT_OK
     if check:
-        stale = reference.stale() + rules_reference.stale()
+        stale = reference.stale() + rules_reference.stale() + deployer_policy.stale()
         for path in stale:
             print(f"blueprint: {path} is out of date; run `blueprint schema --write`", file=sys.stderr)
         return EXIT_VIOLATIONS if stale else EXIT_OK

@@ -14,7 +14,14 @@ from typing import Any
 import yaml
 
 CATALOG_DIR = Path(__file__).resolve().parents[1] / "components" / "catalog"
-SOURCE_FILES = ("instances.yaml", "versions.yaml", "offerings.yaml", "metrics.yaml", "quotas.yaml")
+SOURCE_FILES = (
+    "instances.yaml",
+    "versions.yaml",
+    "offerings.yaml",
+    "metrics.yaml",
+    "quotas.yaml",
+    "deployer_permissions.yaml",
+)
 
 
 def catalog_sources() -> dict[str, tuple[str, dict[str, Any]]]:

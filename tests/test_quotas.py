@@ -16,7 +16,7 @@ from components.planning.pools import plan_pools
 from components.planning.quotas import QuotaNeed, market_split, network_needs, stack_quotas, storage_needs
 from tests.builders import THREE_ZONES, shipped_plan, stack_config
 
-GPU_SPOT = {
+GPU_SPOT: dict[str, Any] = {
     "name": "gpu",
     "role": "inference",
     "instanceType": "g6e.12xlarge",

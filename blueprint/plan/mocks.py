@@ -83,6 +83,9 @@ class PlanMocks(pulumi.runtime.Mocks):
         self.region = region
         self.azs = [f"{region}{suffix}" for suffix in "abcdef"]
         self._decoded = threading.local()
+        #: Every provider invoke the program made, by token: what the deployer's policy must also allow
+        #: (`blueprint.deployer_policy`).
+        self.invoked: set[str] = set()
 
     def last_inputs(self) -> dict[str, Any]:
         """The inputs of the registration this thread answered last, as the mock monitor decoded them once."""
@@ -212,6 +215,7 @@ class PlanMocks(pulumi.runtime.Mocks):
 
     def call(self, args: MockCallArgs) -> Any:
         token, a = args.token, args.args
+        self.invoked.add(token)
         if token == "aws:index/getAvailabilityZones:getAvailabilityZones":
             return {
                 "names": self.azs,
