@@ -4,6 +4,7 @@ NAT gateways and Elastic IPs, and the Lustre file system, in the plan summary an
 from __future__ import annotations
 
 from io import StringIO
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -152,3 +153,14 @@ def test_the_table_and_markdown_show_each_quota_code_and_need(each_shipped_plan:
         needed = f"{quota['needed']:,}"
         assert quota["name"] in out.getvalue() and needed in out.getvalue()
         assert f"| {quota['quotaCode'] or '-'} | {quota['name']} | {needed}" in rendered
+
+
+@pytest.mark.parametrize("stack", ["training", "inference", "hybrid", "smoke"])
+def test_the_operations_guide_states_each_stacks_quotas_as_the_plan_does(stack: str) -> None:
+    """docs/operations.md, "Service quotas": the table's row for the stack carries every EC2 vCPU need, the Elastic
+    IP count and the Lustre capacity of the plan."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "operations.md").read_text()
+    row = next(line for line in text.splitlines() if line.startswith(f"| {stack} |"))
+    for quota in shipped_plan(stack)["summary"]["quotas"]:
+        if quota["unit"] != "count" or quota["name"] == "EC2-VPC Elastic IPs":
+            assert f"{quota['needed']:,}" in row, (quota["name"], row)
