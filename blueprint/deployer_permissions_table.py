@@ -1,4 +1,4 @@
-"""Regenerate components/catalog/deployer_permissions.yaml: the IAM actions the deployer needs per resource type.
+r"""Regenerate components/catalog/deployer_permissions.yaml: the IAM actions the deployer needs per resource type.
 
 The source is the AWS CloudFormation resource type schemas: each schema's `handlers.{create,read,update,delete}`
 lists the IAM permissions that handler needs to manage the resource. pulumi/pulumi-aws-native vendors the schemas
