@@ -4,6 +4,7 @@
     blueprint check --stack training [--config FILE] [--policy-config FILE] [--format table|json|markdown]
     blueprint catalog [--format table|json]
     blueprint schema [--write | --check]
+    blueprint deployer-policy --stack training [--config FILE]
     blueprint verify --stack training [--kubeconfig FILE] [--only/--skip CHECKS] [--format table|json]
     blueprint simulate --stack inference [--workload NAME] [--series FILE.csv] [--all] [--plot out.png]
 
@@ -50,6 +51,11 @@ COMMANDS: dict[str, tuple[str, tuple[str, ...], dict[int, str]]] = {
         "the stack config's JSON Schema and the generated docs tables",
         ("blueprint schema --check", "blueprint schema --write", "blueprint schema > stack-config.schema.json"),
         {FAILED: "--check: a generated file is out of date; run `blueprint schema --write`"},
+    ),
+    "deployer-policy": (
+        "the least-privilege IAM policy of a stack's deployer",
+        ("blueprint deployer-policy --stack training", "blueprint deployer-policy --config stacks/Pulumi.smoke.yaml"),
+        {CONFIG: ""},
     ),
     "verify": (
         "check a deployed cluster against its stack's plan",
@@ -126,6 +132,9 @@ def _parser() -> argparse.ArgumentParser:
     mode = schema.add_mutually_exclusive_group()
     mode.add_argument("--write", action="store_true", help="regenerate schema/ and the docs/ tables")
     mode.add_argument("--check", action="store_true", help="exit 1 when any of them is out of date")
+    policy = command("deployer-policy")
+    policy.add_argument("--stack", help="stack name: stacks/Pulumi.<stack>.yaml")
+    policy.add_argument("--config", type=Path, help="use this stack file instead of stacks/Pulumi.<stack>.yaml")
     _verify_parser(command("verify"))
     simulate = command("simulate")
     simulate.add_argument("--stack", help="stack name: stacks/Pulumi.<stack>.yaml")
@@ -213,6 +222,8 @@ def _run(argv: Sequence[str] | None) -> int:
         return verify(args)
     if args.command == "simulate":
         return _simulate(args)
+    if args.command == "deployer-policy":
+        return _deployer_policy(args)
     if args.policy_config is not None:
         code = _check_policy_config(args.policy_config)
         if code != OK:
@@ -290,19 +301,36 @@ def _catalog(fmt: str) -> int:
     return OK
 
 
+def _deployer_policy(args: argparse.Namespace) -> int:
+    """Print the stack's deployer policy (managed policies by name)."""
+    from blueprint.deployer_policy import stack_policy_text
+
+    try:
+        text = stack_policy_text(args.stack, args.config)
+    except ConfigError as error:
+        terminal.error(str(error))
+        return CONFIG
+    except OSError as error:
+        terminal.error(terminal.os_error(error))
+        return IO
+    print(text, end="")
+    return OK
+
+
 def _schema(write: bool, check: bool) -> int:
-    from blueprint import reference, rules_reference
+    from blueprint import deployer_policy, reference, rules_reference
 
     if write:
         try:
             reference.write()
             rules_reference.write()
+            deployer_policy.write()
         except OSError as error:
             terminal.error(f"schema --write: {terminal.os_error(error)}")
             return IO
         return OK
     if check:
-        stale = reference.stale() + rules_reference.stale()
+        stale = reference.stale() + rules_reference.stale() + deployer_policy.stale()
         for path in stale:
             terminal.error(f"{path} is out of date; run `blueprint schema --write`")
         return FAILED if stale else OK

@@ -2,7 +2,7 @@
 
 Catalog entries cite their sources by tag (`source: AC+KP+NVHOPPER`); the tags, titles, URLs and snapshots live
 in the `sources:` maps of the catalog files (`components/catalog/instances.yaml`, `versions.yaml`, `metrics.yaml`,
-`offerings.yaml`, `prices.yaml`, `zones.yaml`). Generating their headings keeps every tag a reader meets in the
+`offerings.yaml`, `prices.yaml`, `zones.yaml`, `quotas.yaml`, `deployer_permissions.yaml`). Generating their headings keeps every tag a reader meets in the
 catalog (or in a code comment) one link away from where it points.
 """
 
@@ -14,7 +14,16 @@ from typing import Any
 import yaml
 
 CATALOG_DIR = Path(__file__).resolve().parents[1] / "components" / "catalog"
-SOURCE_FILES = ("instances.yaml", "versions.yaml", "offerings.yaml", "metrics.yaml", "prices.yaml", "zones.yaml")
+SOURCE_FILES = (
+    "instances.yaml",
+    "versions.yaml",
+    "offerings.yaml",
+    "metrics.yaml",
+    "prices.yaml",
+    "zones.yaml",
+    "quotas.yaml",
+    "deployer_permissions.yaml",
+)
 
 
 def catalog_sources() -> dict[str, tuple[str, dict[str, Any]]]:

@@ -229,7 +229,7 @@ class Network(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[igw]),
             )
             self.nat_gateway_ids[zone] = nat.id
-        return nat_zones
+        return list(nat_zones)
 
     def _private_subnets(
         self, vpc: aws.ec2.Vpc, nat_zones: Sequence[str], zones: Sequence[str], cidrs: Sequence[IPv4Network]

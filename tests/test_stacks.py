@@ -128,3 +128,38 @@ def test_hybrid_joins_four_a40_servers_next_to_the_cloud_training_side() -> None
     assert "HYBRID_LINUX" in {r["inputs"]["type"] for r in resources("hybrid", "aws:eks/accessEntry:AccessEntry")}
     nfs = storage("hybrid", "nfs")
     assert nfs["mountedBy"] == ["a40"] and nfs["throughputMBps"] == 1250
+
+
+def test_smoke_runs_the_shipped_code_paths_on_one_spot_gpu_and_the_smallest_lustre() -> None:
+    """The cheap first deploy: a spot GPU pool with the device plugin, cluster-autoscaler, interruption handling,
+    GPU monitoring and a Lustre claim, as the shipped stacks have them."""
+    gpu = pool("smoke", "l40s")
+    assert (gpu["capacityType"], gpu["minNodes"], gpu["scalingMode"], gpu["gpusPerNode"]) == (
+        "spot",
+        1,
+        "cluster-autoscaler",
+        1,
+    )
+    assert len(gpu["instanceTypes"]) >= 2, "spot draws from more than one pool"
+    charts = {r["inputs"]["chart"].rsplit("/", 1)[-1] for r in resources("smoke", "kubernetes:helm.sh/v3:Release")}
+    assert {"nvidia-device-plugin", "cluster-autoscaler", "aws-node-termination-handler"} <= charts
+    addons = {r["inputs"]["addonName"] for r in resources("smoke", "aws:eks/addon:Addon")}
+    assert "amazon-cloudwatch-observability" in addons
+    assert resources("smoke", "aws:cloudwatch/metricAlarm:MetricAlarm")
+    (fs,) = resources("smoke", "aws:fsx/lustreFileSystem:LustreFileSystem")
+    assert fs["inputs"]["storageCapacity"] == 1200 and fs["options"]["protect"] is True
+    assert storage("smoke", "lustre")["mountedBy"] == ["l40s"]
+    (claim,) = resources("smoke", "kubernetes:core/v1:PersistentVolumeClaim")
+    assert claim["inputs"]["metadata"]["name"] == "lustre-scratch"
+
+
+def test_smoke_at_max_costs_less_than_one_gpu_node_of_any_other_shipped_stack() -> None:
+    smoke = shipped_plan("smoke")["summary"]["hourlyUsd"]["max"]
+    others = [
+        p["hourlyUsdPerNode"]
+        for stack in list_stacks()
+        if stack != "smoke"
+        for p in shipped_plan(stack)["summary"]["nodePools"]
+        if p["gpusPerNode"] and p["kind"] == "aws"
+    ]
+    assert smoke < min(others)

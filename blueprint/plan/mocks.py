@@ -89,6 +89,9 @@ class PlanMocks(pulumi.runtime.Mocks):
         self.azs = list(known.names) if known else [f"{region}{suffix}" for suffix in "abcdef"]
         self.az_ids = list(known.ids) if known else [f"{region}-az{i + 1}" for i in range(len(self.azs))]
         self._decoded = threading.local()
+        #: Every provider invoke the program made, by token: what the deployer's policy must also allow
+        #: (`blueprint.deployer_policy`).
+        self.invoked: set[str] = set()
 
     def last_inputs(self) -> dict[str, Any]:
         """The inputs of the registration this thread answered last, as the mock monitor decoded them once."""
@@ -218,6 +221,7 @@ class PlanMocks(pulumi.runtime.Mocks):
 
     def call(self, args: MockCallArgs) -> Any:
         token, a = args.token, args.args
+        self.invoked.add(token)
         if token == "aws:index/getAvailabilityZones:getAvailabilityZones":
             return {
                 "names": self.azs[: len(self.az_ids)],

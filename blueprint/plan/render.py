@@ -160,10 +160,11 @@ def table(plan: dict[str, Any], console: Console) -> None:
         title=f"Cost per hour in {summary['region']} (what bills while the stack runs)", title_justify="left"
     )
     for column in ("part", "$/h idle", "$/h max", "how"):
-        breakdown.add_column(column, justify="right" if column.startswith("$") else "left")
+        breakdown.add_column(column, justify="right" if column.startswith("$") else "left", overflow="fold")
     for row in _cost_rows(summary):
         breakdown.add_row(*row)
     console.print(breakdown)
+    _print_quotas(summary, console)
     cost = summary["hourlyUsd"]
     console.print(
         f"GPUs: {summary['gpus']['min']} idle .. {summary['gpus']['max']} at max.  "
@@ -173,6 +174,41 @@ def table(plan: dict[str, Any], console: Console) -> None:
     for warning in summary.get("warnings", []):
         console.print(f"[yellow]Warning: {warning}[/yellow]")
     _print_violations(plan["violations"], console)
+
+
+def _quota_rows(summary: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
+    """(service, quota code, quota, needed at max, used by) for each service quota the stack counts against."""
+    return [
+        (
+            q["service"],
+            q["quotaCode"] or "-",
+            q["name"],
+            f"{q['needed']:,}" if q["unit"] == "count" else f"{q['needed']:,} {q['unit']}",
+            "; ".join(q["usedBy"]),
+        )
+        for q in summary.get("quotas", [])
+    ]
+
+
+def _print_quotas(summary: dict[str, Any], console: Console) -> None:
+    rows = _quota_rows(summary)
+    if not rows:
+        return
+    t = Table(title="Service quotas needed at max (docs/operations.md, 'Service quotas')", title_justify="left")
+    for column in ("service", "code", "quota", "needed", "used by"):
+        t.add_column(column, justify="right" if column == "needed" else "left", overflow="fold")
+    for row in rows:
+        t.add_row(*row)
+    console.print(t)
+
+
+def _quota_markdown(summary: dict[str, Any]) -> list[str]:
+    rows = _quota_rows(summary)
+    if not rows:
+        return []
+    lines = ["", "| service | quota code | quota | needed at max | used by |", "|---|---|---|---:|---|"]
+    lines += [f"| {service} | {code} | {name} | {needed} | {used} |" for service, code, name, needed, used in rows]
+    return lines
 
 
 def _print_violations(violations: list[dict[str, Any]], console: Console) -> None:
@@ -225,6 +261,7 @@ def markdown(plan: dict[str, Any]) -> str:
                 f"| {s['name']} | {s['kind']} | {capacity} | {_mbps(s['throughputMBps'])} | "
                 f"{', '.join(s.get('mountedBy', [])) or '-'} | {per_gpu} |"
             )
+    lines += _quota_markdown(summary)
     lines += ["", "```mermaid", *mermaid(plan), "```", ""]
     if plan["violations"]:
         lines += ["| level | policy | resource | message |", "|---|---|---|---|"]

@@ -11,7 +11,7 @@ import json
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -127,9 +127,11 @@ def in_plan_order(registrations: Iterable[Registration]) -> list[Registration]:
 
 @dataclass
 class ProgramRun:
-    """What a mocked run registered, in plan order (`in_plan_order`)."""
+    """What a mocked run registered, in plan order (`in_plan_order`), and the provider invokes it made."""
 
     registrations: list[Registration]
+    #: The tokens of the provider invokes the program made (`aws:index/getAvailabilityZones:...`), sorted.
+    invokes: list[str] = field(default_factory=list)
 
     def of_type(self, type_token: str) -> list[Registration]:
         return [r for r in self.registrations if r.type == type_token]
@@ -165,7 +167,7 @@ def run_mocked(
     pulumi.runtime.set_all_config(settings)
     with clock.pinned(PLAN_TIME), _no_source_positions():
         run_under_mocks(program)()
-    return ProgramRun(registrations=in_plan_order(monitor.registrations))
+    return ProgramRun(registrations=in_plan_order(monitor.registrations), invokes=sorted(mocks.invoked))
 
 
 @contextmanager

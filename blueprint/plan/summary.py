@@ -19,6 +19,7 @@ from components.planning.cost import PoolCost, StackCost, stack_cost
 from components.planning.gpu_runtime import containerd_runtime_commands
 from components.planning.mig import advertised_resources, mig_devices
 from components.planning.pools import PoolPlan
+from components.planning.quotas import stack_quotas
 from components.planning.serving import SERVING_PORT
 from components.planning.serving_autoscaling import serving_rule
 from components.planning.storage import storage_summary
@@ -230,5 +231,6 @@ def summarize(spec: StackConfig, plans: list[PoolPlan]) -> dict[str, Any]:
         "cost": cost_summary(cost),
         "alerts": alerts_summary(spec, plans),
         "serving": serving_summary(spec, plans),
+        "quotas": [need.to_json() for need in stack_quotas(spec, plans)],
         "warnings": warnings(spec, plans, cost),
     }

@@ -1,0 +1,241 @@
+"""The least-privilege IAM policy of a stack's deployer (the principal running `pulumi up`), derived from its plan.
+
+Every custom resource type in the offline plan maps to the IAM actions its create, read, update and delete need, and
+every provider invoke the program made to the actions it needs (`components/catalog/deployer_permissions.yaml`, from
+the CloudFormation resource schemas' handler permissions). The actions are then scoped where IAM allows it from what
+the plan knows: the stack's IAM roles and instance profiles by their name prefix (Pulumi names each `<cluster>-...`
+plus a random suffix), `iam:PassRole` only for those roles and only to the services their trust policies name
+(`iam:PassedToService`), service-linked roles by their path, EKS actions to the stack's cluster and its add-ons,
+access entries and Pod Identity associations, and everything regional to the stack's Region
+(`aws:RequestedRegion`). Written to docs/deployer-policy/<stack>.json by `blueprint schema --write` and checked by
+`--check` (docs/operations.md, "The deployer's IAM policy").
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from components.catalog import deployer_permissions
+from components.catalog.regions import partitions
+
+ROOT = Path(__file__).resolve().parents[1]
+POLICY_DIR = ROOT / "docs" / "deployer-policy"
+ROLE = "aws:iam/role:Role"
+#: IAM actions the deployer makes on roles that are not the stack's own (its own role, read by
+#: `aws.iam.get_session_context`) or on the account (listing roles for the Auto Scaling service-linked role).
+IAM_ACCOUNT_ACTIONS = frozenset({"iam:GetRole", "iam:ListRoles", "iam:GetPolicy"})
+#: Service-linked roles live under this path; creating one grants the deployer nothing.
+SERVICE_LINKED_ACTIONS = frozenset(
+    {"iam:CreateServiceLinkedRole", "iam:DeleteServiceLinkedRole", "iam:GetServiceLinkedRoleDeletionStatus"}
+)
+#: EKS actions that act on no cluster (Service Authorization Reference for Amazon EKS: no resource type).
+EKS_ACCOUNT_ACTIONS = frozenset({"eks:ListClusters", "eks:DescribeAddonVersions", "eks:DescribeAddonConfiguration"})
+
+
+class UnmappedTypes(LookupError):
+    """Resource types or invokes in a plan that the permissions catalog has no entry for."""
+
+
+def partition_of(region: str) -> str:
+    return next((name for name, regions in partitions().items() if region in regions), "aws")
+
+
+def planned_actions(resources: Iterable[dict[str, Any]], invokes: Iterable[str]) -> set[str]:
+    """The union of the actions every custom resource type and invoke needs; UnmappedTypes names what is missing."""
+    actions: set[str] = set()
+    missing: list[str] = []
+    for resource_type in sorted({r["type"] for r in resources if r["custom"]}):
+        try:
+            actions.update(deployer_permissions.resource_actions(resource_type))
+        except KeyError:
+            missing.append(resource_type)
+    for token in invokes:
+        try:
+            actions.update(deployer_permissions.invoke_actions(token))
+        except KeyError:
+            missing.append(token)
+    if missing:
+        raise UnmappedTypes(
+            f"no deployer permissions for {', '.join(missing)}: add them to blueprint/deployer_permissions_table.py "
+            "and regenerate components/catalog/deployer_permissions.yaml"
+        )
+    return actions
+
+
+def _trusted_services(policy: Any) -> set[str]:
+    document = json.loads(policy) if isinstance(policy, str) else policy
+    services: set[str] = set()
+    for statement in (document or {}).get("Statement", []):
+        principal = statement.get("Principal", {})
+        service = principal.get("Service", []) if isinstance(principal, dict) else []
+        services.update([service] if isinstance(service, str) else service)
+    return services
+
+
+def _role_patterns(resources: Sequence[dict[str, Any]], prefix: str, arn: str) -> list[str]:
+    """ARN patterns covering the stack's roles: `<cluster>-*`, plus any role whose name does not start with it."""
+    patterns = {f"{arn}:role/{prefix}*"}
+    for r in resources:
+        if (
+            r["type"] == ROLE
+            and isinstance(r["inputs"].get("name"), str)
+            and not r["inputs"]["name"].startswith(prefix)
+        ):
+            patterns.add(f"{arn}:role{r['inputs'].get('path') or '/'}{r['inputs']['name']}")
+    return sorted(patterns)
+
+
+def _statement(
+    sid: str, actions: Iterable[str], resources: list[str], condition: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    statement: dict[str, Any] = {"Sid": sid, "Effect": "Allow", "Action": sorted(actions), "Resource": resources}
+    if condition:
+        statement["Condition"] = condition
+    return statement
+
+
+def deployer_policy(plan: dict[str, Any], invokes: Iterable[str]) -> dict[str, Any]:
+    """The IAM policy document the deployer of `plan` needs (see the module docstring)."""
+    resources = plan["resources"]
+    actions = planned_actions(resources, invokes)
+    wildcards = sorted(a for a in actions if "*" in a)
+    if wildcards:
+        raise ValueError(f"the permissions catalog grants wildcard actions {wildcards}; name each action")
+    cluster, region = plan["summary"]["cluster"], plan["summary"]["region"]
+    partition = partition_of(region)
+    iam_arn = f"arn:{partition}:iam::*"
+    prefix = f"{cluster}-"
+    in_region = {"StringEquals": {"aws:RequestedRegion": [region]}}
+    by_service: dict[str, set[str]] = defaultdict(set)
+    for action in actions:
+        by_service[action.split(":", 1)[0]].add(action)
+    statements = []
+    iam = by_service.pop("iam", set())
+    if "iam:PassRole" in iam:
+        services = sorted(
+            {s for r in resources if r["type"] == ROLE for s in _trusted_services(r["inputs"].get("assumeRolePolicy"))}
+        )
+        statements.append(
+            _statement(
+                "PassTheStacksRolesToTheirServices",
+                ["iam:PassRole"],
+                _role_patterns(resources, prefix, iam_arn),
+                {"StringEquals": {"iam:PassedToService": services}},
+            )
+        )
+    if iam & SERVICE_LINKED_ACTIONS:
+        statements.append(
+            _statement("ServiceLinkedRoles", iam & SERVICE_LINKED_ACTIONS, [f"{iam_arn}:role/aws-service-role/*"])
+        )
+    if iam & IAM_ACCOUNT_ACTIONS:
+        statements.append(_statement("ReadRolesAndPolicies", iam & IAM_ACCOUNT_ACTIONS, ["*"]))
+    own = iam - {"iam:PassRole"} - SERVICE_LINKED_ACTIONS - IAM_ACCOUNT_ACTIONS
+    if own:
+        statements.append(
+            _statement(
+                "ManageTheStacksRolesAndInstanceProfiles",
+                own,
+                [*_role_patterns(resources, prefix, iam_arn), f"{iam_arn}:instance-profile/{prefix}*"],
+            )
+        )
+    eks = by_service.pop("eks", set())
+    eks_arn = f"arn:{partition}:eks:{region}:*"
+    if eks - EKS_ACCOUNT_ACTIONS:
+        statements.append(
+            _statement(
+                "TheStacksCluster",
+                eks - EKS_ACCOUNT_ACTIONS,
+                [
+                    f"{eks_arn}:cluster/{cluster}",
+                    f"{eks_arn}:addon/{cluster}/*",
+                    f"{eks_arn}:access-entry/{cluster}/*",
+                    f"{eks_arn}:podidentityassociation/{cluster}/*",
+                ],
+            )
+        )
+    if eks & EKS_ACCOUNT_ACTIONS:
+        statements.append(_statement("EksAccount", eks & EKS_ACCOUNT_ACTIONS, ["*"], in_region))
+    for service in sorted(by_service):
+        sid = "".join(part.capitalize() for part in service.replace("-", " ").split()) + "InTheStacksRegion"
+        statements.append(_statement(sid, by_service[service], ["*"], in_region))
+    return {"Version": "2012-10-17", "Statement": statements}
+
+
+#: "Managed policy size: 6,144 characters", not counting white space (IAM User Guide, IAM and AWS STS quotas,
+#: https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_iam-quotas.html).
+MANAGED_POLICY_CHARS = 6144
+
+
+def policy_chars(document: dict[str, Any]) -> int:
+    """A policy's size as IAM counts it: its JSON without white space."""
+    return len(json.dumps(document, separators=(",", ":")))
+
+
+def _fitting(statement: dict[str, Any]) -> list[dict[str, Any]]:
+    """The statement, or its actions split in halves until each part fits a managed policy on its own."""
+    if policy_chars({"Version": "2012-10-17", "Statement": [statement]}) <= MANAGED_POLICY_CHARS:
+        return [statement]
+    half = len(statement["Action"]) // 2
+    first = {**statement, "Sid": statement["Sid"] + "A", "Action": statement["Action"][:half]}
+    second = {**statement, "Sid": statement["Sid"] + "B", "Action": statement["Action"][half:]}
+    return [*_fitting(first), *_fitting(second)]
+
+
+def managed_policies(document: dict[str, Any]) -> list[dict[str, Any]]:
+    """The policy cut into managed policies of at most `MANAGED_POLICY_CHARS` each, statements kept in order."""
+    parts: list[list[dict[str, Any]]] = [[]]
+    for statement in (part for s in document["Statement"] for part in _fitting(s)):
+        candidate = {"Version": document["Version"], "Statement": [*parts[-1], statement]}
+        if parts[-1] and policy_chars(candidate) > MANAGED_POLICY_CHARS:
+            parts.append([])
+        parts[-1].append(statement)
+    return [{"Version": document["Version"], "Statement": statements} for statements in parts]
+
+
+def policy_text(stack: str, plan: dict[str, Any], invokes: Iterable[str]) -> str:
+    """The stack's deployer policy as managed policies to attach together, by name: `<project>-deployer-<stack>-N`."""
+    parts = managed_policies(deployer_policy(plan, invokes))
+    named = {f"{plan['project']}-deployer-{stack}-{n}": part for n, part in enumerate(parts, start=1)}
+    return json.dumps(named, indent=2) + "\n"
+
+
+def policy_path(stack: str) -> Path:
+    return POLICY_DIR / f"{stack}.json"
+
+
+def stack_policy_text(stack: str | None = None, config_file: Path | None = None) -> str:
+    """Plan the stack offline (raises ConfigError on an invalid config) and render its deployer policy."""
+    from blueprint.plan.plan import plan_stack  # imports pulumi and the providers: only when planning
+
+    planned = plan_stack(stack, config_file)
+    return policy_text(planned.files.stack, planned.plan, planned.run.invokes)
+
+
+def _generated() -> dict[Path, str]:
+    from blueprint.plan.runner import list_stacks
+
+    return {policy_path(stack): stack_policy_text(stack) for stack in list_stacks()}
+
+
+def write() -> None:
+    """Write docs/deployer-policy/<stack>.json for every stack in stacks/, and remove those of stacks gone."""
+    POLICY_DIR.mkdir(exist_ok=True)
+    generated = _generated()
+    for path in POLICY_DIR.glob("*.json"):
+        if path not in generated:
+            path.unlink()
+    for path, text in generated.items():
+        path.write_text(text)
+
+
+def stale() -> list[str]:
+    """The policy files that differ from what the stacks' plans derive, are missing, or belong to no stack."""
+    generated = _generated()
+    existing = set(POLICY_DIR.glob("*.json")) if POLICY_DIR.exists() else set()
+    out = [p for p, text in generated.items() if not p.exists() or p.read_text() != text]
+    out += sorted(existing - set(generated))
+    return [str(p.relative_to(ROOT)) for p in out]

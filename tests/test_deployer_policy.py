@@ -1,0 +1,175 @@
+"""The deployer's least-privilege IAM policy, derived from each stack's plan: every resource type and invoke mapped,
+actions named one by one, scoped to the stack's roles, cluster and Region, cut into managed policies that fit, and
+kept current in docs/deployer-policy/."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+import pytest
+
+from blueprint.deployer_policy import (
+    MANAGED_POLICY_CHARS,
+    UnmappedTypes,
+    deployer_policy,
+    managed_policies,
+    planned_actions,
+    policy_chars,
+    policy_path,
+    policy_text,
+)
+from blueprint.plan.runner import list_stacks
+from components.catalog import deployer_permissions
+from tests.builders import CliResult, shipped_stack
+
+COMPONENTS = Path(__file__).resolve().parents[1] / "components"
+
+
+def policy_of(stack: str) -> dict[str, Any]:
+    planned = shipped_stack(stack)
+    return deployer_policy(planned.plan, planned.run.invokes)
+
+
+def actions_of(policy: dict[str, Any]) -> set[str]:
+    return {a for statement in policy["Statement"] for a in statement["Action"]}
+
+
+def statement(policy: dict[str, Any], sid: str) -> dict[str, Any]:
+    return next(s for s in policy["Statement"] if s["Sid"] == sid)
+
+
+@pytest.mark.parametrize("stack", list_stacks())
+def test_every_resource_type_and_invoke_of_every_shipped_stack_has_permissions(stack: str) -> None:
+    planned = shipped_stack(stack)
+    custom = {r["type"] for r in planned.plan["resources"] if r["custom"]}
+    unmapped = {t for t in custom if not deployer_permissions.needs_no_iam(t)} - deployer_permissions.mapped_types()
+    assert not unmapped
+    assert planned_actions(planned.plan["resources"], planned.run.invokes)
+
+
+def test_every_aws_resource_the_components_can_register_has_permissions() -> None:
+    """Also the types no shipped stack plans (an SNS topic for alert emails, Roles Anywhere, a Capacity Block's
+    scheduled action): found in the components' source, their type tokens read from the provider's classes."""
+    used = {
+        getattr(getattr(aws, module), name)
+        for module, name in re.findall(r"\baws\.([a-z0-9_]+)\.([A-Z]\w+)\(", _components_source())
+    }
+    tokens = {
+        str(getattr(cls, "pulumi_type"))  # noqa: B009 -- set by the provider's @pulumi.type_token, untyped
+        for cls in used
+        if isinstance(cls, type) and issubclass(cls, pulumi.CustomResource)
+    }
+    assert "aws:sns/topic:Topic" in tokens and "aws:rolesanywhere/trustAnchor:TrustAnchor" in tokens
+    assert tokens - deployer_permissions.mapped_types() == set()
+
+
+def _components_source() -> str:
+    return "\n".join(path.read_text() for path in COMPONENTS.rglob("*.py"))
+
+
+def test_a_type_without_permissions_is_refused_by_name() -> None:
+    plan = {"resources": [{"type": "aws:new/thing:Thing", "custom": True}]}
+    with pytest.raises(UnmappedTypes, match="aws:new/thing:Thing"):
+        planned_actions(plan["resources"], [])
+    with pytest.raises(UnmappedTypes, match="aws:index/getNewThing"):
+        planned_actions([], ["aws:index/getNewThing:getNewThing"])
+
+
+def test_component_and_kubernetes_resources_need_no_iam_action() -> None:
+    resources = [
+        {"type": "gpu-clusters:index:GpuCluster", "custom": False},
+        {"type": "kubernetes:helm.sh/v3:Release", "custom": True},
+        {"type": "pulumi:providers:kubernetes", "custom": True},
+    ]
+    assert planned_actions(resources, []) == set()
+
+
+def test_the_training_policy_creates_the_cluster_and_the_file_system_and_names_every_action() -> None:
+    actions = actions_of(policy_of("training"))
+    assert {"eks:CreateCluster", "fsx:CreateFileSystem", "ec2:CreateLaunchTemplate", "iam:PassRole"} <= actions
+    assert not [a for a in actions if "*" in a]
+    assert all(re.fullmatch(r"[a-z0-9-]+:[A-Za-z0-9]+", a) for a in actions)
+
+
+def test_a_stack_without_lustre_gets_no_fsx_action() -> None:
+    assert not [a for a in actions_of(policy_of("inference")) if a.startswith("fsx:")]
+
+
+@pytest.mark.parametrize("stack", list_stacks())
+def test_pass_role_is_limited_to_the_stacks_roles_and_the_services_they_trust(stack: str) -> None:
+    plan = shipped_stack(stack).plan
+    cluster = plan["summary"]["cluster"]
+    trusted = set()
+    for r in plan["resources"]:
+        if r["type"] == "aws:iam/role:Role":
+            for s in json.loads(r["inputs"]["assumeRolePolicy"])["Statement"]:
+                service = s["Principal"]["Service"]
+                trusted |= {service} if isinstance(service, str) else set(service)
+    policy = policy_of(stack)
+    passing = statement(policy, "PassTheStacksRolesToTheirServices")
+    assert passing["Action"] == ["iam:PassRole"]
+    assert passing["Resource"] == [f"arn:aws:iam::*:role/{cluster}-*"]
+    assert set(passing["Condition"]["StringEquals"]["iam:PassedToService"]) == trusted
+    other = [s for s in policy["Statement"] if s is not passing]
+    assert not [s for s in other if "iam:PassRole" in s["Action"]]
+
+
+def test_role_and_cluster_actions_are_scoped_to_the_stack_and_the_rest_to_its_region() -> None:
+    policy = policy_of("training")
+    roles = statement(policy, "ManageTheStacksRolesAndInstanceProfiles")
+    assert "iam:CreateRole" in roles["Action"]
+    assert roles["Resource"] == ["arn:aws:iam::*:role/train-*", "arn:aws:iam::*:instance-profile/train-*"]
+    cluster = statement(policy, "TheStacksCluster")
+    assert "eks:CreateCluster" in cluster["Action"]
+    assert all(":cluster/train" in arn or "/train/" in arn for arn in cluster["Resource"])
+    for s in policy["Statement"]:
+        if s["Resource"] == ["*"] and not s["Action"][0].startswith("iam:"):
+            assert s["Condition"] == {"StringEquals": {"aws:RequestedRegion": ["us-east-1"]}}
+
+
+@pytest.mark.parametrize("stack", list_stacks())
+def test_the_policy_is_cut_into_managed_policies_that_fit_and_lose_nothing(stack: str) -> None:
+    policy = policy_of(stack)
+    parts = managed_policies(policy)
+    assert policy_chars(policy) > MANAGED_POLICY_CHARS, "the shipped stacks need more than one managed policy"
+    assert all(policy_chars(part) <= MANAGED_POLICY_CHARS for part in parts)
+    assert set().union(*(actions_of(part) for part in parts)) == actions_of(policy)
+    for part in parts:
+        sids = [s["Sid"] for s in part["Statement"]]
+        assert len(sids) == len(set(sids))
+
+
+def test_a_statement_larger_than_a_managed_policy_is_split_by_its_actions() -> None:
+    actions = [f"ec2:DescribeThing{n:04d}" for n in range(400)]
+    big = {
+        "Version": "2012-10-17",
+        "Statement": [{"Sid": "Big", "Effect": "Allow", "Action": actions, "Resource": ["*"]}],
+    }
+    parts = managed_policies(big)
+    assert len(parts) > 1 and all(policy_chars(p) <= MANAGED_POLICY_CHARS for p in parts)
+    assert [a for p in parts for s in p["Statement"] for a in s["Action"]] == actions
+
+
+@pytest.mark.parametrize("stack", list_stacks())
+def test_the_generated_policy_file_is_current(stack: str) -> None:
+    """`blueprint schema --write` writes it and CI's `schema --check` fails when it drifts."""
+    planned = shipped_stack(stack)
+    assert policy_path(stack).read_text() == policy_text(stack, planned.plan, planned.run.invokes)
+
+
+def test_the_cli_prints_the_named_managed_policies(blueprint_cli: Any) -> None:
+    result: CliResult = blueprint_cli("deployer-policy", "--stack", "smoke")
+    assert result.returncode == 0
+    named = json.loads(result.stdout)
+    assert list(named) == [f"gpu-clusters-deployer-smoke-{n}" for n in range(1, len(named) + 1)]
+    assert set().union(*(actions_of(p) for p in named.values())) == actions_of(policy_of("smoke"))
+
+
+def test_the_cli_refuses_an_unknown_stack_with_exit_2(blueprint_cli: Any) -> None:
+    result: CliResult = blueprint_cli("deployer-policy", "--stack", "nope")
+    assert result.returncode == 2 and "no stack file" in result.stderr
