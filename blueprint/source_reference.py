@@ -1,9 +1,8 @@
 """The catalog's source list in `docs/sources.md`, generated from the `sources:` maps of the catalog YAML files.
 
 Catalog entries cite their sources by tag (`source: AC+KP+NVHOPPER`); the tags, titles, URLs and snapshots live
-in the `sources:` maps of the catalog files (`components/catalog/instances.yaml`, `versions.yaml`, `metrics.yaml`,
-`offerings.yaml`, `prices.yaml`, `zones.yaml`, `quotas.yaml`, `deployer_permissions.yaml`). Generating their headings keeps every tag a reader meets in the
-catalog (or in a code comment) one link away from where it points.
+in the `sources:` maps of the catalog files (`components/catalog/*.yaml`, `SOURCE_FILES` below). Generating their
+headings keeps every tag a reader meets in the catalog (or in a code comment) one link away from where it points.
 """
 
 from __future__ import annotations
