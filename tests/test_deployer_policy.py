@@ -170,6 +170,6 @@ def test_the_cli_prints_the_named_managed_policies(blueprint_cli: Any) -> None:
     assert set().union(*(actions_of(p) for p in named.values())) == actions_of(policy_of("smoke"))
 
 
-def test_the_cli_refuses_an_unknown_stack_with_exit_2(blueprint_cli: Any) -> None:
+def test_the_cli_refuses_an_unknown_stack_with_exit_74(blueprint_cli: Any) -> None:
     result: CliResult = blueprint_cli("deployer-policy", "--stack", "nope")
-    assert result.returncode == 2 and "no stack file" in result.stderr
+    assert result.returncode == 74 and "no stack file" in result.stderr

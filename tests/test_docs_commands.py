@@ -21,11 +21,14 @@ from typing import Any
 import pytest
 
 from blueprint import reference, rules_reference, stack_figures
+from blueprint.plan import runner
+from blueprint.plan.runner import stack_file
 from tests.builders import CliResult, shipped_plan
 from tests.doc_blocks import BLOCKS, ROOT, is_blueprint
 
 #: Files the docs name as the reader's own, made in the scratch directory from a shipped file.
 PLACEHOLDER_FILES = {
+    "stacks/Pulumi.mysmoke.yaml": ROOT / "stacks" / "Pulumi.smoke.yaml",  # the first deploy's copy (`cp stacks/...`)
     "path/to/Pulumi.other.yaml": ROOT / "stacks" / "Pulumi.training.yaml",  # "any stack file": one of the reader's
     "my-policy-config.json": ROOT / "policies" / "policy-config.json",  # the reader's policy config
 }
@@ -66,8 +69,11 @@ def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     files `schema --write` writes are copies in `tmp_path`, and it plans the shipped stacks as the session did."""
     work = tmp_path / "work"
     work.mkdir()
-    for name in ("stacks", "policies"):
+    for name in ("policies", "Pulumi.yaml"):
         (work / name).symlink_to(ROOT / name)
+    (work / "stacks").mkdir()
+    for shipped in (ROOT / "stacks").iterdir():
+        (work / "stacks" / shipped.name).symlink_to(shipped)
     for name, source in PLACEHOLDER_FILES.items():
         (work / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(source, work / name)
@@ -77,6 +83,8 @@ def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         module, attr = key.rsplit(".", 1)
         monkeypatch.setattr(f"{module}.{attr}", copy)
     monkeypatch.setattr(reference, "_plan_shipped", shipped_plan)
+    # `--stack NAME` reads stackConfigDir under the project (runner.stack_file): here, the scratch copy of stacks/.
+    monkeypatch.setattr(runner, "stack_file", lambda stack, project_dir=work: stack_file(stack, work))
     monkeypatch.chdir(work)
     return work
 
@@ -91,11 +99,13 @@ def _changed_generated_files(tmp_path: Path) -> list[str]:
 
 @dataclass(frozen=True)
 class DocCommand:
-    """One `blueprint` command line a document shows: its arguments and what it is piped into."""
+    """One `blueprint` command line a document shows: its arguments, what it is piped into and the file its stdout
+    is redirected to (`> FILE`)."""
 
     where: str
     argv: tuple[str, ...]
     pipe: str | None
+    redirect: str | None = None
 
     @property
     def id(self) -> str:
@@ -128,7 +138,10 @@ def _commands() -> list[DocCommand]:
             where = f"{block.doc.relative_to(ROOT)}:{block.line + 1 + offset}"
             if not is_blueprint(tokens[0]):
                 raise AssertionError(f"{where}: `blueprint` is not the command of this line, so it cannot be run")
-            out.append(DocCommand(where, tuple(tokens[1:]), " ".join(pipe.split("#")[0].split()) or None))
+            argv, redirect = tokens[1:], None
+            if ">" in argv:
+                argv, redirect = argv[: argv.index(">")], argv[argv.index(">") + 1]
+            out.append(DocCommand(where, tuple(argv), " ".join(pipe.split("#")[0].split()) or None, redirect))
     return out
 
 
@@ -185,4 +198,6 @@ def test_every_command_the_docs_show_runs(
         json.loads(result.stdout)
     if command.pipe:
         assert _run_pipe(command.pipe, result.stdout), f"`{command.pipe}` printed nothing"
+    if command.redirect and command.redirect.endswith(".json"):
+        json.loads(result.stdout)  # what the next lines of the doc read with jq
     assert _changed_generated_files(tmp_path) == [], "the generated docs were stale: run `blueprint schema --write`"

@@ -70,11 +70,11 @@ def test_a_figure_the_summary_changes_reaches_the_table() -> None:
 
 def test_a_new_stack_gets_a_row_after_the_described_ones() -> None:
     parts = stack_figures.generated_parts(
-        [*list_stacks(), "smoke"], lambda s: shipped_plan(s.replace("smoke", "hybrid"))
+        [*list_stacks(), "extra"], lambda s: shipped_plan(s.replace("extra", "hybrid"))
     )
     (table,) = [text for path, marker, text in parts if marker == stack_figures.TABLE_MARKER]
     stacks = [line.split(" | ")[0].strip("| ") for line in table.splitlines()[2:]]
-    assert stacks == [*stack_figures.documented_stacks(STACKS_DOC.read_text()), "smoke"]
+    assert stacks == [*stack_figures.documented_stacks(STACKS_DOC.read_text()), "extra"]
 
 
 def test_figures_for_a_stack_that_is_not_shipped_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
