@@ -201,6 +201,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:
         terminal.quiet_stdout()
         return exit_codes.BROKEN_PIPE
+    except OSError as error:  # stdout itself cannot be written (`> /dev/full`, a full disk); files are handled inside
+        terminal.quiet_stdout()
+        terminal.error(f"cannot write the output: {error.strerror or error}")
+        return IO
     except KeyboardInterrupt:
         return exit_codes.INTERRUPTED
     return code
@@ -352,7 +356,13 @@ def _simulate(args: argparse.Namespace) -> int:
     from components.validation import validate_config
 
     if args.plot and importlib.util.find_spec("matplotlib") is None:
-        terminal.error("--plot needs matplotlib (pip install -e '.[dev]')")
+        terminal.error("--plot needs matplotlib, which the dev lock installs (README, 'Set-up and tests')")
+        return USAGE
+    if args.plot and args.plot.suffix.lower().lstrip(".") not in sim.PLOT_FORMATS:
+        terminal.error(f"--plot {args.plot}: name an image file ending in one of .{', .'.join(sim.PLOT_FORMATS)}")
+        return USAGE
+    if args.start_replicas is not None and args.start_replicas < 0:
+        terminal.error(f"--start-replicas {args.start_replicas}: give a count of replicas, 0 or more")
         return USAGE
     try:
         files = load_stack(args.stack, args.config)

@@ -22,6 +22,9 @@ from components.planning.pools import plan_pools
 from components.planning.serving_autoscaling import ServingRule, Step, serving_rule, simulate
 
 _DURATION = re.compile(r"^(\d+)([smh])$")
+#: Image formats `--plot` writes, by file suffix: common ones among those matplotlib's savefig renders on the Agg
+#: canvas (`FigureCanvasAgg.get_supported_filetypes()`); savefig picks the format by suffix.
+PLOT_FORMATS = ("png", "svg", "pdf", "jpg", "jpeg", "webp")
 
 
 def demo_series() -> list[float | None]:
@@ -42,8 +45,13 @@ def demo_series() -> list[float | None]:
 
 def read_series(path: Path) -> list[float | None]:
     """One float (percent) per row from a `utilization` column, or the only column; empty cells are None."""
-    with path.open(newline="") as handle:
-        rows = list(csv.reader(handle))
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as handle:
+            rows = list(csv.reader(handle))
+    except UnicodeDecodeError as error:
+        raise ConfigError(
+            [Problem(str(path), f"byte {error.start} is not UTF-8; save the series as UTF-8 CSV")]
+        ) from None
     if not rows:
         raise ConfigError([Problem(str(path), "empty series; give one utilization percentage per minute")])
     header = [cell.strip().lower() for cell in rows[0]]
@@ -52,8 +60,8 @@ def read_series(path: Path) -> list[float | None]:
     out: list[float | None] = []
     for number, row in enumerate(body, start=1):
         cell = row[column].strip() if column < len(row) else ""
-        if cell and not _is_number(cell):
-            raise ConfigError([Problem(f"{path}:{number}", f"{cell!r} is not a percentage")])
+        if cell and not (_is_number(cell) and 0 <= float(cell) <= 100):
+            raise ConfigError([Problem(f"{path}:{number}", f"{cell!r} is not a percentage from 0 to 100")])
         out.append(float(cell) if cell else None)
     return out
 

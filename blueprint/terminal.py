@@ -16,11 +16,14 @@ from rich.console import Console
 #: Columns when COLUMNS is unset and stdout is no terminal (a file, a pipe, a CI log): the plan's pools table keeps
 #: most cells on one line, and a log viewer shows it without scrolling sideways.
 DEFAULT_WIDTH = 120
+#: Below this the tables' columns fold to a character each and rich drops what no longer fits: read it as this.
+MIN_WIDTH = 40
 
 
 def width() -> int:
-    """COLUMNS when set, else the width of the terminal on stdout, else DEFAULT_WIDTH (shutil.get_terminal_size)."""
-    return shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns
+    """COLUMNS when set, else the width of the terminal on stdout, else DEFAULT_WIDTH (shutil.get_terminal_size);
+    never under MIN_WIDTH."""
+    return max(MIN_WIDTH, shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns)
 
 
 class _Console(Console):

@@ -172,6 +172,22 @@ def test_a_closed_stdout_ends_a_plan_quietly(fmt: str, blueprint_cli: Cli, monke
     assert result.returncode == 141 and result.stderr == ""
 
 
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux) to fill stdout's disk")
+def test_a_full_disk_behind_stdout_is_an_io_error_in_one_line() -> None:
+    """`blueprint catalog > /dev/full` in a real process: every write fails with ENOSPC."""
+    with open("/dev/full", "w") as full:
+        done = subprocess.run(
+            [sys.executable, "-m", "blueprint.cli", "catalog", "--format", "json"],
+            cwd=PROJECT_ROOT,
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == exit_codes.IO
+    assert done.stderr == "blueprint: cannot write the output: No space left on device\n"
+
+
 # ------------------------------------------------------------------------------------------------------ I/O errors
 def only_line(result: CliResult) -> str:
     """The one line a failed command prints; nothing on stdout, no traceback."""
@@ -281,3 +297,38 @@ def test_json_on_stdout_is_the_whole_output(args: tuple[str, ...], blueprint_cli
 def test_errors_go_to_stderr_and_leave_stdout_empty(blueprint_cli: Cli) -> None:
     result = blueprint_cli("simulate", "--stack", "training")
     assert result.returncode == 2 and result.stdout == "" and "no serving workload" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--plot", "timeline.unknown"), "--plot timeline.unknown: name an image file ending in one of .png"),
+        (("--plot", "timeline"), "--plot timeline: name an image file"),
+        (("--start-replicas", "-5"), "--start-replicas -5: give a count of replicas, 0 or more"),
+    ],
+)
+def test_simulate_refuses_what_it_cannot_do_before_simulating(
+    args: tuple[str, ...], message: str, blueprint_cli: Cli
+) -> None:
+    result = blueprint_cli("simulate", "--stack", "inference", *args)
+    assert result.returncode == 64
+    assert only_line(result).startswith(f"blueprint: {message}")
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"utilization\n50\nnan\n", "'nan' is not a percentage from 0 to 100"),
+        (b"utilization\n-50\n", "'-50' is not a percentage from 0 to 100"),
+        (b"utilization\n1e400\n", "'1e400' is not a percentage from 0 to 100"),
+        (b"utilization\n\xff\xfe50\n", "is not UTF-8; save the series as UTF-8 CSV"),
+    ],
+)
+def test_a_series_that_is_not_percentages_is_a_config_error(
+    content: bytes, message: str, blueprint_cli: Cli, tmp_path: Path
+) -> None:
+    series = tmp_path / "series.csv"
+    series.write_bytes(content)
+    result = blueprint_cli("simulate", "--stack", "inference", "--series", str(series))
+    assert result.returncode == 2
+    assert message in result.stderr and "Traceback" not in result.stderr
