@@ -13,6 +13,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from blueprint.plan.render import incomplete
+
 ROOT = Path(__file__).resolve().parents[1]
 README_PATH = ROOT / "README.md"
 STACKS_DOC_PATH = ROOT / "docs" / "stacks.md"
@@ -100,8 +102,8 @@ def table_row(stack: str, plan: Mapping[str, Any]) -> str:
         gpus,
         fabric,
         str(len(plan["resources"])),
-        _usd(summary["hourlyUsd"]["idle"]),
-        _at_max(summary["hourlyUsd"]),
+        _usd(summary["hourlyUsd"]["idle"]) + incomplete(dict(summary)),
+        _at_max(summary["hourlyUsd"]) + incomplete(dict(summary)),
     ]
     return "| " + " | ".join(cells) + " |"
 
@@ -128,7 +130,7 @@ def figures_line(stack: str, plan: Mapping[str, Any]) -> str:
     if hourly.get("spotSaving"):
         saving = _usd(hourly["spotSaving"])
         text += f" against {_usd(hourly['maxOnDemand'])} all on demand (spot saves about {saving}/h)"
-    return text + "."
+    return text + incomplete(dict(summary)) + "."
 
 
 def figures_marker(stack: str) -> str:

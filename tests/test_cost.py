@@ -7,7 +7,9 @@ import datetime as dt
 from typing import Any
 
 import pytest
+from rich.console import Console
 
+from blueprint import stack_figures
 from blueprint.plan import render
 from blueprint.plan.summary import summarize
 from components.catalog import prices
@@ -103,7 +105,8 @@ def test_a_capacity_block_is_committed_not_hourly() -> None:
         },
     )
     cost = cost_of(SYSTEM, block)
-    assert not [i for i in cost.items if i.name == "h100"]
+    # The block pays for the instances; their root volumes are EBS, billed while they run.
+    assert [i.kind for i in cost.items if i.name == "h100"] == ["root-volumes"]
     (committed,) = cost.committed
     assert committed.name == "h100" and "cr-0a1b2c3d4e5f60718" in committed.detail and "up front" in committed.detail
 
@@ -147,13 +150,91 @@ def test_another_region_gets_its_own_instance_prices() -> None:
 
 
 def test_a_type_without_a_price_in_the_region_is_reported_not_priced() -> None:
-    cost = cost_of(SYSTEM, P4D, region="eu-west-1")
+    cost = cost_of(SYSTEM, P4D, region="ap-south-1")
     reasons = {(u.kind, u.name): u.reason for u in cost.unpriced}
-    # m7i.xlarge has no eu-west-1 price in the catalog; neither have the services there.
-    assert reasons[("nodes", "system")] == "no price for m7i.xlarge in eu-west-1"
+    # m7i.xlarge has no ap-south-1 price in the catalog; neither have the services there.
+    assert reasons[("nodes", "system")] == "no price for m7i.xlarge in ap-south-1"
     assert reasons[("control-plane", "demo")].startswith("no price for EKS cluster")
-    assert reasons[("nat-gateways", "vpc")] == "no price for NAT gateway in eu-west-1"
-    assert not [i for i in cost.items if i.name == "system"]
+    assert reasons[("nat-gateways", "vpc")] == "no price for NAT gateway in ap-south-1"
+    assert reasons[("root-volumes", "system")] == "no price for EBS gp3 storage in ap-south-1"
+    assert not [i for i in cost.items if i.kind == "nodes" and i.name == "system"]
+
+
+@pytest.mark.parametrize("region", ["us-east-2", "us-west-2", "eu-west-1"])
+def test_other_regions_price_what_their_sources_give(region: str) -> None:
+    spec = stack_config(SYSTEM, zones=[f"{region}a", f"{region}b"], region=region, network=SITE)
+    cost = stack_cost(spec, plan_pools(spec), TODAY)
+    # EKS and public IPv4 cost the same in every commercial Region; the TGW attachment $0.05/h in the US and EU.
+    assert item(cost, "control-plane").max_usd == pytest.approx(0.10)
+    assert item(cost, "public-ipv4").max_usd == pytest.approx(2 * 0.005)
+    assert item(cost, "transit-gateway-attachment").max_usd == pytest.approx(0.05)
+    assert item(cost, "kms-keys").max_usd == pytest.approx(1.00 / HOURS)
+    unpriced = {u.kind for u in cost.unpriced}
+    # No source here gave these Regions' gp3 or CloudWatch figures, nor eu-west-1's NAT gateway.
+    assert {"root-volumes", "cloudwatch-alarms", "cloudwatch-dashboard"} <= unpriced
+    assert ("nat-gateways" in unpriced) == (region == "eu-west-1")
+    if region != "eu-west-1":
+        assert item(cost, "nat-gateways").max_usd == pytest.approx(2 * 0.045)
+
+
+SITE = {"siteConnection": {"transitGatewayId": "tgw-0f3a9c1e27d84b5a6"}}
+
+
+def test_a_transit_gateway_attachment_bills_the_vpc_owner_per_hour() -> None:
+    cost = cost_of(SYSTEM, network=SITE)
+    attachment = item(cost, "transit-gateway-attachment")
+    assert attachment.idle_usd == attachment.max_usd == pytest.approx(0.05)
+    assert attachment.source == "TGWPRICE"
+    assert {n.kind for n in cost.not_counted} >= {"transit-gateway-data", "site-link"}
+
+
+def test_a_virtual_private_gateway_attachment_has_no_hourly_charge() -> None:
+    cost = cost_of(SYSTEM, network={"siteConnection": {"virtualPrivateGatewayId": "vgw-0f3a9c1e27d84b5a6"}})
+    assert not [i for i in cost.items if i.kind == "transit-gateway-attachment"]
+    assert "site-link" in {n.kind for n in cost.not_counted}
+
+
+def test_root_volumes_bill_each_running_node_per_gb_month() -> None:
+    big = dict(P5, rootVolumeGib=500)
+    cost = cost_of(SYSTEM, big)
+    # system: 2..3 nodes x 200 GiB (the default); h100: 0..4 nodes x 500 GiB; gp3 $0.08/GB-month in us-east-1.
+    system, h100 = item(cost, "root-volumes", "system"), item(cost, "root-volumes", "h100")
+    assert (system.idle_usd, system.max_usd) == (
+        pytest.approx(2 * 200 * 0.08 / HOURS),
+        pytest.approx(3 * 200 * 0.08 / HOURS),
+    )
+    assert (h100.idle_usd, h100.max_usd) == (0.0, pytest.approx(4 * 500 * 0.08 / HOURS))
+    assert "GiB gp3 (billed per GB-month)" in h100.detail
+
+
+def test_a_bottlerocket_os_volume_is_named_not_counted() -> None:
+    cost = cost_of(SYSTEM, dict(P5, amiFamily="bottlerocket"))
+    (os_volume,) = [n for n in cost.not_counted if n.kind == "root-volumes"]
+    assert os_volume.name == "h100" and "snapshot size" in os_volume.reason
+    assert item(cost, "root-volumes", "h100").max_usd == pytest.approx(4 * 200 * 0.08 / HOURS)
+
+
+def test_kms_keys_alarms_and_dashboard_bill_per_month() -> None:
+    cost = cost_of(SYSTEM, P5)
+    # Container Insights (the default) creates two standard-resolution GPU alarms and one dashboard.
+    assert item(cost, "kms-keys").max_usd == pytest.approx(1 * 1.00 / HOURS)
+    assert item(cost, "cloudwatch-alarms").max_usd == pytest.approx(2 * 0.10 / HOURS)
+    assert item(cost, "cloudwatch-dashboard").max_usd == pytest.approx(3.00 / HOURS)
+    assert "container-insights" in {n.kind for n in cost.not_counted}
+    # An alerts topic the stack creates has a key of its own.
+    emailed = cost_of(SYSTEM, P5, addons={"monitoring": {"alerts": {"email": "oncall@example.com"}}})
+    assert item(emailed, "kms-keys").max_usd == pytest.approx(2 * 1.00 / HOURS)
+
+
+def test_without_container_insights_there_are_no_alarms_dashboard_or_insights_charges() -> None:
+    cost = cost_of(SYSTEM, P5, addons={"monitoring": {"containerInsights": False}})
+    kinds = {i.kind for i in cost.items} | {n.kind for n in cost.not_counted}
+    assert not kinds & {"cloudwatch-alarms", "cloudwatch-dashboard", "container-insights"}
+
+
+def test_the_lustre_line_says_gib_billed_per_gb_month() -> None:
+    lustre = item(cost_of(SYSTEM, storage={"lustre": {"storageCapacityGib": 9600}}), "lustre")
+    assert lustre.detail.startswith("9,600 GiB (billed per GB-month) x $")
 
 
 def test_every_listed_region_is_in_the_price_tables() -> None:
@@ -179,14 +260,20 @@ def test_summary_breakdown_sums_to_the_totals_and_renders() -> None:
         "nodes",
         "hybrid-nodes-fee",
         "lustre",
+        "root-volumes",
+        "kms-keys",
     }
     assert summary["hourlyUsd"]["idle"] == pytest.approx(sum(b["idleUsd"] for b in breakdown), abs=0.01)
     assert summary["hourlyUsd"]["max"] == pytest.approx(sum(b["maxUsd"] for b in breakdown), abs=0.01)
     assert summary["cost"]["complete"] is True
+    assert {n["kind"] for n in summary["cost"]["notCounted"]} >= {"data-transfer", "nat-data", "logs"}
     plan = {"project": "p", "stack": "s", "summary": summary, "resources": [], "violations": []}
     text = render.markdown(plan)
     assert "| cost part | $/h idle | $/h max | how |" in text
     assert "| hybrid-nodes-fee a40 | $2.56 | $2.56 |" in text
+    assert "| kms-keys demo | $0.0014 | $0.0014 | 1 x KMS key at $1/month / 730 h |" in text
+    assert "| nat-data vpc | - | - | not counted: billed by use: data processed by the NAT gateways, per GB |" in text
+    assert "incomplete" not in text
 
 
 def test_unpriced_parts_become_warnings_and_pool_figures_say_no_price() -> None:
@@ -199,7 +286,16 @@ def test_unpriced_parts_become_warnings_and_pool_figures_say_no_price() -> None:
         in summary["warnings"]
     )
     assert summary["cost"]["complete"] is False
-    text = render.markdown({"project": "p", "stack": "s", "summary": summary, "resources": [], "violations": []})
+    plan = {"project": "p", "stack": "s", "summary": summary, "resources": [], "violations": []}
+    text = render.markdown(plan)
+    unpriced = len(summary["cost"]["unpriced"])
+    assert unpriced > 1
+    assert f"/h at max (incomplete: {unpriced} parts unpriced)" in text
+    assert f"(incomplete: {unpriced} parts unpriced)" in stack_figures.table_row("s", plan)
+    assert stack_figures.figures_line("s", plan).endswith(f"(incomplete: {unpriced} parts unpriced).")
+    console = Console(record=True, width=300)
+    render.table(plan, console)
+    assert f"/h at max (incomplete: {unpriced} parts unpriced)" in console.export_text()
     assert "| no price | no price |" in text
     assert "| nodes system | - | - | not counted: no price for m7i.xlarge in eu-west-1 |" in text
 

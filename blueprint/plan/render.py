@@ -16,10 +16,25 @@ def _usd(value: float) -> str:
     return f"${value:,.2f}"
 
 
+def _part_usd(value: float) -> str:
+    """A cost part's $/h: cents, or four decimals for a part below half a cent (a $1/month key is $0.0014/h), so
+    no billed part reads as free."""
+    return f"${value:,.4f}" if 0 < value < 0.005 else _usd(value)
+
+
 def _spot_saving(cost: dict[str, Any], versus: str = "") -> str:
     """` (spot saves ~$X/h...)` when some pool runs on spot, else nothing: a stack without spot saves nothing."""
     saving = cost["spotSaving"]
     return f" (spot saves ~{_usd(saving)}/h{versus})" if round(saving, 2) > 0 else ""
+
+
+def incomplete(summary: dict[str, Any]) -> str:
+    """` (incomplete: N parts unpriced)` when the Region's catalog prices some billed part of the stack nowhere: the
+    totals leave those parts out (the summary's `cost.unpriced`), so they must not read as the whole bill."""
+    unpriced = len((summary.get("cost") or {}).get("unpriced", []))
+    if not unpriced:
+        return ""
+    return f" (incomplete: {unpriced} part{'s' * (unpriced != 1)} unpriced)"
 
 
 def _pool_usd(pool: dict[str, Any], key: str) -> str:
@@ -28,19 +43,21 @@ def _pool_usd(pool: dict[str, Any], key: str) -> str:
 
 
 def _cost_rows(summary: dict[str, Any]) -> list[tuple[str, str, str, str]]:
-    """The cost breakdown as (part, $/h idle, $/h max, how), then unpriced and committed parts (no $/h)."""
+    """The cost breakdown as (part, $/h idle, $/h max, how), then unpriced, committed and usage-billed parts (no
+    $/h)."""
     cost = summary.get("cost") or {}
     rows = [
         (
             f"{b['kind']} {b['name']}",
-            _usd(b["idleUsd"]),
-            _usd(b["maxUsd"]),
+            _part_usd(b["idleUsd"]),
+            _part_usd(b["maxUsd"]),
             b["detail"] + (" (estimate)" * b["estimate"]),
         )
         for b in cost.get("breakdown", [])
     ]
     rows += [(f"{u['kind']} {u['name']}", "-", "-", f"not counted: {u['reason']}") for u in cost.get("unpriced", [])]
     rows += [(f"{c['kind']} {c['name']}", "-", "-", f"committed: {c['detail']}") for c in cost.get("committed", [])]
+    rows += [(f"{n['kind']} {n['name']}", "-", "-", f"not counted: {n['reason']}") for n in cost.get("notCounted", [])]
     return rows
 
 
@@ -168,7 +185,7 @@ def table(plan: dict[str, Any], console: Console) -> None:
     cost = summary["hourlyUsd"]
     console.print(
         f"GPUs: {summary['gpus']['min']} idle .. {summary['gpus']['max']} at max.  "
-        f"Cost: {_usd(cost['idle'])}/h idle, {_usd(cost['max'])}/h at max"
+        f"Cost: {_usd(cost['idle'])}/h idle, {_usd(cost['max'])}/h at max{incomplete(summary)}"
         f"{_spot_saving(cost, ' vs all on-demand')}.  Resources: {len(plan['resources'])}."
     )
     for warning in summary.get("warnings", []):
@@ -231,7 +248,7 @@ def markdown(plan: dict[str, Any]) -> str:
         f"Kubernetes {summary['kubernetesVersion']})",
         "",
         f"**GPUs** {summary['gpus']['min']} idle .. {summary['gpus']['max']} at max · "
-        f"**cost** {_usd(cost['idle'])}/h idle, {_usd(cost['max'])}/h at max"
+        f"**cost** {_usd(cost['idle'])}/h idle, {_usd(cost['max'])}/h at max{incomplete(summary)}"
         f"{_spot_saving(cost)} · **resources** {len(plan['resources'])} · "
         f"**violations** {len(plan['violations'])}",
         "",

@@ -185,7 +185,8 @@ def warnings(spec: StackConfig, plans: list[PoolPlan], cost: StackCost) -> list[
 
 def cost_summary(cost: StackCost) -> dict[str, Any]:
     """The plan summary's `cost`: each billed part with its $/h idle and at max (their sums are `hourlyUsd`), what
-    has no price in the Region, and what was paid up front (components.planning.cost)."""
+    has no price in the Region (`complete` is false then), what is billed by use and so has no figure at plan time
+    (`notCounted`), and what was paid up front (components.planning.cost)."""
     source = prices.instance_price_source(cost.region)
     return {
         "region": cost.region,
@@ -206,6 +207,7 @@ def cost_summary(cost: StackCost) -> dict[str, Any]:
         ],
         "unpriced": [asdict(item) for item in cost.unpriced],
         "committed": [asdict(item) for item in cost.committed],
+        "notCounted": [asdict(item) for item in cost.not_counted],
         "complete": not cost.unpriced,
     }
 

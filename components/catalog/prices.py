@@ -52,6 +52,11 @@ class ServicePrices:
     lustre_usd_per_gb_month: Mapping[str, Mapping[int, float]]
     lustre_metadata_usd_per_iops_month: float | None
     efs_provisioned_usd_per_mbps_month: float | None
+    transit_gateway_attachment_usd_per_hour: float | None
+    ebs_gp3_usd_per_gb_month: float | None
+    kms_key_usd_per_month: float | None
+    cloudwatch_alarm_usd_per_month: float | None
+    cloudwatch_dashboard_usd_per_month: float | None
     #: Source tag of each item, for the summary's `source` fields.
     sources: Mapping[str, str]
 
@@ -120,6 +125,16 @@ def _value(entry: Any) -> float | None:
     return None if value is None else float(value)
 
 
+#: Single-figure service prices, read alike (a `value` and a `source`).
+MONTHLY_OR_HOURLY = (
+    "transit_gateway_attachment_usd_per_hour",
+    "ebs_gp3_usd_per_gb_month",
+    "kms_key_usd_per_month",
+    "cloudwatch_alarm_usd_per_month",
+    "cloudwatch_dashboard_usd_per_month",
+)
+
+
 def service_prices(region: str) -> ServicePrices | None:
     """The Region's service prices, or None when no source priced any service there."""
     entry = _data()["services"].get(region)
@@ -143,6 +158,7 @@ def service_prices(region: str) -> ServicePrices | None:
         "lustre_usd_per_gb_month",
         "lustre_metadata_usd_per_iops_month",
         "efs_provisioned_usd_per_mbps_month",
+        *MONTHLY_OR_HOURLY,
     )
     return ServicePrices(
         region=region,
@@ -157,5 +173,6 @@ def service_prices(region: str) -> ServicePrices | None:
         lustre_usd_per_gb_month=lustre_prices,
         lustre_metadata_usd_per_iops_month=_value(entry.get("lustre_metadata_usd_per_iops_month")),
         efs_provisioned_usd_per_mbps_month=_value(entry.get("efs_provisioned_usd_per_mbps_month")),
+        **{key: _value(entry.get(key) or {}) for key in MONTHLY_OR_HOURLY},
         sources={key: str(entry[key]["source"]) for key in keys if isinstance(entry.get(key), dict)},
     )

@@ -1,11 +1,12 @@
 """What a stack bills per hour while it runs, part by part, from the Region's catalog prices.
 
 `$/h idle` is every pool at its minimum; `$/h at max` every pool at its maximum. Both count what bills whether
-or not work runs: the EKS control plane, NAT gateways and their public IPv4 addresses, the Lustre file system,
-EFS provisioned throughput, the EKS Hybrid Nodes fee, On-Demand Capacity Reservations (billed used or not) and the
-nodes. A Capacity Block is paid up front when bought, so it is listed as committed, never in $/h. Usage-billed
-charges (data processed or transferred, EFS storage and Elastic transfers, backups, logs) have no figure at plan
-time and are left out (docs/architecture.md, "Costs").
+or not work runs: the EKS control plane, NAT gateways and their public IPv4 addresses, the transit gateway
+attachment, the Lustre file system, EFS provisioned throughput, the EKS Hybrid Nodes fee, On-Demand Capacity
+Reservations (billed used or not), the nodes and their gp3 root volumes, KMS keys, CloudWatch alarms and the
+dashboard. A Capacity Block is paid up front when bought, so it is listed as committed, never in $/h. Usage-billed
+charges (data processed or transferred, Container Insights metrics, logs, EFS storage, requests) have no figure at
+plan time: they are listed as not counted, each with its reason (docs/architecture.md, "Costs").
 
 Prices are the Region's (components.catalog.prices); an item the catalog has no price for in the Region is
 listed unpriced with the reason, and left out of the totals, never priced from another Region. Spot nodes are an
@@ -21,6 +22,8 @@ from dataclasses import dataclass
 from components.catalog import prices
 from components.catalog.versions import kubernetes_version_support
 from components.config import StackConfig
+from components.planning.addons.monitoring import container_insights_alarms
+from components.planning.addons.selection import AddonSelection, select_addons
 from components.planning.lustre import per_unit_throughput
 from components.planning.pools import PoolPlan
 from components.planning.subnets import nat_gateway_zones
@@ -30,8 +33,9 @@ from components.planning.subnets import nat_gateway_zones
 class CostItem:
     """One billed part of the stack and what it costs per hour at the pools' minimum and maximum."""
 
-    #: What bills: `control-plane`, `nat-gateways`, `public-ipv4`, `nodes`, `reservation`, `lustre`, `efs`,
-    #: `hybrid-nodes-fee`.
+    #: What bills: `control-plane`, `nat-gateways`, `public-ipv4`, `transit-gateway-attachment`, `nodes`,
+    #: `reservation`, `root-volumes`, `lustre`, `lustre-metadata`, `efs`, `hybrid-nodes-fee`, `kms-keys`,
+    #: `cloudwatch-alarms`, `cloudwatch-dashboard`.
     kind: str
     #: Which one: the cluster, pool or file system name.
     name: str
@@ -48,6 +52,15 @@ class CostItem:
 @dataclass(frozen=True)
 class Unpriced:
     """A billed part with no price in the catalog for the Region: left out of the totals, said out loud."""
+
+    kind: str
+    name: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class NotCounted:
+    """A billed part with no figure at plan time (billed by use, or sized by something the plan cannot see)."""
 
     kind: str
     name: str
@@ -83,6 +96,8 @@ class StackCost:
     committed: tuple[Committed, ...]
     #: Pool name -> its node cost (absent for unpriced pools).
     pools: dict[str, PoolCost]
+    #: Parts billed by use or of a size the plan cannot know: named, never in the totals.
+    not_counted: tuple[NotCounted, ...] = ()
 
     @property
     def idle_usd(self) -> float:
@@ -226,7 +241,9 @@ def _lustre(spec: StackConfig, services: prices.ServicePrices | None, region: st
     else:
         hours = prices.hours_per_month()
         hourly = lustre.storage_capacity_gib * per_gb / hours
-        detail = f"{lustre.storage_capacity_gib:,} GB x ${per_gb:g}/GB-month ({label}) / {hours:g} h"
+        detail = (
+            f"{lustre.storage_capacity_gib:,} GiB (billed per GB-month) x ${per_gb:g}/GB-month ({label}) / {hours:g} h"
+        )
         out.append(CostItem("lustre", lustre.name, hourly, hourly, detail, services.sources["lustre_usd_per_gb_month"]))
     metadata = lustre.metadata
     if metadata is not None and metadata.mode == "USER_PROVISIONED" and metadata.iops:
@@ -258,6 +275,122 @@ def _efs(spec: StackConfig, services: prices.ServicePrices | None, region: str) 
     return [CostItem("efs", nfs.name, hourly, hourly, detail, services.sources["efs_provisioned_usd_per_mbps_month"])]
 
 
+# ------------------------------------------------------------------------------------------ root volumes
+def _root_volumes(
+    plans: Sequence[PoolPlan], services: prices.ServicePrices | None, region: str
+) -> list[CostItem | Unpriced | NotCounted]:
+    """Each running node's gp3 volume (`rootVolumeGiB`, the launch template's size), billed per GB-month while it
+    exists ([EBSPRICE]): at the pool's minimum nodes idle, its maximum at max. Owned servers have none."""
+    out: list[CostItem | Unpriced | NotCounted] = []
+    per_gb = services.ebs_gp3_usd_per_gb_month if services else None
+    hours = prices.hours_per_month()
+    for plan in plans:
+        if plan.kind != "aws":
+            continue
+        size = plan.pool.root_volume_gib
+        if plan.pool.ami_family == "bottlerocket":
+            out.append(
+                NotCounted(
+                    "root-volumes",
+                    plan.name,
+                    "the Bottlerocket OS volume keeps the AMI's snapshot size, "
+                    "not known at plan time (its data volume is counted)",
+                )
+            )
+        if per_gb is None or services is None:
+            out.append(Unpriced("root-volumes", plan.name, no_price("EBS gp3 storage", region)))
+            continue
+        per_node = size * per_gb / hours
+        detail = (
+            f"{plan.min_nodes}..{plan.max_nodes} x {size:,} GiB gp3 (billed per GB-month) x ${per_gb:g}/GB-month"
+            f" / {hours:g} h"
+        )
+        source = services.sources["ebs_gp3_usd_per_gb_month"]
+        out.append(
+            CostItem("root-volumes", plan.name, plan.min_nodes * per_node, plan.max_nodes * per_node, detail, source)
+        )
+    return out
+
+
+# ------------------------------------------------------------------------------------------- monitoring, keys
+def _monthly(
+    kind: str, name: str, count: int, rate: float | None, what: str, region: str, source: str | None
+) -> CostItem | Unpriced:
+    """A part billed per unit-month (a KMS key, an alarm, a dashboard), as an hourly figure."""
+    if rate is None or source is None:
+        return Unpriced(kind, name, no_price(what, region))
+    hours = prices.hours_per_month()
+    hourly = count * rate / hours
+    return CostItem(kind, name, hourly, hourly, f"{count} x {what} at ${rate:g}/month / {hours:g} h", source)
+
+
+def kms_key_count(selection: AddonSelection) -> int:
+    """The cluster's key (secrets, volumes, file systems, logs), and the alerts topic's key when the stack creates
+    the topic (components/cluster.py, components/addons/monitoring.py)."""
+    return 1 + (selection.alerts_topic == "create")
+
+
+def _monitoring(
+    spec: StackConfig, selection: AddonSelection, services: prices.ServicePrices | None, region: str
+) -> list[CostItem | Unpriced]:
+    """The KMS keys, and on the Container Insights path its GPU alarms (standard resolution: 60 s periods) and
+    dashboard, each billed per month ([KMSPRICE], [CWPRICE])."""
+
+    def monthly(kind: str, count: int, key: str, what: str) -> CostItem | Unpriced:
+        rate = getattr(services, key) if services else None
+        source = services.sources.get(key) if services else None
+        return _monthly(kind, spec.cluster.name, count, rate, what, region, source)
+
+    out = [monthly("kms-keys", kms_key_count(selection), "kms_key_usd_per_month", "KMS key")]
+    if selection.container_insights:
+        alarms = len(container_insights_alarms(spec.addons.monitoring.alerts))
+        out.append(monthly("cloudwatch-alarms", alarms, "cloudwatch_alarm_usd_per_month", "standard-resolution alarm"))
+        out.append(monthly("cloudwatch-dashboard", 1, "cloudwatch_dashboard_usd_per_month", "CloudWatch dashboard"))
+    return out
+
+
+# -------------------------------------------------------------------------------------------- not counted
+def _not_counted(spec: StackConfig, selection: AddonSelection, nat: int, tgw: bool) -> list[NotCounted]:
+    """What the stack bills by use (no figure at plan time), each named with how AWS bills it."""
+    name = spec.cluster.name
+    out = [
+        NotCounted("data-transfer", "vpc", "billed by use: data between AZs, to the internet or to the site, per GB")
+    ]
+    if nat:
+        out.append(NotCounted("nat-data", "vpc", "billed by use: data processed by the NAT gateways, per GB"))
+    if tgw:
+        out.append(NotCounted("transit-gateway-data", "vpc", "billed by use: data sent to the transit gateway, per GB"))
+    if spec.network.site_connection is not None:
+        out.append(
+            NotCounted(
+                "site-link",
+                "vpc",
+                "the VPN or Direct Connect link to the site is not created by the stack: billed to its owner",
+            )
+        )
+    flow_logs = spec.network.existing_vpc is None and spec.network.flow_logs.enabled
+    logs = "control-plane logs" + (", VPC flow logs" if flow_logs else "")
+    out.append(NotCounted("logs", name, f"billed by use: CloudWatch Logs ingestion and storage per GB ({logs})"))
+    if selection.container_insights:
+        out.append(
+            NotCounted(
+                "container-insights",
+                name,
+                "billed by use: Container Insights metrics and performance logs, "
+                "by observations or metrics ingested ([CWPRICE])",
+            )
+        )
+    out.append(NotCounted("kms-requests", name, "billed by use: KMS requests beyond the free tier"))
+    if spec.storage.nfs is not None and spec.storage.nfs.kind == "efs":
+        out.append(NotCounted("efs-storage", spec.storage.nfs.name, "billed by use: EFS storage per GB-month stored"))
+    lustre = spec.storage.lustre
+    if lustre is not None and lustre.data_repositories:
+        out.append(NotCounted("s3", lustre.name, "billed by use: S3 storage and requests of the data repositories"))
+    if selection.node_termination_handler:
+        out.append(NotCounted("interruption-queue", name, "billed by use: SQS requests and EventBridge events"))
+    return out
+
+
 # ------------------------------------------------------------------------------------------------------ total
 def _fixed(
     kind: str, name: str, count: int, rate: float | None, what: str, region: str, source: str | None
@@ -285,6 +418,14 @@ def stack_cost(spec: StackConfig, plans: Sequence[PoolPlan], on: dt.date) -> Sta
     )
 
     nat = len(nat_gateway_zones(spec.network))
+    site = spec.network.site_connection
+    tgw = site is not None and site.transit_gateway_id is not None
+    if tgw:
+        # The VPC's owner pays the attachment's hours ([TGWPRICE]); the gateway's owner pays nothing for it.
+        tgw_rate = services.transit_gateway_attachment_usd_per_hour if services else None
+        tgw_source = services.sources.get("transit_gateway_attachment_usd_per_hour") if services else None
+        what = "transit gateway VPC attachment"
+        parts.append(_fixed("transit-gateway-attachment", "vpc", 1, tgw_rate, what, region, tgw_source))
     if nat:
         nat_rate = services.nat_gateway_usd_per_hour if services else None
         ip_rate = services.public_ipv4_usd_per_hour if services else None
@@ -297,8 +438,13 @@ def stack_cost(spec: StackConfig, plans: Sequence[PoolPlan], on: dt.date) -> Sta
     parts += pool_items
     parts += pool_unpriced
     parts += [_hybrid_fee(p, services, region) for p in plans if p.kind == "hybrid"]
+    volumes = _root_volumes(plans, services, region)
+    parts += [v for v in volumes if not isinstance(v, NotCounted)]
     parts += _lustre(spec, services, region)
     parts += _efs(spec, services, region)
+    selection = select_addons(spec.addons, plans)
+    parts += _monitoring(spec, selection, services, region)
+    not_counted = [v for v in volumes if isinstance(v, NotCounted)] + _not_counted(spec, selection, nat, tgw)
 
     return StackCost(
         region=region,
@@ -306,4 +452,5 @@ def stack_cost(spec: StackConfig, plans: Sequence[PoolPlan], on: dt.date) -> Sta
         unpriced=tuple(p for p in parts if isinstance(p, Unpriced)),
         committed=tuple(committed),
         pools=pool_costs,
+        not_counted=tuple(not_counted),
     )
