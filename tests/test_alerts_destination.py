@@ -25,9 +25,9 @@ def summary(**alerts: Any) -> dict[str, Any]:
 def test_the_summary_warns_when_alarms_have_no_destination() -> None:
     nowhere = summary()
     assert nowhere["alerts"] == {"alarms": True, "destination": None}
-    assert nowhere["warnings"] == [ALARMS_NOTIFY_NOBODY]
+    assert nowhere["warnings"].count(ALARMS_NOTIFY_NOBODY) == 1
     assert summary(email="ops@example.com")["alerts"]["destination"] == "ops@example.com"
-    assert summary(snsTopicArn=TOPIC)["warnings"] == []
+    assert ALARMS_NOTIFY_NOBODY not in summary(snsTopicArn=TOPIC)["warnings"]
 
 
 def test_check_reports_an_alarm_without_actions_as_advisory() -> None:

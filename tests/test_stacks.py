@@ -132,7 +132,7 @@ def test_hybrid_joins_four_a40_servers_next_to_the_cloud_training_side() -> None
 
 def test_smoke_runs_the_shipped_code_paths_on_one_spot_gpu_and_the_smallest_lustre() -> None:
     """The cheap first deploy: a spot GPU pool with the device plugin, cluster-autoscaler, interruption handling,
-    GPU monitoring and a Lustre claim, as the shipped stacks have them."""
+    GPU monitoring and a Lustre claim linked to S3, as the shipped stacks have them."""
     gpu = pool("smoke", "l40s")
     assert (gpu["capacityType"], gpu["minNodes"], gpu["scalingMode"], gpu["gpusPerNode"]) == (
         "spot",
@@ -151,6 +151,14 @@ def test_smoke_runs_the_shipped_code_paths_on_one_spot_gpu_and_the_smallest_lust
     assert storage("smoke", "lustre")["mountedBy"] == ["l40s"]
     (claim,) = resources("smoke", "kubernetes:core/v1:PersistentVolumeClaim")
     assert claim["inputs"]["metadata"]["name"] == "lustre-scratch"
+    # the training stack's S3 link: the stack's own bucket, associated both ways
+    (bucket,) = resources("smoke", "aws:s3/bucket:Bucket")
+    (link,) = resources("smoke", "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation")
+    assert bucket["inputs"]["bucketPrefix"] == "smoke-scratch-data-"
+    assert link["inputs"]["dataRepositoryPath"].startswith("s3://smoke-scratch-data-")
+    assert link["inputs"]["dataRepositoryPath"].endswith("/data/")
+    assert link["inputs"]["fileSystemPath"] == "/data"
+    assert link["inputs"]["s3"]["autoImportPolicy"]["events"] == link["inputs"]["s3"]["autoExportPolicy"]["events"]
 
 
 def test_smoke_at_max_costs_less_than_one_gpu_node_of_any_other_shipped_stack() -> None:

@@ -23,6 +23,7 @@ from components.planning.quotas import stack_quotas
 from components.planning.serving import SERVING_PORT
 from components.planning.serving_autoscaling import serving_rule
 from components.planning.storage import storage_summary
+from components.validation.offerings import unchecked_zone_warnings
 
 
 def pool_summary(plan: PoolPlan, cost: StackCost) -> dict[str, Any]:
@@ -161,8 +162,8 @@ def placeholder_site_gateways(spec: StackConfig) -> list[str]:
 
 def warnings(spec: StackConfig, plans: list[PoolPlan], cost: StackCost) -> list[str]:
     """What a stack builds but probably did not mean to: alarms with nowhere to send them, API access CIDRs that are
-    documentation placeholders, an example id for the gateway to the site, and billed parts the catalog has no
-    price for (left out of $/h)."""
+    documentation placeholders, an example id for the gateway to the site, pools in AZs whose offerings could not be
+    checked without their AZ IDs, and billed parts the catalog has no price for (left out of $/h)."""
     found: list[str] = [
         f"cost: {item.kind} {item.name}: {item.reason}; not counted in $/h idle or at max" for item in cost.unpriced
     ]
@@ -180,6 +181,7 @@ def warnings(spec: StackConfig, plans: list[PoolPlan], cost: StackCost) -> list[
         "fails"
         for gateway in placeholder_site_gateways(spec)
     )
+    found.extend(unchecked_zone_warnings(spec, plans))
     return found
 
 

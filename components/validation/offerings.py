@@ -12,13 +12,14 @@ from collections.abc import Iterator
 from components.catalog import InstanceType
 from components.catalog.offerings import OFFERINGS_PATH, RegionOfferings, az_id_order, region_offerings
 from components.catalog.zones import region_zones
-from components.config import NetworkConfig, NodePool
+from components.config import NetworkConfig, NodePool, StackConfig
 from components.errors import Problem
-from components.planning.pools import pool_zones, wants_efa
+from components.planning.pools import PoolPlan, pool_zones, wants_efa
 from components.validation.parse import Parsed, shown_text
 
 NETWORK_ZONE_IDS = "network.availabilityZoneIds"
 SNAPSHOT = f"EC2 instance type offerings, {OFFERINGS_PATH.parent.name}/{OFFERINGS_PATH.name}"
+LIST_ZONE_IDS = "aws ec2 describe-availability-zones --region {region} --query 'AvailabilityZones[].[ZoneName,ZoneId]'"
 
 
 def zone_ids_name_the_networks_zones(p: Parsed) -> Iterator[Problem]:
@@ -113,6 +114,39 @@ def _zones_without(
             f"{known.region}'s {len(known.zones)} ({where_offered}; {SNAPSHOT}), so one of them cannot launch it: pin "
             f"placement.availabilityZones, and give {NETWORK_ZONE_IDS} to check each AZ",
         )
+
+
+def unchecked_zone_warnings(spec: StackConfig, plans: list[PoolPlan]) -> list[str]:
+    """Pools whose AZs validation could not check: an AZ left out of `network.availabilityZoneIds` while the pool's
+    types are not offered in every AZ ID of the region. Which AZ ID a name such as `us-east-1a` is depends on the
+    account in the regions AWS maps independently (components/catalog/zones.yaml, `mapping`), and is not in the
+    catalog elsewhere, so that AZ may lack the type: its Auto Scaling group then never launches a node, and nothing
+    says so before `pulumi up`."""
+    known, zones = region_offerings(spec.region), region_zones(spec.region)
+    if known is None:
+        return []
+    mapped = {zone for zone, az_id in spec.network.availability_zone_ids.items() if az_id in known.zones}
+    indexes = {pool.name: index for index, pool in enumerate(spec.node_pools)}
+    found = []
+    for plan in plans:
+        unmapped = [zone for zone in plan.availability_zones if zone not in mapped]
+        offered = _offered(list(plan.instance_types), known) if plan.kind == "aws" else None
+        if not unmapped or offered is None or offered >= set(known.zones):
+            continue
+        why = (
+            f"{spec.region} maps AZ names to AZ IDs per account"
+            if zones is not None and zones.mapping == "independent"
+            else f"the catalog does not know which AZ ID {unmapped[0]} is"
+        )
+        found.append(
+            f"nodePools[{indexes.get(plan.name, '?')}] ({plan.name}): {' or '.join(plan.instance_types)} is offered in "
+            f"{len(offered)} of {spec.region}'s {len(known.zones)} AZ IDs "
+            f"({', '.join(sorted(offered, key=az_id_order))}; {SNAPSHOT}) and {why}, so {', '.join(unmapped)} may "
+            "not offer it and the pool would launch no node there: list your AZ IDs "
+            f"(`{LIST_ZONE_IDS.format(region=spec.region)}`) and set {NETWORK_ZONE_IDS}, which plan then checks "
+            "(docs/operations.md, 'Your AZ IDs')"
+        )
+    return found
 
 
 RULES = (zone_ids_name_the_networks_zones, pools_launch_where_their_type_is_offered)
