@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from blueprint.plan import yaml_v3
-from blueprint.plan.stack_yaml import MAX_DEPTH, read_yaml
+from blueprint.plan.stack_yaml import MAX_DEPTH, MAX_VALUES, read_yaml
 from components.errors import ConfigError
 
 CATALOG = Path(__file__).parent.parent / "components" / "catalog"
@@ -135,6 +135,35 @@ def test_what_yaml_v3_refuses_is_refused(tmp_path: Path, text: str, fragment: st
     assert any(fragment in problem.message for problem in refused.value.problems), refused.value.problems
 
 
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        (
+            "l: &l [{a: 1}]\nuse: {<<: *l}\n",
+            "line 2, column 7: `<<` takes an alias of a mapping, not of a list of them",
+        ),
+        ("l: &l [{a: 1}]\nuse: {<<: [*l]}\n", "line 2, column 7: `<<` merges a mapping or a list of mappings"),
+        ("s: &s 3\nuse: {<<: *s}\n", "line 2, column 7: `<<` merges a mapping or a list of mappings"),
+        ("s: &s 3\nuse: {<<: [*s]}\n", "line 2, column 7: `<<` merges a mapping or a list of mappings"),
+    ],
+    ids=["alias-of-a-list-of-mappings", "alias-of-it-in-a-list", "alias-of-a-scalar", "alias-of-one-in-a-list"],
+)
+def test_an_alias_merge_value_must_name_a_mapping(tmp_path: Path, text: str, fragment: str) -> None:
+    """decode.go `merge` (v3.0.1, lines 974-988): an alias, whether the whole value or an item of a list, must have a
+    mapping as its target ("map merge requires map or sequence of maps as the value"), so `<<: *l` fails even where
+    `l` is a list of mappings that `<<: [...]` written out would merge."""
+    with pytest.raises(ConfigError) as refused:
+        read(tmp_path, text)
+    assert any(fragment in problem.message for problem in refused.value.problems), refused.value.problems
+
+
+def test_a_list_of_mappings_written_out_or_of_aliases_is_merged(tmp_path: Path) -> None:
+    """decode.go `merge`, SequenceNode case: a list written in place merges its mappings, written out or aliases of
+    mappings; only the merge value itself must not be an alias of a list."""
+    text = "m: &m {b: 2}\nuse: {<<: [{a: 1}, *m]}\n"
+    assert use(tmp_path, text) == {"a": 1, "b": 2}
+
+
 NESTED = (
     "root: &root {a: 1, b: 1, n: null}\n"
     "mid: &mid {<<: *root, b: 2}\n"
@@ -156,7 +185,7 @@ def test_merges_do_not_depend_on_pyyamls_constructor(tmp_path: Path, monkeypatch
 
 def test_the_c_and_pure_python_parsers_give_the_same_values() -> None:
     """Only the parser's events come from PyYAML, and libyaml's and the pure-Python parser's are the same."""
-    nodes = [yaml_v3.compose(NESTED, MAX_DEPTH, parser) for parser in (yaml.SafeLoader, yaml.CSafeLoader)]
+    nodes = [yaml_v3.compose(NESTED, MAX_DEPTH, MAX_VALUES, parser) for parser in (yaml.SafeLoader, yaml.CSafeLoader)]
     values = [yaml_v3.construct(node) for node in nodes if node is not None]
     assert len(values) == 2 and values[0] == values[1]
     assert values[0]["use"]["b"] == 2

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from blueprint.plan import yaml_v3
-from blueprint.plan.stack_yaml import MAX_DEPTH, read_yaml
+from blueprint.plan.stack_yaml import MAX_DEPTH, MAX_FILE_BYTES, MAX_VALUES, read_yaml
 from components.errors import ConfigError
 
 
@@ -89,6 +89,20 @@ def test_what_the_cli_would_misread_is_refused(tmp_path: Path, text: str, fragme
     assert fragment in refusal(tmp_path, f"v: {text}\n")
 
 
+@pytest.mark.parametrize("text", ["2024-01-01T10:00:00,5Z", "2024-01-01t10:00:00,123+02:00", "2024-01-01 10:00:00,5"])
+def test_a_comma_before_the_fraction_is_a_timestamp_too(tmp_path: Path, text: str) -> None:
+    """resolve.go `parseTimestamp` hands the text to Go's `time.Parse` with layouts ending `5.999999999`; since Go
+    1.17 (the CLI's go.mod asks for far newer) `time.Parse` takes a comma there as well as a dot (format.go,
+    `stdFracSecond9` case, `commaOrPeriod`), so yaml.v3 reads these as times too."""
+    assert f"{text} is a timestamp to the Pulumi CLI" in refusal(tmp_path, f"v: {text}\n")
+
+
+def test_another_mark_before_the_fraction_is_text(tmp_path: Path) -> None:
+    """Only `.` and `,` start a fraction for `time.Parse` (format.go `commaOrPeriod`); anything else fails every
+    layout, so yaml.v3's `resolve` falls through to text."""
+    assert value_of(tmp_path, "2024-01-01T10:00:00;5Z") == "2024-01-01T10:00:00;5Z"
+
+
 def nested(depth: int, flow: bool) -> str:
     """A document whose innermost value, `1`, is `depth` levels deep (the top mapping is level 1)."""
     if flow:
@@ -110,7 +124,7 @@ def test_a_line_nested_past_any_parser_limit_gets_the_projects_message(parser: t
     """libyaml (PyYAML 6.0.4) refuses 1,000 levels on one line while looking ahead, before its events reach the depth
     check; the reader still reports its own limit, whichever parser is installed."""
     with pytest.raises(yaml_v3.NestingTooDeep) as refused:
-        yaml_v3.compose(nested(5000, flow=True), MAX_DEPTH, parser)
+        yaml_v3.compose(nested(5000, flow=True), MAX_DEPTH, MAX_VALUES, parser)
     assert refused.value.problem == f"nested deeper than {MAX_DEPTH} levels"
 
 
@@ -125,10 +139,79 @@ def test_other_syntax_errors_on_a_bracket_heavy_line_keep_their_message(tmp_path
     ("text", "fragment"),
     [
         ("a: *nowhere\n", "line 1, column 4: invalid YAML: found undefined alias 'nowhere'"),
-        ("a: 1\n---\nb: 2\n", "line 2, column 1: invalid YAML: but found another document"),
+        ("a: 1\n---\nb: 2\n", "line 2, column 1: a stack file is one YAML document, and a second one starts here"),
+        ("a: 1\n--- 2\n", "the Pulumi CLI would read the first and ignore the rest"),
     ],
 )
 def test_one_document_and_known_aliases(tmp_path: Path, text: str, fragment: str) -> None:
-    """A stack file is one document, and an alias names an anchor before it (decode.go `parser.alias`: "unknown
-    anchor")."""
+    """A stack file is one document: yaml.v3's `Unmarshal` decodes the first and silently ignores the rest (yaml.go
+    `unmarshal` calls `parser.parse` once), so a second one is refused rather than dropped; an alias names an anchor
+    before it (decode.go `parser.alias`: "unknown anchor")."""
     assert fragment in refusal(tmp_path, text)
+
+
+@pytest.mark.parametrize("version", ["1.2", "1.0", "1.3", "2.0"])
+def test_a_yaml_version_other_than_1_1_is_refused(tmp_path: Path, version: str) -> None:
+    """parserc.go `yaml_parser_process_directives` (v3.0.1, line 1195): a `%YAML` directive whose version is not
+    exactly 1.1 fails with "found incompatible YAML document", so `pulumi up` refuses the file."""
+    message = refusal(tmp_path, f"%YAML {version}\n---\nv: 1\n")
+    assert message.startswith("line 1, column 1: the Pulumi CLI (yaml.v3) reads only YAML 1.1"), message
+
+
+@pytest.mark.parametrize("parser", [yaml.SafeLoader, yaml.CSafeLoader], ids=["pure-python", "libyaml"])
+def test_either_parser_refuses_yaml_1_2_and_reads_1_1(parser: type[yaml.SafeLoader]) -> None:
+    """The version check is the reader's own, not the parser's (PyYAML's pure-Python parser accepts any 1.x)."""
+    with pytest.raises(yaml.MarkedYAMLError) as refused:
+        yaml_v3.compose("%YAML 1.2\n---\nv: 1\n", MAX_DEPTH, MAX_VALUES, parser)
+    assert refused.value.problem == yaml_v3.INCOMPATIBLE
+    node = yaml_v3.compose("%YAML 1.1\n---\nv: 1\n", MAX_DEPTH, MAX_VALUES, parser)
+    assert node is not None and yaml_v3.construct(node) == {"v": 1}
+
+
+def test_values_are_counted_with_aliases_expanded() -> None:
+    """The root, `a`, its list and two items, `b` and its list make 7 values; each `*a` adds the 3 it stands for,
+    so the document holds 13: read with a limit of 13, refused with 12 at the second alias."""
+    text = "a: &a [1, 2]\nb: [*a, *a]\n"
+    assert yaml_v3.compose(text, MAX_DEPTH, 13) is not None
+    with pytest.raises(yaml_v3.TooManyValues) as refused:
+        yaml_v3.compose(text, MAX_DEPTH, 12)
+    mark = refused.value.problem_mark
+    assert mark is not None and (mark.line, mark.column) == (1, 8)
+
+
+@pytest.mark.parametrize("parser", [yaml.SafeLoader, yaml.CSafeLoader], ids=["pure-python", "libyaml"])
+def test_the_value_limit_stops_the_read(parser: type[yaml.SafeLoader]) -> None:
+    """A big plain file is refused at the value past the limit: the parser is asked for no more events after it."""
+    asked = 0
+
+    class Counting(parser):  # type: ignore[valid-type,misc]
+        def get_event(self) -> object:
+            nonlocal asked
+            asked += 1
+            return super().get_event()
+
+    with pytest.raises(yaml_v3.TooManyValues):
+        yaml_v3.compose("v: [" + ", ".join(["1"] * 10_000) + "]\n", MAX_DEPTH, 100, Counting)
+    assert asked < 110
+
+
+def test_a_big_plain_file_is_refused_with_the_projects_message(tmp_path: Path) -> None:
+    """No alias is needed to pass the limit: a list of more than 100,000 values is refused too, at the one past it."""
+    message = refusal(tmp_path, "v: [" + ",".join(["1"] * MAX_VALUES) + "]\n")
+    assert message.startswith(f"line 1, column {2 * MAX_VALUES - 1}: more than {MAX_VALUES} values (aliases expanded)")
+
+
+def test_the_file_is_read_up_to_its_size_limit(tmp_path: Path) -> None:
+    """1 MiB is read; one byte more is refused before any of it is parsed."""
+    path = tmp_path / "Pulumi.big.yaml"
+    path.write_bytes(b"v: 1\n#" + b"x" * (MAX_FILE_BYTES - 6))
+    assert read_yaml(path) == {"v": 1}
+    path.write_bytes(path.read_bytes() + b"x")
+    with pytest.raises(ConfigError, match=f"more than {MAX_FILE_BYTES} bytes"):
+        read_yaml(path)
+
+
+def test_an_endless_device_is_refused_after_the_limit() -> None:
+    """`--config /dev/zero` reports no size and never ends: reading stops one byte past the limit."""
+    with pytest.raises(ConfigError, match=f"/dev/zero: more than {MAX_FILE_BYTES} bytes"):
+        read_yaml(Path("/dev/zero"))

@@ -7,9 +7,10 @@ what a file means. That follows YAML 1.2 for untyped values: only `true`/`false`
 merges them.
 
 Each check below is one named rule with its reason; `FILE_CHECKS` lists them for docs/validation-rules.md. They run
-on the composed node graph before anything is constructed, so an alias bomb or a cycle is refused without ever being
-expanded, and each problem carries its line and column. Nesting is limited while the file is parsed, so a deeply
-nested file gets this module's message before any limit of the parser's own.
+on the composed node graph before anything is constructed, so a cycle is refused without ever being expanded, and
+each problem carries its line and column. Nesting and the number of values (aliases expanded) are limited while the
+file is parsed, so a deeply nested file gets this module's message before any limit of the parser's own, and a big
+file or an alias bomb is refused as soon as it passes the limit.
 """
 
 from __future__ import annotations
@@ -122,15 +123,22 @@ def keys_are_unique_text(node: yaml.Node) -> Iterator[str]:
 
 def merge_keys_merge_mappings(node: yaml.Node) -> Iterator[str]:
     """A merge key (`<<`) takes a mapping, an alias of one (`<<: *defaults`) or a list of them, as yaml.v3 requires
-    ("map merge requires map or sequence of maps as the value", decode.go). The mapping's own keys win over merged
-    ones, and an earlier mapping in the list over a later one, as in yaml.v3."""
+    ("map merge requires map or sequence of maps as the value", decode.go); an alias must name a mapping itself,
+    not a list of them (`<<: *list` fails in yaml.v3 where `<<: [*a, *b]` is merged). The mapping's own keys win over
+    merged ones, and an earlier mapping in the list over a later one, as in yaml.v3."""
     if not isinstance(node, yaml.MappingNode):
         return
-    for key, value in node.value:
+    for index, (key, value) in enumerate(node.value):
         if not _is_merge_key(key):
             continue
         merged = value.value if isinstance(value, yaml.SequenceNode) else [value]
-        if not all(isinstance(item, yaml.MappingNode) for item in merged):
+        mappings = all(isinstance(item, yaml.MappingNode) for item in merged)
+        if mappings and isinstance(value, yaml.SequenceNode) and yaml_v3.written_as_alias(node, index):
+            yield (
+                f"{_where(key)}: `<<` takes an alias of a mapping, not of a list of them (the Pulumi CLI refuses "
+                "it); write the list out: `<<: [*a, *b]`"
+            )
+        elif not mappings:
             # At the key: an alias's own node is its anchor's, which may stand anywhere in the file.
             yield (
                 f"{_where(key)}: `<<` merges a mapping or a list of mappings (e.g. `<<: *defaults` with "
@@ -142,9 +150,9 @@ NODE_CHECKS: tuple[NodeCheck, ...] = (values_are_json, keys_are_unique_text, mer
 
 
 def walk(root: yaml.Node) -> Iterator[str]:
-    """Every node check over the node graph, depth first, each node once; refuses cycles, nesting deeper than 64
-    levels and more than 100,000 values once aliases are expanded (alias bombs), without expanding them."""
-    sizes: dict[int, int] = {}
+    """Every node check over the node graph, depth first, each node once; refuses cycles and nesting deeper than 64
+    levels through aliases, without expanding them."""
+    done: set[int] = set()
     on_path = {id(root)}
     yield from (problem for check in NODE_CHECKS for problem in check(root))
     stack = [(root, iter(_children(root)))]
@@ -154,14 +162,11 @@ def walk(root: yaml.Node) -> Iterator[str]:
         if child is None:
             stack.pop()
             on_path.discard(id(node))
-            sizes[id(node)] = 1 + sum(sizes[id(c)] for c in _children(node))
-            if sizes[id(node)] > MAX_VALUES:
-                yield f"{_where(node)}: aliases expand to more than {MAX_VALUES} values; write the values out"
-                return
+            done.add(id(node))
         elif id(child) in on_path:
             yield f"{_where(child)}: an alias refers to the value that contains it (a cycle)"
             return
-        elif id(child) not in sizes:
+        elif id(child) not in done:
             if len(stack) >= MAX_DEPTH:
                 yield f"{_where(child)}: nested deeper than {MAX_DEPTH} levels"
                 return
@@ -172,12 +177,13 @@ def walk(root: yaml.Node) -> Iterator[str]:
 
 # ------------------------------------------------------------------------------------------- checks on the file
 def read_text(path: Path) -> str:
-    """The file is at most 1 MiB (a stack file is a few KB) and UTF-8 (what YAML and the Pulumi CLI read). A file
-    that cannot be read raises its OSError: an I/O error, not a problem in the config."""
-    size = path.stat().st_size
-    if size > MAX_FILE_BYTES:
-        raise _refused(path, f"{size} bytes; a stack file is at most {MAX_FILE_BYTES}")
-    data = path.read_bytes()
+    """The file is at most 1 MiB (a stack file is a few KB) and UTF-8 (what YAML and the Pulumi CLI read); no more
+    than the limit is read, so a device or pipe that never ends (`/dev/zero`) is refused too. A file that cannot be
+    read raises its OSError: an I/O error, not a problem in the config."""
+    with path.open("rb") as file:
+        data = file.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        raise _refused(path, f"more than {MAX_FILE_BYTES} bytes; a stack file is a few KB")
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as error:
@@ -188,13 +194,32 @@ def read_text(path: Path) -> str:
 
 
 def compose(path: Path, text: str) -> yaml.Node | None:
-    """The text is one YAML document nested at most 64 levels deep; a syntax error names its line and column."""
+    """The text is one YAML 1.1 document (yaml.v3 refuses a `%YAML` directive of another version), nested at most
+    64 levels deep and holding at most 100,000 values once aliases are expanded (a stack file has hundreds; an alias
+    bomb billions); a syntax error names its line and column."""
     try:
-        return yaml_v3.compose(text, MAX_DEPTH)
+        return yaml_v3.compose(text, MAX_DEPTH, MAX_VALUES)
     except yaml_v3.NestingTooDeep as error:
         raise _refused(path, f"{_at(error.problem_mark)}nested deeper than {MAX_DEPTH} levels") from None
+    except yaml_v3.TooManyValues as error:
+        where = _at(error.problem_mark)
+        raise _refused(
+            path, f"{where}more than {MAX_VALUES} values (aliases expanded); a stack file has hundreds"
+        ) from None
+    except yaml_v3.SecondDocument as error:
+        raise _refused(
+            path,
+            f"{_at(error.problem_mark)}a stack file is one YAML document, and a second one starts here (the Pulumi "
+            "CLI would read the first and ignore the rest); remove the `---` and what follows",
+        ) from None
     except yaml.MarkedYAMLError as error:
         where = _at(error.problem_mark or error.context_mark)
+        if (error.problem or "").startswith(yaml_v3.INCOMPATIBLE):  # libyaml and PyYAML add their own words
+            raise _refused(
+                path,
+                f"{where}the Pulumi CLI (yaml.v3) reads only YAML 1.1 and refuses this `%YAML` version "
+                f"({yaml_v3.INCOMPATIBLE!r}); remove the directive or write `%YAML 1.1`",
+            ) from None
         raise _refused(path, f"{where}invalid YAML: {_cut(error.problem or error.context or 'syntax error')}") from None
     except yaml.YAMLError as error:
         raise _refused(path, f"invalid YAML: {_cut(str(error).splitlines()[0])}") from None

@@ -13,11 +13,14 @@ cannot change a plan. What follows yaml.v3 v3.0.1, by file and function:
 - Merge keys (decode.go `parser.scalar`, `isMerge`): a plain `<<`, or one tagged `!!merge` (quoted or not); a quoted
   `'<<'` is an ordinary key.
 - Anchors (decode.go `parser.anchor`): a later anchor of the same name replaces the earlier one for later aliases.
+- The stream (parserc.go `yaml_parser_process_directives`, yaml.go `unmarshal`): `%YAML 1.1` is the only version
+  directive accepted ("found incompatible YAML document"); only the first document is decoded, the rest is ignored.
 - Mappings (decode.go `decoder.mapping`, `decoder.merge`): a mapping's own keys are set first, wherever they stand
   in the text; then its merge value, a mapping or each mapping of a list in order, adds only keys nobody has set yet
   (`mergedFields`), and a merged mapping's own merges are followed, depth first, before the next one in the list. So
   own keys beat merged ones, the first merged mapping beats later ones, and a merged mapping's own keys beat what it
-  merges itself. A null merged value is set like any other. (Releases before v3.0.0 merged in text order.)
+  merges itself. A null merged value is set like any other. (Releases before v3.0.0 merged in text order.) A merge
+  value written as an alias must name a mapping, even where the same list written out would be merged.
 """
 
 from __future__ import annotations
@@ -62,12 +65,17 @@ _INT = re.compile(
     r"(?P<sign>[-+]?)"
     r"(?:0[xX](?P<hex>[0-9a-fA-F]+)|0[oO](?P<oct>[0-7]+)|0[bB](?P<bin>[01]+)|0(?P<old>[0-7]+)|(?P<dec>[1-9][0-9]*|0))"
 )
-#: resolve.go `allowedTimestampFormats`: 2006-1-2, with a time `T15:4:5.999999999Z07:00` (or `t`), or ` 15:4:5.9`.
+#: resolve.go `allowedTimestampFormats`: 2006-1-2, with a time `T15:4:5.999999999Z07:00` (or `t`), or ` 15:4:5.9`;
+#: Go's `time.Parse` takes a comma before the fraction as well as a dot (since Go 1.17, format.go `commaOrPeriod`).
 _TIMESTAMP = re.compile(
     r"(?P<y>[0-9]{4})-(?P<m>[0-9]{1,2})-(?P<d>[0-9]{1,2})"
-    r"(?:[Tt](?P<h>[0-9]{1,2}):(?P<mi>[0-9]{1,2}):(?P<s>[0-9]{1,2})(?:\.[0-9]+)?(?:Z|[-+][0-9]{2}:[0-9]{2})"
-    r"| (?P<h2>[0-9]{1,2}):(?P<mi2>[0-9]{1,2}):(?P<s2>[0-9]{1,2})(?:\.[0-9]+)?)?"
+    r"(?:[Tt](?P<h>[0-9]{1,2}):(?P<mi>[0-9]{1,2}):(?P<s>[0-9]{1,2})(?:[.,][0-9]+)?(?:Z|[-+][0-9]{2}:[0-9]{2})"
+    r"| (?P<h2>[0-9]{1,2}):(?P<mi2>[0-9]{1,2}):(?P<s2>[0-9]{1,2})(?:[.,][0-9]+)?)?"
 )
+#: parserc.go `yaml_parser_process_directives`: the only `%YAML` version yaml.v3 reads, and its refusal of others
+#: (libyaml gives the same words for some versions).
+YAML_VERSION = (1, 1)
+INCOMPATIBLE = "found incompatible YAML document"
 
 
 #: A PyYAML loader class, used for its parser only: `yaml.CSafeLoader` (libyaml) or `yaml.SafeLoader`.
@@ -76,6 +84,30 @@ Parser = Callable[[str], Any]
 
 class NestingTooDeep(yaml.MarkedYAMLError):
     """The document nests deeper than the reader allows; raised while parsing, before anything is built."""
+
+
+class TooManyValues(yaml.MarkedYAMLError):
+    """The document holds more values than the reader allows, aliases expanded; raised while parsing, at the value
+    that passes the limit, so neither a big file nor an alias bomb is read or expanded past it."""
+
+
+class SecondDocument(yaml.MarkedYAMLError):
+    """The text holds a second document (yaml.v3 decodes the first and ignores the rest, yaml.go `unmarshal`)."""
+
+
+class MappingNode(yaml.MappingNode):
+    """A mapping node that also knows which of its values were written as aliases (`*name`), by pair index: yaml.v3
+    refuses a merge value that is an alias of anything but a mapping (decode.go `merge`, AliasNode case), which the
+    anchored node an alias stands for cannot tell."""
+
+    def __init__(self, tag: str, start_mark: Any, flow_style: bool | None) -> None:
+        super().__init__(tag, [], start_mark, None, flow_style=flow_style)
+        self.aliased: set[int] = set()
+
+
+def written_as_alias(mapping: yaml.MappingNode, index: int) -> bool:
+    """Whether the value of the mapping's pair `index` was written as an alias."""
+    return isinstance(mapping, MappingNode) and index in mapping.aliased
 
 
 # ------------------------------------------------------------------------------------------------ plain scalars
@@ -133,17 +165,20 @@ def scalar_tag(event: ScalarEvent) -> str:
 
 
 # ------------------------------------------------------------------------------------------------------ compose
-def compose(text: str, max_depth: int, parser: Parser = SAFE_LOADER) -> yaml.Node | None:
+def compose(text: str, max_depth: int, max_values: int, parser: Parser = SAFE_LOADER) -> yaml.Node | None:
     """The text's one document as a node graph (aliases are the anchored node itself), or None when it is empty.
 
     Built from the parser's events in a loop, without recursion; a node deeper than `max_depth` stops the read with
-    NestingTooDeep. libyaml (PyYAML 6.0.4's C parser) refuses a line nested past its own limit while looking ahead
+    NestingTooDeep, and the value past `max_values` (an alias counts every value it stands for) with TooManyValues.
+    A `%YAML` directive other than 1.1 fails as in yaml.v3, and a second document with SecondDocument.
+
+    libyaml (PyYAML 6.0.4's C parser) refuses a line nested past its own limit while looking ahead
     on that line, before its events reach this depth check; when the C parser fails on a line with that many
     brackets, the pure-Python parser, which has no limit and the same grammar, reads the text up to that line and
     decides whether the depth limit was passed first."""
     try:
-        return _compose(text, max_depth, parser)
-    except NestingTooDeep:
+        return _compose(text, max_depth, max_values, parser)
+    except (NestingTooDeep, TooManyValues):
         raise
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark
@@ -153,53 +188,65 @@ def compose(text: str, max_depth: int, parser: Parser = SAFE_LOADER) -> yaml.Nod
         if lines[-1].count("[") + lines[-1].count("{") < max_depth:
             raise
         try:
-            _compose("\n".join(lines), max_depth, yaml.SafeLoader)
-        except NestingTooDeep:
+            _compose("\n".join(lines), max_depth, max_values, yaml.SafeLoader)
+        except (NestingTooDeep, TooManyValues):
             raise
         except yaml.YAMLError:
             pass
         raise error from None
 
 
-def _compose(text: str, max_depth: int, parser: Parser) -> yaml.Node | None:
+def _compose(text: str, max_depth: int, max_values: int, parser: Parser) -> yaml.Node | None:
     events = parser(text)
     try:
         events.get_event()  # the stream's start
         if events.check_event(StreamEndEvent):
             return None
         document: Any = events.get_event()  # the parser's DocumentStartEvent
-        root = _compose_document(events, max_depth)
+        if document.version not in (None, YAML_VERSION):
+            raise yaml.parser.ParserError(None, None, INCOMPATIBLE, document.start_mark)
+        root = _compose_document(events, max_depth, max_values)
         if not events.check_event(StreamEndEvent):
             extra = events.get_event()
-            raise yaml.composer.ComposerError(
-                "expected a single document in the stream", document.start_mark, "but found another document",
-                extra.start_mark,
-            )  # fmt: skip
+            raise SecondDocument(None, None, "found a second document", extra.start_mark)
         return root
     finally:
         events.dispose()
 
 
-def _compose_document(events: Any, max_depth: int) -> yaml.Node:
+def _compose_document(events: Any, max_depth: int, max_values: int) -> yaml.Node:
     anchors: dict[str, yaml.Node] = {}
     open_nodes: list[tuple[yaml.Node, list[yaml.Node]]] = []
     root: yaml.Node | None = None
+    # Values so far with aliases expanded, and each finished node's share of them; an alias of a node still open is a
+    # cycle (counted once here, refused by the stack file checks).
+    values = 0
+    expanded: dict[int, int] = {}
+    counted_at: list[int] = []  # `values` before each open node
     while not events.check_event(DocumentEndEvent):
         event = events.get_event()
         if isinstance(event, SequenceEndEvent | MappingEndEvent):
             node, items = open_nodes.pop()
             node.value = items if isinstance(node, yaml.SequenceNode) else _pairs(items)
             node.end_mark = event.end_mark
+            expanded[id(node)] = values - counted_at.pop()
             continue
         if len(open_nodes) >= max_depth:
             raise NestingTooDeep(None, None, f"nested deeper than {max_depth} levels", event.start_mark)
         node = _node(event, anchors)
+        values += expanded.get(id(node), 1) if isinstance(event, AliasEvent) else 1
+        if values > max_values:
+            raise TooManyValues(None, None, f"more than {max_values} values", event.start_mark)
         if open_nodes:
-            open_nodes[-1][1].append(node)
+            parent, items = open_nodes[-1]
+            if isinstance(event, AliasEvent) and isinstance(parent, MappingNode) and len(items) % 2:
+                parent.aliased.add(len(items) // 2)
+            items.append(node)
         else:
             root = node
         if isinstance(event, CollectionStartEvent):
             open_nodes.append((node, []))
+            counted_at.append(values - 1)
     events.get_event()
     assert root is not None
     return root
@@ -221,8 +268,7 @@ def _node(event: Any, anchors: dict[str, yaml.Node]) -> yaml.Node:
         end: Any = event.end_mark
         node = yaml.ScalarNode(scalar_tag(event), event.value, start, end, event.style)
     elif isinstance(event, MappingStartEvent):
-        tag = MAP if event.tag in (None, "!") else event.tag
-        node = yaml.MappingNode(tag, [], start, None, flow_style=event.flow_style)
+        node = MappingNode(MAP if event.tag in (None, "!") else event.tag, start, event.flow_style)
     else:
         tag = SEQ if event.tag in (None, "!") else event.tag
         node = yaml.SequenceNode(tag, [], start, None, flow_style=event.flow_style)
