@@ -32,6 +32,12 @@ IAM_ACCOUNT_ACTIONS = frozenset({"iam:GetRole", "iam:ListRoles", "iam:GetPolicy"
 SERVICE_LINKED_ACTIONS = frozenset(
     {"iam:CreateServiceLinkedRole", "iam:DeleteServiceLinkedRole", "iam:GetServiceLinkedRoleDeletionStatus"}
 )
+#: FSx keeps a file system's S3 link in its own service-linked role, AWSServiceRoleForFSxS3Access_<file system>, and
+#: puts the bucket's access policy on it with the permissions of whoever creates the data repository association
+#: (FSx for Lustre User Guide, "Using service-linked roles for Amazon FSx"): those actions on that path only.
+FSX_S3_ROLE = "role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/*"
+FSX_S3_ROLE_ACTIONS = frozenset({"iam:AttachRolePolicy", "iam:PutRolePolicy"})
+DATA_REPOSITORY_ASSOCIATION = "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"
 #: EKS actions that act on no cluster (Service Authorization Reference for Amazon EKS: no resource type).
 EKS_ACCOUNT_ACTIONS = frozenset({"eks:ListClusters", "eks:DescribeAddonVersions", "eks:DescribeAddonConfiguration"})
 
@@ -131,6 +137,8 @@ def deployer_policy(plan: dict[str, Any], invokes: Iterable[str]) -> dict[str, A
         statements.append(
             _statement("ServiceLinkedRoles", iam & SERVICE_LINKED_ACTIONS, [f"{iam_arn}:role/aws-service-role/*"])
         )
+    if any(r["type"] == DATA_REPOSITORY_ASSOCIATION for r in resources):
+        statements.append(_statement("FsxS3LinkRole", FSX_S3_ROLE_ACTIONS, [f"{iam_arn}:{FSX_S3_ROLE}"]))
     if iam & IAM_ACCOUNT_ACTIONS:
         statements.append(_statement("ReadRolesAndPolicies", iam & IAM_ACCOUNT_ACTIONS, ["*"]))
     own = iam - {"iam:PassRole"} - SERVICE_LINKED_ACTIONS - IAM_ACCOUNT_ACTIONS

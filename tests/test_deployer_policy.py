@@ -173,3 +173,42 @@ def test_the_cli_prints_the_named_managed_policies(blueprint_cli: Any) -> None:
 def test_the_cli_refuses_an_unknown_stack_with_exit_74(blueprint_cli: Any) -> None:
     result: CliResult = blueprint_cli("deployer-policy", "--stack", "nope")
     assert result.returncode == 74 and "no stack file" in result.stderr
+
+
+#: The call the Terraform AWS provider reads each resource with (deployer_provider_calls.yaml cites the file): a
+#: policy without it fails the first refresh after create, whatever CloudFormation's handlers list.
+READ_CALLS = {
+    "aws:autoscaling/group:Group": "autoscaling:DescribeAutoScalingGroups",
+    "aws:ec2/launchTemplate:LaunchTemplate": "ec2:DescribeLaunchTemplateVersions",
+    "aws:ec2/vpcEndpoint:VpcEndpoint": "ec2:DescribePrefixLists",
+    "aws:ec2/eip:Eip": "ec2:DescribeAddressesAttribute",
+    "aws:s3/bucket:Bucket": "s3:GetBucketRequestPayment",
+}
+#: What create and delete call besides the resource's own API: attaching the gateway, emptying a role before
+#: deleting it.
+CREATE_AND_DELETE_CALLS = {
+    "aws:ec2/internetGateway:InternetGateway": {"ec2:AttachInternetGateway", "ec2:DetachInternetGateway"},
+    "aws:iam/role:Role": {"iam:ListInstanceProfilesForRole", "iam:RemoveRoleFromInstanceProfile"},
+}
+
+
+@pytest.mark.parametrize("stack", list_stacks())
+def test_the_policy_has_the_providers_own_read_and_delete_calls(stack: str) -> None:
+    planned = {r["type"] for r in shipped_stack(stack).plan["resources"]}
+    actions = actions_of(policy_of(stack))
+    wanted = {READ_CALLS[t] for t in planned & READ_CALLS.keys()}
+    wanted |= {a for t in planned & CREATE_AND_DELETE_CALLS.keys() for a in CREATE_AND_DELETE_CALLS[t]}
+    assert "aws:autoscaling/group:Group" in planned and wanted
+    assert wanted <= actions, sorted(wanted - actions)
+
+
+@pytest.mark.parametrize("stack", ["training", "smoke"])
+def test_the_lustre_s3_link_may_change_fsxs_own_role_and_no_other(stack: str) -> None:
+    policy = policy_of(stack)
+    fsx_role = statement(policy, "FsxS3LinkRole")
+    assert fsx_role["Resource"] == ["arn:aws:iam::*:role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/*"]
+    assert set(fsx_role["Action"]) == {"iam:AttachRolePolicy", "iam:PutRolePolicy"}
+
+
+def test_a_stack_without_an_s3_link_gets_no_grant_on_fsxs_role() -> None:
+    assert all(s["Sid"] != "FsxS3LinkRole" for s in policy_of("inference")["Statement"])
