@@ -29,6 +29,18 @@ from tests.fakes import fake_context
 
 REGION = "us-east-1"
 TWO_ZONES = ("us-east-1a", "us-east-1b")
+#: Example pools for `stack_config(pools=[...])`: the system pool, a p5 training pool, four on-prem A40 servers.
+SYSTEM = {"name": "system", "role": "system", "instanceType": "m7i.xlarge", "scaling": {"min": 2, "max": 3}}
+P5 = {"name": "h100", "role": "training", "instanceType": "p5.48xlarge", "scaling": {"min": 0, "max": 4}}
+A40 = {
+    "name": "a40",
+    "kind": "hybrid",
+    "role": "inference",
+    "gpuModel": "A40",
+    "gpusPerNode": 4,
+    "nodes": 4,
+    "network": {"remoteNodeCidrs": ["192.168.100.0/24"], "remotePodCidrs": ["192.168.128.0/18"]},
+}
 THREE_ZONES = ("us-east-1a", "us-east-1b", "us-east-1c")
 #: How a validated test stack's deployer reaches its private API (validation refuses a private-only endpoint that
 #: admits nobody): a VPN network on TCP 443, reached through `SITE_CONNECTION`.

@@ -18,20 +18,9 @@ from components.planning.cost import StackCost, stack_cost
 from components.planning.pools import plan_pools
 from components.planning.subnets import nat_gateway_zones
 from components.validation import ConfigError
-from tests.builders import TWO_ZONES, stack_config
+from tests.builders import A40, P5, SYSTEM, TWO_ZONES, stack_config
 
-SYSTEM = {"name": "system", "role": "system", "instanceType": "m7i.xlarge", "scaling": {"min": 2, "max": 3}}
-P5 = {"name": "h100", "role": "training", "instanceType": "p5.48xlarge", "scaling": {"min": 0, "max": 4}}
 P4D = {"name": "a100", "role": "training", "instanceType": "p4d.24xlarge", "scaling": {"min": 1, "max": 2}}
-A40 = {
-    "name": "a40",
-    "kind": "hybrid",
-    "role": "inference",
-    "gpuModel": "A40",
-    "gpusPerNode": 4,
-    "nodes": 4,
-    "network": {"remoteNodeCidrs": ["192.168.100.0/24"], "remotePodCidrs": ["192.168.128.0/18"]},
-}
 HOURS = 730
 TODAY = dt.date(2026, 9, 1)
 

@@ -13,10 +13,9 @@ from components.errors import ConfigError
 from components.planning import nodeadm
 from components.planning.lustre_clients import SETUP_PACKAGE_URL, efa_connections, lustre_client
 from components.planning.pools import PoolPlan, plan_pool, plan_pools
-from tests.builders import stack_config
+from tests.builders import SYSTEM, stack_config
 
 EFA_LUSTRE = {"storageCapacityGib": 9600, "perUnitStorageThroughput": 500, "efaEnabled": True, "metadata": {}}
-SYSTEM = {"name": "system", "role": "system", "instanceType": "m7i.xlarge", "scaling": {"min": 2, "max": 3}}
 
 
 def training(name: str, instance_type: str, **extra: Any) -> dict[str, Any]:

@@ -16,7 +16,7 @@ from components.config import StackConfig
 from components.context import ClusterContext
 from components.node_pool import NodePool
 from components.planning.pools import plan_pools
-from tests.builders import THREE_ZONES, ShippedStack, once_per_config, run_with_context, stack_config
+from tests.builders import P5, SYSTEM, THREE_ZONES, ShippedStack, once_per_config, run_with_context, stack_config
 from tests.fakes import CERTIFICATE_AUTHORITY, CLUSTER_ENDPOINT, KMS_KEY_ARN, NODE_SECURITY_GROUP_ID, subnet_id
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -28,7 +28,6 @@ PG = "aws:ec2/placementGroup:PlacementGroup"
 CA_PREFIX = "k8s.io/cluster-autoscaler/"
 NT = "k8s.io/cluster-autoscaler/node-template"
 
-P5 = {"name": "h100", "role": "training", "instanceType": "p5.48xlarge", "scaling": {"min": 0, "max": 4}}
 SPOT = {
     "name": "l40s",
     "role": "inference",
@@ -41,7 +40,6 @@ SPOT = {
     },
     "scaling": {"min": 1, "desired": 2, "max": 8},
 }
-SYSTEM = {"name": "system", "role": "system", "instanceType": "m7i.xlarge", "scaling": {"min": 2, "max": 3}}
 
 
 def spec_of(*pools: dict[str, Any]) -> StackConfig:

@@ -15,7 +15,7 @@ from components import catalog
 from components.catalog.quotas import count_quotas, instance_family, vcpu_group, vcpu_groups
 from components.planning.pools import plan_pools
 from components.planning.quotas import QuotaNeed, market_split, network_needs, stack_quotas, storage_needs
-from tests.builders import THREE_ZONES, shipped_plan, stack_config
+from tests.builders import SYSTEM, THREE_ZONES, shipped_plan, stack_config
 
 GPU_SPOT: dict[str, Any] = {
     "name": "gpu",
@@ -24,7 +24,6 @@ GPU_SPOT: dict[str, Any] = {
     "capacity": {"type": "spot", "spotInstanceTypes": ["g6e.24xlarge"], "onDemandBaseCapacity": 1},
     "scaling": {"min": 1, "max": 5, "mode": "cluster-autoscaler"},
 }
-SYSTEM = {"name": "system", "role": "system", "instanceType": "m7i.xlarge", "scaling": {"min": 2, "max": 3}}
 
 
 def by_code(needs: list[QuotaNeed]) -> dict[str | None, QuotaNeed]:

@@ -20,20 +20,9 @@ from components.planning.storage import (
     storage_summary,
 )
 from components.planning.tolerations import key_tolerations
-from tests.builders import TWO_ZONES, stack_config
+from tests.builders import A40, P5, SYSTEM, TWO_ZONES, stack_config
 
-SYSTEM = {"name": "system", "role": "system", "instanceType": "m7i.xlarge", "scaling": {"min": 2, "max": 3}}
-P5 = {"name": "h100", "role": "training", "instanceType": "p5.48xlarge", "scaling": {"min": 0, "max": 4}}
 L40S = {"name": "l40s", "role": "inference", "instanceType": "g6e.12xlarge", "scaling": {"min": 1, "max": 8}}
-A40 = {
-    "name": "a40",
-    "kind": "hybrid",
-    "role": "inference",
-    "gpuModel": "A40",
-    "gpusPerNode": 4,
-    "nodes": 4,
-    "network": {"remoteNodeCidrs": ["192.168.100.0/24"], "remotePodCidrs": ["192.168.128.0/18"]},
-}
 
 
 def spec(pools: list[dict[str, Any]], storage: dict[str, Any], zones: list[str] | None = None) -> StackConfig:
