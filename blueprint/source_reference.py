@@ -22,6 +22,7 @@ SOURCE_FILES = (
     "zones.yaml",
     "quotas.yaml",
     "deployer_permissions.yaml",
+    "deployer_provider_calls.yaml",
 )
 
 
