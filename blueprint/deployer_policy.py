@@ -2,13 +2,15 @@
 
 Every custom resource type in the offline plan maps to the IAM actions its create, read, update and delete need, and
 every provider invoke the program made to the actions it needs (`components/catalog/deployer_permissions.yaml`, from
-the CloudFormation resource schemas' handler permissions). The actions are then scoped where IAM allows it from what
-the plan knows: the stack's IAM roles and instance profiles by their name prefix (Pulumi names each `<cluster>-...`
-plus a random suffix), `iam:PassRole` only for those roles and only to the services their trust policies name
-(`iam:PassedToService`), service-linked roles by their path, EKS actions to the stack's cluster and its add-ons,
-access entries and Pod Identity associations, and everything regional to the stack's Region
-(`aws:RequestedRegion`). Written to docs/deployer-policy/<stack>.json by `blueprint schema --write` and checked by
-`--check` (docs/operations.md, "The deployer's IAM policy").
+the CloudFormation resource schemas' handler permissions, less the excluded actions no resource of the stacks calls,
+plus the Terraform provider's own read and delete calls of `deployer_provider_calls.yaml`). The actions are then
+scoped where IAM allows it from what the plan knows: the stack's IAM roles and instance profiles by their name prefix
+(Pulumi names each `<cluster>-...` plus a random suffix), `iam:PassRole` only for those roles and only to the
+services their trust policies name (`iam:PassedToService`), service-linked roles to the services the stack uses
+(`iam:AWSServiceName`), EKS actions to the stack's cluster and its add-ons, access entries and Pod Identity
+associations, S3 to the stack's bucket names, KMS keys to those tagged with the cluster, and everything else
+regional to the stack's Region (`aws:RequestedRegion`). Written to docs/deployer-policy/<stack>.json by
+`blueprint schema --write` and checked by `--check` (docs/operations.md, "The deployer's IAM policy").
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Any
 
 from components.catalog import deployer_permissions
 from components.catalog.regions import partitions
+from components.tags import CLUSTER as CLUSTER_TAG
 
 ROOT = Path(__file__).resolve().parents[1]
 POLICY_DIR = ROOT / "docs" / "deployer-policy"
@@ -32,14 +35,21 @@ IAM_ACCOUNT_ACTIONS = frozenset({"iam:GetRole", "iam:ListRoles", "iam:GetPolicy"
 SERVICE_LINKED_ACTIONS = frozenset(
     {"iam:CreateServiceLinkedRole", "iam:DeleteServiceLinkedRole", "iam:GetServiceLinkedRoleDeletionStatus"}
 )
-#: FSx keeps a file system's S3 link in its own service-linked role, AWSServiceRoleForFSxS3Access_<file system>, and
-#: puts the bucket's access policy on it with the permissions of whoever creates the data repository association
-#: (FSx for Lustre User Guide, "Using service-linked roles for Amazon FSx"): those actions on that path only.
-FSX_S3_ROLE = "role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/*"
-FSX_S3_ROLE_ACTIONS = frozenset({"iam:AttachRolePolicy", "iam:PutRolePolicy"})
-DATA_REPOSITORY_ASSOCIATION = "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"
 #: EKS actions that act on no cluster (Service Authorization Reference for Amazon EKS: no resource type).
 EKS_ACCOUNT_ACTIONS = frozenset({"eks:ListClusters", "eks:DescribeAddonVersions", "eks:DescribeAddonConfiguration"})
+#: Invokes that may create a service-linked role: `autoscalingServiceLinkedRole: auto` (components/cluster.py).
+INVOKE_SERVICE_LINKED_ROLES = {"aws:iam/getRoles:getRoles": ("autoscaling.amazonaws.com",)}
+#: FSx creates a role per file system linked to S3 under this path and the creator attaches its policies (FSx for
+#: Lustre User Guide, using service-linked roles; AmazonFSxFullAccess grants the same two actions on this path).
+FSX_S3_SERVICE = "s3.data-source.lustre.fsx.amazonaws.com"
+FSX_S3_ROLE_ACTIONS = ("iam:AttachRolePolicy", "iam:PutRolePolicy")
+DATA_REPOSITORY_ASSOCIATION = "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"
+BUCKET = "aws:s3/bucket:Bucket"
+#: KMS actions with no resource (CreateKey, ListAliases) and the alias actions, which IAM authorizes on the alias and
+#: on the key (Service Authorization Reference for AWS KMS).
+KMS_CREATE_ACTIONS = frozenset({"kms:CreateKey", "kms:TagResource"})
+KMS_ACCOUNT_ACTIONS = frozenset({"kms:ListAliases"})
+KMS_ALIAS_ACTIONS = frozenset({"kms:CreateAlias", "kms:DeleteAlias", "kms:UpdateAlias"})
 
 
 class UnmappedTypes(LookupError):
@@ -106,6 +116,7 @@ def _statement(
 
 def deployer_policy(plan: dict[str, Any], invokes: Iterable[str]) -> dict[str, Any]:
     """The IAM policy document the deployer of `plan` needs (see the module docstring)."""
+    invokes = list(invokes)
     resources = plan["resources"]
     actions = planned_actions(resources, invokes)
     wildcards = sorted(a for a in actions if "*" in a)
@@ -133,12 +144,32 @@ def deployer_policy(plan: dict[str, Any], invokes: Iterable[str]) -> dict[str, A
                 {"StringEquals": {"iam:PassedToService": services}},
             )
         )
-    if iam & SERVICE_LINKED_ACTIONS:
+    linked = service_linked_role_services(resources, invokes)
+    if iam & SERVICE_LINKED_ACTIONS and linked:
+        slr_arns = [f"{iam_arn}:role/aws-service-role/{service}/*" for service in linked]
+        if "iam:CreateServiceLinkedRole" in iam:
+            statements.append(
+                _statement(
+                    "CreateTheServiceLinkedRolesTheStackUses",
+                    ["iam:CreateServiceLinkedRole"],
+                    slr_arns,
+                    {"StringEquals": {"iam:AWSServiceName": list(linked)}},
+                )
+            )
+        if iam & SERVICE_LINKED_ACTIONS - {"iam:CreateServiceLinkedRole"}:
+            statements.append(
+                _statement(
+                    "ServiceLinkedRoles", iam & SERVICE_LINKED_ACTIONS - {"iam:CreateServiceLinkedRole"}, slr_arns
+                )
+            )
+    if FSX_S3_SERVICE in linked:
         statements.append(
-            _statement("ServiceLinkedRoles", iam & SERVICE_LINKED_ACTIONS, [f"{iam_arn}:role/aws-service-role/*"])
+            _statement(
+                "FsxLinksTheFileSystemToS3",
+                FSX_S3_ROLE_ACTIONS,
+                [f"{iam_arn}:role/aws-service-role/{FSX_S3_SERVICE}/AWSServiceRoleForFSxS3Access_*"],
+            )
         )
-    if any(r["type"] == DATA_REPOSITORY_ASSOCIATION for r in resources):
-        statements.append(_statement("FsxS3LinkRole", FSX_S3_ROLE_ACTIONS, [f"{iam_arn}:{FSX_S3_ROLE}"]))
     if iam & IAM_ACCOUNT_ACTIONS:
         statements.append(_statement("ReadRolesAndPolicies", iam & IAM_ACCOUNT_ACTIONS, ["*"]))
     own = iam - {"iam:PassRole"} - SERVICE_LINKED_ACTIONS - IAM_ACCOUNT_ACTIONS
@@ -167,10 +198,69 @@ def deployer_policy(plan: dict[str, Any], invokes: Iterable[str]) -> dict[str, A
         )
     if eks & EKS_ACCOUNT_ACTIONS:
         statements.append(_statement("EksAccount", eks & EKS_ACCOUNT_ACTIONS, ["*"], in_region))
+    s3 = by_service.pop("s3", set())
+    buckets = bucket_patterns(resources, partition)
+    if s3 and buckets:
+        statements.append(_statement("TheStacksBuckets", s3, buckets))
+    elif s3:
+        raise ValueError("the plan grants S3 actions but creates no bucket to scope them to")
+    kms = by_service.pop("kms", set())
+    statements += _kms_statements(kms, partition, region, cluster, in_region)
     for service in sorted(by_service):
         sid = "".join(part.capitalize() for part in service.replace("-", " ").split()) + "InTheStacksRegion"
         statements.append(_statement(sid, by_service[service], ["*"], in_region))
     return {"Version": "2012-10-17", "Statement": statements}
+
+
+def service_linked_role_services(resources: Iterable[dict[str, Any]], invokes: Iterable[str]) -> list[str]:
+    """The services whose service-linked roles the stack's resources and invokes may create, sorted."""
+    services = {
+        s for r in resources if r["custom"] for s in deployer_permissions.service_linked_role_services(r["type"])
+    }
+    services.update(s for token in invokes for s in INVOKE_SERVICE_LINKED_ROLES.get(token, ()))
+    return sorted(services)
+
+
+def bucket_patterns(resources: Iterable[dict[str, Any]], partition: str) -> list[str]:
+    """ARN patterns of the stack's buckets: Pulumi names each from its `bucketPrefix` (`<cluster>-<fs>-data-`,
+    components/planning/storage.py `bucket_prefix`) plus a random suffix, or its fixed `bucket` name."""
+    patterns = set()
+    for r in resources:
+        if r["type"] != BUCKET:
+            continue
+        inputs = r["inputs"]
+        if isinstance(inputs.get("bucket"), str):
+            patterns.add(f"arn:{partition}:s3:::{inputs['bucket']}")
+        elif isinstance(inputs.get("bucketPrefix"), str):
+            patterns.add(f"arn:{partition}:s3:::{inputs['bucketPrefix']}*")
+    return sorted(patterns)
+
+
+def _kms_statements(
+    kms: set[str], partition: str, region: str, cluster: str, in_region: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """KMS scoped by the cluster tag every key of the stack carries (components/tags.py, `cluster_tags`): keys are
+    created only with it (`aws:RequestTag`) and managed only when they have it (`aws:ResourceTag`); aliases by name."""
+    if not kms:
+        return []
+    kms_arn = f"arn:{partition}:kms:{region}:*"
+    tagged = {f"aws:ResourceTag/{CLUSTER_TAG}": [cluster]}
+    statements = []
+    if kms & KMS_CREATE_ACTIONS:
+        condition = {"StringEquals": {**in_region["StringEquals"], f"aws:RequestTag/{CLUSTER_TAG}": [cluster]}}
+        statements.append(_statement("CreateKeysTaggedWithTheCluster", kms & KMS_CREATE_ACTIONS, ["*"], condition))
+    keyed = kms - {"kms:CreateKey"} - KMS_ACCOUNT_ACTIONS - KMS_ALIAS_ACTIONS
+    if keyed:
+        statements.append(_statement("KeysTaggedWithTheCluster", keyed, [f"{kms_arn}:key/*"], {"StringEquals": tagged}))
+    if kms & KMS_ALIAS_ACTIONS:
+        statements.append(
+            _statement(
+                "TheClustersAliases", kms & KMS_ALIAS_ACTIONS, [f"{kms_arn}:alias/{cluster}-*", f"{kms_arn}:key/*"]
+            )
+        )
+    if kms & KMS_ACCOUNT_ACTIONS:
+        statements.append(_statement("ListAliases", kms & KMS_ACCOUNT_ACTIONS, ["*"], in_region))
+    return statements
 
 
 #: "Managed policy size: 6,144 characters", not counting white space (IAM User Guide, IAM and AWS STS quotas,

@@ -129,7 +129,7 @@ def test_role_and_cluster_actions_are_scoped_to_the_stack_and_the_rest_to_its_re
     assert all(":cluster/train" in arn or "/train/" in arn for arn in cluster["Resource"])
     for s in policy["Statement"]:
         if s["Resource"] == ["*"] and not s["Action"][0].startswith("iam:"):
-            assert s["Condition"] == {"StringEquals": {"aws:RequestedRegion": ["us-east-1"]}}
+            assert s["Condition"]["StringEquals"]["aws:RequestedRegion"] == ["us-east-1"]
 
 
 @pytest.mark.parametrize("stack", list_stacks())
@@ -175,40 +175,113 @@ def test_the_cli_refuses_an_unknown_stack_with_exit_74(blueprint_cli: Any) -> No
     assert result.returncode == 74 and "no stack file" in result.stderr
 
 
-#: The call the Terraform AWS provider reads each resource with (deployer_provider_calls.yaml cites the file): a
-#: policy without it fails the first refresh after create, whatever CloudFormation's handlers list.
-READ_CALLS = {
-    "aws:autoscaling/group:Group": "autoscaling:DescribeAutoScalingGroups",
-    "aws:ec2/launchTemplate:LaunchTemplate": "ec2:DescribeLaunchTemplateVersions",
-    "aws:ec2/vpcEndpoint:VpcEndpoint": "ec2:DescribePrefixLists",
-    "aws:ec2/eip:Eip": "ec2:DescribeAddressesAttribute",
-    "aws:s3/bucket:Bucket": "s3:GetBucketRequestPayment",
-}
-#: What create and delete call besides the resource's own API: attaching the gateway, emptying a role before
-#: deleting it.
-CREATE_AND_DELETE_CALLS = {
-    "aws:ec2/internetGateway:InternetGateway": {"ec2:AttachInternetGateway", "ec2:DetachInternetGateway"},
-    "aws:iam/role:Role": {"iam:ListInstanceProfilesForRole", "iam:RemoveRoleFromInstanceProfile"},
-}
+def _granted(policy: dict[str, Any], action: str) -> list[dict[str, Any]]:
+    return [s for s in policy["Statement"] if action in s["Action"]]
 
 
 @pytest.mark.parametrize("stack", list_stacks())
-def test_the_policy_has_the_providers_own_read_and_delete_calls(stack: str) -> None:
-    planned = {r["type"] for r in shipped_stack(stack).plan["resources"]}
+def test_every_planned_resource_type_can_be_read_and_deleted(stack: str) -> None:
+    """`pulumi up` reads each resource after creating it and `pulumi destroy` deletes it: the provider's calls for
+    both (deployer_provider_calls.yaml) are in the policy for every type the stack plans."""
+    planned = shipped_stack(stack)
+    actions = actions_of(deployer_policy(planned.plan, planned.run.invokes))
+    for resource_type in {r["type"] for r in planned.plan["resources"] if r["custom"]}:
+        if deployer_permissions.needs_no_iam(resource_type):
+            continue
+        calls = deployer_permissions.provider_calls(resource_type)
+        assert calls["read"], resource_type
+        assert "delete" in calls, resource_type
+        assert set(calls["read"]) | set(calls["delete"]) <= actions, resource_type
+
+
+def test_every_mapped_type_has_its_provider_calls_with_a_source() -> None:
+    assert deployer_permissions.provider_call_types() == deployer_permissions.mapped_types()
+    sources = deployer_permissions.sources()
+    for resource_type in deployer_permissions.provider_call_types():
+        calls = deployer_permissions.provider_calls(resource_type)
+        assert calls["file"].endswith(".go") and calls.get("source", "TFAWS") in sources
+
+
+@pytest.mark.parametrize(
+    ("stack", "needed"),
+    [
+        ("training", {"autoscaling:DescribeAutoScalingGroups", "autoscaling:DescribeScalingActivities"}),
+        ("training", {"ec2:AttachInternetGateway", "ec2:DetachInternetGateway"}),
+        ("training", {"ec2:DescribeLaunchTemplateVersions", "ec2:DescribePrefixLists"}),
+        ("training", {"iam:ListInstanceProfilesForRole", "iam:RemoveRoleFromInstanceProfile"}),
+        ("training", {"s3:GetBucketRequestPayment", "ec2:DescribeAddressesAttribute", "ec2:ModifySecurityGroupRules"}),
+        ("inference", {"autoscaling:DescribeAutoScalingGroups", "ec2:DescribeLaunchTemplateVersions"}),
+    ],
+)
+def test_the_calls_a_first_up_and_destroy_make_are_granted(stack: str, needed: set[str]) -> None:
+    assert needed <= actions_of(policy_of(stack))
+
+
+@pytest.mark.parametrize("stack", list_stacks())
+def test_no_excluded_action_and_nothing_unrelated_is_granted(stack: str) -> None:
     actions = actions_of(policy_of(stack))
-    wanted = {READ_CALLS[t] for t in planned & READ_CALLS.keys()}
-    wanted |= {a for t in planned & CREATE_AND_DELETE_CALLS.keys() for a in CREATE_AND_DELETE_CALLS[t]}
-    assert "aws:autoscaling/group:Group" in planned and wanted
-    assert wanted <= actions, sorted(wanted - actions)
+    assert not [a for a in actions if deployer_permissions.is_excluded(a)]
+    services = {a.split(":", 1)[0] for a in actions}
+    assert not services & {"s3tables", "vpc-lattice", "managed-fleets", "firehose", "vpce"}
+    assert not {"s3:PutBucketReplication", "s3:PutBucketWebsite", "s3:PutBucketAcl", "s3:DeleteObject"} & actions
 
 
-@pytest.mark.parametrize("stack", ["training", "smoke"])
-def test_the_lustre_s3_link_may_change_fsxs_own_role_and_no_other(stack: str) -> None:
+def test_an_exclusion_wins_over_the_generated_actions_but_never_removes_a_provider_call() -> None:
+    excluded = deployer_permissions.excluded()
+    assert all(reason for reason in excluded.values())
+    for resource_type in deployer_permissions.provider_call_types():
+        calls = deployer_permissions.provider_calls(resource_type)
+        own = [*calls["read"], *calls["delete"], *calls.get("write", [])]
+        assert not [a for a in own if deployer_permissions.is_excluded(a)], resource_type
+
+
+@pytest.mark.parametrize("stack", list_stacks())
+def test_service_linked_roles_are_created_only_for_the_services_the_stack_uses(stack: str) -> None:
     policy = policy_of(stack)
-    fsx_role = statement(policy, "FsxS3LinkRole")
-    assert fsx_role["Resource"] == ["arn:aws:iam::*:role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/*"]
-    assert set(fsx_role["Action"]) == {"iam:AttachRolePolicy", "iam:PutRolePolicy"}
+    [create] = _granted(policy, "iam:CreateServiceLinkedRole")
+    services = create["Condition"]["StringEquals"]["iam:AWSServiceName"]
+    assert "autoscaling.amazonaws.com" in services and "eks.amazonaws.com" in services
+    assert create["Resource"] == [f"arn:aws:iam::*:role/aws-service-role/{s}/*" for s in services]
+    types = {r["type"] for r in shipped_stack(stack).plan["resources"]}
+    assert ("fsx.amazonaws.com" in services) == ("aws:fsx/lustreFileSystem:LustreFileSystem" in types)
 
 
-def test_a_stack_without_an_s3_link_gets_no_grant_on_fsxs_role() -> None:
-    assert all(s["Sid"] != "FsxS3LinkRole" for s in policy_of("inference")["Statement"])
+def test_the_lustre_link_attaches_policies_to_fsx_s3_role_only() -> None:
+    policy = policy_of("training")
+    fsx = statement(policy, "FsxLinksTheFileSystemToS3")
+    assert fsx["Action"] == ["iam:AttachRolePolicy", "iam:PutRolePolicy"]
+    assert fsx["Resource"] == [
+        "arn:aws:iam::*:role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/AWSServiceRoleForFSxS3Access_*"
+    ]
+    assert "FsxLinksTheFileSystemToS3" not in [s["Sid"] for s in policy_of("inference")["Statement"]]
+
+
+def test_s3_is_scoped_to_the_stacks_bucket_names() -> None:
+    plan = shipped_stack("training").plan
+    prefixes = sorted(r["inputs"]["bucketPrefix"] for r in plan["resources"] if r["type"] == "aws:s3/bucket:Bucket")
+    policy = policy_of("training")
+    buckets = statement(policy, "TheStacksBuckets")
+    assert buckets["Resource"] == [f"arn:aws:s3:::{p}*" for p in prefixes]
+    assert all(p.startswith("train-") for p in prefixes)
+    assert [s["Sid"] for s in policy["Statement"] if any(a.startswith("s3:") for a in s["Action"])] == [
+        "TheStacksBuckets"
+    ]
+
+
+@pytest.mark.parametrize("stack", list_stacks())
+def test_kms_keys_are_created_and_managed_only_with_the_clusters_tag(stack: str) -> None:
+    plan = shipped_stack(stack).plan
+    cluster = plan["summary"]["cluster"]
+    keys = [r for r in plan["resources"] if r["type"] == "aws:kms/key:Key"]
+    assert keys and all(k["inputs"]["tags"]["gpu-clusters/cluster"] == cluster for k in keys)
+    policy = policy_of(stack)
+    create = statement(policy, "CreateKeysTaggedWithTheCluster")
+    assert create["Condition"]["StringEquals"]["aws:RequestTag/gpu-clusters/cluster"] == [cluster]
+    managed = statement(policy, "KeysTaggedWithTheCluster")
+    assert {"kms:ScheduleKeyDeletion", "kms:PutKeyPolicy", "kms:DescribeKey"} <= set(managed["Action"])
+    assert managed["Condition"] == {"StringEquals": {"aws:ResourceTag/gpu-clusters/cluster": [cluster]}}
+    unconditioned = [s for s in policy["Statement"] if any(a.startswith("kms:") for a in s["Action"])]
+    for s in unconditioned:
+        if "Condition" not in s:
+            assert s["Sid"] == "TheClustersAliases"
+            assert s["Resource"][0].endswith(f":alias/{cluster}-*")
