@@ -11,7 +11,7 @@ import pytest
 
 from components.errors import ConfigError, Problem
 from components.validation import validate, validate_config
-from tests.builders import SITE_CONNECTION
+from tests.builders import A40, SITE_CONNECTION
 
 BASE: dict[str, Any] = {
     "cluster": {
@@ -65,15 +65,7 @@ SERVING: tuple[tuple[str, Any], ...] = (
     ("addons", PROMETHEUS),
     ("workloads", {"serving": [{"name": "chat", "pool": "l40s", "model": "m"}]}),
 )
-HYBRID = {
-    "name": "a40",
-    "kind": "hybrid",
-    "role": "inference",
-    "gpuModel": "A40",
-    "gpusPerNode": 4,
-    "nodes": 4,
-    "network": {"remoteNodeCidrs": ["192.168.100.0/24"], "remotePodCidrs": ["192.168.128.0/18"]},
-}
+HYBRID = A40  # four on-prem A40 servers (tests/builders.py)
 
 # (id, config changes, key path, message fragment)
 BROKEN: list[tuple[str, tuple[tuple[str, Any], ...], str, str]] = [
