@@ -25,7 +25,8 @@ from blueprint.plan.runner import run_mocked  # noqa: E402
 from components.config import StackConfig  # noqa: E402
 from components.planning import nodeadm  # noqa: E402
 from components.planning.autoscaler_tags import autoscaler_tags  # noqa: E402
-from components.planning.pools import PoolPlan, plan_pools  # noqa: E402
+from components.planning.pools import PoolPlan  # noqa: E402
+from components.planning.stack_plan import plan_pools  # noqa: E402
 from components.validation import validate  # noqa: E402
 
 T = TypeVar("T")
@@ -74,7 +75,12 @@ def synthetic_pools(count: int) -> list[dict[str, Any]]:
 
 def raw_config(count: int) -> dict[str, Any]:
     return {
-        "cluster": {"name": "bench", "tags": {"team": "platform"}},
+        "cluster": {
+            "name": "bench",
+            "tags": {"team": "platform"},
+            # The deploying machine must reach the API (a rule of the config); the shipped stacks admit the same range.
+            "endpoint": {"public": True, "publicAccessCidrs": ["203.0.113.0/24"]},
+        },
         "network": {"vpcCidr": "10.0.0.0/16", "availabilityZones": ZONES},
         "nodePools": synthetic_pools(count),
     }

@@ -18,8 +18,8 @@ from pathlib import Path
 
 from components.config import StackConfig
 from components.errors import ConfigError, Problem
-from components.planning.pools import plan_pools
-from components.planning.serving_autoscaling import ServingRule, Step, serving_rule, simulate
+from components.planning.serving_autoscaling import ServingRule, Step, simulate
+from components.planning.stack_plan import plan_stack
 
 _DURATION = re.compile(r"^(\d+)([smh])$")
 #: Image formats `--plot` writes, by file suffix: common ones among those matplotlib's savefig renders on the Agg
@@ -92,8 +92,7 @@ def stack_rule(spec: StackConfig, workload_name: str | None) -> tuple[str, Servi
     if workload_name is not None and workload_name not in names:
         raise ConfigError([Problem("workloads.serving", f"no workload {workload_name}; choose one of {names}")])
     workload = next(w for w in serving if workload_name in (None, w.name))
-    plan = next(p for p in plan_pools(spec) if p.name == workload.pool)
-    return workload.name, serving_rule(workload, plan)
+    return workload.name, plan_stack(spec).serving[workload.name]
 
 
 def timeline_rows(steps: Sequence[Step], every_minute: bool) -> list[tuple[str, ...]]:

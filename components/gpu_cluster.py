@@ -1,8 +1,8 @@
 """The whole cluster as one component: network, EKS, node pools, storage, add-ons, hybrid nodes.
 
-This module only composes. Every decision is made earlier (config validation, the pure planning functions) or
-inside the component that owns it; this file hands each component its section of the validated spec and the
-`ClusterContext`, in the order AWS needs things to exist.
+This module only composes. Every decision is made earlier (config validation, then
+`components.planning.stack_plan.plan_stack`) or inside the component that owns it; this file hands each component
+the `ClusterContext` and its slice of the `StackPlan`, in the order AWS needs things to exist.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import pulumi_aws as aws
 from components import kubernetes_access, tags
 from components.addons import Addons, MonitoredFileSystems
 from components.cluster import EksCluster
-from components.config import StackConfig
 from components.context import ClusterContext
 from components.flow_logs import VpcFlowLogs
 from components.hybrid import HybridNodes
@@ -23,22 +22,27 @@ from components.identity import NodeIdentity, PodIdentityRoles
 from components.managed_addons import DNS_ADDON, NODE_AGENT_ADDONS, SYSTEM_ADDONS, ManagedAddons
 from components.network import Network
 from components.node_pool import NodePool
-from components.planning.hybrid import hybrid_plans, remote_network_config
-from components.planning.pools import PoolPlan, plan_pools
+from components.planning.hybrid import remote_network_config
+from components.planning.pools import PoolPlan
 from components.planning.site_routes import site_cidrs
+from components.planning.stack_plan import StackPlan
 from components.planning.stateful import stateful_protection
 from components.storage import EfsStorage, SharedStorage
 from components.workloads import ServingWorkloads
 
 
 class GpuCluster(pulumi.ComponentResource):
-    def __init__(self, name: str, spec: StackConfig, stack: str, opts: pulumi.ResourceOptions | None = None):
+    def __init__(
+        self, name: str, *, stack_plan: StackPlan, stack: str, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
         super().__init__("gpu-clusters:index:GpuCluster", name, None, opts)
+        spec = stack_plan.spec
         self.base_name = name
+        self.stack_plan = stack_plan
         self.spec = spec
         self.stack = stack
         self.tags = tags.cluster_tags(spec.cluster.name, stack, spec.cluster.tags)
-        self.pool_plans: list[PoolPlan] = plan_pools(spec)
+        self.pool_plans: list[PoolPlan] = stack_plan.pools
         self._exports: dict[str, Any] = {
             "clusterName": spec.cluster.name,
             "region": spec.region,
@@ -160,7 +164,7 @@ class GpuCluster(pulumi.ComponentResource):
             f"{self.base_name}-node-agents",
             self.context,
             NODE_AGENT_ADDONS,
-            hybrid_pools=hybrid_plans(self.pool_plans),
+            hybrid_pools=self.stack_plan.hybrid,
             opts=self._child(),
         )
         secret_kubeconfig: pulumi.Output[str] = pulumi.Output.secret(self.kubeconfig)
@@ -206,7 +210,7 @@ class GpuCluster(pulumi.ComponentResource):
             self.context,
             SYSTEM_ADDONS,
             after=[*self._system_asgs, self.node_agents],
-            hybrid_pools=hybrid_plans(self.pool_plans),
+            hybrid_pools=self.stack_plan.hybrid,
             opts=self._child(),
         )
         self.context.kubernetes_ready.append(self.system_addons.addons[DNS_ADDON])
@@ -223,16 +227,14 @@ class GpuCluster(pulumi.ComponentResource):
         when switched (or `auto`-resolved) on."""
         self.addons = Addons(
             f"{self.base_name}-addons",
-            self.context,
-            self.spec.addons,
-            self.pool_plans,
+            context=self.context,
+            stack_plan=self.stack_plan,
             asg_names={pool: np.asg.name for pool, np in self.node_pools.items()},
-            workloads=self.spec.workloads,
-            opts=self._child(),
             file_systems=MonitoredFileSystems(
                 lustre=self.storage.lustre.file_system_id if self.storage.lustre is not None else None,
                 efs=self.storage.nfs.file_system_id if isinstance(self.storage.nfs, EfsStorage) else None,
             ),
+            opts=self._child(),
         )
         self._exports.update(self.addons.exports())
 
@@ -242,11 +244,10 @@ class GpuCluster(pulumi.ComponentResource):
             return
         self.workloads = ServingWorkloads(
             f"{self.base_name}-serving",
-            self.context,
-            self.spec.workloads.serving,
-            self.pool_plans,
-            self.storage,
-            self.addons,
+            context=self.context,
+            stack_plan=self.stack_plan,
+            storage=self.storage,
+            addons=self.addons,
             opts=self._child(),
         )
         self._exports.update(self.workloads.exports())
@@ -256,5 +257,7 @@ class GpuCluster(pulumi.ComponentResource):
         ingress from the remote networks, Cilium, and a secret NodeConfig per pool for `nodeadm init`."""
         self.hybrid: HybridNodes | None = None
         if self.spec.hybrid_pools:
-            self.hybrid = HybridNodes(f"{self.base_name}-hybrid", self.context, self.pool_plans, opts=self._child())
+            self.hybrid = HybridNodes(
+                f"{self.base_name}-hybrid", self.context, self.stack_plan.hybrid, opts=self._child()
+            )
             self._exports.update(self.hybrid.exports())

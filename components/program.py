@@ -12,6 +12,7 @@ from pulumi.runtime.config import CONFIG, get_config_env
 
 from components.config import StackConfig
 from components.gpu_cluster import GpuCluster
+from components.planning.stack_plan import plan_stack
 from components.validation import validate_config
 
 
@@ -31,7 +32,7 @@ def read_config() -> StackConfig:
 
 def main() -> GpuCluster:
     spec = read_config()
-    cluster = GpuCluster(spec.cluster.name, spec, stack=pulumi.get_stack())
+    cluster = GpuCluster(spec.cluster.name, stack_plan=plan_stack(spec), stack=pulumi.get_stack())
     for name, value in cluster.exports().items():
         pulumi.export(name, value)
     return cluster

@@ -20,7 +20,6 @@ from components.addons import Addons
 from components.config import ServingWorkload
 from components.context import ClusterContext
 from components.planning.addons.monitoring import prometheus_url
-from components.planning.pools import PoolPlan
 from components.planning.serving import (
     SERVING_PORT,
     deployment_spec,
@@ -28,7 +27,8 @@ from components.planning.serving import (
     service_spec,
     serving_labels,
 )
-from components.planning.serving_autoscaling import scaled_object, serving_rule
+from components.planning.serving_autoscaling import scaled_object
+from components.planning.stack_plan import StackPlan
 from components.storage import SharedStorage
 
 #: Specs are plain dicts with the Kubernetes API's own (camelCase) keys, which the SDK passes through unchanged; its
@@ -41,23 +41,23 @@ class ServingWorkloads(pulumi.ComponentResource):
     def __init__(
         self,
         name: str,
-        ctx: ClusterContext,
-        workloads: Sequence[ServingWorkload],
-        plans: Sequence[PoolPlan],
+        *,
+        context: ClusterContext,
+        stack_plan: StackPlan,
         storage: SharedStorage,
         addons: Addons,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
+        ctx, workloads = context, stack_plan.spec.workloads.serving
         super().__init__("gpu-clusters:index:ServingWorkloads", name, None, opts)
         if storage.nfs is None or addons.keda is None:
             raise ValueError("serving workloads need storage.nfs and KEDA (validation refuses them without)")
-        by_name = {p.name: p for p in plans}
         namespace, claim = storage.nfs.namespace, storage.nfs.claim_name
         prometheus = addons.monitoring.prometheus if addons.monitoring is not None else None
         waits: list[pulumi.Resource] = [storage.nfs.claim, *([prometheus] if prometheus else [])]
         self.endpoints: dict[str, str] = {}
         for workload in workloads:
-            plan = by_name[workload.pool]
+            plan = stack_plan.pool(workload.pool)
             prefix = f"{ctx.cluster_name_plain}-{workload.name}"
             deployment = k8s.apps.v1.Deployment(
                 prefix,
@@ -82,7 +82,7 @@ class ServingWorkloads(pulumi.ComponentResource):
                 api_version="keda.sh/v1alpha1",
                 kind="ScaledObject",
                 metadata=self._metadata(workload, namespace),
-                spec=scaled_object(serving_rule(workload, plan), namespace, workload.name, prometheus_url()),
+                spec=scaled_object(stack_plan.serving[workload.name], namespace, workload.name, prometheus_url()),
                 # The ScaledObject CRD comes with the KEDA chart.
                 opts=self._options(ctx, [addons.keda.release, deployment]),
             )

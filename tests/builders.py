@@ -22,8 +22,10 @@ from blueprint.plan.runner import ProgramRun, run_mocked
 from components.addons import Addons
 from components.config import StackConfig
 from components.context import ClusterContext
-from components.planning.pools import PoolPlan, plan_pools
+from components.planning import stack_plan as planning
+from components.planning.pools import PoolPlan
 from components.planning.site_routes import site_cidrs
+from components.planning.stack_plan import plan_pools
 from components.validation import validate
 from tests.fakes import fake_context
 
@@ -190,9 +192,10 @@ def _addons_with_every_asg(spec: StackConfig) -> ProgramRun:
 
 
 def _register_addons(spec: StackConfig, asg_names: dict[str, str]) -> ProgramRun:
-    pool_plans = plan_pools(spec)
+    stack_plan = planning.plan_stack(spec)
     return run_with_context(
-        spec, lambda ctx: Addons(f"{spec.cluster.name}-addons", ctx, spec.addons, pool_plans, asg_names)
+        spec,
+        lambda ctx: Addons(f"{spec.cluster.name}-addons", context=ctx, stack_plan=stack_plan, asg_names=asg_names),
     )
 
 

@@ -19,7 +19,8 @@ from components.planning.addons.monitoring import (
 )
 from components.planning.addons.placement import CRITICAL_ADDONS_ONLY, tolerations_for
 from components.planning.addons.selection import select_addons
-from components.planning.pools import DEVICE_PLUGIN_CONFIG_LABEL, plan_pools
+from components.planning.pools import DEVICE_PLUGIN_CONFIG_LABEL
+from components.planning.stack_plan import plan_pools
 from tests.builders import HYBRID_POOL, INFERENCE_POOL, SYSTEM_POOL, TRAINING_POOL, addon_stack, pool, shipped_stack
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from blueprint.plan.runner import list_stacks, stack_file
 from blueprint.plan.summary import ALARMS_NOTIFY_NOBODY, summarize
-from components.planning.pools import plan_pools
+from components.planning.stack_plan import plan_stack
 from tests.builders import SYSTEM_POOL, TRAINING_POOL, addon_stack, shipped_plan
 from tests.policies import resource_args, validate
 
@@ -19,7 +19,7 @@ TOPIC = "arn:aws:sns:us-east-1:123456789012:gpu-oncall"
 
 def summary(**alerts: Any) -> dict[str, Any]:
     spec = addon_stack(SYSTEM_POOL, TRAINING_POOL, addons={"monitoring": {"alerts": alerts}})
-    return summarize(spec, plan_pools(spec))
+    return summarize(plan_stack(spec))
 
 
 def test_the_summary_warns_when_alarms_have_no_destination() -> None:

@@ -8,13 +8,13 @@ from typing import Any
 import pytest
 
 from blueprint.plan.summary import summarize
-from components.planning.pools import plan_pools
+from components.planning.stack_plan import plan_stack
 from tests.builders import SYSTEM_POOL, shipped_plan, stack_config
 
 
 def api_warnings(endpoint: dict[str, Any]) -> list[str]:
     spec = stack_config(SYSTEM_POOL, cluster={"endpoint": endpoint})
-    return [w for w in summarize(spec, plan_pools(spec))["warnings"] if w.startswith("cluster.endpoint")]
+    return [w for w in summarize(plan_stack(spec))["warnings"] if w.startswith("cluster.endpoint")]
 
 
 @pytest.mark.parametrize("placeholder", ["203.0.113.0/24", "198.51.100.7/32", "192.0.2.0/28"])

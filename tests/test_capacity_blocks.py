@@ -14,8 +14,8 @@ from components import clock
 from components.config import StackConfig
 from components.errors import ConfigError
 from components.node_pool import NodePool
-from components.planning.pools import plan_pools
 from components.planning.reservations import scale_in_lead, scale_in_time
+from components.planning.stack_plan import plan_pools
 from tests.builders import SYSTEM_POOL, TRAINING_POOL, asg_name, pool, run_addons, run_with_context, stack_config
 
 SCHEDULE = "aws:autoscaling/schedule:Schedule"

@@ -21,6 +21,7 @@ from components.config import StackConfig
 from components.gpu_cluster import GpuCluster
 from components.network import Network
 from components.planning.hybrid import remote_network_config
+from components.planning.stack_plan import plan_stack
 from components.planning.stateful import stateful_protection
 from tests.builders import once_per_config, stack_config
 
@@ -351,7 +352,7 @@ def run_gpu_cluster(config: StackConfig) -> tuple[ProgramRun, dict[str, Any]]:
     seen: dict[str, Any] = {}
 
     def program() -> None:
-        cluster = GpuCluster("demo", config, stack="test")
+        cluster = GpuCluster("demo", stack_plan=plan_stack(config), stack="test")
         exports = cluster.exports()
         seen["exports"] = exports
         seen["context"] = cluster.context

@@ -15,7 +15,7 @@ from blueprint.plan.summary import summarize
 from components.catalog import prices
 from components.config import StackConfig
 from components.planning.cost import StackCost, stack_cost
-from components.planning.pools import plan_pools
+from components.planning.stack_plan import plan_stack
 from components.planning.subnets import nat_gateway_zones
 from components.validation import ConfigError
 from tests.builders import A40, P5, SYSTEM, TWO_ZONES, stack_config
@@ -28,7 +28,7 @@ TODAY = dt.date(2026, 9, 1)
 def cost_of(*pools: dict[str, Any], region: str = "us-east-1", **sections: Any) -> StackCost:
     zones = [f"{region}a", f"{region}b"]
     spec = stack_config(*pools, zones=zones, region=region, **sections)
-    return stack_cost(spec, plan_pools(spec), TODAY)
+    return stack_cost(plan_stack(spec), TODAY)
 
 
 def item(cost: StackCost, kind: str, name: str | None = None) -> Any:
@@ -47,7 +47,7 @@ def test_control_plane_nat_and_public_ipv4_in_us_east_1() -> None:
 def test_a_single_nat_gateway_bills_one_gateway_and_one_address() -> None:
     spec = stack_config(SYSTEM, network={"natGateways": "single"})
     assert nat_gateway_zones(spec.network) == ("us-east-1a",)
-    cost = stack_cost(spec, plan_pools(spec), TODAY)
+    cost = stack_cost(plan_stack(spec), TODAY)
     assert item(cost, "nat-gateways").idle_usd == pytest.approx(0.045)
     assert item(cost, "public-ipv4").idle_usd == pytest.approx(0.005)
 
@@ -152,7 +152,7 @@ def test_a_type_without_a_price_in_the_region_is_reported_not_priced() -> None:
 @pytest.mark.parametrize("region", ["us-east-2", "us-west-2", "eu-west-1"])
 def test_other_regions_price_what_their_sources_give(region: str) -> None:
     spec = stack_config(SYSTEM, zones=[f"{region}a", f"{region}b"], region=region, network=SITE)
-    cost = stack_cost(spec, plan_pools(spec), TODAY)
+    cost = stack_cost(plan_stack(spec), TODAY)
     # EKS and public IPv4 cost the same in every commercial Region; the TGW attachment $0.05/h in the US and EU.
     assert item(cost, "control-plane").max_usd == pytest.approx(0.10)
     assert item(cost, "public-ipv4").max_usd == pytest.approx(2 * 0.005)
@@ -240,7 +240,7 @@ def test_summary_breakdown_sums_to_the_totals_and_renders() -> None:
         zones=TWO_ZONES,
         storage={"lustre": {"storageCapacityGib": 4800}},
     )
-    summary = summarize(spec, plan_pools(spec))
+    summary = summarize(plan_stack(spec))
     breakdown = summary["cost"]["breakdown"]
     assert {b["kind"] for b in breakdown} >= {
         "control-plane",
@@ -267,7 +267,7 @@ def test_summary_breakdown_sums_to_the_totals_and_renders() -> None:
 
 def test_unpriced_parts_become_warnings_and_pool_figures_say_no_price() -> None:
     spec = stack_config(SYSTEM, P4D, zones=["eu-west-1a", "eu-west-1b"], region="eu-west-1")
-    summary = summarize(spec, plan_pools(spec))
+    summary = summarize(plan_stack(spec))
     system = next(p for p in summary["nodePools"] if p["name"] == "system")
     assert system["hourlyUsdPerNode"] is None and system["hourlyUsd"] is None
     assert (

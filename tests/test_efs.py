@@ -8,7 +8,7 @@ from typing import Any
 from blueprint.plan.runner import ProgramRun
 from components import tags
 from components.config import StackConfig
-from components.planning.pools import plan_pools
+from components.planning.stack_plan import plan_pools
 from components.storage.efs import EfsStorage
 from tests.builders import THREE_ZONES, ShippedStack, once_per_config, run_with_context, stack_config
 from tests.fakes import KMS_KEY_ARN, NODE_SECURITY_GROUP_ID, subnet_id

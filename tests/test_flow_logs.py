@@ -12,6 +12,7 @@ from blueprint.plan.runner import ProgramRun, run_mocked
 from components.config import FlowLogs
 from components.flow_logs import VpcFlowLogs
 from components.gpu_cluster import GpuCluster
+from components.planning.stack_plan import plan_stack
 from tests.builders import once_per_config, stack_config
 
 KEY = "arn:aws:kms:us-east-1:123456789012:key/00000000-0000-0000-0000-000000000000"
@@ -82,7 +83,7 @@ def test_the_delivery_role_writes_to_its_group_only() -> None:
 
 @once_per_config
 def build_cluster(config: Any) -> ProgramRun:
-    return run_mocked(lambda: GpuCluster("demo", config, stack="test"))
+    return run_mocked(lambda: GpuCluster("demo", stack_plan=plan_stack(config), stack="test"))
 
 
 def test_a_new_vpc_records_its_flow_logs_by_default() -> None:

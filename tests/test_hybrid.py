@@ -18,7 +18,7 @@ from components.context import ClusterContext
 from components.hybrid import HybridNodes
 from components.managed_addons import addon_configuration
 from components.planning.hybrid import ROLES_ANYWHERE_NODE_NAME_PLACEHOLDER, ROLES_ANYWHERE_SESSION_SECONDS
-from components.planning.pools import plan_pools
+from components.planning.stack_plan import plan_pools
 from components.planning.tolerations import tolerates
 from tests.builders import ShippedStack, run_with_context, stack_config
 from tests.fakes import CLUSTER_SECURITY_GROUP_ID, NODE_SECURITY_GROUP_ID

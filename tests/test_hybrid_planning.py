@@ -12,7 +12,7 @@ from components.config import StackConfig, Taint
 from components.errors import ConfigError
 from components.managed_addons import addon_configuration
 from components.planning import hybrid
-from components.planning.pools import plan_pools
+from components.planning.stack_plan import plan_pools
 from components.planning.tolerations import tolerates
 from tests.builders import stack_config
 

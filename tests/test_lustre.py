@@ -12,7 +12,7 @@ from components import tags
 from components.catalog import versions
 from components.config import StackConfig
 from components.errors import ConfigError
-from components.planning.pools import plan_pools
+from components.planning.stack_plan import plan_pools
 from components.planning.storage import storage_summary
 from components.storage import SharedStorage
 from components.storage.lustre import LustreStorage

@@ -12,7 +12,8 @@ import pytest
 from components.errors import ConfigError
 from components.planning import nodeadm
 from components.planning.lustre_clients import SETUP_PACKAGE_URL, efa_connections, lustre_client
-from components.planning.pools import PoolPlan, plan_pool, plan_pools
+from components.planning.pools import PoolPlan, plan_pool
+from components.planning.stack_plan import plan_pools
 from tests.builders import SYSTEM, stack_config
 
 EFA_LUSTRE = {"storageCapacityGib": 9600, "perUnitStorageThroughput": 500, "efaEnabled": True, "metadata": {}}

@@ -19,7 +19,7 @@ from components.errors import ConfigError
 from components.identity import PodIdentityRoles
 from components.managed_addons import NODE_AGENT_ADDONS, SYSTEM_ADDONS, ManagedAddons
 from components.planning.max_pods import VPC_CNI_PREFIX_DELEGATION
-from components.planning.pools import plan_pools
+from components.planning.stack_plan import plan_pools
 from tests.builders import run_with_context, stack_config
 from tests.fakes import KMS_KEY_ARN
 

@@ -18,7 +18,8 @@ from components.planning.autoscaler_tags import NODE_TEMPLATE, autoscaler_tags
 from components.planning.hybrid import SsmActivation, hybrid_node_config
 from components.planning.mig import advertised_resources, mig_parted_config
 from components.planning.nodeadm import node_config, pool_user_data
-from components.planning.pools import mig_config_name, plan_pools
+from components.planning.pools import mig_config_name
+from components.planning.stack_plan import plan_pools
 from components.validation import validate_config
 from tests.builders import (
     INFERENCE_POOL,

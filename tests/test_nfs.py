@@ -12,7 +12,7 @@ from blueprint.plan.runner import ProgramRun
 from components.catalog import versions
 from components.config import StackConfig
 from components.errors import ConfigError
-from components.planning.pools import plan_pools
+from components.planning.stack_plan import plan_pools
 from components.planning.storage import nfs_pools
 from components.storage.nfs import ExistingNfsStorage, volume_attributes
 from tests.builders import ShippedStack, once_per_config, run_with_context, stack_config

@@ -15,7 +15,7 @@ from components.config import StackConfig
 from components.errors import ConfigError
 from components.node_pool import NodePool
 from components.planning import nodeadm
-from components.planning.pools import plan_pools
+from components.planning.stack_plan import plan_pools
 from tests.builders import INFERENCE_POOL, SYSTEM_POOL, TRAINING_POOL, once_per_config, run_with_context, stack_config
 
 LT = "aws:ec2/launchTemplate:LaunchTemplate"

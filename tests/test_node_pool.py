@@ -15,7 +15,7 @@ from blueprint.plan.runner import ProgramRun
 from components.config import StackConfig
 from components.context import ClusterContext
 from components.node_pool import NodePool
-from components.planning.pools import plan_pools
+from components.planning.stack_plan import plan_pools
 from tests.builders import P5, SYSTEM, THREE_ZONES, ShippedStack, once_per_config, run_with_context, stack_config
 from tests.fakes import CERTIFICATE_AUTHORITY, CLUSTER_ENDPOINT, KMS_KEY_ARN, NODE_SECURITY_GROUP_ID, subnet_id
 

@@ -13,8 +13,8 @@ from rich.console import Console
 from blueprint.plan.render import markdown, table
 from components import catalog
 from components.catalog.quotas import count_quotas, instance_family, vcpu_group, vcpu_groups
-from components.planning.pools import plan_pools
 from components.planning.quotas import QuotaNeed, market_split, network_needs, stack_quotas, storage_needs
+from components.planning.stack_plan import plan_pools
 from tests.builders import SYSTEM, THREE_ZONES, shipped_plan, stack_config
 
 GPU_SPOT: dict[str, Any] = {

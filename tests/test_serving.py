@@ -13,7 +13,6 @@ import pytest
 from components.config import ServingWorkload, StackConfig
 from components.planning.addons.keda import keda_values
 from components.planning.addons.monitoring import prometheus_url
-from components.planning.pools import plan_pools
 from components.planning.serving import deployment_spec, disruption_budget_spec, service_spec
 from components.planning.serving_autoscaling import (
     HOLD,
@@ -25,6 +24,7 @@ from components.planning.serving_autoscaling import (
     serving_rule,
     simulate,
 )
+from components.planning.stack_plan import plan_pools
 from tests.builders import HYBRID_POOL, INFERENCE_POOL, SYSTEM_POOL, CliResult, pool, shipped_stack, stack_config
 
 SCALED_OBJECT = "kubernetes:keda.sh/v1alpha1:ScaledObject"

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from components.config import ServingWorkload, StackConfig
-from components.planning.pools import PoolPlan, plan_pools
+from components.planning.pools import PoolPlan
 from components.planning.serving import deployment_spec, host_requests
+from components.planning.stack_plan import plan_pools
 from tests.builders import HYBRID_POOL, SYSTEM_POOL, stack_config
 from tests.test_serving import serving_stack
 

@@ -13,8 +13,8 @@ from blueprint.plan.summary import example_id, summarize
 from components.config import StackConfig
 from components.errors import ConfigError
 from components.network import Network
-from components.planning.pools import plan_pools
 from components.planning.site_routes import site_cidrs
+from components.planning.stack_plan import plan_stack
 from tests.builders import (
     HYBRID_POOL,
     SITE_CONNECTION,
@@ -168,7 +168,7 @@ def test_a_site_connection_with_nothing_to_route_is_refused() -> None:
 def test_an_example_gateway_id_is_a_warning(gateway: str) -> None:
     key = "transitGatewayId" if gateway.startswith("tgw-") else "virtualPrivateGatewayId"
     spec = hybrid_spec({key: gateway})
-    [warning] = [w for w in summarize(spec, plan_pools(spec))["warnings"] if w.startswith("network.siteConnection")]
+    [warning] = [w for w in summarize(plan_stack(spec))["warnings"] if w.startswith("network.siteConnection")]
     assert gateway in warning and "example id" in warning
 
 

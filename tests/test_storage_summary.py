@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from components.config import DataRepository, StackConfig
-from components.planning.pools import plan_pools
+from components.planning.stack_plan import plan_pools
 from components.planning.storage import (
     bucket_prefix,
     data_repository_path,

@@ -11,7 +11,7 @@ import pytest
 
 from blueprint.plan.summary import summarize
 from components.errors import ConfigError
-from components.planning.pools import plan_pools
+from components.planning.stack_plan import plan_stack
 from tests.builders import SYSTEM_POOL, file_plan, shipped_plan, stack_config
 
 SMOKE = Path(__file__).resolve().parent.parent / "stacks" / "Pulumi.smoke.yaml"
@@ -64,7 +64,7 @@ def warnings_of(pools: list[dict[str, Any]], zone_ids: dict[str, str] | None = N
     spec = stack_config(
         *pools, region="us-east-1", zones=["us-east-1a", "us-east-1b"], network={"availabilityZoneIds": zone_ids or {}}
     )
-    return zone_warnings(summarize(spec, plan_pools(spec))["warnings"])
+    return zone_warnings(summarize(plan_stack(spec))["warnings"])
 
 
 P5 = {
@@ -96,6 +96,6 @@ def test_in_a_region_with_one_mapping_for_every_account_the_warning_says_the_cat
         region="ap-south-1",
         zones=["ap-south-1a", "ap-south-1b"],
     )
-    (warning,) = zone_warnings(summarize(spec, plan_pools(spec))["warnings"])
+    (warning,) = zone_warnings(summarize(plan_stack(spec))["warnings"])
     assert warning.startswith("nodePools[1] (l40s): g6e.xlarge is offered in 2 of ap-south-1's 3 AZ IDs")
     assert "the catalog does not know which AZ ID ap-south-1a is" in warning

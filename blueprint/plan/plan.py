@@ -50,7 +50,7 @@ def plan_stack(
         "project": files.project,
         "stack": files.stack,
         "resources": resources,
-        "summary": summarize(cluster.spec, cluster.pool_plans),
+        "summary": summarize(cluster.stack_plan),
         "violations": check(resources, load_config(policy_config)),
     }
     return PlannedStack(files=files, run=run, exports=exports, plan=plan)

@@ -14,15 +14,13 @@ from typing import Any
 from components import clock
 from components.catalog import prices
 from components.config import StackConfig
-from components.planning.addons.selection import select_addons
 from components.planning.cost import PoolCost, StackCost, stack_cost
 from components.planning.gpu_runtime import containerd_runtime_commands
 from components.planning.mig import advertised_resources, mig_devices
 from components.planning.pools import PoolPlan
 from components.planning.quotas import stack_quotas
 from components.planning.serving import SERVING_PORT
-from components.planning.serving_autoscaling import serving_rule
-from components.planning.storage import storage_summary
+from components.planning.stack_plan import StackPlan
 from components.validation.offerings import unchecked_zone_warnings
 
 
@@ -78,13 +76,13 @@ ALARMS_NOTIFY_NOBODY = (
 )
 
 
-def serving_summary(spec: StackConfig, plans: list[PoolPlan]) -> list[dict[str, Any]]:
+def serving_summary(stack_plan: StackPlan) -> list[dict[str, Any]]:
     """Each serving workload with the rule its ScaledObject applies (the same `serving_rule` object)."""
-    by_name = {p.name: p for p in plans}
+    spec = stack_plan.spec
     namespace = spec.storage.nfs.kubernetes.namespace if spec.storage.nfs is not None else "default"
     out = []
     for workload in spec.workloads.serving:
-        rule = serving_rule(workload, by_name[workload.pool])
+        rule = stack_plan.serving[workload.name]
         out.append(
             {
                 "name": workload.name,
@@ -109,10 +107,10 @@ def serving_summary(spec: StackConfig, plans: list[PoolPlan]) -> list[dict[str, 
     return out
 
 
-def alerts_summary(spec: StackConfig, plans: list[PoolPlan]) -> dict[str, Any]:
+def alerts_summary(stack_plan: StackPlan) -> dict[str, Any]:
     """Where alerts go: an existing SNS topic, a topic the stack creates for an email address, or nowhere."""
-    alerts = spec.addons.monitoring.alerts
-    selection = select_addons(spec.addons, plans)
+    alerts = stack_plan.spec.addons.monitoring.alerts
+    selection = stack_plan.addons
     return {
         "alarms": selection.container_insights or selection.dcgm_prometheus,
         "destination": {"existing": alerts.sns_topic_arn, "create": alerts.email, "none": None}[selection.alerts_topic],
@@ -160,14 +158,15 @@ def placeholder_site_gateways(spec: StackConfig) -> list[str]:
     return [gw for gw in (site.transit_gateway_id, site.virtual_private_gateway_id) if gw and example_id(gw)]
 
 
-def warnings(spec: StackConfig, plans: list[PoolPlan], cost: StackCost) -> list[str]:
+def warnings(stack_plan: StackPlan, cost: StackCost) -> list[str]:
     """What a stack builds but probably did not mean to: alarms with nowhere to send them, API access CIDRs that are
     documentation placeholders, an example id for the gateway to the site, pools in AZs whose offerings could not be
     checked without their AZ IDs, and billed parts the catalog has no price for (left out of $/h)."""
+    spec, plans = stack_plan.spec, stack_plan.pools
     found: list[str] = [
         f"cost: {item.kind} {item.name}: {item.reason}; not counted in $/h idle or at max" for item in cost.unpriced
     ]
-    alerts = alerts_summary(spec, plans)
+    alerts = alerts_summary(stack_plan)
     if alerts["alarms"] and alerts["destination"] is None:
         found.append(ALARMS_NOTIFY_NOBODY)
     found.extend(
@@ -214,14 +213,15 @@ def cost_summary(cost: StackCost) -> dict[str, Any]:
     }
 
 
-def summarize(spec: StackConfig, plans: list[PoolPlan]) -> dict[str, Any]:
-    cost = stack_cost(spec, plans, clock.utc_now().date())
+def summarize(stack_plan: StackPlan) -> dict[str, Any]:
+    spec, plans = stack_plan.spec, stack_plan.pools
+    cost = stack_cost(stack_plan, clock.utc_now().date())
     return {
         "cluster": spec.cluster.name,
         "region": spec.region,
         "kubernetesVersion": spec.cluster.kubernetes_version,
         "nodePools": [pool_summary(p, cost) for p in plans],
-        "storage": storage_summary(spec.storage, spec.network.zones, plans),
+        "storage": stack_plan.storage,
         "gpus": {
             "min": sum(p.gpus_per_node * p.min_nodes for p in plans),
             "max": sum(p.gpus_per_node * p.max_nodes for p in plans),
@@ -233,8 +233,8 @@ def summarize(spec: StackConfig, plans: list[PoolPlan]) -> dict[str, Any]:
             "spotSaving": round(cost.spot_saving_usd, 2),
         },
         "cost": cost_summary(cost),
-        "alerts": alerts_summary(spec, plans),
-        "serving": serving_summary(spec, plans),
+        "alerts": alerts_summary(stack_plan),
+        "serving": serving_summary(stack_plan),
         "quotas": [need.to_json() for need in stack_quotas(spec, plans)],
-        "warnings": warnings(spec, plans, cost),
+        "warnings": warnings(stack_plan, cost),
     }

@@ -1,6 +1,6 @@
 """What a deployed cluster must show, derived from the stack's config exactly as `blueprint plan` derives it.
 
-The pool plans (`components.planning.pools.plan_pools`), the add-on selection, the storage summary and the catalog
+The stack's plan (`components.planning.stack_plan.plan_stack`: pools, add-on selection, storage) and the catalog
 are the one source: pools and their min/max, GPUs and EFA devices per node, fabric Gbps, storage throughput, which
 DaemonSets run where. Nothing here is a second table of facts; `blueprint verify` only compares.
 """
@@ -26,10 +26,11 @@ from components.planning.addons.monitoring import (
     MONITORING_NAMESPACE,
 )
 from components.planning.addons.placement import KUBE_SYSTEM
-from components.planning.addons.selection import select_addons
+from components.planning.addons.selection import AddonSelection
 from components.planning.mig import advertised_gpus, advertised_resources, mig_devices
-from components.planning.pools import GPU_RESOURCE, PoolPlan, plan_pools
-from components.planning.storage import EFS_PER_CLIENT_MIBPS, MB_PER_GBIT, MB_PER_MIB, storage_summary
+from components.planning.pools import GPU_RESOURCE, PoolPlan
+from components.planning.stack_plan import plan_stack
+from components.planning.storage import EFS_PER_CLIENT_MIBPS, MB_PER_GBIT, MB_PER_MIB
 from components.planning.tolerations import toleration
 
 #: The DaemonSet each chart creates is named after its release: the charts' `fullname` helper returns the release
@@ -179,8 +180,7 @@ def mig_layout(plan: PoolPlan) -> str | None:
     return ", ".join(f"{count}x {profile}" for profile, count in sorted(devices.items())) + " per GPU"
 
 
-def _daemons(plan: PoolPlan, spec: StackConfig, plans: list[PoolPlan]) -> tuple[Daemon, ...]:
-    selection = select_addons(spec.addons, plans)
+def _daemons(plan: PoolPlan, selection: AddonSelection) -> tuple[Daemon, ...]:
     found: list[Daemon] = []
     bundled = plan.kind == "aws" and plan.pool.ami_family == "bottlerocket"
     if plan.is_gpu and selection.nvidia_device_plugin and not bundled:
@@ -194,7 +194,7 @@ def _daemons(plan: PoolPlan, spec: StackConfig, plans: list[PoolPlan]) -> tuple[
     return tuple(found)
 
 
-def pool_expectation(plan: PoolPlan, spec: StackConfig, plans: list[PoolPlan]) -> PoolExpectation:
+def pool_expectation(plan: PoolPlan, selection: AddonSelection) -> PoolExpectation:
     return PoolExpectation(
         name=plan.name,
         kind=plan.kind,
@@ -212,7 +212,7 @@ def pool_expectation(plan: PoolPlan, spec: StackConfig, plans: list[PoolPlan]) -
         fabric_gbps=plan.fabric_gbps,
         network_gbps=plan.instance.network_gbps if plan.instance else 0.0,
         tolerations=tuple(toleration(t) for t in plan.taints),
-        daemons=_daemons(plan, spec, plans),
+        daemons=_daemons(plan, selection),
         interconnect=interconnect(plan),
     )
 
@@ -239,8 +239,8 @@ def _storage(entry: dict[str, Any], pools: dict[str, PoolExpectation]) -> Storag
 
 
 def expectations(spec: StackConfig) -> Expectations:
-    plans = plan_pools(spec)
-    pools = tuple(pool_expectation(p, spec, plans) for p in plans)
+    stack_plan = plan_stack(spec)
+    pools = tuple(pool_expectation(p, stack_plan.addons) for p in stack_plan.pools)
     by_name = {p.name: p for p in pools}
-    storage = tuple(_storage(e, by_name) for e in storage_summary(spec.storage, spec.network.zones, plans))
+    storage = tuple(_storage(e, by_name) for e in stack_plan.storage)
     return Expectations(cluster=spec.cluster.name, pools=pools, storage=storage)

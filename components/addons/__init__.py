@@ -1,27 +1,28 @@
 """GPU platform add-ons: device plugins, cluster-autoscaler, drains before terminations (the node termination
 handler), KEDA (serving autoscaling), monitoring and alerts.
 
-`Addons` builds the ones the stack switches on (`components.planning.addons.selection.select_addons` resolves the `auto`
-switches from the pool plans); each is its own component in this package, and every value it installs with is
-computed in `components.planning.addons`. Nothing is built for an add-on that is off.
+`ADDONS` is the registry: one `AddonSpec` per add-on, with its name, whether the stack's plan enables it (the
+`AddonSelection` of `components.planning.stack_plan.StackPlan`, where every `auto` switch is resolved) and how to
+build it. `Addons` builds exactly the enabled ones, in registry order; nothing is built for an add-on that is off.
+Each add-on is its own component in this package, and every value it installs with is computed in
+`components.planning.addons`.
 
-    Addons(f"{name}-addons", ctx, spec.addons, pool_plans, asg_names={pool: asg.name, ...},
-           workloads=spec.workloads, opts=ResourceOptions(parent=self))
-
-Each add-on receives its own section of the `addons` config; the cluster's names, region and versions come from the
-`ClusterContext`.
+    Addons(f"{name}-addons", context=ctx, stack_plan=stack_plan, asg_names={pool: asg.name, ...},
+           file_systems=MonitoredFileSystems(...), opts=ResourceOptions(parent=self))
 
 `asg_names` maps `aws` pool names to their Auto Scaling group names (hybrid pools have none); the interruption
-handler hooks every group (each can scale in). `workloads` switches KEDA on when a serving workload exists.
-`file_systems` names the stack's Lustre and EFS file systems, which the monitoring dashboards show.
+handler hooks every group (each can scale in). `file_systems` names the stack's Lustre and EFS file systems, which
+the monitoring dashboards show.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import pulumi
+import pulumi_kubernetes as k8s
 
 from components.addons.cluster_autoscaler import ClusterAutoscaler
 from components.addons.device_plugins import EfaDevicePlugin, NvidiaDevicePlugin, nvidia_runtime_class
@@ -29,13 +30,19 @@ from components.addons.interruption import InterruptionHandler
 from components.addons.keda import Keda
 from components.addons.mig_manager import MigManager
 from components.addons.monitoring import MonitoredFileSystems, Monitoring
-from components.config import AddonsConfig, WorkloadsConfig
+from components.config import AddonsConfig
 from components.context import ClusterContext
-from components.planning.addons.selection import AddonSelection, select_addons
+from components.planning.addons.selection import AddonSelection
 from components.planning.gpu_runtime import runtime_class_plans
 from components.planning.pools import PoolPlan
+from components.planning.stack_plan import StackPlan
+
+T = TypeVar("T")
 
 __all__ = [
+    "ADDONS",
+    "AddonBuild",
+    "AddonSpec",
     "Addons",
     "ClusterAutoscaler",
     "EfaDevicePlugin",
@@ -48,75 +55,128 @@ __all__ = [
 ]
 
 
+@dataclass(frozen=True)
+class AddonBuild:
+    """What an add-on's builder may read: its component name, the cluster, its slice of the stack plan, and the
+    resources built before it."""
+
+    name: str
+    context: ClusterContext
+    settings: AddonsConfig
+    pools: Sequence[PoolPlan]
+    selection: AddonSelection
+    asg_names: Mapping[str, pulumi.Input[str]]
+    runtime_class: k8s.node.v1.RuntimeClass | None
+    file_systems: MonitoredFileSystems | None
+    opts: pulumi.ResourceOptions
+
+
+@dataclass(frozen=True)
+class AddonSpec:
+    """One add-on: its name (the component's name suffix), whether the plan enables it, and how to build it."""
+
+    name: str
+    enabled: Callable[[AddonSelection], bool]
+    build: Callable[[AddonBuild], pulumi.ComponentResource]
+
+
+def _nvidia_device_plugin(b: AddonBuild) -> NvidiaDevicePlugin:
+    return NvidiaDevicePlugin(
+        b.name, b.context, b.settings.nvidia_device_plugin, b.pools, runtime_class=b.runtime_class, opts=b.opts
+    )
+
+
+def _cluster_autoscaler(b: AddonBuild) -> ClusterAutoscaler:
+    return ClusterAutoscaler(b.name, b.context, b.settings.cluster_autoscaler, b.pools, opts=b.opts)
+
+
+def _interruption_handler(b: AddonBuild) -> InterruptionHandler:
+    return InterruptionHandler(
+        b.name, b.context, b.settings.node_termination_handler, b.pools, b.asg_names, opts=b.opts
+    )
+
+
+def _monitoring(b: AddonBuild) -> Monitoring:
+    return Monitoring(
+        b.name,
+        b.context,
+        b.settings.monitoring.alerts,
+        b.pools,
+        b.selection,
+        runtime_class=b.runtime_class,
+        opts=b.opts,
+        file_systems=b.file_systems,
+    )
+
+
+#: Every add-on, in build order (monitoring last: its dashboards and alarms cover the others).
+ADDONS: tuple[AddonSpec, ...] = (
+    AddonSpec("nvidia-device-plugin", lambda s: s.nvidia_device_plugin, _nvidia_device_plugin),
+    AddonSpec("mig-manager", lambda s: s.mig_manager, lambda b: MigManager(b.name, b.context, b.pools, opts=b.opts)),
+    AddonSpec(
+        "efa-device-plugin",
+        lambda s: s.efa_device_plugin,
+        lambda b: EfaDevicePlugin(b.name, b.context, b.pools, opts=b.opts),
+    ),
+    AddonSpec("cluster-autoscaler", lambda s: s.cluster_autoscaler, _cluster_autoscaler),
+    AddonSpec("node-termination-handler", lambda s: s.node_termination_handler, _interruption_handler),
+    AddonSpec("keda", lambda s: s.keda, lambda b: Keda(b.name, b.context, b.pools, opts=b.opts)),
+    AddonSpec("monitoring", lambda s: s.monitoring, _monitoring),
+)
+
+
 class Addons(pulumi.ComponentResource):
-    """Every enabled add-on of a cluster. Attributes are None (or empty) for add-ons that are off."""
+    """Every enabled add-on of a cluster, by registry name in `built`."""
 
     def __init__(
         self,
         name: str,
-        ctx: ClusterContext,
-        settings: AddonsConfig,
-        pool_plans: Sequence[PoolPlan],
+        *,
+        context: ClusterContext,
+        stack_plan: StackPlan,
         asg_names: Mapping[str, pulumi.Input[str]],
-        workloads: WorkloadsConfig | None = None,
-        opts: pulumi.ResourceOptions | None = None,
         file_systems: MonitoredFileSystems | None = None,
+        opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpu-clusters:index:Addons", name, None, opts)
-        self.selection: AddonSelection = select_addons(settings, pool_plans, workloads)
-        selection = self.selection
-        child = pulumi.ResourceOptions(parent=self)
-
+        self.selection: AddonSelection = stack_plan.addons
+        pools = stack_plan.pools
         # Hybrid GPU pools on `gpuRuntime: runtime-class` reach the NVIDIA runtime only through this class.
         self.nvidia_runtime_class = (
-            nvidia_runtime_class(f"{name}-nvidia-runtime-class", ctx, self) if runtime_class_plans(pool_plans) else None
+            nvidia_runtime_class(f"{name}-nvidia-runtime-class", context, self) if runtime_class_plans(pools) else None
         )
-        self.nvidia_device_plugin = (
-            NvidiaDevicePlugin(
-                f"{name}-nvidia-device-plugin",
-                ctx,
-                settings.nvidia_device_plugin,
-                pool_plans,
-                self.nvidia_runtime_class,
-                child,
-            )
-            if selection.nvidia_device_plugin
-            else None
-        )
-        self.mig_manager = MigManager(f"{name}-mig-manager", ctx, pool_plans, child) if selection.mig_manager else None
-        self.efa_device_plugin = (
-            EfaDevicePlugin(f"{name}-efa-device-plugin", ctx, pool_plans, child)
-            if selection.efa_device_plugin
-            else None
-        )
-        self.cluster_autoscaler = (
-            ClusterAutoscaler(f"{name}-cluster-autoscaler", ctx, settings.cluster_autoscaler, pool_plans, child)
-            if selection.cluster_autoscaler
-            else None
-        )
-        self.interruption_handler = (
-            InterruptionHandler(
-                f"{name}-node-termination-handler", ctx, settings.node_termination_handler, pool_plans, asg_names, child
-            )
-            if selection.node_termination_handler
-            else None
-        )
-        self.keda = Keda(f"{name}-keda", ctx, pool_plans, child) if selection.keda else None
-        self.monitoring = (
-            Monitoring(
-                f"{name}-monitoring",
-                ctx,
-                settings.monitoring.alerts,
-                pool_plans,
-                selection,
-                self.nvidia_runtime_class,
-                child,
-                file_systems,
-            )
-            if selection.monitoring
-            else None
-        )
-        self.register_outputs({"enabled": selection.enabled})
+        self.built: dict[str, pulumi.ComponentResource] = {}
+        for addon in ADDONS:
+            if addon.enabled(self.selection):
+                build = AddonBuild(
+                    name=f"{name}-{addon.name}",
+                    context=context,
+                    settings=stack_plan.spec.addons,
+                    pools=pools,
+                    selection=self.selection,
+                    asg_names=asg_names,
+                    runtime_class=self.nvidia_runtime_class,
+                    file_systems=file_systems,
+                    opts=pulumi.ResourceOptions(parent=self),
+                )
+                self.built[addon.name] = addon.build(build)
+        self.register_outputs({"enabled": self.selection.enabled})
+
+    def _built(self, name: str, kind: type[T]) -> T | None:
+        built = self.built.get(name)
+        return built if isinstance(built, kind) else None
+
+    @property
+    def keda(self) -> Keda | None:
+        return self._built("keda", Keda)
+
+    @property
+    def monitoring(self) -> Monitoring | None:
+        return self._built("monitoring", Monitoring)
+
+    @property
+    def interruption_handler(self) -> InterruptionHandler | None:
+        return self._built("node-termination-handler", InterruptionHandler)
 
     def exports(self) -> dict[str, Any]:
         """Stack outputs: which add-ons run, where spot interruptions queue up, where alerts go."""

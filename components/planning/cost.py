@@ -23,9 +23,10 @@ from components.catalog import prices
 from components.catalog.versions import kubernetes_version_support
 from components.config import StackConfig
 from components.planning.addons.monitoring import container_insights_alarms
-from components.planning.addons.selection import AddonSelection, select_addons
+from components.planning.addons.selection import AddonSelection
 from components.planning.lustre import per_unit_throughput
 from components.planning.pools import PoolPlan
+from components.planning.stack_plan import StackPlan
 from components.planning.subnets import nat_gateway_zones
 
 
@@ -402,8 +403,9 @@ def _fixed(
     return CostItem(kind, name, hourly, hourly, f"{count} x {what} at ${rate:g}/h", source)
 
 
-def stack_cost(spec: StackConfig, plans: Sequence[PoolPlan], on: dt.date) -> StackCost:
+def stack_cost(stack_plan: StackPlan, on: dt.date) -> StackCost:
     """Every billed part of the stack in its Region, priced, unpriced or committed."""
+    spec, plans = stack_plan.spec, stack_plan.pools
     region = spec.region
     services = prices.service_prices(region)
     parts: list[CostItem | Unpriced] = []
@@ -442,7 +444,7 @@ def stack_cost(spec: StackConfig, plans: Sequence[PoolPlan], on: dt.date) -> Sta
     parts += [v for v in volumes if not isinstance(v, NotCounted)]
     parts += _lustre(spec, services, region)
     parts += _efs(spec, services, region)
-    selection = select_addons(spec.addons, plans)
+    selection = stack_plan.addons
     parts += _monitoring(spec, selection, services, region)
     not_counted = [v for v in volumes if isinstance(v, NotCounted)] + _not_counted(spec, selection, nat, tgw)
 

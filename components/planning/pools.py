@@ -312,12 +312,9 @@ def _scale_to_zero_at(pool: NodePool, drain_timeout_seconds: int | None) -> date
     return scale_in_time(end, hook_timeout_seconds(drain_timeout_seconds))
 
 
-def plan_pools(spec: StackConfig) -> list[PoolPlan]:
+def plan_each_pool(spec: StackConfig) -> list[PoolPlan]:
+    """Every pool's own plan, in config order. Which pools mount Lustre and the serving workloads' scale-down
+    thresholds are later steps of `components.planning.stack_plan.plan_pools`."""
     drain = spec.addons.node_termination_handler.drain_timeout_seconds
     mig = spec.addons.nvidia_device_plugin.mig_strategy
-    plans = [plan_pool(pool, spec.network, image_release(pool, spec.cluster), drain, mig) for pool in spec.node_pools]
-    # Imported here: which pools mount Lustre is the storage planner's call, and it reads these plans.
-    from components.planning.lustre_clients import with_lustre_clients
-    from components.planning.serving_autoscaling import with_serving_scale_down
-
-    return with_serving_scale_down(with_lustre_clients(plans, spec.storage.lustre), spec.workloads.serving)
+    return [plan_pool(pool, spec.network, image_release(pool, spec.cluster), drain, mig) for pool in spec.node_pools]

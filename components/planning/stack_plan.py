@@ -1,0 +1,65 @@
+"""The stack's plan, built once: `plan_stack(spec) -> StackPlan` (pure, no Pulumi).
+
+The flow is `validate(raw) -> StackConfig -> plan_stack() -> StackPlan -> GpuCluster(stack_plan) -> outputs`; the plan
+summary, `blueprint verify`'s expectations, the cost estimate and `blueprint simulate` read the same `StackPlan`. The
+steps run in the order below, each reading what the earlier ones decided: the pools, then which of them mount Lustre
+and how, then the serving workloads' scale-down thresholds, then the add-ons, storage and serving rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from components.config import StackConfig
+from components.planning.addons.selection import AddonSelection, select_addons
+from components.planning.hybrid import hybrid_plans
+from components.planning.lustre_clients import with_lustre_clients
+from components.planning.pools import PoolPlan, plan_each_pool
+from components.planning.serving_autoscaling import ServingRule, serving_rule, with_serving_scale_down
+from components.planning.storage import storage_summary
+
+
+@dataclass(frozen=True)
+class StackPlan:
+    """Everything decided about a stack before any resource is registered."""
+
+    spec: StackConfig
+    #: Every pool's plan, in config order, with its Lustre client and serving scale-down threshold set.
+    pools: list[PoolPlan]
+    #: Which add-ons the stack gets (`auto` switches resolved from the pools and the workloads).
+    addons: AddonSelection
+    #: One entry per file system (the plan summary's `storage`).
+    storage: list[dict[str, Any]]
+    #: The autoscaling rule of each serving workload, by workload name.
+    serving: Mapping[str, ServingRule]
+    #: The hybrid pools' plans.
+    hybrid: list[PoolPlan]
+
+    def pool(self, name: str) -> PoolPlan:
+        return next(p for p in self.pools if p.name == name)
+
+
+def plan_pools(spec: StackConfig) -> list[PoolPlan]:
+    """The pool step: each pool planned, then the Lustre clients, then the serving scale-down thresholds."""
+    plans = with_lustre_clients(plan_each_pool(spec), spec.storage.lustre)
+    return with_serving_scale_down(plans, spec.workloads.serving)
+
+
+def serving_rules(spec: StackConfig, pools: Sequence[PoolPlan]) -> dict[str, ServingRule]:
+    by_name = {p.name: p for p in pools}
+    return {w.name: serving_rule(w, by_name[w.pool]) for w in spec.workloads.serving}
+
+
+def plan_stack(spec: StackConfig) -> StackPlan:
+    """The stack's plan from a validated config."""
+    pools = plan_pools(spec)
+    return StackPlan(
+        spec=spec,
+        pools=pools,
+        addons=select_addons(spec.addons, pools, spec.workloads),
+        storage=storage_summary(spec.storage, spec.network.zones, pools),
+        serving=serving_rules(spec, pools),
+        hybrid=hybrid_plans(pools),
+    )
