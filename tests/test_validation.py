@@ -304,6 +304,16 @@ BROKEN: list[tuple[str, tuple[tuple[str, Any], ...], str, str]] = [
         "has no training pool",
     ),
     (
+        "Lustre away from the inference pool it lists",
+        (
+            ("nodePools.2", {**L40S_POOL, "placement": {"availabilityZones": ["us-east-1a"]}}),
+            ("storage.lustre.pools", ["l40s"]),
+            ("storage.lustre.availabilityZone", "us-east-1b"),
+        ),
+        "storage.lustre.availabilityZone",
+        "has no mounting pool",
+    ),
+    (
         "NFS server without share",
         (("storage.nfs", {"kind": "existing", "server": "nfs.lab"}),),
         "storage.nfs.share",

@@ -21,6 +21,7 @@ from components.config import (
     LustreConfig,
     NfsConfig,
     NfsMount,
+    NodePool,
     StorageConfig,
 )
 from components.planning.lustre import per_unit_throughput, throughput_mbps
@@ -61,15 +62,21 @@ BUILTIN_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-n
 
 
 # ------------------------------------------------------------------------------------------------ who mounts what
-def lustre_pools(config: LustreConfig, pool_plans: Sequence[PoolPlan]) -> list[PoolPlan]:
-    """The pools that mount Lustre: those listed under `pools`, else every `aws` training pool.
+def mounts_lustre(config: LustreConfig, pool: NodePool) -> bool:
+    """Whether the pool mounts Lustre: it is listed under `pools`, or, without a list, it is a training pool.
 
     Hybrid pools never do: the FSx for Lustre CSI driver "isn't supported on Fargate or Amazon EKS Hybrid Nodes"
-    (Amazon EKS User Guide, https://docs.aws.amazon.com/eks/latest/userguide/fsx-csi-create.html).
+    (Amazon EKS User Guide, https://docs.aws.amazon.com/eks/latest/userguide/fsx-csi-create.html). The config rules
+    ask this same question (`components.validation.storage`).
     """
-    if config.pools is not None:
-        return [p for p in pool_plans if p.name in config.pools and p.kind == "aws"]
-    return [p for p in pool_plans if p.role == "training" and p.kind == "aws"]
+    if pool.kind != "aws":
+        return False
+    return pool.name in config.pools if config.pools is not None else pool.role == "training"
+
+
+def lustre_pools(config: LustreConfig, pool_plans: Sequence[PoolPlan]) -> list[PoolPlan]:
+    """The pools that mount Lustre (`mounts_lustre`), in config order."""
+    return [p for p in pool_plans if mounts_lustre(config, p.pool)]
 
 
 def nfs_pools(config: NfsConfig, pool_plans: Sequence[PoolPlan]) -> list[PoolPlan]:

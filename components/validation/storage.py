@@ -18,7 +18,13 @@ from components.planning.lustre import (
     valid_metadata_iops,
 )
 from components.planning.pools import pool_zones, wants_efa
-from components.planning.storage import NFS_MOUNT_KEYS, NFS_PAGE_SIZE, is_nfs_transfer_size, mount_option_key
+from components.planning.storage import (
+    NFS_MOUNT_KEYS,
+    NFS_PAGE_SIZE,
+    is_nfs_transfer_size,
+    mount_option_key,
+    mounts_lustre,
+)
 from components.validation.network import not_a_zone
 from components.validation.parse import Parsed, shown
 
@@ -176,15 +182,13 @@ def mounting_pools_exist(p: Parsed) -> Iterator[Problem]:
 
 
 def lustre_sits_with_its_clients(p: Parsed) -> Iterator[Problem]:
-    """Lustre lives in one subnet: it needs a training pool to mount it, and sits in that pool's AZ."""
+    """Lustre lives in one subnet: it needs a pool to mount it (`components.planning.storage.mounts_lustre`, as the
+    build decides), and sits in that pool's AZ."""
     fs = p.storage.lustre if p.storage else None
     if fs is None:
         return
-    training = [
-        (index, pool)
-        for index, pool in p.pools
-        if pool.kind == "aws" and pool.role == "training" and (not fs.pools or pool.name in fs.pools)
-    ]
+    training = [(index, pool) for index, pool in p.pools if mounts_lustre(fs, pool)]
+    clients = "training pool" if fs.pools is None else "mounting pool"
     if not training and fs.pools is None and p.pools_complete:
         yield Problem(LUSTRE, "no training pool to mount Lustre; add one or list the pools under storage.lustre.pools")
     if p.network is None or not training:
@@ -195,13 +199,13 @@ def lustre_sits_with_its_clients(p: Parsed) -> Iterator[Problem]:
     elif fs.availability_zone is not None and fs.availability_zone not in zones:
         yield Problem(
             f"{LUSTRE}.availabilityZone",
-            f"{shown(fs.availability_zone)} has no training pool (they run in {', '.join(sorted(zones))}); Lustre "
+            f"{shown(fs.availability_zone)} has no {clients} (they run in {', '.join(sorted(zones))}); Lustre "
             "lives in one subnet, so put it where its clients are",
         )
     elif fs.availability_zone is None and len(zones) > 1:
         yield Problem(
             f"{LUSTRE}.availabilityZone",
-            f"its training pools span {', '.join(sorted(zones))}; pick the AZ (Lustre takes exactly one subnet)",
+            f"its {clients}s span {', '.join(sorted(zones))}; pick the AZ (Lustre takes exactly one subnet)",
         )
 
 
