@@ -233,7 +233,8 @@ def test_children_are_parented_to_the_pool(p5_run: tuple[ProgramRun, Any]) -> No
     run = p5_run[0]
     pool = run.one("gpu-clusters:index:NodePool", "t-h100")
     for token in (LT, ASG, SG, PG):
-        assert run.one(token).parent == pool.urn
+        (child,) = [r for r in run.of_type(token) if r.name.startswith("t-h100")]
+        assert child.parent == pool.urn
 
 
 # ------------------------------------------------------------------------------------------------------- capacity

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from components.errors import ConfigError, Problem
+from components.planning.stack_plan import plan_pools
 from components.validation import validate, validate_config
 from tests.builders import A40, SITE_CONNECTION
 
@@ -602,8 +603,9 @@ def test_every_problem_is_reported_at_once() -> None:
 def test_a_system_pool_is_added_when_none_is_named() -> None:
     config = with_changes(("nodePools", [BASE["nodePools"][1]]))
     spec = validate(config, region="us-east-1")
-    system = spec.pool("system")
-    assert (system.role, system.instance_type, system.scaling.min) == ("system", "m7i.xlarge", 2)
+    assert [p.name for p in spec.node_pools] == ["h100"]  # the file's pools; the plan adds the system pool
+    system = next(p for p in plan_pools(spec) if p.name == "system")
+    assert (system.role, system.pool.instance_type, system.min_nodes) == ("system", "m7i.xlarge", 2)
 
 
 def test_bad_region_is_named() -> None:

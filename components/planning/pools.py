@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
@@ -312,9 +312,35 @@ def _scale_to_zero_at(pool: NodePool, drain_timeout_seconds: int | None) -> date
     return scale_in_time(end, hook_timeout_seconds(drain_timeout_seconds))
 
 
+#: The system pool a stack gets when it names none: CoreDNS and the controllers need CPU nodes off the GPUs.
+DEFAULT_SYSTEM_POOL: dict[str, object] = {
+    "name": "system",
+    "role": "system",
+    "instanceType": "m7i.xlarge",
+    "scaling": {"min": 2, "desired": 2, "max": 3, "mode": "fixed"},
+}
+
+
+def default_system_pool(pools: Sequence[NodePool]) -> NodePool | None:
+    """The pool to add when none of `pools` is a system pool, else None. The config rules judge it with the
+    others (`components.validation.parse`)."""
+    if any(pool.role == "system" for pool in pools):
+        return None
+    return NodePool.model_validate(DEFAULT_SYSTEM_POOL)
+
+
+def with_default_system_pool(pools: Sequence[NodePool]) -> list[NodePool]:
+    """The stack's pools, the default system pool last when it names none."""
+    added = default_system_pool(pools)
+    return [*pools, added] if added is not None else list(pools)
+
+
 def plan_each_pool(spec: StackConfig) -> list[PoolPlan]:
     """Every pool's own plan, in config order. Which pools mount Lustre and the serving workloads' scale-down
     thresholds are later steps of `components.planning.stack_plan.plan_pools`."""
     drain = spec.addons.node_termination_handler.drain_timeout_seconds
     mig = spec.addons.nvidia_device_plugin.mig_strategy
-    return [plan_pool(pool, spec.network, image_release(pool, spec.cluster), drain, mig) for pool in spec.node_pools]
+    return [
+        plan_pool(pool, spec.network, image_release(pool, spec.cluster), drain, mig)
+        for pool in with_default_system_pool(spec.node_pools)
+    ]

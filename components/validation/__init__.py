@@ -35,7 +35,8 @@ def validate(raw: Mapping[str, Any], region: str, config_keys: Mapping[str, Any]
         region=region,
         cluster=parsed.cluster,
         network=parsed.network,
-        node_pools=[pool for _, pool in parsed.pools],
+        # The pools the file holds: the default system pool is the plan's (`components.planning.pools`).
+        node_pools=[pool for _, pool in parsed.pools if pool is not parsed.default_pool],
         storage=parsed.storage or StorageConfig(),
         addons=parsed.addons or AddonsConfig(),
         workloads=parsed.workloads or WorkloadsConfig(),

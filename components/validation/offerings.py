@@ -14,7 +14,7 @@ from components.catalog.offerings import OFFERINGS_PATH, RegionOfferings, az_id_
 from components.catalog.zones import region_zones
 from components.config import NetworkConfig, NodePool, StackConfig
 from components.errors import Problem
-from components.planning.pools import PoolPlan, pool_zones, wants_efa
+from components.planning.pools import PoolPlan, pool_zones, wants_efa, with_default_system_pool
 from components.validation.parse import Parsed, shown_text
 
 NETWORK_ZONE_IDS = "network.availabilityZoneIds"
@@ -126,7 +126,7 @@ def unchecked_zone_warnings(spec: StackConfig, plans: list[PoolPlan]) -> list[st
     if known is None:
         return []
     mapped = {zone for zone, az_id in spec.network.availability_zone_ids.items() if az_id in known.zones}
-    indexes = {pool.name: index for index, pool in enumerate(spec.node_pools)}
+    indexes = {pool.name: index for index, pool in enumerate(with_default_system_pool(spec.node_pools))}
     found = []
     for plan in plans:
         unmapped = [zone for zone in plan.availability_zones if zone not in mapped]

@@ -31,15 +31,8 @@ from components.config import (
     WorkloadsConfig,
 )
 from components.errors import Problem
-from components.planning.pools import resolve_instance
+from components.planning.pools import default_system_pool, resolve_instance
 
-#: The default system pool added when a stack names none: CoreDNS and controllers need CPU nodes off the GPUs.
-DEFAULT_SYSTEM_POOL = {
-    "name": "system",
-    "role": "system",
-    "instanceType": "m7i.xlarge",
-    "scaling": {"min": 2, "desired": 2, "max": 3, "mode": "fixed"},
-}
 #: The config namespaces read besides the project's: `aws` by the AWS provider (the program registers its AWS
 #: resources with the default provider, which the engine configures from the `aws:` keys) and `pulumi` by the engine
 #: itself. Any other namespace reaches the program, whose validation is the only reader (docs/configuration.md).
@@ -64,6 +57,8 @@ class Parsed:
     network: NetworkConfig | None = None
     pools: list[tuple[int, NodePool]] = field(default_factory=list)
     pools_complete: bool = True
+    #: The system pool the rules judge with the others when the file names none (`planning.pools.default_system_pool`).
+    default_pool: NodePool | None = None
     storage: StorageConfig | None = None
     addons: AddonsConfig | None = None
     workloads: WorkloadsConfig | None = None
@@ -138,8 +133,11 @@ class Parsed:
                 self.pools_complete = False
             else:
                 self.pools.append((index, pool))
-        if self.pools_complete and not any(p.role == "system" for _, p in self.pools):
-            self.pools.append((len(pools_raw), NodePool.model_validate(DEFAULT_SYSTEM_POOL)))
+        # The rules judge the default system pool too; the stack's plan adds the same one (`plan_each_pool`).
+        added = default_system_pool([pool for _, pool in self.pools]) if self.pools_complete else None
+        if added is not None:
+            self.pools.append((len(pools_raw), added))
+            self.default_pool = added
 
     def _parse(self, model: type[BaseModel], value: Any, path: str) -> Any:
         """Parse `value`; on errors, report them and try once more without the offending keys.
@@ -193,7 +191,8 @@ class Parsed:
 
 #: A pool's place in a key path or message, not yet followed by its name.
 POOL_PATH = re.compile(r"nodePools\[(\d+)\](?! \()")
-#: How a problem names the system pool a stack gets when it names none (`DEFAULT_SYSTEM_POOL`): no entry of the file.
+#: How a problem names the system pool a stack gets when it names none (`planning.pools.DEFAULT_SYSTEM_POOL`): no
+#: entry of the file.
 DEFAULT_POOL_LABEL = "nodePools (default system pool)"
 
 
