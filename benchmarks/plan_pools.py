@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+import tracemalloc
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -26,7 +27,7 @@ from components.config import StackConfig  # noqa: E402
 from components.planning import nodeadm  # noqa: E402
 from components.planning.autoscaler_tags import autoscaler_tags  # noqa: E402
 from components.planning.pools import PoolPlan  # noqa: E402
-from components.planning.stack_plan import plan_pools  # noqa: E402
+from components.planning.stack_plan import plan_stack  # noqa: E402
 from components.validation import validate  # noqa: E402
 
 T = TypeVar("T")
@@ -131,7 +132,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"synthetic stack: {args.pools} pools (p5 EFA training / g6e spot inference / m7i system)")
     raw = raw_config(args.pools)
     spec, t_validate = timed("validate (all config rules)", lambda: validate(raw, region="us-east-1"))
-    plans, t_plan = timed("plan_pools", lambda: plan_pools(spec))
+    tracemalloc.start()
+    stack_plan, t_plan = timed("plan_stack (pools, add-ons, storage, serving)", lambda: plan_stack(spec))
+    planned_peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    plans = stack_plan.pools
     (data_bytes, tags), t_render = timed(
         "nodeadm user data + autoscaler tags, every pool", lambda: render_all(spec, plans)
     )
@@ -142,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(f"pools planned: {len(plans)} ({aws_pools} aws), EFA devices per node summed: {efa_devices}")
     print(f"user data rendered: {data_bytes / 1024:.0f} KiB; autoscaler tags: {tags}")
+    print(f"plan_stack's peak allocations (tracemalloc): {planned_peak / 2**20:.1f} MiB")
     print(f"resources registered: {sum(counts.values())}")
     for token, n in sorted(counts.items()):
         print(f"  {n:6d}  {token}")
