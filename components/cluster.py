@@ -26,8 +26,16 @@ from components.config import ClusterConfig, EndpointAccess
 from components.context import stateful_options
 from components.identity import aws_managed_policy_arn
 from components.network import Network
-from components.planning.log_groups import cluster_log_group_arns, control_plane_log_group
+from components.planning.key_policy import (
+    AUTOSCALING_ROLE_NAME,
+    AUTOSCALING_ROLE_PATH,
+    AUTOSCALING_SERVICE,
+    cluster_key_policy,
+    control_plane_key_policy,
+)
+from components.planning.log_groups import control_plane_log_group
 from components.planning.stateful import Protection
+from components.planning.trust_policies import EKS_SERVICE, service_trust_policy
 from components.security_groups import allow_all_within, cidr_resource_name
 from components.tags import OWNED, STATEFUL, kubernetes_cluster
 
@@ -45,9 +53,6 @@ ADMIN_ACCESS_ENTRY_TYPE = "STANDARD"
 DEPLOYER_ACCESS_POLICY = "AmazonEKSClusterAdminPolicy"
 #: The cluster input that decides whether EKS gives its creator an implicit admin entry (off here).
 CREATOR_ADMIN_PROPERTY = "accessConfig.bootstrapClusterCreatorAdminPermissions"
-#: What CloudWatch Logs does with the cluster key for the cluster's log groups (CloudWatch Logs user guide, "Encrypt log
-#: data in CloudWatch Logs using AWS KMS", step 2, key policy).
-LOGS_KEY_ACTIONS = ("kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*")
 #: Ports the control plane opens towards nodes: 443 for webhooks served on 443, and 1025-65535 for the kubelet
 #: (10250) and webhooks / aggregated APIs on high ports (EKS user guide, "View Amazon EKS security group
 #: requirements for clusters", https://docs.aws.amazon.com/eks/latest/userguide/sec-group-reqs.html).
@@ -56,15 +61,6 @@ CONTROL_PLANE_TO_NODE_PORTS: tuple[tuple[int, int, str], ...] = (
     (1025, 65535, "control plane to kubelet (10250) and webhooks on high ports"),
 )
 API_SERVER_PORT = 443
-#: The EC2 Auto Scaling service-linked role: it launches the nodes, so the key that encrypts their volumes must let it
-#: in (https://docs.aws.amazon.com/autoscaling/ec2/userguide/key-policy-requirements-EBS-encryption.html). A key
-#: policy naming a principal that does not exist is refused (MalformedPolicyDocumentException,
-#: https://repost.aws/knowledge-center/kms-policy-error-invalid-principals), and AWS creates this role only with the
-#: account's first Auto Scaling group or from the console; through the API it must be created
-#: (https://github.com/hashicorp/terraform-provider-aws/issues/28644), and creating it again fails ("has been taken").
-AUTOSCALING_SERVICE = "autoscaling.amazonaws.com"
-AUTOSCALING_ROLE_NAME = "AWSServiceRoleForAutoScaling"
-AUTOSCALING_ROLE_PATH = f"/aws-service-role/{AUTOSCALING_SERVICE}/"
 
 
 def require_supported_version(kubernetes_version: str) -> None:
@@ -103,66 +99,6 @@ def admin_resource_name(cluster_name: str, principal_arn: str) -> str:
 def access_policy_arn(partition: pulumi.Input[str], policy: str) -> pulumi.Output[str]:
     """EKS access policy ARN, `arn:<partition>:eks::aws:cluster-access-policy/<Name>` (aws-gpu-facts.md §5e)."""
     return pulumi.Output.concat("arn:", partition, ":eks::aws:cluster-access-policy/", policy)
-
-
-def kms_key_policy(account_id: str, partition: str, region: str, cluster_name: str) -> str:
-    """Key policy: the account administers the key through IAM (the default key policy,
-    https://docs.aws.amazon.com/kms/latest/developerguide/key-policy-default.html); the EC2 Auto Scaling
-    service-linked role may use it, which it must to launch nodes whose EBS volumes use this key
-    (https://docs.aws.amazon.com/autoscaling/ec2/userguide/key-policy-requirements-EBS-encryption.html); and
-    CloudWatch Logs of the stack's region may use it for this cluster's log groups only (encryption context
-    `aws:logs:arn`, `components.planning.log_groups`).
-    """
-    autoscaling = f"arn:{partition}:iam::{account_id}:role{AUTOSCALING_ROLE_PATH}{AUTOSCALING_ROLE_NAME}"
-    return json.dumps(
-        {
-            "Version": "2012-10-17",
-            "Statement": [
-                {
-                    "Sid": "AccountAdministersKeyThroughIam",
-                    "Effect": "Allow",
-                    "Principal": {"AWS": f"arn:{partition}:iam::{account_id}:root"},
-                    "Action": "kms:*",
-                    "Resource": "*",
-                },
-                {
-                    "Sid": "AutoScalingUsesKeyForEncryptedVolumes",
-                    "Effect": "Allow",
-                    "Principal": {"AWS": autoscaling},
-                    "Action": [
-                        "kms:Encrypt",
-                        "kms:Decrypt",
-                        "kms:ReEncrypt*",
-                        "kms:GenerateDataKey*",
-                        "kms:DescribeKey",
-                    ],
-                    "Resource": "*",
-                },
-                {
-                    "Sid": "AutoScalingGrantsForAttachedVolumes",
-                    "Effect": "Allow",
-                    "Principal": {"AWS": autoscaling},
-                    "Action": "kms:CreateGrant",
-                    "Resource": "*",
-                    "Condition": {"Bool": {"kms:GrantIsForAWSResource": True}},
-                },
-                {
-                    "Sid": "CloudWatchLogsEncryptsTheClustersLogGroups",
-                    "Effect": "Allow",
-                    "Principal": {"Service": f"logs.{region}.amazonaws.com"},
-                    "Action": list(LOGS_KEY_ACTIONS),
-                    "Resource": "*",
-                    "Condition": {
-                        "ArnEquals": {
-                            "kms:EncryptionContext:aws:logs:arn": cluster_log_group_arns(
-                                partition, region, account_id, cluster_name
-                            )
-                        }
-                    },
-                },
-            ],
-        }
-    )
 
 
 def autoscaling_role_exists(parent: pulumi.Resource) -> bool:
@@ -248,18 +184,7 @@ class EksCluster(pulumi.ComponentResource):
         cluster_name = self.cluster_name
         self.role = aws.iam.Role(
             f"{cluster_name}-cluster",
-            assume_role_policy=json.dumps(
-                {
-                    "Version": "2012-10-17",
-                    "Statement": [
-                        {
-                            "Effect": "Allow",
-                            "Principal": {"Service": "eks.amazonaws.com"},
-                            "Action": "sts:AssumeRole",
-                        }
-                    ],
-                }
-            ),
+            assume_role_policy=json.dumps(service_trust_policy(EKS_SERVICE)),
             description=f"EKS control plane of {cluster_name}",
             tags=self.tags,
             opts=pulumi.ResourceOptions(parent=self),
@@ -282,7 +207,7 @@ class EksCluster(pulumi.ComponentResource):
             enable_key_rotation=True,
             deletion_window_in_days=KMS_DELETION_WINDOW_DAYS,
             policy=pulumi.Output.all(account_id, self.partition).apply(
-                lambda v: kms_key_policy(v[0], v[1], self.region, cluster_name)
+                lambda v: json.dumps(cluster_key_policy(v[0], v[1], self.region, cluster_name))
             ),
             tags={**self.tags, STATEFUL: "true"},
             opts=stateful_options(protection, self, depends_on=[role] if role is not None else []),
@@ -296,8 +221,12 @@ class EksCluster(pulumi.ComponentResource):
 
     def _autoscaling_service_linked_role(self) -> aws.iam.ServiceLinkedRole | None:
         """The Auto Scaling service-linked role the key policy names, created when the account lacks it (a new
-        account), so the key's creation never names a missing principal. Retained on delete: every Auto Scaling
-        group of the account uses it. With `auto`, once it exists the next `up` drops it from the stack's state only."""
+        account), so the key's creation never names a missing principal: KMS refuses that
+        (MalformedPolicyDocumentException, https://repost.aws/knowledge-center/kms-policy-error-invalid-principals),
+        and AWS creates the role only with the account's first Auto Scaling group or from the console; through the API
+        it must be created (https://github.com/hashicorp/terraform-provider-aws/issues/28644), and creating it again
+        fails ("has been taken"). Retained on delete: every Auto Scaling group of the account uses it. With `auto`,
+        once it exists the next `up` drops it from the stack's state only."""
         mode = self.config.autoscaling_service_linked_role
         if mode == "existing" or (mode == "auto" and autoscaling_role_exists(self)):
             return None
@@ -312,20 +241,7 @@ class EksCluster(pulumi.ComponentResource):
         return aws.iam.RolePolicy(
             f"{self.cluster_name}-cluster-encryption",
             role=self.role.id,
-            policy=self.kms_key.arn.apply(
-                lambda arn: json.dumps(
-                    {
-                        "Version": "2012-10-17",
-                        "Statement": [
-                            {
-                                "Effect": "Allow",
-                                "Action": ["kms:Encrypt", "kms:Decrypt", "kms:ListGrants", "kms:DescribeKey"],
-                                "Resource": arn,
-                            }
-                        ],
-                    }
-                )
-            ),
+            policy=self.kms_key.arn.apply(lambda arn: json.dumps(control_plane_key_policy(arn))),
             opts=pulumi.ResourceOptions(parent=self),
         )
 

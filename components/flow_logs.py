@@ -3,10 +3,8 @@
 Flow logs are what an incident responder reads first (who talked to the nodes, the API endpoint, the file systems),
 and what security scanners look for on every VPC (Security Hub EC2.6). They go to a log group of the stack's own,
 encrypted with the cluster's KMS key (whose policy lets CloudWatch Logs use it for this group only,
-`components.planning.log_groups`) and kept for `network.flowLogs.retentionDays`. The delivery role trusts
-`vpc-flow-logs.amazonaws.com` for this account's flow logs only (`aws:SourceAccount`, `aws:SourceArn`), as the VPC
-user guide's role for publishing flow logs to CloudWatch Logs does
-(https://docs.aws.amazon.com/vpc/latest/userguide/flow-logs-iam-role.html), and may write to this group only.
+`components.planning.log_groups`) and kept for `network.flowLogs.retentionDays`. The delivery role trusts the flow
+logs service for this account's flow logs only and may write to this group only (`components.planning.flow_logs`).
 
 An existing VPC (`network.existingVpc`) is never modified, so it gets none: its owner records its traffic.
 """
@@ -15,58 +13,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
 
 import pulumi
 import pulumi_aws as aws
 
 from components.config import FlowLogs as FlowLogsConfig
+from components.planning.flow_logs import flow_logs_delivery_policy, flow_logs_trust_policy
 from components.planning.log_groups import flow_log_group, log_group_arn
 
-FLOW_LOGS_SERVICE = "vpc-flow-logs.amazonaws.com"
 #: Every flow, accepted and rejected: rejected ones alone hide what an attacker did once let in.
 TRAFFIC_TYPE = "ALL"
-
-
-def flow_logs_trust_policy(account_id: str, region: str, partition: str = "aws") -> dict[str, Any]:
-    """The delivery role: only the flow logs service, only for flow logs of this account and region."""
-    return {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Effect": "Allow",
-                "Principal": {"Service": FLOW_LOGS_SERVICE},
-                "Action": "sts:AssumeRole",
-                "Condition": {
-                    "StringEquals": {"aws:SourceAccount": account_id},
-                    "ArnLike": {"aws:SourceArn": f"arn:{partition}:ec2:{region}:{account_id}:vpc-flow-log/*"},
-                },
-            }
-        ],
-    }
-
-
-def flow_logs_delivery_policy(log_group_arn: str) -> dict[str, Any]:
-    """What delivery needs (the VPC page's minimum), on this group only: `CreateLogGroup` too, as the page lists it,
-    though the stack creates the group (it can create nothing else). `DescribeLogGroups` lists groups and takes no
-    group ARN, so it is the one action on `*`."""
-    return {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Sid": "WriteThisGroup",
-                "Effect": "Allow",
-                "Action": [
-                    "logs:CreateLogGroup",
-                    "logs:CreateLogStream",
-                    "logs:PutLogEvents",
-                    "logs:DescribeLogStreams",
-                ],
-                "Resource": [log_group_arn, f"{log_group_arn}:*"],
-            },
-            {"Sid": "FindTheGroup", "Effect": "Allow", "Action": "logs:DescribeLogGroups", "Resource": "*"},
-        ],
-    }
 
 
 class VpcFlowLogs(pulumi.ComponentResource):

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import pulumi
 import pulumi_aws as aws
+
+from components.planning.trust_policies import EC2_SERVICE, pod_identity_trust_policy, service_trust_policy
 
 #: Managed policies of the node role (EKS user guide, "Amazon EKS node IAM role",
 #: https://docs.aws.amazon.com/eks/latest/userguide/create-node-role.html): worker node (DescribeCluster,
@@ -38,67 +39,11 @@ NODE_MANAGED_POLICIES: tuple[str, ...] = (
 #: Access entry type for EC2 Linux nodes; EKS maps it to `system:node:{{EC2PrivateDNSName}}` in `system:nodes`
 #: (aws-gpu-facts.md §5e, [BC] + [EKSUG] grant-k8s-access).
 NODE_ACCESS_ENTRY_TYPE = "EC2_LINUX"
-#: Session tags EKS Pod Identity adds when it assumes a role; trust conditions on them restrict a role to one
-#: cluster, namespace and service account (https://docs.aws.amazon.com/eks/latest/userguide/pod-id-role.html,
-#: https://docs.aws.amazon.com/eks/latest/userguide/pod-id-abac.html).
-POD_IDENTITY_PRINCIPAL = "pods.eks.amazonaws.com"
-POD_IDENTITY_ACTIONS = ("sts:AssumeRole", "sts:TagSession")
-SESSION_TAG_CLUSTER = "aws:RequestTag/eks-cluster-name"
-SESSION_TAG_NAMESPACE = "aws:RequestTag/kubernetes-namespace"
-SESSION_TAG_SERVICE_ACCOUNT = "aws:RequestTag/kubernetes-service-account"
-#: The cluster's ARN, another session tag Pod Identity sets (`eks-cluster-arn`, EKS user guide "Enable or disable
-#: session tags", https://docs.aws.amazon.com/eks/latest/userguide/pod-id-abac.html): the name alone would also
-#: match a cluster of the same name in another account or region.
-SESSION_TAG_CLUSTER_ARN = "aws:RequestTag/eks-cluster-arn"
-#: Confused-deputy guard on the service principal: only requests made for this account (IAM user guide, "The
-#: confused deputy problem", https://docs.aws.amazon.com/IAM/latest/UserGuide/confused-deputy.html).
-SOURCE_ACCOUNT = "aws:SourceAccount"
 
 
 def aws_managed_policy_arn(partition: pulumi.Input[str], policy: str) -> pulumi.Output[str]:
     """`AmazonEKSWorkerNodePolicy` or `service-role/AmazonEBSCSIDriverPolicy` -> its ARN in the partition."""
     return pulumi.Output.concat("arn:", partition, ":iam::aws:policy/", policy)
-
-
-def ec2_trust_policy() -> str:
-    return json.dumps(
-        {
-            "Version": "2012-10-17",
-            "Statement": [
-                {"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}
-            ],
-        }
-    )
-
-
-def pod_identity_trust_policy(
-    cluster_name: str, namespace: str, service_account: str, account_id: str, cluster_arn: str
-) -> dict[str, Any]:
-    """Trust for one service account of one cluster, through EKS Pod Identity (pure; the tests read it): the session
-    tags Pod Identity sets pin the cluster (name and ARN), namespace and service account, and `aws:SourceAccount`
-    the account the request is made for ([PODIDTRUST]: the EKS guide documents the session tags; Pod Identity's
-    AssumeRole carries `aws:SourceAccount`, shown working in a trust policy, while an `aws:SourceArn` condition on the
-    association ARN broke it, so the cluster ARN is pinned through the `eks-cluster-arn` tag instead)."""
-    return {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Sid": "EksPodIdentity",
-                "Effect": "Allow",
-                "Principal": {"Service": POD_IDENTITY_PRINCIPAL},
-                "Action": list(POD_IDENTITY_ACTIONS),
-                "Condition": {
-                    "StringEquals": {
-                        SOURCE_ACCOUNT: account_id,
-                        SESSION_TAG_CLUSTER: cluster_name,
-                        SESSION_TAG_CLUSTER_ARN: cluster_arn,
-                        SESSION_TAG_NAMESPACE: namespace,
-                        SESSION_TAG_SERVICE_ACCOUNT: service_account,
-                    },
-                },
-            }
-        ],
-    }
 
 
 class NodeIdentity(pulumi.ComponentResource):
@@ -120,7 +65,7 @@ class NodeIdentity(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         self.role = aws.iam.Role(
             f"{name}-node",
-            assume_role_policy=ec2_trust_policy(),
+            assume_role_policy=json.dumps(service_trust_policy(EC2_SERVICE)),
             description=f"EKS nodes of cluster {name}",
             tags=dict(tags),
             opts=child,

@@ -36,6 +36,7 @@ from components.identity import PodIdentityRoles
 from components.planning import compute_types
 from components.planning.addons.placement import CRITICAL_ADDONS_ONLY, SYSTEM_NODE_SELECTOR, tolerations_for
 from components.planning.hybrid import ZONE_LABEL, pod_identity_agent_hybrid_configuration
+from components.planning.key_policy import ebs_csi_key_policy
 from components.planning.max_pods import VPC_CNI_PREFIX_DELEGATION
 from components.planning.pools import PoolPlan
 
@@ -172,35 +173,6 @@ def addon_version(name: str, kubernetes_version: str, pins: Mapping[str, str]) -
     return pin
 
 
-def ebs_csi_kms_policy(key_arn: str) -> str:
-    """What the EBS CSI controller needs to create volumes encrypted with the cluster's key (EKS user guide,
-    ebs-csi.html, "custom KMS key" policy): grants for attached volumes, and the data-key operations."""
-    return json.dumps(
-        {
-            "Version": "2012-10-17",
-            "Statement": [
-                {
-                    "Effect": "Allow",
-                    "Action": ["kms:CreateGrant", "kms:ListGrants", "kms:RevokeGrant"],
-                    "Resource": key_arn,
-                    "Condition": {"Bool": {"kms:GrantIsForAWSResource": True}},
-                },
-                {
-                    "Effect": "Allow",
-                    "Action": [
-                        "kms:Encrypt",
-                        "kms:Decrypt",
-                        "kms:ReEncrypt*",
-                        "kms:GenerateDataKey*",
-                        "kms:DescribeKey",
-                    ],
-                    "Resource": key_arn,
-                },
-            ],
-        }
-    )
-
-
 class ManagedAddons(pulumi.ComponentResource):
     """A set of EKS managed add-ons, each an `aws.eks.Addon` named `<cluster>-<add-on>`.
 
@@ -247,7 +219,7 @@ class ManagedAddons(pulumi.ComponentResource):
             "ebs-csi",
             EBS_CSI_NAMESPACE,
             EBS_CSI_SERVICE_ACCOUNT,
-            pulumi.Output.from_input(ctx.kms_key_arn).apply(ebs_csi_kms_policy),
+            pulumi.Output.from_input(ctx.kms_key_arn).apply(lambda arn: json.dumps(ebs_csi_key_policy(arn))),
             [EBS_CSI_MANAGED_POLICY],
             self,
         )

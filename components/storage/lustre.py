@@ -33,6 +33,13 @@ from components.config import DataRepository, LustreConfig
 from components.context import ClusterContext, stateful_options
 from components.planning import compute_types
 from components.planning.lustre import automatic_backup_retention_days, per_unit_throughput
+from components.planning.lustre_policies import (
+    S3_ACCESS_KEY_OPERATIONS,
+    bucket_key_grant_context,
+    controller_policy,
+    data_bucket_policy,
+    fsx_s3_access_role_arn,
+)
 from components.planning.pools import PoolPlan
 from components.planning.storage import (
     LUSTRE_CSI_DRIVER,
@@ -54,90 +61,12 @@ LUSTRE_VERSION = "2.15"
 #: (aws-fsx-csi-driver examples/kubernetes/static_provisioning).
 MOUNT_OPTIONS = ["flock"]
 ADDON = "aws-fsx-csi-driver"
-#: The tag the driver puts on every file system it creates (aws-fsx-csi-driver pkg/cloud/cloud.go,
-#: `VolumeNameTagKey` [FSXCSI]).
-CSI_VOLUME_TAG = "CSIVolumeName"
 #: The controller's service account in the add-on (aws-fsx-csi-driver chart values, `controller.serviceAccount`).
 CONTROLLER_SERVICE_ACCOUNT = "fsx-csi-controller-sa"
 #: Lifecycle of the stack's data bucket: failed multipart uploads (interrupted checkpoint exports) stop costing
 #: money after 7 days; overwritten checkpoint versions are kept 30 days for recovery.
 ABORT_MULTIPART_AFTER_DAYS = 7
-#: The role FSx uses to reach a linked S3 bucket, one per file system:
-#: `aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/AWSServiceRoleForFSxS3Access_<file system id>`
-#: (FSx for Lustre guide, s3-server-side-encryption-support.html).
-FSX_S3_ACCESS_ROLE_PATH = "aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/"
-FSX_S3_ACCESS_ROLE_PREFIX = "AWSServiceRoleForFSxS3Access_"
-#: What S3 does with the key on FSx's behalf (same page); DescribeKey is left out because KMS refuses
-#: encryption-context constraints on operations that take no encryption context.
-S3_ACCESS_KEY_OPERATIONS = (
-    "Encrypt",
-    "Decrypt",
-    "ReEncryptFrom",
-    "ReEncryptTo",
-    "GenerateDataKey",
-    "GenerateDataKeyWithoutPlaintext",
-)
 NONCURRENT_VERSIONS_EXPIRE_AFTER_DAYS = 30
-
-
-def controller_policy(dynamic_provisioning: bool, cluster_name: str, partition: str, account_id: str) -> dict[str, Any]:
-    """Least-privilege policy of the CSI controller.
-
-    Static volumes need no AWS call from the driver at all (the node plugin mounts by DNS and mount name), so the
-    controller may only describe file systems. With a StorageClass it creates, tags, resizes and deletes them, and
-    FSx needs its service-linked roles: the IAM policy the driver documents for that
-    (kubernetes-sigs/aws-fsx-csi-driver docs/install.md), instead of the much broader AmazonFSxFullAccess, and
-    narrower still. The driver tags every file system it creates with `CSIVolumeName` (the claim's volume name), and
-    the StorageClass makes it add this cluster's tag too (`extraTags`; both go into the `CreateFileSystem` request,
-    pkg/cloud/cloud.go [FSXCSI]). So it may create and tag only with both tags in the request (`aws:RequestTag`), and
-    resize or delete only file systems that carry both (`aws:ResourceTag`): never another cluster's, and never the
-    stack's own file system, which carries the cluster tag but no `CSIVolumeName`. The service-linked role it may
-    create is this account's, in this partition.
-    """
-    read = {"Effect": "Allow", "Action": ["fsx:DescribeFileSystems"], "Resource": "*"}
-    if not dynamic_provisioning:
-        return {"Version": "2012-10-17", "Statement": [read]}
-    request_tag = {
-        "StringEquals": {f"aws:RequestTag/{tags.CLUSTER}": cluster_name},
-        "Null": {f"aws:RequestTag/{CSI_VOLUME_TAG}": "false"},
-    }
-    resource_tag = {
-        "StringEquals": {f"aws:ResourceTag/{tags.CLUSTER}": cluster_name},
-        "Null": {f"aws:ResourceTag/{CSI_VOLUME_TAG}": "false"},
-    }
-    return {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Effect": "Allow",
-                "Action": ["iam:CreateServiceLinkedRole", "iam:AttachRolePolicy", "iam:PutRolePolicy"],
-                "Resource": (
-                    f"arn:{partition}:iam::{account_id}:role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/*"
-                ),
-            },
-            {
-                "Effect": "Allow",
-                "Action": "iam:CreateServiceLinkedRole",
-                "Resource": "*",
-                "Condition": {"StringLike": {"iam:AWSServiceName": ["fsx.amazonaws.com"]}},
-            },
-            read,
-            {
-                "Sid": "CreateTaggedForThisCluster",
-                "Effect": "Allow",
-                "Action": ["fsx:CreateFileSystem", "fsx:TagResource"],
-                "Resource": "*",
-                "Condition": request_tag,
-            },
-            {
-                "Sid": "ChangeOnlyThisClustersFileSystems",
-                "Effect": "Allow",
-                "Action": ["fsx:UpdateFileSystem", "fsx:DeleteFileSystem"],
-                "Resource": "*",
-                "Condition": resource_tag,
-            },
-        ],
-    }
 
 
 def addon_configuration(pool_plans: Sequence[PoolPlan]) -> dict[str, Any]:
@@ -173,25 +102,6 @@ def s3_policies(repository: DataRepository) -> aws.fsx.DataRepositoryAssociation
             if repository.export_events
             else None
         ),
-    )
-
-
-def deny_insecure_transport(bucket_arn: str) -> str:
-    """Bucket policy: no request over plain HTTP."""
-    return json.dumps(
-        {
-            "Version": "2012-10-17",
-            "Statement": [
-                {
-                    "Sid": "DenyInsecureTransport",
-                    "Effect": "Deny",
-                    "Principal": "*",
-                    "Action": "s3:*",
-                    "Resource": [bucket_arn, f"{bucket_arn}/*"],
-                    "Condition": {"Bool": {"aws:SecureTransport": "false"}},
-                }
-            ],
-        }
     )
 
 
@@ -387,7 +297,9 @@ class LustreStorage(pulumi.ComponentResource):
             # S3 applies noncurrent-version rules only once versioning is on.
             opts=pulumi.ResourceOptions(parent=self, depends_on=[versioning]),
         )
-        aws.s3.BucketPolicy(name, bucket=bucket.id, policy=bucket.arn.apply(deny_insecure_transport), opts=child)
+        aws.s3.BucketPolicy(
+            name, bucket=bucket.id, policy=bucket.arn.apply(lambda arn: json.dumps(data_bucket_policy(arn))), opts=child
+        )
         return bucket
 
     def _data_repositories(self, base: str) -> list[aws.fsx.DataRepositoryAssociation]:
@@ -429,20 +341,17 @@ class LustreStorage(pulumi.ComponentResource):
         operations S3 performs, and only for this bucket: with bucket keys on, S3's encryption context is the
         bucket's ARN (same page).
         """
-        grantee = pulumi.Output.concat(
-            "arn:",
-            ctx.partition,
-            ":iam::",
-            ctx.account_id,
-            f":role/{FSX_S3_ACCESS_ROLE_PATH}{FSX_S3_ACCESS_ROLE_PREFIX}",
-            self.file_system.id,
+        grantee = pulumi.Output.all(ctx.partition, ctx.account_id, self.file_system.id).apply(
+            lambda v: fsx_s3_access_role_arn(v[0], v[1], v[2])
         )
         return aws.kms.Grant(
             f"{base}-s3-access",
             key_id=ctx.kms_key_arn,
             grantee_principal=grantee,
             operations=list(S3_ACCESS_KEY_OPERATIONS),
-            constraints=[aws.kms.GrantConstraintArgs(encryption_context_equals={"aws:s3:arn": bucket.arn})],
+            constraints=[
+                aws.kms.GrantConstraintArgs(encryption_context_equals=bucket.arn.apply(bucket_key_grant_context))
+            ],
             retire_on_delete=True,
             opts=pulumi.ResourceOptions(parent=self, depends_on=list(self.associations)),
         )

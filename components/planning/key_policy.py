@@ -1,0 +1,114 @@
+"""Who may use the cluster's KMS key (pure, no Pulumi): its key policy, and the identity policies of the two roles that
+use it (the control plane for secrets, the EBS CSI controller for volumes).
+
+The key encrypts Kubernetes secrets, node volumes, file systems and the cluster's log groups. Every grant here is
+scoped to this account, this cluster's log groups or this key. The component (`components.cluster`) applies these
+functions to deploy-time values (account id, partition, key ARN); docs/security.md lists what each statement allows.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from components.planning.log_groups import cluster_log_group_arns
+
+#: The EC2 Auto Scaling service-linked role: it launches the nodes, so the key that encrypts their volumes must let it
+#: in (https://docs.aws.amazon.com/autoscaling/ec2/userguide/key-policy-requirements-EBS-encryption.html).
+AUTOSCALING_SERVICE = "autoscaling.amazonaws.com"
+AUTOSCALING_ROLE_NAME = "AWSServiceRoleForAutoScaling"
+AUTOSCALING_ROLE_PATH = f"/aws-service-role/{AUTOSCALING_SERVICE}/"
+#: What a principal that creates encrypted EBS volumes does with the key: the Auto Scaling key-policy page above and
+#: the EBS CSI driver's custom-key policy (EKS user guide, ebs-csi.html) list the same five.
+EBS_VOLUME_KEY_ACTIONS = ("kms:Encrypt", "kms:Decrypt", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:DescribeKey")
+#: What CloudWatch Logs does with the cluster key for the cluster's log groups (CloudWatch Logs user guide, "Encrypt log
+#: data in CloudWatch Logs using AWS KMS", step 2, key policy).
+LOGS_KEY_ACTIONS = ("kms:Encrypt*", "kms:Decrypt*", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:Describe*")
+#: What the control plane does with the key for secrets envelope encryption (as terraform-aws-eks grants it).
+CONTROL_PLANE_KEY_ACTIONS = ("kms:Encrypt", "kms:Decrypt", "kms:ListGrants", "kms:DescribeKey")
+#: The grant calls of the EBS CSI controller's custom-key policy (EKS user guide, ebs-csi.html).
+EBS_CSI_GRANT_ACTIONS = ("kms:CreateGrant", "kms:ListGrants", "kms:RevokeGrant")
+
+
+def grants_for_aws_resources_only() -> dict[str, Any]:
+    """The condition on grant calls: only grants for AWS resources (volumes EC2 attaches), never for a principal of
+    the caller's choosing."""
+    return {"Bool": {"kms:GrantIsForAWSResource": True}}
+
+
+def autoscaling_role_arn(partition: str, account_id: str) -> str:
+    """The account's Auto Scaling service-linked role, which the key policy names."""
+    return f"arn:{partition}:iam::{account_id}:role{AUTOSCALING_ROLE_PATH}{AUTOSCALING_ROLE_NAME}"
+
+
+def cluster_key_policy(account_id: str, partition: str, region: str, cluster_name: str) -> dict[str, Any]:
+    """Key policy: the account administers the key through IAM (the default key policy,
+    https://docs.aws.amazon.com/kms/latest/developerguide/key-policy-default.html); the EC2 Auto Scaling
+    service-linked role may use it, which it must to launch nodes whose EBS volumes use this key; and CloudWatch Logs
+    of the stack's region may use it for this cluster's log groups only (encryption context `aws:logs:arn`,
+    `components.planning.log_groups`)."""
+    autoscaling = autoscaling_role_arn(partition, account_id)
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "AccountAdministersKeyThroughIam",
+                "Effect": "Allow",
+                "Principal": {"AWS": f"arn:{partition}:iam::{account_id}:root"},
+                "Action": "kms:*",
+                "Resource": "*",
+            },
+            {
+                "Sid": "AutoScalingUsesKeyForEncryptedVolumes",
+                "Effect": "Allow",
+                "Principal": {"AWS": autoscaling},
+                "Action": list(EBS_VOLUME_KEY_ACTIONS),
+                "Resource": "*",
+            },
+            {
+                "Sid": "AutoScalingGrantsForAttachedVolumes",
+                "Effect": "Allow",
+                "Principal": {"AWS": autoscaling},
+                "Action": "kms:CreateGrant",
+                "Resource": "*",
+                "Condition": grants_for_aws_resources_only(),
+            },
+            {
+                "Sid": "CloudWatchLogsEncryptsTheClustersLogGroups",
+                "Effect": "Allow",
+                "Principal": {"Service": f"logs.{region}.amazonaws.com"},
+                "Action": list(LOGS_KEY_ACTIONS),
+                "Resource": "*",
+                "Condition": {
+                    "ArnEquals": {
+                        "kms:EncryptionContext:aws:logs:arn": cluster_log_group_arns(
+                            partition, region, account_id, cluster_name
+                        )
+                    }
+                },
+            },
+        ],
+    }
+
+
+def control_plane_key_policy(key_arn: str) -> dict[str, Any]:
+    """The cluster role's inline policy: the control plane encrypts and decrypts secrets with this key only."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Action": list(CONTROL_PLANE_KEY_ACTIONS), "Resource": key_arn}],
+    }
+
+
+def ebs_csi_key_policy(key_arn: str) -> dict[str, Any]:
+    """The EBS CSI controller's inline policy: create volumes encrypted with this key only."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Action": list(EBS_CSI_GRANT_ACTIONS),
+                "Resource": key_arn,
+                "Condition": grants_for_aws_resources_only(),
+            },
+            {"Effect": "Allow", "Action": list(EBS_VOLUME_KEY_ACTIONS), "Resource": key_arn},
+        ],
+    }

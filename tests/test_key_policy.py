@@ -1,0 +1,87 @@
+"""Who may use the cluster's KMS key: the key policy and the key users' policies, planned without Pulumi."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from components.planning.key_policy import cluster_key_policy, control_plane_key_policy, ebs_csi_key_policy
+
+ACCOUNT = "210987654321"
+KEY_ARN = f"arn:aws-us-gov:kms:us-gov-west-1:{ACCOUNT}:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+
+
+def by_sid(policy: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {s["Sid"]: s for s in policy["Statement"]}
+
+
+def test_the_account_administers_the_key_through_iam_in_its_own_partition() -> None:
+    statement = by_sid(cluster_key_policy(ACCOUNT, "aws-us-gov", "us-gov-west-1", "lab"))[
+        "AccountAdministersKeyThroughIam"
+    ]
+    assert statement["Principal"] == {"AWS": f"arn:aws-us-gov:iam::{ACCOUNT}:root"}
+    assert (statement["Effect"], statement["Action"], statement["Resource"]) == ("Allow", "kms:*", "*")
+
+
+def test_auto_scaling_uses_the_key_for_volumes_and_grants_only_for_aws_resources() -> None:
+    statements = by_sid(cluster_key_policy(ACCOUNT, "aws-cn", "cn-north-1", "lab"))
+    role = f"arn:aws-cn:iam::{ACCOUNT}:role/aws-service-role/autoscaling.amazonaws.com/AWSServiceRoleForAutoScaling"
+    use, grants = statements["AutoScalingUsesKeyForEncryptedVolumes"], statements["AutoScalingGrantsForAttachedVolumes"]
+    assert use["Principal"] == grants["Principal"] == {"AWS": role}
+    assert use["Action"] == ["kms:Encrypt", "kms:Decrypt", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:DescribeKey"]
+    assert "Condition" not in use
+    assert grants["Action"] == "kms:CreateGrant"
+    assert grants["Condition"] == {"Bool": {"kms:GrantIsForAWSResource": True}}
+
+
+def test_cloudwatch_logs_of_the_region_may_use_the_key_for_this_clusters_two_groups_only() -> None:
+    statement = by_sid(cluster_key_policy(ACCOUNT, "aws", "eu-west-1", "lab"))[
+        "CloudWatchLogsEncryptsTheClustersLogGroups"
+    ]
+    assert statement["Principal"] == {"Service": "logs.eu-west-1.amazonaws.com"}
+    assert statement["Condition"] == {
+        "ArnEquals": {
+            "kms:EncryptionContext:aws:logs:arn": [
+                f"arn:aws:logs:eu-west-1:{ACCOUNT}:log-group:/aws/eks/lab/cluster",
+                f"arn:aws:logs:eu-west-1:{ACCOUNT}:log-group:/aws/vpc/lab/flow-logs",
+            ]
+        }
+    }
+    assert not any(action in statement["Action"] for action in ("kms:*", "kms:CreateGrant", "kms:PutKeyPolicy"))
+
+
+def test_the_key_policy_names_nobody_else() -> None:
+    policy = cluster_key_policy(ACCOUNT, "aws", "us-east-1", "lab")
+    assert [s["Sid"] for s in policy["Statement"]] == [
+        "AccountAdministersKeyThroughIam",
+        "AutoScalingUsesKeyForEncryptedVolumes",
+        "AutoScalingGrantsForAttachedVolumes",
+        "CloudWatchLogsEncryptsTheClustersLogGroups",
+    ]
+    assert all(s["Effect"] == "Allow" for s in policy["Statement"])
+    assert all(s["Principal"] != "*" and s["Principal"] != {"AWS": "*"} for s in policy["Statement"])
+
+
+def test_each_call_returns_its_own_document() -> None:
+    """Callers may change what they get without changing the next cluster's policy."""
+    first = cluster_key_policy(ACCOUNT, "aws", "us-east-1", "lab")
+    first["Statement"][2]["Condition"]["Bool"]["kms:GrantIsForAWSResource"] = False
+    second = cluster_key_policy(ACCOUNT, "aws", "us-east-1", "lab")
+    assert second["Statement"][2]["Condition"] == {"Bool": {"kms:GrantIsForAWSResource": True}}
+
+
+def test_the_control_plane_encrypts_secrets_with_this_key_only() -> None:
+    (statement,) = control_plane_key_policy(KEY_ARN)["Statement"]
+    assert statement["Resource"] == KEY_ARN
+    assert statement["Action"] == ["kms:Encrypt", "kms:Decrypt", "kms:ListGrants", "kms:DescribeKey"]
+
+
+@pytest.mark.parametrize("key_arn", [KEY_ARN, "arn:aws:kms:us-east-1:123456789012:key/other"])
+def test_the_ebs_csi_controller_uses_this_key_only_and_grants_only_for_aws_resources(key_arn: str) -> None:
+    grants, data = ebs_csi_key_policy(key_arn)["Statement"]
+    assert grants["Resource"] == data["Resource"] == key_arn
+    assert grants["Action"] == ["kms:CreateGrant", "kms:ListGrants", "kms:RevokeGrant"]
+    assert grants["Condition"] == {"Bool": {"kms:GrantIsForAWSResource": True}}
+    assert "Condition" not in data
+    assert "kms:CreateGrant" not in data["Action"]  # a grant is never made outside the condition
