@@ -22,10 +22,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from components.yaml_loader import parse_yaml
+from components.catalog.citations import CatalogError, check_tags, citation_texts, read_sources, read_yaml
 
 __all__ = [
     "COMMON_FIELD_GROUPS",
@@ -62,10 +61,6 @@ COMMON_FIELD_GROUPS: tuple[str, ...] = ("compute", "gpu", "network", "eni", "efa
 GPU_FIELD_GROUPS: tuple[str, ...] = ("nvlink", "gdr")
 
 _RANGE_PART = re.compile(r"^(\d+)(?:-(\d+))?$")
-
-
-class CatalogError(ValueError):
-    """The catalog data is inconsistent or incomplete (raised at load time)."""
 
 
 def parse_card_ranges(text: str) -> tuple[int, ...]:
@@ -274,50 +269,17 @@ class HardwareCatalog:
     instance_types: Mapping[str, InstanceType]
 
 
-def _read_yaml(path: Path) -> dict[str, Any]:
-    try:
-        data = parse_yaml(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise CatalogError(f"{path}: not valid YAML: {exc}") from exc
-    if not isinstance(data, dict):
-        raise CatalogError(f"{path}: expected a mapping at the top level")
-    return data
-
-
-def _load_sources(raw: Any, path: Path) -> dict[str, str]:
-    if not isinstance(raw, dict) or not raw:
-        raise CatalogError(f"{path}: a non-empty `sources:` map (tag -> title/url/snapshot) is required")
-    citations: dict[str, str] = {}
-    for tag, entry in raw.items():
-        if not isinstance(entry, dict) or not str(entry.get("title", "")).strip():
-            raise CatalogError(f"{path}: source {tag!r} needs at least a title")
-        text = str(entry["title"]).strip()
-        if entry.get("url"):
-            text += f" <{entry['url']}>"
-        if entry.get("snapshot"):
-            text += f" [{entry['snapshot']}]"
-        citations[str(tag)] = text
-    return citations
-
-
-def _check_tags(where: str, value: str, known: Mapping[str, str]) -> None:
-    tags = [t.strip() for t in value.split("+")]
-    unknown = [t for t in tags if t not in known]
-    if not value.strip() or unknown:
-        raise CatalogError(f"{where}: unknown source tag(s) {unknown or [value]!r}; known: {sorted(known)}")
-
-
 def load_catalog(instances_path: Path | None = None, gpus_path: Path | None = None) -> HardwareCatalog:
     """Load and cross-check both catalog files. Raises :class:`CatalogError` on any bad entry."""
     ipath = instances_path or INSTANCES_PATH
     gpath = gpus_path or GPUS_PATH
-    idata = _read_yaml(ipath)
-    gdata = _read_yaml(gpath)
-    citations = _load_sources(idata.get("sources"), ipath)
+    idata = read_yaml(ipath)
+    gdata = read_yaml(gpath)
+    known = citation_texts(read_sources(idata.get("sources"), ipath))
 
     snapshot = idata.get("price_snapshot") or {}
     price_date = snapshot.get("date")
-    if not price_date or snapshot.get("source") not in citations:
+    if not price_date or snapshot.get("source") not in known:
         raise CatalogError(f"{ipath}: `price_snapshot` needs a date and a known source tag")
 
     raw_gpus = gdata.get("gpu_models")
@@ -361,7 +323,7 @@ def load_catalog(instances_path: Path | None = None, gpus_path: Path | None = No
         except ValueError as exc:
             raise CatalogError(f"{ipath}: {name}: {exc}") from exc
         for group, tags in itype.source.items():
-            _check_tags(f"{ipath}: {name}: source.{group}", tags, citations)
+            check_tags(f"{ipath}: {name}: source.{group}", tags, known)
         if itype.on_demand_usd_per_hour is None and not itype.notes:
             raise CatalogError(f"{ipath}: {name}: a missing price needs `notes` saying why")
         types[name] = itype
@@ -373,9 +335,9 @@ def load_catalog(instances_path: Path | None = None, gpus_path: Path | None = No
             gpu = GpuModel.model_validate({**entry, "rented_by_aws": name in rented})
         except ValueError as exc:
             raise CatalogError(f"{gpath}: {name}: {exc}") from exc
-        _check_tags(f"{gpath}: {name}: source", gpu.source, citations)
+        check_tags(f"{gpath}: {name}: source", gpu.source, known)
         if gpu.mig is not None:
-            _check_tags(f"{gpath}: {name}: mig.source", gpu.mig.source, citations)
+            check_tags(f"{gpath}: {name}: mig.source", gpu.mig.source, known)
         if gpu.cloud_alternative is not None and gpu.cloud_alternative not in types:
             raise CatalogError(
                 f"{gpath}: {name}: cloud_alternative {gpu.cloud_alternative!r} is not a catalog instance type"
@@ -383,7 +345,7 @@ def load_catalog(instances_path: Path | None = None, gpus_path: Path | None = No
         gpus[name] = gpu
 
     return HardwareCatalog(
-        sources=MappingProxyType(citations),
+        sources=MappingProxyType(known),
         gpu_models=MappingProxyType(gpus),
         instance_types=MappingProxyType(types),
     )

@@ -24,6 +24,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from components.catalog.citations import CatalogError, citation_texts, read_sources
 from components.yaml_loader import parse_yaml
 
 __all__ = [
@@ -211,19 +212,10 @@ class PinnedVersions:
 
 
 def _citations(raw: Any, path: Path) -> dict[str, str]:
-    if not isinstance(raw, dict) or not raw:
-        raise VersionsError(f"{path}: a non-empty `sources:` map is required")
-    out: dict[str, str] = {}
-    for tag, entry in raw.items():
-        if not isinstance(entry, dict) or not str(entry.get("title", "")).strip():
-            raise VersionsError(f"{path}: source {tag!r} needs a title")
-        text = str(entry["title"]).strip()
-        if entry.get("url"):
-            text += f" <{entry['url']}>"
-        if entry.get("snapshot"):
-            text += f" [{entry['snapshot']}]"
-        out[str(tag)] = text
-    return out
+    try:
+        return citation_texts(read_sources(raw, path))
+    except CatalogError as exc:
+        raise VersionsError(str(exc)) from exc
 
 
 def _check_source(where: str, value: str, known: Mapping[str, str]) -> None:
