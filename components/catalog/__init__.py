@@ -31,23 +31,29 @@ __all__ = [
     "GPUS_PATH",
     "GPU_FIELD_GROUPS",
     "INSTANCES_PATH",
+    "INSTANCE_SETS",
     "MIG_COMPUTE_SLICES",
     "MIG_MEMORY_SLICES",
     "CatalogError",
     "GpuModel",
     "HardwareCatalog",
+    "InstanceSet",
     "InstanceType",
     "MigGeometry",
     "MigProfile",
+    "capacity_block_types",
     "efa_instance_type_names",
+    "eight_lustre_efa_interface_types",
     "format_card_ranges",
     "gpu_model",
     "gpu_models",
+    "instance_set",
     "instance_type",
     "instance_types",
     "instance_types_with_gpu",
     "is_rented_by_aws",
     "load_catalog",
+    "no_lustre_efa_families",
     "parse_card_ranges",
     "sources",
 ]
@@ -261,12 +267,42 @@ class GpuModel(BaseModel):
 
 
 @dataclass(frozen=True)
+class InstanceSet:
+    """Instance types (or families) a fact holds for, each member with its source tags."""
+
+    about: str
+    members: Mapping[str, str]
+    notes: str | None = None
+
+
+#: The instance sets the code reads; `instances.yaml` must define each.
+INSTANCE_SETS = ("capacity_blocks", "no_lustre_efa_families", "eight_lustre_efa_interfaces")
+
+
+@dataclass(frozen=True)
 class HardwareCatalog:
     """Everything loaded from the two YAML files, validated together."""
 
     sources: Mapping[str, str]
     gpu_models: Mapping[str, GpuModel]
     instance_types: Mapping[str, InstanceType]
+    instance_sets: Mapping[str, InstanceSet]
+
+
+def _instance_sets(raw: Any, path: Path, known: Mapping[str, str]) -> dict[str, InstanceSet]:
+    if not isinstance(raw, dict) or sorted(raw) != sorted(INSTANCE_SETS):
+        raise CatalogError(f"{path}: `instance_sets:` must define exactly {', '.join(INSTANCE_SETS)}")
+    out: dict[str, InstanceSet] = {}
+    for name, entry in raw.items():
+        members = entry.get("members") if isinstance(entry, dict) else None
+        if not isinstance(members, dict) or not members or not str(entry.get("about", "")).strip():
+            raise CatalogError(f"{path}: instance_sets.{name} needs `about` and a non-empty `members` map")
+        for member, tags in members.items():
+            check_tags(f"{path}: instance_sets.{name}.{member}", str(tags or ""), known)
+        out[name] = InstanceSet(
+            str(entry["about"]), MappingProxyType({str(m): str(t) for m, t in members.items()}), entry.get("notes")
+        )
+    return out
 
 
 def load_catalog(instances_path: Path | None = None, gpus_path: Path | None = None) -> HardwareCatalog:
@@ -348,6 +384,7 @@ def load_catalog(instances_path: Path | None = None, gpus_path: Path | None = No
         sources=MappingProxyType(known),
         gpu_models=MappingProxyType(gpus),
         instance_types=MappingProxyType(types),
+        instance_sets=MappingProxyType(_instance_sets(idata.get("instance_sets"), ipath, known)),
     )
 
 
@@ -416,6 +453,26 @@ def instance_types_with_gpu(model: str, count: int | None = None) -> list[Instan
         matches,
         key=lambda t: (t.on_demand_usd_per_hour is None, t.on_demand_usd_per_hour or 0.0, t.name),
     )
+
+
+def instance_set(name: str) -> frozenset[str]:
+    """The members of one of the catalog's `INSTANCE_SETS` (KeyError for another name)."""
+    return frozenset(_catalog().instance_sets[name].members)
+
+
+def capacity_block_types() -> frozenset[str]:
+    """Instance types AWS offers as EC2 Capacity Blocks for ML ([CBTYPES])."""
+    return instance_set("capacity_blocks")
+
+
+def no_lustre_efa_families() -> frozenset[str]:
+    """Instance families with EFA that cannot be FSx for Lustre EFA clients ([EFADOC], [FSXEFA])."""
+    return instance_set("no_lustre_efa_families")
+
+
+def eight_lustre_efa_interface_types() -> frozenset[str]:
+    """Instance types the FSx for Lustre EFA client setup gives 8 EFA interfaces ([FSXEFA])."""
+    return instance_set("eight_lustre_efa_interfaces")
 
 
 def sources() -> Mapping[str, str]:

@@ -26,19 +26,13 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Literal
 
+from components.catalog import eight_lustre_efa_interface_types, no_lustre_efa_families
 from components.config import LustreConfig
 from components.planning.pools import PoolPlan
 from components.planning.storage import lustre_pools
 
 LustreClient = Literal["efa", "tcp"]
 
-#: Instance families with EFA that cannot be FSx EFA clients: the Nitro v3 ones (G4dn, G5, P3dn, P4d, P4de;
-#: aws-gpu-facts.md §1, [EFADOC]) and trn2, which the FSx guide excludes by name.
-NO_LUSTRE_EFA_FAMILIES = frozenset({"g4dn", "g5", "p3dn", "p4d", "p4de", "trn2"})
-#: Instance types the setup script gives 8 EFA interfaces (FSx guide, "Step 3: EFA interfaces").
-EIGHT_INTERFACE_TYPES = frozenset(
-    {"p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge", "p6e-gb200.36xlarge"}
-)
 #: EFA connections one file system accepts across all its clients (FSx guide, "Step 3: EFA interfaces").
 EFA_CONNECTIONS_PER_FILE_SYSTEM = 1024
 #: The guide's quick-setup package.
@@ -54,7 +48,7 @@ def lustre_client(plan: PoolPlan, config: LustreConfig) -> LustreClient:
         config.efa_enabled
         and plan.efa
         and instance is not None
-        and instance.family not in NO_LUSTRE_EFA_FAMILIES
+        and instance.family not in no_lustre_efa_families()
         and plan.pool.ami_family == "al2023"
     )
     return "efa" if can_use_efa else "tcp"
@@ -72,7 +66,7 @@ def efa_connections(plan: PoolPlan) -> int:
     """EFA connections one node of an `efa` client pool opens to the file system (the setup script's default)."""
     if plan.lustre_client != "efa" or plan.instance is None:
         return 0
-    if plan.instance.name in EIGHT_INTERFACE_TYPES:
+    if plan.instance.name in eight_lustre_efa_interface_types():
         return 8
     return 2 if plan.instance.network_cards > 1 else 1
 
