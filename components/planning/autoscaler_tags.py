@@ -30,6 +30,8 @@ from components.planning.pools import PoolPlan
 ENABLED_TAG = "k8s.io/cluster-autoscaler/enabled"
 OWNER_TAG_PREFIX = "k8s.io/cluster-autoscaler/"
 NODE_TEMPLATE = "k8s.io/cluster-autoscaler/node-template"
+#: cluster-autoscaler reads a node group's taints from the tags under this prefix when scaling from zero ([CA]).
+TAINT_TAG_PREFIX = f"{NODE_TEMPLATE}/taint/"
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
 EPHEMERAL_STORAGE_RESOURCE = "ephemeral-storage"
 PODS_RESOURCE = "pods"
@@ -82,7 +84,7 @@ def node_template_tags(plan: PoolPlan) -> dict[str, str]:
         )
     tags = {f"{NODE_TEMPLATE}/label/{key}": value for key, value in sorted(plan.labels.items())}
     for taint in plan.taints:
-        tags[f"{NODE_TEMPLATE}/taint/{taint.key}"] = f"{taint.value}:{taint.effect}"
+        tags[f"{TAINT_TAG_PREFIX}{taint.key}"] = f"{taint.value}:{taint.effect}"
     for resource, count in advertised_resources(plan, plan.mig_strategy).items():
         tags[f"{NODE_TEMPLATE}/resources/{resource}"] = str(count)
     if plan.efa_devices > 0:

@@ -21,6 +21,8 @@ from components.catalog import InstanceType
 
 InterfaceType = Literal["interface", "efa", "efa-only"]
 Layout = Literal["efa-only", "efa"]
+#: The interface types that carry an EFA device.
+EFA_INTERFACE_TYPES: tuple[InterfaceType, ...] = ("efa", "efa-only")
 
 
 @dataclass(frozen=True, order=True)
@@ -31,7 +33,7 @@ class NetworkInterface:
 
     @property
     def is_efa(self) -> bool:
-        return self.interface_type in ("efa", "efa-only")
+        return self.interface_type in EFA_INTERFACE_TYPES
 
 
 def efa_interfaces(instance: InstanceType, layout: Layout = "efa-only") -> list[NetworkInterface]:

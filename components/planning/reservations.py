@@ -23,6 +23,10 @@ from datetime import UTC, datetime, timedelta
 
 from components.config import NodePool
 
+#: Capacity types whose instances AWS places itself: a capacity block or reservation is already a fixed set of hosts,
+#: and forcing a cluster placement group on it fails with InsufficientInstanceCapacity (terraform-aws-eks PR #3730,
+#: eksctl #7949, aws-gpu-facts.md §2 "Placement / AZ").
+RESERVED_CAPACITY_TYPES = ("capacity-block", "reservation")
 #: EC2 starts terminating a Capacity Block's instances this long before the block ends.
 EC2_TERMINATES_BEFORE_END = timedelta(minutes=30)
 #: Time for the scheduled action to fire and the group to start its terminations (scheduled actions run "within
