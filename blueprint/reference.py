@@ -11,6 +11,7 @@ of them is stale (CI runs it).
 from __future__ import annotations
 
 import json
+import os
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -21,6 +22,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
+from blueprint.citation_links import link_citations
 from components.config import SECTIONS, StackConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -150,12 +152,20 @@ def _generated_documents(plan_of: PlanOf | None = None) -> list[tuple[Path, str,
     from blueprint.source_reference import sources_markdown
     from blueprint.stack_figures import generated_parts
 
-    return [
+    parts = [
         (CONFIG_DOC_PATH, CONFIG_MARKER, reference_markdown()),
         (POLICY_DOC_PATH, POLICY_MARKER, policy_markdown()),
         (SOURCES_DOC_PATH, SOURCES_MARKER, sources_markdown()),
         *generated_parts(list_stacks(), plan_of or _plan_shipped),
     ]
+    return [(path, marker, link_citations(text, sources_href(path))) for path, marker, text in parts]
+
+
+def sources_href(document: Path) -> str:
+    """The path from `document` to docs/sources.md, as a Markdown link in it spells it ("" inside sources.md)."""
+    if document == SOURCES_DOC_PATH:
+        return ""
+    return os.path.relpath(SOURCES_DOC_PATH, document.parent)
 
 
 def schema_text() -> str:
