@@ -152,20 +152,18 @@ def _generated_documents(plan_of: PlanOf | None = None) -> list[tuple[Path, str,
     from blueprint.source_reference import sources_markdown
     from blueprint.stack_figures import generated_parts
 
-    parts = [
-        (CONFIG_DOC_PATH, CONFIG_MARKER, reference_markdown()),
-        (POLICY_DOC_PATH, POLICY_MARKER, policy_markdown()),
-        (SOURCES_DOC_PATH, SOURCES_MARKER, sources_markdown()),
+    return [
+        (CONFIG_DOC_PATH, CONFIG_MARKER, link_citations(reference_markdown(), "sources.md")),
+        (POLICY_DOC_PATH, POLICY_MARKER, link_citations(policy_markdown(), "sources.md")),
+        (SOURCES_DOC_PATH, SOURCES_MARKER, link_citations(sources_markdown(), "")),
         *generated_parts(list_stacks(), plan_of or _plan_shipped),
     ]
-    return [(path, marker, link_citations(text, sources_href(path))) for path, marker, text in parts]
 
 
 def sources_href(document: Path) -> str:
-    """The path from `document` to docs/sources.md, as a Markdown link in it spells it ("" inside sources.md)."""
-    if document == SOURCES_DOC_PATH:
-        return ""
-    return os.path.relpath(SOURCES_DOC_PATH, document.parent)
+    """How a link in `document` (README.md or docs/*.md) spells the path to docs/sources.md ("" inside it)."""
+    sources = ROOT / "docs" / "sources.md"
+    return "" if document == sources else os.path.relpath(sources, document.parent)
 
 
 def schema_text() -> str:

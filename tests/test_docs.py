@@ -156,3 +156,21 @@ def test_citation_links_leave_code_headings_and_links_alone() -> None:
         "```",
     ]
     assert link_citations(linked, "sources.md") == linked
+
+
+#: `docs/storage.md#efa-lustre-clients`, `docs/operations.md`: a page of the docs named in code.
+DOC_REFERENCE = re.compile(r"\bdocs/([\w-]+\.md)(?:#([\w-]+))?")
+
+
+def test_docs_named_in_the_code_exist_with_their_sections() -> None:
+    """A module that points to docs/PAGE.md#section for its reasons points to a page and heading that exist.
+
+    A bare `docs/PAGE.md` of no page here is an upstream project's (csi-driver-nfs `docs/driver-parameters.md`)."""
+    broken = []
+    for path in _citing_files():
+        text = _prose(path) if path.suffix == ".py" else path.read_text()
+        for page, section in DOC_REFERENCE.findall(text):
+            target = ROOT / "docs" / page
+            if section and section not in _anchors(target):
+                broken.append(f"{path.relative_to(ROOT)}: docs/{page}{'#' + section if section else ''}")
+    assert not broken, broken

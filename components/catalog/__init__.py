@@ -1,14 +1,9 @@
 """The hardware catalog: EC2 instance types and GPU models, as sourced data.
 
-Why a catalog: EFA layouts, node-template tags, capacity checks, cost estimates and the policy pack
-all need the same instance facts (GPU count, network cards, EFA cards, price...). Keeping them as data
-in one place, each with the source it was read from, lets every consumer derive from one copy and lets
-a reviewer check a number against its citation.
-
-The data lives in ``instances.yaml`` (instance types + the citation map) and ``gpus.yaml`` (GPU
-models). This module validates both when loading, so bad data fails loudly at the first lookup rather
-than producing a wrong launch template later. The loader functions take optional paths so tests can
-load deliberately broken files.
+EFA layouts, node-template tags, capacity checks, cost estimates and the policy pack read the same instance facts
+from `instances.yaml` (types, instance sets, citations) and `gpus.yaml` (GPU models). Invariants: every field group
+and set member cites a known source; loading validates both files, so bad data fails at the first lookup. The
+loaders take optional paths so tests can load broken files. See docs/sources.md#source-tags.
 """
 
 from __future__ import annotations

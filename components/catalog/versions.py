@@ -1,13 +1,9 @@
 """Pinned software versions: EKS Kubernetes versions, Helm charts, EKS managed add-ons (exact versions, minimums).
 
-Why one module: a chart version or an add-on minimum that lives in the component that installs it gets copied
-into the policy pack, the plan and the tests, and the copies drift. Here each pin is data (``versions.yaml``)
-with the source it was read from, checked when loading: no floating chart versions, every Kubernetes version
-has a matching cluster-autoscaler, every managed add-on has an exact version for every Kubernetes version, and
-no chart or add-on pins a release older than its known minimum.
-
-Support status of a Kubernetes version is derived from its end dates and a day (today by default), so the list
-of supported versions moves with time instead of being hand-edited.
+Each pin is data (`versions.yaml`) with its source, so the components, policy pack, plan and tests read one copy.
+Invariants, checked at load: no floating chart version, a cluster-autoscaler per Kubernetes version, an exact
+managed add-on version per Kubernetes version, nothing below its known minimum. Support status is derived from
+end dates and a day, so the supported list moves with time. See docs/network-and-cluster.md#eks-managed-add-ons.
 """
 
 from __future__ import annotations
