@@ -1,14 +1,7 @@
 """`blueprint`: the offline companion of the Pulumi program.
 
-    blueprint plan --stack training [--config FILE] [--format table|json|markdown]
-    blueprint check --stack training [--config FILE] [--policy-config FILE] [--format table|json|markdown]
-    blueprint catalog [--format table|json]
-    blueprint schema [--write | --check]
-    blueprint deployer-policy --stack training [--config FILE]
-    blueprint verify --stack training [--kubeconfig FILE] [--only/--skip CHECKS] [--format table|json]
-    blueprint simulate --stack inference [--workload NAME] [--series FILE.csv] [--all] [--plot out.png]
-
-Data goes to stdout, messages to stderr; the exit codes are in `blueprint.exit_codes` (and `blueprint --help`).
+Commands: `plan`, `check`, `catalog`, `schema`, `deployer-policy`, `verify`, `simulate` (`blueprint --help`, and
+README.md for each). Data goes to stdout, messages to stderr; the exit codes are in `blueprint.exit_codes`.
 """
 
 from __future__ import annotations

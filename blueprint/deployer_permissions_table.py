@@ -1,19 +1,11 @@
-r"""Regenerate components/catalog/deployer_permissions.yaml: the IAM actions the deployer needs per resource type.
-
-The source is the AWS CloudFormation resource type schemas: each schema's `handlers.{create,read,update,delete}`
-lists the IAM permissions that handler needs to manage the resource. pulumi/pulumi-aws-native vendors the schemas
-(`aws-cloudformation-schema/aws-<service>-<type>.json`), so they are read from a checkout of that repository:
+"""Regenerate components/catalog/deployer_permissions.yaml: the IAM actions the deployer needs per resource type,
+from the CloudFormation resource schemas' handler permissions, as vendored by pulumi/pulumi-aws-native:
 
     git clone --depth 1 https://github.com/pulumi/pulumi-aws-native /tmp/aws-native
     python -m blueprint.deployer_permissions_table /tmp/aws-native/aws-cloudformation-schema \
         "$(git -C /tmp/aws-native rev-parse HEAD)"
 
-Each Pulumi resource type the program can register maps to the CloudFormation type that manages the same AWS
-resource (`CLOUDFORMATION_TYPES`); the few without a CloudFormation counterpart of their own list their actions by
-hand (`MANUAL`), each with the document that states them. A schema's wildcard actions (`ec2:Describe*`) are expanded
-to the matching actions of the schemas mapped here, so the generated policy names every action it grants; a
-wildcard matching none of them (a service the stacks never use, such as load balancers) and an entry that is no IAM
-action are left out and recorded under `dropped`.
+How types map and wildcards expand: docs/design-notes.md#regenerating-the-deployer-permissions-table.
 """
 
 from __future__ import annotations

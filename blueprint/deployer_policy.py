@@ -1,16 +1,10 @@
 """The least-privilege IAM policy of a stack's deployer (the principal running `pulumi up`), derived from its plan.
 
-Every custom resource type in the offline plan maps to the IAM actions its create, read, update and delete need, and
-every provider invoke the program made to the actions it needs (`components/catalog/deployer_permissions.yaml`, from
-the CloudFormation resource schemas' handler permissions, less the excluded actions no resource of the stacks calls,
-plus the Terraform provider's own read and delete calls of `deployer_provider_calls.yaml`). The actions are then
-scoped where IAM allows it from what the plan knows: the stack's IAM roles and instance profiles by their name prefix
-(Pulumi names each `<cluster>-...` plus a random suffix), `iam:PassRole` only for those roles and only to the
-services their trust policies name (`iam:PassedToService`), service-linked roles to the services the stack uses
-(`iam:AWSServiceName`), EKS actions to the stack's cluster and its add-ons, access entries and Pod Identity
-associations, S3 to the stack's bucket names, KMS keys to those tagged with the cluster, and everything else
-regional to the stack's Region (`aws:RequestedRegion`). Written to docs/deployer-policy/<stack>.json by
-`blueprint schema --write` and checked by `--check` (docs/operations.md, "The deployer's IAM policy").
+Every resource type and provider invoke of the offline plan maps to its actions
+(`components/catalog/deployer_permissions.yaml`, `deployer_provider_calls.yaml`); the actions are then scoped as far
+as IAM allows from what the plan knows (name prefixes, passed-to services, the cluster, buckets, tagged keys, the
+Region). Written to docs/deployer-policy/<stack>.json by `blueprint schema --write`.
+See docs/operations.md#the-deployers-iam-policy.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ of them is stale (CI runs it).
 from __future__ import annotations
 
 import json
+import os
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -21,6 +22,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
+from blueprint.citation_links import link_citations
 from components.config import SECTIONS, StackConfig
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -151,11 +153,17 @@ def _generated_documents(plan_of: PlanOf | None = None) -> list[tuple[Path, str,
     from blueprint.stack_figures import generated_parts
 
     return [
-        (CONFIG_DOC_PATH, CONFIG_MARKER, reference_markdown()),
-        (POLICY_DOC_PATH, POLICY_MARKER, policy_markdown()),
-        (SOURCES_DOC_PATH, SOURCES_MARKER, sources_markdown()),
+        (CONFIG_DOC_PATH, CONFIG_MARKER, link_citations(reference_markdown(), "sources.md")),
+        (POLICY_DOC_PATH, POLICY_MARKER, link_citations(policy_markdown(), "sources.md")),
+        (SOURCES_DOC_PATH, SOURCES_MARKER, link_citations(sources_markdown(), "")),
         *generated_parts(list_stacks(), plan_of or _plan_shipped),
     ]
+
+
+def sources_href(document: Path) -> str:
+    """How a link in `document` (README.md or docs/*.md) spells the path to docs/sources.md ("" inside it)."""
+    sources = ROOT / "docs" / "sources.md"
+    return "" if document == sources else os.path.relpath(sources, document.parent)
 
 
 def schema_text() -> str:

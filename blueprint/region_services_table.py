@@ -1,9 +1,5 @@
-"""Regenerate components/catalog/region_services.yaml: which regions offer each AWS service the stacks use.
-
-The source is botocore's endpoint table (`botocore/data/endpoints.json`), read straight from a botocore wheel so the
-project never depends on botocore: a region offers a service when the service's endpoint list in that region's
-partition names it. EKS Hybrid Nodes has no endpoint of its own (it is part of EKS); its regions are EKS's less the
-partitions the EKS user guide excludes.
+"""Regenerate components/catalog/region_services.yaml: which regions offer each AWS service the stacks use, from
+botocore's endpoint table in a botocore wheel (EKS Hybrid Nodes: EKS's regions less the excluded partitions).
 
     python -m pip download --no-deps botocore -d /tmp/botocore
     python -m blueprint.region_services_table /tmp/botocore/botocore-*.whl

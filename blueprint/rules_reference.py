@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from blueprint.citation_links import link_citations
 from blueprint.plan.stack_yaml import FILE_CHECKS
 from components.validation.registry import BY_CONCERN
 
@@ -59,7 +60,7 @@ def rules_markdown() -> str:
     for concern, rules in BY_CONCERN.items():
         modules = ", ".join(f"`{module.replace('.', '/')}.py`" for module in dict.fromkeys(r.__module__ for r in rules))
         lines += ["", f"## {concern}: {CONCERNS[concern]} ({modules})", "", *_table(rules)]
-    return "\n".join(lines) + "\n"
+    return link_citations("\n".join(lines) + "\n", "sources.md")
 
 
 def write() -> None:

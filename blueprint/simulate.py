@@ -1,12 +1,8 @@
 """`blueprint simulate`: replay a GPU-utilization series through a stack's serving autoscaling rule.
 
-    blueprint simulate --stack inference [--workload NAME] [--series FILE.csv] [--start-replicas N] [--all]
-                       [--plot out.png]
-
-The rule is the one the stack deploys (`components.planning.serving_autoscaling.serving_rule`, the same object the
-ScaledObject is built from). The series is one sample a minute of the serving pods' average GPU utilization in
-percent: a CSV with a `utilization` column (or one bare column; an empty cell is a minute without data), or, without
-`--series`, a built-in day of traffic (`demo_series`). The plot needs matplotlib (the `dev` extra).
+The rule is the one the stack deploys (`components.planning.serving_autoscaling.serving_rule`); the series is one
+sample a minute of the serving pods' average GPU utilization (`--series FILE.csv`, else a built-in day). The plot
+needs matplotlib (the `dev` extra). See docs/addons.md#serving-autoscaling.
 """
 
 from __future__ import annotations

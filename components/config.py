@@ -160,6 +160,8 @@ DEFAULT_LOG_TYPES: tuple[LogType, ...] = ("api", "audit", "authenticator", "cont
 LogRetentionDays = Literal[
     1, 3, 5, 7, 14, 30, 60, 90, 120, 150, 180, 365, 400, 545, 731, 1096, 1827, 2192, 2557, 2922, 3288, 3653
 ]
+#: The highest IMDS hop limit EC2 accepts (launch template `HttpPutResponseHopLimit`, 1-64).
+MAX_IMDS_HOP_LIMIT = 64
 #: A year: what Security Hub's CloudWatch.16 asks of log groups by default.
 DEFAULT_LOG_RETENTION_DAYS: LogRetentionDays = 365
 
@@ -533,7 +535,7 @@ class NodePool(Model):
     ami_family: Literal["al2023", "bottlerocket"] = "al2023"
     """`al2023` (default): the EKS-optimized Amazon Linux 2023 AMI (NVIDIA variant for GPU types) bootstrapped by
     nodeadm; `bottlerocket`: the Bottlerocket (NVIDIA) variant with TOML settings."""
-    imds_hop_limit: int = Field(1, ge=1, le=64)
+    imds_hop_limit: int = Field(1, ge=1, le=MAX_IMDS_HOP_LIMIT)
     """IMDSv2 hop limit. Default 1: pods on the pod network cannot reach the instance metadata service, so they never
     get the node role's credentials (pods on the host network, such as the VPC CNI, still can). More than 1 needs
     `imdsHopLimitReason`."""

@@ -1,10 +1,10 @@
 """What the cluster core hands to every component built on top of it.
 
-The data flow is one-way (design.md): `GpuCluster` builds the network and the EKS cluster first, packs their
-outputs into a `ClusterContext`, and passes it to node pools, storage, add-ons and hybrid nodes. Those never look
-each other up; whatever they share is here. The context carries the few config values every component needs (names,
-region, versions, protection), not the stack config: a component that owns a section of the config (storage,
-add-ons) receives that section from `GpuCluster` as a constructor argument.
+The data flow is one-way: `GpuCluster` builds the network and the EKS cluster first, packs their outputs into a
+`ClusterContext`, and passes it to node pools, storage, add-ons and hybrid nodes. Those never look each other up;
+whatever they share is here (docs/architecture.md#from-stack-config-to-plan). The context carries the few config
+values every component needs (names, region, versions, protection), not the stack config: a component that owns a
+section of the config (storage, add-ons) receives that section from `GpuCluster` as a constructor argument.
 """
 
 from __future__ import annotations

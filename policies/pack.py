@@ -16,7 +16,7 @@ import json
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 from pulumi_policy import (
     EnforcementLevel,
@@ -30,6 +30,7 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
+from components.config import DEFAULT_LOG_RETENTION_DAYS, MAX_IMDS_HOP_LIMIT, LogRetentionDays, LogType
 from policies.resources import (
     EFS,
     EKS_CLUSTER,
@@ -80,7 +81,7 @@ PARAMETERS: dict[str, dict[str, dict[str, Any]]] = {
         "maxHopLimit": {
             "type": "integer",
             "minimum": 1,
-            "maximum": 64,
+            "maximum": MAX_IMDS_HOP_LIMIT,
             "description": "Highest IMDS hop limit allowed (AWS: 2 for containers; 1 keeps pods off IMDS).",
         }
     },
@@ -90,7 +91,7 @@ PARAMETERS: dict[str, dict[str, dict[str, Any]]] = {
     "eks-control-plane-logging": {
         "requiredLogTypes": {
             "type": "array",
-            "items": {"type": "string", "enum": ["api", "audit", "authenticator", "controllerManager", "scheduler"]},
+            "items": {"type": "string", "enum": list(get_args(LogType))},
             "description": "EKS control-plane log types that must be enabled.",
         }
     },
@@ -112,8 +113,9 @@ PARAMETERS: dict[str, dict[str, dict[str, Any]]] = {
         "minRetentionDays": {
             "type": "integer",
             "minimum": 1,
-            "maximum": 3653,
-            "description": "Fewest days a log group may keep its logs (Security Hub CloudWatch.16 defaults to 365).",
+            "maximum": max(get_args(LogRetentionDays)),
+            "description": "Fewest days a log group may keep its logs "
+            f"(Security Hub CloudWatch.16 defaults to {DEFAULT_LOG_RETENTION_DAYS}).",
         }
     },
     "gpu-budget": {

@@ -15,6 +15,7 @@ from components.catalog import (
     GPUS_PATH,
     INSTANCES_PATH,
     CatalogError,
+    capacity_block_types,
     efa_instance_type_names,
     format_card_ranges,
     gpu_model,
@@ -321,6 +322,28 @@ def test_loader_rejects_an_unknown_source_tag(tmp_path: Path) -> None:
     _entry(data, "p5.48xlarge")["source"]["price"] = "KPP+BLOG"
     with pytest.raises(CatalogError, match="unknown source tag"):
         load_catalog(_write(tmp_path, data))
+
+
+def test_loader_rejects_an_instance_set_member_without_a_known_source(tmp_path: Path) -> None:
+    data = shipped_data(INSTANCES_PATH)
+    data["instance_sets"]["capacity_blocks"]["members"]["p5.48xlarge"] = "FORUM"
+    with pytest.raises(CatalogError, match=r"instance_sets.capacity_blocks.p5.48xlarge: unknown source tag"):
+        load_catalog(_write(tmp_path, data))
+
+
+def test_loader_requires_every_instance_set_the_code_reads(tmp_path: Path) -> None:
+    data = shipped_data(INSTANCES_PATH)
+    del data["instance_sets"]["no_lustre_efa_families"]
+    with pytest.raises(CatalogError, match="must define exactly"):
+        load_catalog(_write(tmp_path, data))
+
+
+def test_instance_sets_are_read_from_the_catalog(tmp_path: Path) -> None:
+    data = shipped_data(INSTANCES_PATH)
+    data["instance_sets"]["capacity_blocks"]["members"] = {"g6e.xlarge": "CBTYPES"}
+    catalog = load_catalog(_write(tmp_path, data))
+    assert set(catalog.instance_sets["capacity_blocks"].members) == {"g6e.xlarge"}
+    assert "p5.48xlarge" in capacity_block_types() and "g6e.xlarge" not in capacity_block_types()
 
 
 def test_loader_rejects_a_gpu_model_with_unknown_source(tmp_path: Path) -> None:

@@ -13,6 +13,8 @@ import pytest
 from pydantic import BaseModel
 
 from blueprint import reference
+from blueprint.citation_links import link_citations
+from blueprint.reference import sources_href
 from components import config
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,6 +29,10 @@ SECTION = re.compile(r"(?:(pulumi-testing-notes|notes)(?:\.md)? )?§ ?(\d+[a-z]?
 #: `source: AC+KP+NVHOPPER` or `{compute: AC+KP, ...}` in the catalog YAML.
 YAML_SOURCE = re.compile(r"\bsource: *(\{[^}]*\}|[A-Z0-9+]+)")
 LINK = re.compile(r"\]\(([^)\s]+)\)")
+#: A citation link: `[BC](sources.md#bc)`, `[aws-gpu-facts.md §5f](#aws-gpu-factsmd-5f)`.
+CITATION_LINK = re.compile(
+    r"\[([A-Z][A-Z0-9]+|(?:aws-gpu-facts\.md|pulumi-testing-notes) §[^\]]+)\]\(([^)\s]*#[^)\s]+)\)"
+)
 
 
 def _config_models() -> list[type[BaseModel]]:
@@ -114,3 +120,57 @@ def test_relative_links_resolve(doc: Path) -> None:
         if not resolved.exists() or missing_anchor:
             broken.append(target)
     assert not broken, f"{doc.name}: broken links {broken}"
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_citation_links_to_its_source(doc: Path) -> None:
+    """`[BC]` and `aws-gpu-facts.md §5f` in prose are links to their heading in docs/sources.md, which exists."""
+    text = doc.read_text()
+    assert link_citations(text, sources_href(doc)) == text, f"{doc.name}: bare citations; run `schema --write`"
+    headings = {_slug(h) for h in _headings(SOURCES)}
+    for label, target in CITATION_LINK.findall(text):
+        path_part, _, anchor = target.partition("#")
+        assert (doc.parent / path_part).resolve() == SOURCES.resolve() if path_part else doc == SOURCES, target
+        assert anchor == _slug(label) and anchor in headings, f"{doc.name}: [{label}]({target}) has no heading"
+
+
+def test_citation_links_leave_code_headings_and_links_alone() -> None:
+    text = "\n".join(
+        [
+            "### [BC]",
+            "see [BC] and `[BC]`, [AC](sources.md#ac), aws-gpu-facts.md §5f",
+            "[REF]: https://example.com",
+            "```",
+            "[BC]",
+            "```",
+        ]
+    )
+    linked = link_citations(text, "sources.md")
+    assert linked.split("\n") == [
+        "### [BC]",
+        "see [BC](sources.md#bc) and `[BC]`, [AC](sources.md#ac), "
+        "[aws-gpu-facts.md §5f](sources.md#aws-gpu-factsmd-5f)",
+        "[REF]: https://example.com",
+        "```",
+        "[BC]",
+        "```",
+    ]
+    assert link_citations(linked, "sources.md") == linked
+
+
+#: `docs/storage.md#efa-lustre-clients`, `docs/operations.md`: a page of the docs named in code.
+DOC_REFERENCE = re.compile(r"\bdocs/([\w-]+\.md)(?:#([\w-]+))?")
+
+
+def test_docs_named_in_the_code_exist_with_their_sections() -> None:
+    """A module that points to docs/PAGE.md#section for its reasons points to a page and heading that exist.
+
+    A bare `docs/PAGE.md` of no page here is an upstream project's (csi-driver-nfs `docs/driver-parameters.md`)."""
+    broken = []
+    for path in _citing_files():
+        text = _prose(path) if path.suffix == ".py" else path.read_text()
+        for page, section in DOC_REFERENCE.findall(text):
+            target = ROOT / "docs" / page
+            if section and section not in _anchors(target):
+                broken.append(f"{path.relative_to(ROOT)}: docs/{page}{'#' + section if section else ''}")
+    assert not broken, broken

@@ -1,4 +1,4 @@
-"""Every shipped stack plans offline and its JSON matches the contract in design.md."""
+"""Every shipped stack plans offline and its JSON matches the contract in docs/architecture.md."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""One config, one plan: every shipped stack plans to the same bytes twice (design.md, the offline plan contract)."""
+"""One config, one plan: every shipped stack plans to the same bytes twice (docs/architecture.md, plan contract)."""
 
 from __future__ import annotations
 

@@ -1,15 +1,9 @@
 """`blueprint check`: the policy pack over the offline plan, without the Pulumi CLI.
 
-It runs the very policy objects `pulumi preview --policy-pack policies` serves (`policies.pack.POLICIES`), through
-the argument types the policy SDK builds at run time (`ResourceValidationArgs`, `StackValidationArgs`,
-`PolicyResource`, properties wrapped in `unknown_checking_proxy`), and it resolves enforcement levels and
-parameters the way the CLI does (`ReconcilePolicyPackConfig`): schema defaults and each policy's own level first,
-then the config's `all` level, then each policy's entry. So a stack that passes here passes the preview's policy
-check, as far as the offline plan's inputs match what the providers will see.
-
-A plan record may carry, beyond the plan contract, `id` (the mock id, which stack policies see among outputs as the
-engine's would have it), `dependencies` and `propertyDependencies` (URN lists); references between resources
-resolve best with them (see policies.resources).
+Invariant: it runs the very policy objects `pulumi preview --policy-pack policies` serves, through the argument types
+the policy SDK builds, and resolves enforcement levels and parameters as the CLI does, so a stack that passes here
+passes the preview's policy check as far as the plan's inputs match. How:
+docs/design-notes.md#blueprint-check-as-the-preview-runs-the-pack.
 """
 
 from __future__ import annotations

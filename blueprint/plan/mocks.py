@@ -315,7 +315,7 @@ def _policy_document(args: dict[str, Any]) -> dict[str, Any]:
 
 @dataclass
 class Registration:
-    """One resource registration as the offline plan reports it (design.md, plan contract)."""
+    """One resource registration as the offline plan reports it (docs/architecture.md#the-plan-json-contract)."""
 
     urn: str
     type: str

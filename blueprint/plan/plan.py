@@ -1,4 +1,4 @@
-"""Assemble the offline plan of a stack (design.md, "The offline plan contract")."""
+"""Assemble the offline plan of a stack (docs/architecture.md#the-plan-json-contract)."""
 
 from __future__ import annotations
 

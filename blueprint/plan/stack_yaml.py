@@ -1,16 +1,9 @@
 """Read a stack file (or Pulumi.yaml) as the Pulumi CLI does, and refuse what it would refuse or misread.
 
-The CLI decodes stack files with Go's yaml.v3 v3.0.1 [PULUMISTACK]; `blueprint.plan.yaml_v3` composes and constructs
-the document the same way [YAMLV3], on PyYAML's parser events only, so the installed PyYAML release cannot change
-what a file means. That follows YAML 1.2 for untyped values: only `true`/`false` are booleans, so
-`placementGroup: off` stays the word `off`, and keeps the YAML 1.1 merge keys (`<<: *defaults`), merged as yaml.v3
-merges them.
-
-Each check below is one named rule with its reason; `FILE_CHECKS` lists them for docs/validation-rules.md. They run
-on the composed node graph before anything is constructed, so a cycle is refused without ever being expanded, and
-each problem carries its line and column. Nesting and the number of values (aliases expanded) are limited while the
-file is parsed, so a deeply nested file gets this module's message before any limit of the parser's own, and a big
-file or an alias bomb is refused as soon as it passes the limit.
+Invariant: a file means what Go's yaml.v3 v3.0.1 makes of it ([PULUMISTACK], [YAMLV3]; `blueprint.plan.yaml_v3`),
+whatever PyYAML release is installed. Each check is one named rule (`FILE_CHECKS`, listed in
+docs/validation-rules.md) run on the composed node graph, each problem with its line and column. Why:
+docs/design-notes.md#reading-stack-files-as-the-pulumi-cli-does.
 """
 
 from __future__ import annotations

@@ -1,26 +1,8 @@
 """Compose and construct one YAML document the way Go's yaml.v3 v3.0.1 decodes it into `any` [YAMLV3].
 
-The Pulumi CLI reads a stack file with yaml.v3 v3.0.1 into `any` before anything else [PULUMISTACK], so that decoding
-decides what the program sees. PyYAML only tokenises and parses here (its C parser where built, else the pure-Python
-one: the same events); composing nodes, resolving plain scalars and building values are the project's own, so a
-PyYAML release that changes its constructor or composer (6.0.4 changed nested merge keys and added a nesting limit)
-cannot change a plan. What follows yaml.v3 v3.0.1, by file and function:
-
-- Plain scalars (resolve.go `resolve`): only `true`/`false` (and `True`, `TRUE`, ...) are booleans, `~`/`null`/empty
-  is null, `.inf`/`.nan` are floats; a scalar starting with a digit or sign is a timestamp (`2024-01-01`), else an
-  int with `_` dropped (`0x`, `0o`, `0b` prefixes, a leading `0` is octal; int64 or uint64), else a float; anything
-  else is text. Quoted and block scalars are text. A `!` tag resolves as untagged (decode.go `parser.node`).
-- Merge keys (decode.go `parser.scalar`, `isMerge`): a plain `<<`, or one tagged `!!merge` (quoted or not); a quoted
-  `'<<'` is an ordinary key.
-- Anchors (decode.go `parser.anchor`): a later anchor of the same name replaces the earlier one for later aliases.
-- The stream (parserc.go `yaml_parser_process_directives`, yaml.go `unmarshal`): `%YAML 1.1` is the only version
-  directive accepted ("found incompatible YAML document"); only the first document is decoded, the rest is ignored.
-- Mappings (decode.go `decoder.mapping`, `decoder.merge`): a mapping's own keys are set first, wherever they stand
-  in the text; then its merge value, a mapping or each mapping of a list in order, adds only keys nobody has set yet
-  (`mergedFields`), and a merged mapping's own merges are followed, depth first, before the next one in the list. So
-  own keys beat merged ones, the first merged mapping beats later ones, and a merged mapping's own keys beat what it
-  merges itself. A null merged value is set like any other. (Releases before v3.0.0 merged in text order.) A merge
-  value written as an alias must name a mapping, even where the same list written out would be merged.
+The Pulumi CLI decodes stack files that way [PULUMISTACK]; PyYAML only tokenises and parses here, and composing,
+resolving plain scalars and building values are the project's own, so a PyYAML release cannot change a plan.
+The yaml.v3 rules followed, by file and function: docs/design-notes.md#yamlv3-semantics-rule-by-rule.
 """
 
 from __future__ import annotations

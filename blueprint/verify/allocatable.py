@@ -1,12 +1,9 @@
 """Check `allocatable`: each node advertises the GPU resources and EFA devices the catalog and the pool plan promise,
 and each node of a MIG pool has had its partitions applied.
 
-The GPU resources are `components.planning.mig.advertised_resources` (the figures cluster-autoscaler is promised
-too): `nvidia.com/gpu` = the instance type's GPUs (catalog) x the pool's time-slicing replicas, or its MIG devices
-under the `single` strategy; under `mixed`, 0 whole GPUs and one `nvidia.com/mig-<profile>` per profile.
-`vpc.amazonaws.com/efa` is the pool's wired EFA devices (`PoolPlan.efa_devices`, 32 on a p5.48xlarge), 0 where none
-are wired. On a MIG pool the node label `nvidia.com/mig.config.state` must read `success`: the mig-manager sets it
-`pending` while it partitions, then `success` or `failed` ([MIGPARTED] pkg/mig/reconfigure).
+Expected figures are `components.planning.mig.advertised_resources` (what cluster-autoscaler is promised too) and
+`PoolPlan.efa_devices`; a MIG node's `nvidia.com/mig.config.state` must read `success` ([MIGPARTED]).
+See docs/operations.md#verifying-a-deploy.
 """
 
 from __future__ import annotations

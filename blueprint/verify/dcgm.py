@@ -1,14 +1,8 @@
 """Check `dcgm`: NVIDIA DCGM's diagnostic (`dcgmi diag -r LEVEL -j`) on every Ready GPU node, all nodes at once.
 
-Level 1 (the default) is NVIDIA's "quick deployment checks, normally lasting seconds"; level 2 "medium validation,
-approximately two minutes"; level 3 "long hardware diagnostics, approximately 15 minutes"; level 4 "extended,
-longer-running hardware diagnostics" ([DCGMDIAG]). The managed services run the deep levels before they admit a
-node: SageMaker HyperPod on EKS runs level 4 in its deep health checks, AWS PCS levels 1 to 3 by profile
-([DEEPHC]). Failing nodes are listed, and cordoned with `--cordon-failed` so no new pod lands there.
-
-Each pod requests every `nvidia.com/gpu` slot of its node (all time-slicing replicas), so the diagnostic has the
-node's GPUs to itself. A MIG pool is skipped: DCGM refuses to diagnose a GPU whose MIG configuration "prevents access
-to the entire GPU" ([MIGLIMITS]); relabel a node `nvidia.com/mig.config=all-disabled` to run it there.
+Each pod takes every `nvidia.com/gpu` slot of its node; failing nodes are listed (and cordoned with
+`--cordon-failed`); MIG pools are skipped ([MIGLIMITS]). Levels and why: docs/design-notes.md#verify-dcgm; the user
+view: docs/operations.md#verifying-a-deploy.
 """
 
 from __future__ import annotations

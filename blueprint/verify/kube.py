@@ -1,13 +1,8 @@
 """The Kubernetes API as `blueprint verify` uses it: a small protocol, and its adapter over the official client.
 
-Checks talk to `KubeApi` only, with objects as plain dicts shaped like the API's JSON (camelCase, as `kubectl get -o
-json` prints them), so tests inject a fake API that answers from recorded objects. `KubernetesApi` is the real
-adapter: it turns the client's models into those dicts with the client's own `sanitize_for_serialization`.
-
-Where the kubeconfig comes from (`kubeconfig_source`): `--kubeconfig FILE`; else `$KUBECONFIG` or `~/.kube/config`;
-else the stack output, read with `pulumi stack output kubeconfig --show-secrets --stack NAME` when the Pulumi CLI is
-installed. The stack's kubeconfig authenticates with `aws eks get-token` (an exec plugin), so the AWS CLI and
-credentials for the cluster are needed either way.
+Checks talk to `KubeApi` only, with objects as plain dicts shaped like the API's JSON, so tests inject a fake API.
+The kubeconfig comes from `--kubeconfig`, else `$KUBECONFIG` or `~/.kube/config`, else the stack output (Pulumi
+CLI); it authenticates with `aws eks get-token`. See docs/operations.md#verifying-a-deploy.
 """
 
 from __future__ import annotations

@@ -1,32 +1,10 @@
-"""Check `nccl`: an all-reduce (nccl-tests `all_reduce_perf`) across two nodes of each EFA pool, and on one node
-of every other GPU pool.
+"""Check `nccl`: an all-reduce (nccl-tests `all_reduce_perf`) across two nodes of each EFA pool, and on one node of
+every other GPU pool.
 
-Two nodes, without the MPI Operator: two worker pods (all GPUs, all EFA devices and the EFA huge pages of their
-node, as AWS's EFA NCCL test asks, [EKSEFA] and [ADTNCCL]) run sshd; a launcher pod runs `mpirun` over SSH to the
-workers' pod IPs with a key pair made for this run and deleted with it. `NCCL_DEBUG=INFO` makes NCCL name its
-transport: the log must show aws-ofi-nccl's `NET/OFI Selected Provider is efa` and `Using network ... Libfabric`
-([OFINCCL]); `Using network Socket` means EFA is not in use, whatever the bandwidth.
-
-Expected bus bandwidth: `--min-busbw-fraction` (default 0.8) of AWS's published two-node figure for the pool's
-instance type where one is published ([ADTNCCL] README: 487 GB/s on 2 x p5.48xlarge, 78 GB/s on 2 x p4de.24xlarge), else
-of the pool's fabric bandwidth in GB/s (`fabricGbpsPerNode / 8`), read at the largest message size (nccl-tests' `Avg
-bus bandwidth` averages all sizes, the latency-bound ones included). Busbw counts NVLink traffic inside each node as
-well, so a healthy pair exceeds the fabric figure (1.22 times on p5, 1.57 times on p4de): the published figure is the
-tighter bar, and the fabric one a floor that still fails a pair that lost half its EFA devices or fell back to
-sockets.
-A single-node run has no catalog figure to compare (NVLink or PCIe inside one node): it must complete with no
-wrong results, and its bus bandwidth is reported.
-
-GPUs: every pod that runs ranks requests every `nvidia.com/gpu` slot of its node (on a time-sliced pool, all
-replicas of every GPU), so no other pod shares its GPUs, and runs one rank (or, on one node, one `-g`) per physical
-GPU. A MIG pool is skipped: a CUDA process uses one MIG device, and MIG devices have no peer-to-peer path between
-them ([MIGLIMITS]), so a multi-GPU all-reduce cannot run on them.
-
-Environment: the library path and the NCCL tuning variables are those of AWS's manifest for the image's build
-([ADTNCCL] at the commit that built the pinned tag): `-x LD_LIBRARY_PATH` replaces each rank's value, so the
-launcher puts the manifest's directories in front of the image's own (`/opt/gdrcopy/lib` and the rest), as the
-manifest's `$LD_LIBRARY_PATH` suffix intends, and the run uses the same `NCCL_BUFFSIZE`, `NCCL_P2P_NET_CHUNKSIZE`
-and aws-ofi-nccl tuner plugin as the published 487 GB/s run, so the figures compare like for like.
+Invariants: the log must show aws-ofi-nccl selecting EFA ([OFINCCL]); bus bandwidth is held to a fraction of AWS's
+published two-node figure, else of the fabric bandwidth ([ADTNCCL]); pods take every GPU slot of their node; MIG
+pools are skipped. How and sources: docs/design-notes.md#verify-nccl; the user view:
+docs/operations.md#verifying-a-deploy.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
-"""Check `storage`: each shared file system's claim is Bound, mounts in a pod of a pool that uses it, and gives a
-short write and read throughput comparable with the plan.
+"""Check `storage`: each shared file system's claim is Bound, mounts in a pool that uses it, and gives a short write
+and read throughput comparable with the plan.
 
-The probe writes `streams` files of `MiB` each in parallel, then reads them back, with O_DIRECT where the file
-system takes it (so the page cache does not flatter the figures), and deletes them. One client cannot reach a
-file system's aggregate throughput: the figure it is held to is `--min-storage-fraction` (default 0.25) of the
-least of the file system's throughput (plan summary `throughputMBps`), the client node's network bandwidth and,
-for EFS, its per-client limit of 1,500 MiB/s (`components.planning.storage`). It is a smoke test that a mount
-works at a plausible speed, not a benchmark.
+The figure held to is `--min-storage-fraction` (default 0.25) of the least of the file system's throughput, the
+client's network bandwidth and, for EFS, its per-client limit (`components.planning.storage`): a smoke test that a
+mount works at a plausible speed, not a benchmark. See docs/operations.md#verifying-a-deploy.
 """
 
 from __future__ import annotations

@@ -1,20 +1,10 @@
 """Drains before terminations: AWS Node Termination Handler in queue mode ([NTH], aws-gpu-facts.md §7b).
 
-A spot GPU node gets a two-minute notice before EC2 takes it back. In queue mode EventBridge puts that notice (and
-scheduled maintenance, state changes and the ASG's terminate lifecycle action) on an SQS queue; rebalance
-recommendations are the Auto Scaling group's (capacity rebalancing), whose terminations reach the handler through
-the lifecycle hook (`INTERRUPTION_EVENT_PATTERNS`); the handler, a Deployment on the system pool, reads the queue,
-cordons and drains the node, and completes the lifecycle action so the ASG replaces it. Queue mode instead of the
-IMDS DaemonSet because it also sees ASG scale-ins and rebalancing, and needs no pod on the (tainted, expensive) GPU
-nodes.
-
-Built here: the SQS queue (SSE-SQS; the handler's docs note SSE-KMS with the AWS managed key does not work with
-EventBridge), its policy (EventBridge/SQS, only from these rules), four EventBridge rules targeting it, a
-terminate lifecycle hook on every `aws` pool's ASG (`drained_plans`: any group can scale in), the handler's Pod
-Identity role and its Helm release (an OCI chart). Node pools propagate `aws-node-termination-handler/managed` from
-every ASG, the tag the handler checks before it drains anything (`components.tags.NTH_MANAGED`). A Capacity Block's
-expiry warning is not routed here: the handler ignores it (components.planning.reservations), and the pool's
-scheduled scale-to-zero brings its nodes through the hook instead.
+Builds the SQS queue (SSE-SQS), its policy, four EventBridge rules, a terminate lifecycle hook on every `aws`
+pool's group, the handler's Pod Identity role and its Helm release. Invariant: the handler drains only instances
+tagged `aws-node-termination-handler/managed`; a Capacity Block's end is handled by the pool's scheduled
+scale-to-zero (components.planning.reservations). See
+docs/addons.md#node-termination-handling-spot-interruptions-and-every-group-termination.
 """
 
 from __future__ import annotations

@@ -1,19 +1,9 @@
 """Monitoring and alerts: Container Insights with GPU metrics and/or DCGM exporter + kube-prometheus-stack.
 
-Two switches (`addons.monitoring`):
-- `containerInsights` (default on): the `amazon-cloudwatch-observability` EKS add-on ([CWI] aws-gpu-facts.md §7a:
-  node/pod/container GPU metrics from v1.3.0-eksbuild.1), its agent's Pod Identity role, tolerations for every
-  pool taint, the GPU metrics agent for `gpu-utilization` pools, and two CloudWatch alarms: GPU temperature and
-  idle GPU spend;
-- `dcgmPrometheus` (default off): kube-prometheus-stack (first: it brings the ServiceMonitor and PrometheusRule
-  CRDs) and NVIDIA's DCGM exporter on every GPU node, with Prometheus rules for XID errors, uncorrectable ECC
-  errors, temperature and idle spend, and Grafana with our dashboards (GPUs, nodes, EFA, FSx for Lustre), each a
-  ConfigMap its dashboard sidecar loads.
-
-On the Container Insights path the stack gets a CloudWatch dashboard instead (GPUs, EFA, file systems, nodes).
-
-Alerts go to an SNS topic when `alerts.snsTopicArn` is given or `alerts.email` is set (a topic encrypted with its
-own KMS key is created then, with an email subscription).
+Two switches (`addons.monitoring`): `containerInsights` (the CloudWatch add-on, its alarms and dashboard, [CWI])
+and `dcgmPrometheus` (kube-prometheus-stack first, for its CRDs, then the DCGM exporter, Prometheus rules and
+Grafana). Alerts go to an SNS topic when `alerts.snsTopicArn` or `alerts.email` is set.
+See docs/addons.md#monitoring-and-alerts.
 """
 
 from __future__ import annotations

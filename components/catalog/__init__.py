@@ -1,14 +1,9 @@
 """The hardware catalog: EC2 instance types and GPU models, as sourced data.
 
-Why a catalog: EFA layouts, node-template tags, capacity checks, cost estimates and the policy pack
-all need the same instance facts (GPU count, network cards, EFA cards, price...). Keeping them as data
-in one place, each with the source it was read from, lets every consumer derive from one copy and lets
-a reviewer check a number against its citation.
-
-The data lives in ``instances.yaml`` (instance types + the citation map) and ``gpus.yaml`` (GPU
-models). This module validates both when loading, so bad data fails loudly at the first lookup rather
-than producing a wrong launch template later. The loader functions take optional paths so tests can
-load deliberately broken files.
+EFA layouts, node-template tags, capacity checks, cost estimates and the policy pack read the same instance facts
+from `instances.yaml` (types, instance sets, citations) and `gpus.yaml` (GPU models). Invariants: every field group
+and set member cites a known source; loading validates both files, so bad data fails at the first lookup. The
+loaders take optional paths so tests can load broken files. See docs/sources.md#source-tags.
 """
 
 from __future__ import annotations
@@ -22,33 +17,38 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from components.yaml_loader import parse_yaml
+from components.catalog.citations import CatalogError, check_tags, citation_texts, read_sources, read_yaml
 
 __all__ = [
     "COMMON_FIELD_GROUPS",
     "GPUS_PATH",
     "GPU_FIELD_GROUPS",
     "INSTANCES_PATH",
+    "INSTANCE_SETS",
     "MIG_COMPUTE_SLICES",
     "MIG_MEMORY_SLICES",
     "CatalogError",
     "GpuModel",
     "HardwareCatalog",
+    "InstanceSet",
     "InstanceType",
     "MigGeometry",
     "MigProfile",
+    "capacity_block_types",
     "efa_instance_type_names",
+    "eight_lustre_efa_interface_types",
     "format_card_ranges",
     "gpu_model",
     "gpu_models",
+    "instance_set",
     "instance_type",
     "instance_types",
     "instance_types_with_gpu",
     "is_rented_by_aws",
     "load_catalog",
+    "no_lustre_efa_families",
     "parse_card_ranges",
     "sources",
 ]
@@ -62,10 +62,6 @@ COMMON_FIELD_GROUPS: tuple[str, ...] = ("compute", "gpu", "network", "eni", "efa
 GPU_FIELD_GROUPS: tuple[str, ...] = ("nvlink", "gdr")
 
 _RANGE_PART = re.compile(r"^(\d+)(?:-(\d+))?$")
-
-
-class CatalogError(ValueError):
-    """The catalog data is inconsistent or incomplete (raised at load time)."""
 
 
 def parse_card_ranges(text: str) -> tuple[int, ...]:
@@ -266,58 +262,55 @@ class GpuModel(BaseModel):
 
 
 @dataclass(frozen=True)
+class InstanceSet:
+    """Instance types (or families) a fact holds for, each member with its source tags."""
+
+    about: str
+    members: Mapping[str, str]
+    notes: str | None = None
+
+
+#: The instance sets the code reads; `instances.yaml` must define each.
+INSTANCE_SETS = ("capacity_blocks", "no_lustre_efa_families", "eight_lustre_efa_interfaces")
+
+
+@dataclass(frozen=True)
 class HardwareCatalog:
     """Everything loaded from the two YAML files, validated together."""
 
     sources: Mapping[str, str]
     gpu_models: Mapping[str, GpuModel]
     instance_types: Mapping[str, InstanceType]
+    instance_sets: Mapping[str, InstanceSet]
 
 
-def _read_yaml(path: Path) -> dict[str, Any]:
-    try:
-        data = parse_yaml(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise CatalogError(f"{path}: not valid YAML: {exc}") from exc
-    if not isinstance(data, dict):
-        raise CatalogError(f"{path}: expected a mapping at the top level")
-    return data
-
-
-def _load_sources(raw: Any, path: Path) -> dict[str, str]:
-    if not isinstance(raw, dict) or not raw:
-        raise CatalogError(f"{path}: a non-empty `sources:` map (tag -> title/url/snapshot) is required")
-    citations: dict[str, str] = {}
-    for tag, entry in raw.items():
-        if not isinstance(entry, dict) or not str(entry.get("title", "")).strip():
-            raise CatalogError(f"{path}: source {tag!r} needs at least a title")
-        text = str(entry["title"]).strip()
-        if entry.get("url"):
-            text += f" <{entry['url']}>"
-        if entry.get("snapshot"):
-            text += f" [{entry['snapshot']}]"
-        citations[str(tag)] = text
-    return citations
-
-
-def _check_tags(where: str, value: str, known: Mapping[str, str]) -> None:
-    tags = [t.strip() for t in value.split("+")]
-    unknown = [t for t in tags if t not in known]
-    if not value.strip() or unknown:
-        raise CatalogError(f"{where}: unknown source tag(s) {unknown or [value]!r}; known: {sorted(known)}")
+def _instance_sets(raw: Any, path: Path, known: Mapping[str, str]) -> dict[str, InstanceSet]:
+    if not isinstance(raw, dict) or sorted(raw) != sorted(INSTANCE_SETS):
+        raise CatalogError(f"{path}: `instance_sets:` must define exactly {', '.join(INSTANCE_SETS)}")
+    out: dict[str, InstanceSet] = {}
+    for name, entry in raw.items():
+        members = entry.get("members") if isinstance(entry, dict) else None
+        if not isinstance(members, dict) or not members or not str(entry.get("about", "")).strip():
+            raise CatalogError(f"{path}: instance_sets.{name} needs `about` and a non-empty `members` map")
+        for member, tags in members.items():
+            check_tags(f"{path}: instance_sets.{name}.{member}", str(tags or ""), known)
+        out[name] = InstanceSet(
+            str(entry["about"]), MappingProxyType({str(m): str(t) for m, t in members.items()}), entry.get("notes")
+        )
+    return out
 
 
 def load_catalog(instances_path: Path | None = None, gpus_path: Path | None = None) -> HardwareCatalog:
     """Load and cross-check both catalog files. Raises :class:`CatalogError` on any bad entry."""
     ipath = instances_path or INSTANCES_PATH
     gpath = gpus_path or GPUS_PATH
-    idata = _read_yaml(ipath)
-    gdata = _read_yaml(gpath)
-    citations = _load_sources(idata.get("sources"), ipath)
+    idata = read_yaml(ipath)
+    gdata = read_yaml(gpath)
+    known = citation_texts(read_sources(idata.get("sources"), ipath))
 
     snapshot = idata.get("price_snapshot") or {}
     price_date = snapshot.get("date")
-    if not price_date or snapshot.get("source") not in citations:
+    if not price_date or snapshot.get("source") not in known:
         raise CatalogError(f"{ipath}: `price_snapshot` needs a date and a known source tag")
 
     raw_gpus = gdata.get("gpu_models")
@@ -361,7 +354,7 @@ def load_catalog(instances_path: Path | None = None, gpus_path: Path | None = No
         except ValueError as exc:
             raise CatalogError(f"{ipath}: {name}: {exc}") from exc
         for group, tags in itype.source.items():
-            _check_tags(f"{ipath}: {name}: source.{group}", tags, citations)
+            check_tags(f"{ipath}: {name}: source.{group}", tags, known)
         if itype.on_demand_usd_per_hour is None and not itype.notes:
             raise CatalogError(f"{ipath}: {name}: a missing price needs `notes` saying why")
         types[name] = itype
@@ -373,9 +366,9 @@ def load_catalog(instances_path: Path | None = None, gpus_path: Path | None = No
             gpu = GpuModel.model_validate({**entry, "rented_by_aws": name in rented})
         except ValueError as exc:
             raise CatalogError(f"{gpath}: {name}: {exc}") from exc
-        _check_tags(f"{gpath}: {name}: source", gpu.source, citations)
+        check_tags(f"{gpath}: {name}: source", gpu.source, known)
         if gpu.mig is not None:
-            _check_tags(f"{gpath}: {name}: mig.source", gpu.mig.source, citations)
+            check_tags(f"{gpath}: {name}: mig.source", gpu.mig.source, known)
         if gpu.cloud_alternative is not None and gpu.cloud_alternative not in types:
             raise CatalogError(
                 f"{gpath}: {name}: cloud_alternative {gpu.cloud_alternative!r} is not a catalog instance type"
@@ -383,9 +376,10 @@ def load_catalog(instances_path: Path | None = None, gpus_path: Path | None = No
         gpus[name] = gpu
 
     return HardwareCatalog(
-        sources=MappingProxyType(citations),
+        sources=MappingProxyType(known),
         gpu_models=MappingProxyType(gpus),
         instance_types=MappingProxyType(types),
+        instance_sets=MappingProxyType(_instance_sets(idata.get("instance_sets"), ipath, known)),
     )
 
 
@@ -454,6 +448,26 @@ def instance_types_with_gpu(model: str, count: int | None = None) -> list[Instan
         matches,
         key=lambda t: (t.on_demand_usd_per_hour is None, t.on_demand_usd_per_hour or 0.0, t.name),
     )
+
+
+def instance_set(name: str) -> frozenset[str]:
+    """The members of one of the catalog's `INSTANCE_SETS` (KeyError for another name)."""
+    return frozenset(_catalog().instance_sets[name].members)
+
+
+def capacity_block_types() -> frozenset[str]:
+    """Instance types AWS offers as EC2 Capacity Blocks for ML ([CBTYPES])."""
+    return instance_set("capacity_blocks")
+
+
+def no_lustre_efa_families() -> frozenset[str]:
+    """Instance families with EFA that cannot be FSx for Lustre EFA clients ([EFADOC], [FSXEFA])."""
+    return instance_set("no_lustre_efa_families")
+
+
+def eight_lustre_efa_interface_types() -> frozenset[str]:
+    """Instance types the FSx for Lustre EFA client setup gives 8 EFA interfaces ([FSXEFA])."""
+    return instance_set("eight_lustre_efa_interfaces")
 
 
 def sources() -> Mapping[str, str]:

@@ -15,6 +15,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from components.catalog.citations import citation_texts, file_sources
 from components.yaml_loader import parse_yaml
 
 DEPLOYER_PERMISSIONS_PATH = Path(__file__).parent / "deployer_permissions.yaml"
@@ -35,8 +36,9 @@ def _provider_calls() -> dict[str, Any]:
     return data
 
 
-def sources() -> dict[str, Any]:
-    return {**_data()["sources"], **_provider_calls()["sources"]}
+def sources() -> dict[str, str]:
+    """Source tag -> citation for both files."""
+    return citation_texts({**file_sources(DEPLOYER_PERMISSIONS_PATH), **file_sources(PROVIDER_CALLS_PATH)})
 
 
 def provider_calls(resource_type: str) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from components.catalog import CatalogError, _check_tags, _load_sources, _read_yaml
+from components.catalog.citations import CatalogError, check_tags, citation_texts, read_sources, read_yaml
 from components.catalog.versions import version_sources
 
 __all__ = ["METRICS_PATH", "cloudwatch_metrics", "efa_metric_name", "efa_port_counters", "prometheus_metrics"]
@@ -24,8 +24,8 @@ METRICS_PATH = Path(__file__).parent / "metrics.yaml"
 
 @cache
 def _metrics() -> dict[str, Any]:
-    data = _read_yaml(METRICS_PATH)
-    known = {**version_sources(), **_load_sources(data.get("sources"), METRICS_PATH)}
+    data = read_yaml(METRICS_PATH)
+    known = {**version_sources(), **citation_texts(read_sources(data.get("sources"), METRICS_PATH))}
     sections = [
         *((f"prometheus.{name}", entry) for name, entry in (data.get("prometheus") or {}).items()),
         ("efa_port_counters", data.get("efa_port_counters") or {}),
@@ -35,7 +35,7 @@ def _metrics() -> dict[str, Any]:
         names = entry.get("metrics", entry.get("counters"))
         if not isinstance(names, list) or not names or len(set(names)) != len(names):
             raise CatalogError(f"{METRICS_PATH}: {where}: a non-empty list of distinct names is required")
-        _check_tags(f"{METRICS_PATH}: {where}", str(entry.get("source", "")), known)
+        check_tags(f"{METRICS_PATH}: {where}", str(entry.get("source", "")), known)
     return data
 
 

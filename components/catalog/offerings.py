@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from components.catalog import CatalogError, instance_types
+from components.catalog.citations import read_sources
 from components.catalog.regions import regions
 
 OFFERINGS_PATH = Path(__file__).parent / "offerings.yaml"
@@ -94,9 +95,7 @@ def load_offerings(path: Path | None = None) -> dict[str, RegionOfferings]:
         raise CatalogError(f"{path}: not valid YAML: {exc}") from exc
     if not isinstance(data, dict) or set(data) != {"sources", "regions"}:
         raise CatalogError(f"{path}: needs exactly `sources` and `regions` at the top level")
-    tags = data["sources"]
-    if not isinstance(tags, dict) or not all(isinstance(v, dict) and v.get("title") for v in tags.values()):
-        raise CatalogError(f"{path}: each source needs at least a title")
+    tags = read_sources(data["sources"], path)
     if not isinstance(data["regions"], dict):
         raise CatalogError(f"{path}: `regions` must map region -> offerings")
     types = set(instance_types())

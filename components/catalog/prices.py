@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from components import catalog
+from components.catalog.citations import citation_texts, file_sources
 from components.yaml_loader import parse_yaml
 
 PRICES_PATH = Path(__file__).parent / "prices.yaml"
@@ -76,11 +77,8 @@ def _snapshot() -> dict[str, Any]:
 
 
 def sources() -> Mapping[str, str]:
-    """Source tag -> "title (url; snapshot)", for docs and the summary."""
-    return {
-        tag: f"{entry['title']} ({entry.get('url', '')}; {entry.get('snapshot', '')})"
-        for tag, entry in _data()["sources"].items()
-    }
+    """Source tag -> citation (title <url> [snapshot]) for the prices."""
+    return citation_texts(file_sources(PRICES_PATH))
 
 
 def hours_per_month() -> float:
@@ -102,11 +100,11 @@ def instance_price_source(region: str) -> PriceSource:
     """The source of a Region's instance prices: instances.yaml's snapshot for its Region, else prices.yaml's."""
     if region == _snapshot()["region"]:
         tag, date = str(_snapshot()["source"]), str(_snapshot()["date"])
-        entry = parse_yaml(catalog.INSTANCES_PATH.read_text(encoding="utf-8"))["sources"][tag]
+        source = file_sources(catalog.INSTANCES_PATH)[tag]
     else:
         tag, date = str(_data()["instances"]["source"]), str(_data()["instances"]["date"])
-        entry = _data()["sources"][tag]
-    return PriceSource(tag=tag, title=str(entry["title"]), url=str(entry.get("url", "")), date=date)
+        source = file_sources(PRICES_PATH)[tag]
+    return PriceSource(tag=tag, title=source.title, url=source.url, date=date)
 
 
 def on_demand_usd_per_hour(instance_type: str, region: str) -> float | None:

@@ -13,6 +13,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from components.catalog.citations import check_tags, file_sources
 from components.yaml_loader import parse_yaml
 
 QUOTAS_PATH = Path(__file__).parent / "quotas.yaml"
@@ -49,10 +50,8 @@ def _data() -> dict[str, Any]:
     return data
 
 
-def _checked_source(where: str, value: str, known: dict[str, Any]) -> str:
-    missing = [tag for tag in value.split("+") if tag not in known]
-    if missing:
-        raise ValueError(f"{QUOTAS_PATH.name}: {where} cites undefined source(s) {missing}")
+def _checked_source(where: str, value: str) -> str:
+    check_tags(f"{QUOTAS_PATH.name}: {where}", value, file_sources(QUOTAS_PATH))
     return value
 
 
@@ -61,7 +60,7 @@ def vcpu_groups() -> tuple[VcpuGroup, ...]:
     data = _data()
     out = []
     for entry in data["ec2_vcpu_groups"]:
-        source = _checked_source(entry["group"], entry["source"], data["sources"])
+        source = _checked_source(entry["group"], entry["source"])
         quotas = {
             market: Quota(
                 key=f"{entry['group']} {market}",
@@ -92,7 +91,7 @@ def count_quotas() -> dict[str, Quota]:
             default=entry["default"],
             scope=entry["scope"],
             unit=entry["unit"],
-            source=_checked_source(key, entry["source"], data["sources"]),
+            source=_checked_source(key, entry["source"]),
         )
         for key, entry in data["quotas"].items()
     }

@@ -1,13 +1,9 @@
 """Pinned software versions: EKS Kubernetes versions, Helm charts, EKS managed add-ons (exact versions, minimums).
 
-Why one module: a chart version or an add-on minimum that lives in the component that installs it gets copied
-into the policy pack, the plan and the tests, and the copies drift. Here each pin is data (``versions.yaml``)
-with the source it was read from, checked when loading: no floating chart versions, every Kubernetes version
-has a matching cluster-autoscaler, every managed add-on has an exact version for every Kubernetes version, and
-no chart or add-on pins a release older than its known minimum.
-
-Support status of a Kubernetes version is derived from its end dates and a day (today by default), so the list
-of supported versions moves with time instead of being hand-edited.
+Each pin is data (`versions.yaml`) with its source, so the components, policy pack, plan and tests read one copy.
+Invariants, checked at load: no floating chart version, a cluster-autoscaler per Kubernetes version, an exact
+managed add-on version per Kubernetes version, nothing below its known minimum. Support status is derived from
+end dates and a day, so the supported list moves with time. See docs/network-and-cluster.md#eks-managed-add-ons.
 """
 
 from __future__ import annotations
@@ -24,6 +20,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from components.catalog.citations import CatalogError, citation_texts, read_sources
 from components.yaml_loader import parse_yaml
 
 __all__ = [
@@ -211,19 +208,10 @@ class PinnedVersions:
 
 
 def _citations(raw: Any, path: Path) -> dict[str, str]:
-    if not isinstance(raw, dict) or not raw:
-        raise VersionsError(f"{path}: a non-empty `sources:` map is required")
-    out: dict[str, str] = {}
-    for tag, entry in raw.items():
-        if not isinstance(entry, dict) or not str(entry.get("title", "")).strip():
-            raise VersionsError(f"{path}: source {tag!r} needs a title")
-        text = str(entry["title"]).strip()
-        if entry.get("url"):
-            text += f" <{entry['url']}>"
-        if entry.get("snapshot"):
-            text += f" [{entry['snapshot']}]"
-        out[str(tag)] = text
-    return out
+    try:
+        return citation_texts(read_sources(raw, path))
+    except CatalogError as exc:
+        raise VersionsError(str(exc)) from exc
 
 
 def _check_source(where: str, value: str, known: Mapping[str, str]) -> None:

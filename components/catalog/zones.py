@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from components.catalog import CatalogError
+from components.catalog.citations import read_sources
 from components.catalog.offerings import AZ_ID, az_id_order
 from components.catalog.regions import regions
 from components.yaml_loader import parse_yaml
@@ -74,9 +75,7 @@ def load_zones(path: Path | None = None) -> dict[str, RegionZones]:
     data = parse_yaml(path.read_text(encoding="utf-8"))
     if not isinstance(data, dict) or set(data) != {"sources", "regions"}:
         raise CatalogError(f"{path}: needs exactly `sources` and `regions` at the top level")
-    tags = data["sources"]
-    if not isinstance(tags, dict) or not all(isinstance(v, dict) and v.get("title") for v in tags.values()):
-        raise CatalogError(f"{path}: each source needs at least a title")
+    tags = read_sources(data["sources"], path)
     if not isinstance(data["regions"], dict):
         raise CatalogError(f"{path}: `regions` must map region -> zones")
     return {

@@ -1,20 +1,9 @@
-"""Auto Scaling group tags that let cluster-autoscaler find a pool and scale it up from zero.
+"""Auto Scaling group tags that let cluster-autoscaler find a pool and scale it up from zero ([CA], facts §6).
 
-With zero nodes there is no node object to look at, so cluster-autoscaler builds a template node from the ASG: its
-instance type gives cpu, memory and (from its static table) GPUs, and `k8s.io/cluster-autoscaler/node-template/*`
-tags add labels, taints and extra resources ([CA] `cluster-autoscaler/cloudprovider/aws/README.md` and
-`aws_manager.go`, facts §6). Without the taint and label tags a pending GPU pod that tolerates
-`nvidia.com/gpu:NoSchedule` and selects `gpu-clusters/pool=train` matches no template, and the pool stays at zero
-forever; without the `vpc.amazonaws.com/efa` and `hugepages-2Mi` resource tags an EFA job (32 EFA devices, 8 GPUs
-and huge pages, [EKSEFA]) never triggers a scale-up. A `resources/<name>` tag sets that resource's capacity on the
-template node, its value parsed as a Kubernetes quantity ([CA] README: "The units are identical to the units used in
-the `resources` field of a Pod specification"; `aws_manager.go` `extractAllocatableResourcesFromAsg`). The template
-otherwise assumes 110 pods per node (`buildNodeFromTemplate`: "TODO: get a real value"), so the `pods` tag carries
-the pool's real maxPods. No peer blueprint writes these tags (peers.md, gap 4; terraform-aws-eks #2597).
-
-Pools in `cluster-autoscaler` and `gpu-utilization` mode carry them (a `gpu-utilization` pool is sized by
-cluster-autoscaler for the replicas its serving workloads' autoscaler asks for); a `fixed` pool must not be resized
-by the autoscaler.
+Invariants: a pool in `cluster-autoscaler` or `gpu-utilization` mode carries the discovery tags and a node-template
+tag for each of its labels, taints and extended resources (GPUs, EFA devices, huge pages, pods); a `fixed` pool
+carries none. Why and sources: docs/design-notes.md#scale-from-zero-the-node-template-tags; the user view:
+docs/node-pools.md#scaling-and-scale-from-zero.
 """
 
 from __future__ import annotations
@@ -30,6 +19,8 @@ from components.planning.pools import PoolPlan
 ENABLED_TAG = "k8s.io/cluster-autoscaler/enabled"
 OWNER_TAG_PREFIX = "k8s.io/cluster-autoscaler/"
 NODE_TEMPLATE = "k8s.io/cluster-autoscaler/node-template"
+#: cluster-autoscaler reads a node group's taints from the tags under this prefix when scaling from zero ([CA]).
+TAINT_TAG_PREFIX = f"{NODE_TEMPLATE}/taint/"
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
 EPHEMERAL_STORAGE_RESOURCE = "ephemeral-storage"
 PODS_RESOURCE = "pods"
@@ -82,7 +73,7 @@ def node_template_tags(plan: PoolPlan) -> dict[str, str]:
         )
     tags = {f"{NODE_TEMPLATE}/label/{key}": value for key, value in sorted(plan.labels.items())}
     for taint in plan.taints:
-        tags[f"{NODE_TEMPLATE}/taint/{taint.key}"] = f"{taint.value}:{taint.effect}"
+        tags[f"{TAINT_TAG_PREFIX}{taint.key}"] = f"{taint.value}:{taint.effect}"
     for resource, count in advertised_resources(plan, plan.mig_strategy).items():
         tags[f"{NODE_TEMPLATE}/resources/{resource}"] = str(count)
     if plan.efa_devices > 0:

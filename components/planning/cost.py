@@ -1,16 +1,9 @@
 """What a stack bills per hour while it runs, part by part, from the Region's catalog prices.
 
-`$/h idle` is every pool at its minimum; `$/h at max` every pool at its maximum. Both count what bills whether
-or not work runs: the EKS control plane, NAT gateways and their public IPv4 addresses, the transit gateway
-attachment, the Lustre file system, EFS provisioned throughput, the EKS Hybrid Nodes fee, On-Demand Capacity
-Reservations (billed used or not), the nodes and their gp3 root volumes, KMS keys, CloudWatch alarms and the
-dashboard. A Capacity Block is paid up front when bought, so it is listed as committed, never in $/h. Usage-billed
-charges (data processed or transferred, Container Insights metrics, logs, EFS storage, requests) have no figure at
-plan time: they are listed as not counted, each with its reason (docs/architecture.md, "Costs").
-
-Prices are the Region's (components.catalog.prices); an item the catalog has no price for in the Region is
-listed unpriced with the reason, and left out of the totals, never priced from another Region. Spot nodes are an
-estimate: AWS publishes no fixed discount, so `spot_discount_estimate` ([SPOT]) applies.
+`$/h idle` is every pool at its minimum, `$/h at max` every pool at its maximum; Capacity Blocks are committed, not
+hourly; usage-billed charges are listed as not counted, each with its reason. Invariant: a price comes from the
+stack's Region only (components.catalog.prices), else the item is unpriced and left out of the totals; spot is an
+estimate ([SPOT]). See docs/architecture.md#costs.
 """
 
 from __future__ import annotations

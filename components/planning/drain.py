@@ -1,13 +1,7 @@
 """How long a terminating node may drain: one figure for the handler's drain timeout and the hooks that wait on it.
 
-Every `aws` pool's Auto Scaling group has a terminate lifecycle hook: the group holds a leaving instance in
-`Terminating:Wait` until the node termination handler, having cordoned and drained the node, completes the lifecycle
-action, or until the hook's heartbeat timeout passes and the default result (CONTINUE) applies (EC2 Auto Scaling
-user guide, How lifecycle hooks work, https://docs.aws.amazon.com/autoscaling/ec2/userguide/lifecycle-hooks-overview.html).
-The handler's drain gives up after its `nodeTerminationGracePeriod` ([NTH] v1.25.6 pkg/node/node.go: the drain
-helper's `Timeout`), and an ASG lifecycle event is drained at once (its start time is the event's own). So the hook
-waits the drain timeout plus a margin for the event's trip through EventBridge and the queue, the node lookup and the
-CompleteLifecycleAction call: a drain that finishes is never cut short by the hook.
+Invariant: every terminate lifecycle hook waits the handler's drain timeout plus a margin, so a drain that finishes
+is never cut short by the hook ([NTH]). Why and sources: docs/design-notes.md#how-long-a-node-may-drain.
 """
 
 from __future__ import annotations

@@ -1,15 +1,10 @@
 """EFA network interface layouts for launch templates, computed from the catalog.
 
-AWS's current layout ("Maximize network bandwidth ... with multiple network cards", [EFAD] in
-docs/sources.md: aws-gpu-facts.md §2), which saves IP addresses and is the only one that works on p6-b300:
-
-1. the primary interface is a plain ENA `interface` at (network card 0, device 0);
-2. if card 0 carries EFA, an `efa-only` interface at (card 0, device 1);
-3. every other EFA card gets an `efa-only` interface at (card k, device 0).
-
-The older layout (`efa`) puts an `efa` interface (EFA with ENA) at (0, 0) and `efa` at device 1 of every other card,
-as terraform-aws-eks and pulumi-eks still do. It is kept as an option for AMIs or tooling that expect it, but never
-on a type whose card 0 has no EFA (p6-b300), where it fails at launch (aws-parallelcluster #7143).
+AWS's current layout ([EFAD], aws-gpu-facts.md §2): an ENA primary at (card 0, device 0), an `efa-only` interface at
+(0, 1) when card 0 carries EFA, and an `efa-only` at device 0 of every other EFA card. The older all-`efa` layout is
+an option, never on a type whose card 0 has no EFA (p6-b300). Why and sources:
+docs/design-notes.md#efa-interface-layouts; the user view:
+docs/node-pools.md#efa-every-device-in-awss-current-layout.
 """
 
 from __future__ import annotations
@@ -21,6 +16,8 @@ from components.catalog import InstanceType
 
 InterfaceType = Literal["interface", "efa", "efa-only"]
 Layout = Literal["efa-only", "efa"]
+#: The interface types that carry an EFA device.
+EFA_INTERFACE_TYPES: tuple[InterfaceType, ...] = ("efa", "efa-only")
 
 
 @dataclass(frozen=True, order=True)
@@ -31,7 +28,7 @@ class NetworkInterface:
 
     @property
     def is_efa(self) -> bool:
-        return self.interface_type in ("efa", "efa-only")
+        return self.interface_type in EFA_INTERFACE_TYPES
 
 
 def efa_interfaces(instance: InstanceType, layout: Layout = "efa-only") -> list[NetworkInterface]:

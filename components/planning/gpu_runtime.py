@@ -1,22 +1,10 @@
 """The NVIDIA container runtime on hybrid GPU nodes (pure, no Pulumi): which pools need the RuntimeClass, and the
 commands that give each server the runtime.
 
-On the EKS NVIDIA AMIs nodeadm makes `nvidia` containerd's default runtime ([AMI]
-nodeadm/internal/containerd/runtime_config_nvidia.go). The hybrid build of nodeadm does not: it writes containerd's
-config with `default_runtime_name = "runc"` and imports `/etc/containerd/config.d/*.toml` (aws/eks-hybrid
-internal/containerd/config.template.toml @e5f42ca), so on an on-prem server a container sees no GPU and the device
-plugin advertises none until the NVIDIA runtime is configured.
-
-The runtime is registered on the server by the NVIDIA Container Toolkit's `nvidia-ctk runtime configure
---runtime=containerd` (NVIDIA/nvidia-container-toolkit cmd/nvidia-ctk/runtime/configure @v1.19.1), which adds a
-runtime named `nvidia` (`--nvidia-runtime-name`, default `nvidia`) and, with `--set-as-default`, makes it the
-default. It writes a drop-in (`--drop-in-config`) starting from a copy of the whole CRI plugin section of
-`/etc/containerd/config.toml`, because containerd before 2.1 replaces a plugin section from an import instead of
-merging it (pkg/config/engine/containerd/containerd.go, containerd/containerd#5837). So it runs after `nodeadm
-init` has written that file (sandbox image, systemd cgroups), and again after every `nodeadm init` or upgrade; the
-drop-in goes into the directory nodeadm's config imports, so nodeadm's rewrite of `config.toml` keeps it imported.
-The NodeConfig's `containerd.config` is not used for the same reason: a drop-in carrying the CRI plugin's runtimes
-but not nodeadm's sandbox image (resolved per Region by nodeadm) would drop it on containerd 1.7.
+The hybrid build of nodeadm leaves containerd's default runtime `runc`, so each server registers the `nvidia` runtime
+with `nvidia-ctk runtime configure` as a drop-in that nodeadm's config imports, after `nodeadm init`. Why and
+sources: docs/design-notes.md#the-nvidia-runtime-on-hybrid-nodes; the steps:
+docs/operations.md#7-give-containerd-the-nvidia-runtime.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
 """2 MiB huge pages on EFA nodes: set at boot, advertised to the scheduler and to cluster-autoscaler alike.
 
-EFA jobs request `hugepages-2Mi` next to `vpc.amazonaws.com/efa` and `nvidia.com/gpu`: libfabric's EFA provider
-takes its buffers from the huge page pool, and AWS's EFA jobs ask for it ([EKSEFA]: "Amazon EC2 instances with the
-EFA driver installed pre-allocate 5128 2MiB Huge Pages, which you can request as resources to consume in your job
-specifications"; its NCCL test workers request `hugepages-2Mi: 5120Mi`). That pool is an effect of the image, not
-of the instance: Bottlerocket allocates no huge pages unless `settings.kernel.sysctl."vm.nr_hugepages"` asks ([EKSEFA]
-Bottlerocket example). So every EFA node gets the same 5128 pages from its user data whatever its AMI, the kubelet
-reports them as `hugepages-2Mi` capacity, and the node-template tag promises exactly that quantity to
-cluster-autoscaler, which otherwise builds a zero-node template without any huge pages and never scales up for a
-job that asks for them (components.planning.autoscaler_tags).
+Invariant: every EFA node gets the same 5128 pages from its user data whatever its AMI ([EKSEFA]), and the
+node-template tag promises exactly that quantity (components.planning.autoscaler_tags). Why and sources:
+docs/design-notes.md#huge-pages-on-efa-nodes.
 """
 
 from __future__ import annotations

@@ -1,23 +1,10 @@
 """How each pool's nodes reach an EFA-enabled FSx for Lustre file system: over EFA, set up the way the FSx guide
 requires, or over TCP (ENA), the way every client can (pure, no Pulumi).
 
-The FSx for Lustre guide, "Configuring EFA clients"
-(https://docs.aws.amazon.com/fsx/latest/LustreGuide/configure-efa-clients.html):
-
-- EFA clients run Amazon Linux 2023 (or RHEL 9.5+, Ubuntu 22.04+ with kernel 6.8+) on "Nitro v4 (or higher) EC2
-  instances that support EFA, excluding the trn2 instance family";
-- they install the EFA driver (the EKS-optimized AL2023 NVIDIA AMIs carry it, [EKSUG] ml-eks-optimized-ami) and
-  configure Lustre's EFA interfaces: the guide's quick setup downloads `configure-efa-fsx-lustre-client.zip` and runs
-  its `setup.sh`, which "Imports Lustre modules, Configures TCP and EFA interfaces, Creates a systemd service for
-  automatic configuration on reboot";
-- "Each FSx for Lustre file system has a maximum limit of 1024 EFA connections across all client instances", one
-  per configured interface: 8 on p5, p5e, p5en, p6-b200 and p6e-gb200, 2 on other types with several network cards,
-  1 on the rest.
-
-Other clients (Nitro v3 types such as p4d and g5, Bottlerocket nodes, pools without EFA) mount the same file system
-over TCP: "EFA-enabled file systems can communicate with client instances using ENA, ENA Express, and EFA" (FSx guide,
-"Working with EFA-enabled file systems", https://docs.aws.amazon.com/fsx/latest/LustreGuide/efa-file-systems.html).
-Nitro generations: aws-gpu-facts.md §1 ([AC], [EFADOC]).
+Invariants: a pool is an EFA client only on al2023 nodes with EFA of a family the catalog does not exclude
+(`components.catalog.no_lustre_efa_families`, [FSXEFA]); the EFA connections of all clients stay within the file
+system's 1024. Why and sources: docs/design-notes.md#lustre-clients-over-efa-or-tcp; the user view:
+docs/storage.md#efa-lustre-clients.
 """
 
 from __future__ import annotations
@@ -26,19 +13,13 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Literal
 
+from components.catalog import eight_lustre_efa_interface_types, no_lustre_efa_families
 from components.config import LustreConfig
 from components.planning.pools import PoolPlan
 from components.planning.storage import lustre_pools
 
 LustreClient = Literal["efa", "tcp"]
 
-#: Instance families with EFA that cannot be FSx EFA clients: the Nitro v3 ones (G4dn, G5, P3dn, P4d, P4de;
-#: aws-gpu-facts.md §1, [EFADOC]) and trn2, which the FSx guide excludes by name.
-NO_LUSTRE_EFA_FAMILIES = frozenset({"g4dn", "g5", "p3dn", "p4d", "p4de", "trn2"})
-#: Instance types the setup script gives 8 EFA interfaces (FSx guide, "Step 3: EFA interfaces").
-EIGHT_INTERFACE_TYPES = frozenset(
-    {"p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge", "p6-b200.48xlarge", "p6e-gb200.36xlarge"}
-)
 #: EFA connections one file system accepts across all its clients (FSx guide, "Step 3: EFA interfaces").
 EFA_CONNECTIONS_PER_FILE_SYSTEM = 1024
 #: The guide's quick-setup package.
@@ -54,7 +35,7 @@ def lustre_client(plan: PoolPlan, config: LustreConfig) -> LustreClient:
         config.efa_enabled
         and plan.efa
         and instance is not None
-        and instance.family not in NO_LUSTRE_EFA_FAMILIES
+        and instance.family not in no_lustre_efa_families()
         and plan.pool.ami_family == "al2023"
     )
     return "efa" if can_use_efa else "tcp"
@@ -72,7 +53,7 @@ def efa_connections(plan: PoolPlan) -> int:
     """EFA connections one node of an `efa` client pool opens to the file system (the setup script's default)."""
     if plan.lustre_client != "efa" or plan.instance is None:
         return 0
-    if plan.instance.name in EIGHT_INTERFACE_TYPES:
+    if plan.instance.name in eight_lustre_efa_interface_types():
         return 8
     return 2 if plan.instance.network_cards > 1 else 1
 

@@ -1,29 +1,8 @@
 """The kubelet's maxPods: no more pods than the VPC CNI has addresses for on the node.
 
-Every pod outside the host network takes one VPC address, which the VPC CNI takes from the network interfaces of
-the node's default network card (card 0 on every catalog type; [CNI] `DefaultNetworkCardIndex`). A kubelet that
-admits more pods than that leaves the extra ones stuck in `ContainerCreating` ("failed to assign an IP address").
-
-Left alone, nodeadm sets maxPods from its own table as if every interface slot of card 0 held a pod ENI
-(`CalcMaxPods`: "# of ENI on default network card * (# of IPv4 per ENI - 1) + 2", with no ceiling;
-https://github.com/awslabs/amazon-eks-ami/blob/81fec2e895854f599974fe4d3d72f61c0a9aaffa/nodeadm/internal/kubelet/eni_max_pods.go).
-That is wrong on EFA pools in AWS's layout (components.planning.efa): the `efa-only` interface at (card 0, device 1)
-fills one of card 0's slots and carries no IP address at all, so a p5.48xlarge (two slots on card 0) has one pod
-ENI, not two. The VPC CNI itself counts an `efa-only` interface against its card's ENI limit (aws/amazon-vpc-cni-k8s
-`filterUnmanagedENIs`, v1.20.0+: "Skipping ENI ... since it is EFA only ENI"). So the NodeConfig states maxPods.
-
-The arithmetic is the EKS AMI's max-pods calculator
-(https://github.com/awslabs/amazon-eks-ami/blob/0a6d499edc0ca838929601700b8b7eb7c7c81b9a/templates/al2/runtime/max-pods-calculator.sh,
-the EKS user guide's "Choose an optimal Amazon EC2 node instance type", Maximum number of Pods,
-https://docs.aws.amazon.com/eks/latest/userguide/choosing-instance-type.html):
-
-    ENIs for pods x (IPv4 addresses per ENI - 1) + 2
-
-- each ENI's primary address is not given to pods, hence the `- 1`;
-- `+ 2` for the host-network pods every node runs anyway (aws-node and kube-proxy);
-- with prefix delegation each secondary slot holds a /28 prefix of 16 addresses instead of one address;
-- the result is capped at 110 pods on types with at most 30 vCPUs and 250 above (the calculator's
-  `MAX_POD_CEILING_FOR_LOW_CPU` / `_HIGH_CPU`, the recommendation it prints unless `--show-max-allowed`).
+Invariant: maxPods = ENIs for pods x (IPv4 addresses per ENI - 1) + 2, capped at 110 or 250 by vCPUs, where an
+`efa-only` interface on card 0 holds no pod ENI ([CNI], [NODEADM]); so the NodeConfig states it instead of
+nodeadm's own table. Why and sources: docs/design-notes.md#maxpods.
 """
 
 from __future__ import annotations

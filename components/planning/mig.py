@@ -1,19 +1,9 @@
 """Multi-Instance GPU partitions of a pool (pure, no Pulumi): the mig-parted config, the node labels and the
 devices each node advertises.
 
-A pool with `devicePlugin.migDevices` gets its GPUs partitioned by NVIDIA's k8s-mig-manager (`components.addons.
-mig_manager`): every node of the pool registers with the label `nvidia.com/mig.config=<pool>-<layout hash>`
-(`components.planning.pools.mig_config_name`: a changed layout replaces nodes, never repartitions one), and the
-manager applies
-the mig-parted config of that name from its ConfigMap ([MIGPARTED] cmd/nvidia-mig-manager, which watches the label,
-and api/spec/v1 for the `version: v1` / `mig-configs:` format). While it works, and until it succeeds, it sets
-`nvidia.com/mig.config.state` to `pending`, then `success` or `failed` (pkg/mig/reconfigure). The device plugin runs
-on a MIG node only in state `success` (`components.planning.addons.device_plugins`), so no pod is ever given a whole
-GPU that is about to be partitioned.
-
-What a node advertises depends on the device plugin's MIG strategy ([NVDP] README "MIG strategies" and "Shared
-Access to GPUs"): `single` advertises every MIG device as `nvidia.com/gpu`, `mixed` one resource per profile
-(`nvidia.com/mig-1g.10gb`). Time-slicing multiplies either by its replicas.
+Invariants: a pool's nodes register with `nvidia.com/mig.config=<pool>-<layout hash>` (a changed layout replaces
+nodes, never repartitions one); the device plugin runs on a MIG node only in state `success` ([MIGPARTED]); what a
+node advertises follows the MIG strategy ([NVDP]). See docs/gpu-sharing.md#how-a-pool-gets-partitioned.
 """
 
 from __future__ import annotations

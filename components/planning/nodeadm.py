@@ -1,16 +1,9 @@
 """What a self-managed node boots with: its AMI and the bootstrap document in its user data.
 
-AL2023 nodes join the cluster through nodeadm, which reads a `NodeConfig` document from the instance's user data
-(MIME multipart, part type `application/node.eks.aws`; awslabs/amazon-eks-ami `nodeadm/doc/api.md` and
-`nodeadm/doc/examples.md`, [AMI] in docs/sources.md: aws-gpu-facts.md §5b). Bottlerocket nodes read TOML settings
-instead (bottlerocket.dev, "settings.kubernetes"). Both are rendered here, as pure functions, so tests can parse
-them back and so the hybrid-node component reuses the very same kubelet flags (`kubelet_flags`).
-
-Why kubelet flags at all: labels and taints must exist the moment a node registers. cluster-autoscaler's
-scale-from-zero templates promise them ([CA] §6: "It is your responsibility to ensure such labels and/or taints are
-applied via the node's kubelet configuration"), the NVIDIA device plugin only schedules onto
-`nvidia.com/gpu.present=true` nodes ([NVDP] §8), and an untainted GPU node would attract stray pods before anyone
-could taint it.
+AL2023 nodes read a nodeadm `NodeConfig` from MIME user data ([AMI], aws-gpu-facts.md §5b), Bottlerocket nodes TOML
+settings; both are rendered here, and hybrid nodes reuse the same `kubelet_flags`. Invariant: labels and taints are
+kubelet flags, so they exist the moment a node registers ([CA] §6, [NVDP] §8). Why:
+docs/design-notes.md#node-bootstrap-documents.
 """
 
 from __future__ import annotations

@@ -1,15 +1,8 @@
 """The service quotas a stack needs, planned: how much of each quota the stack uses with every pool at its maximum.
 
-A stack that needs more than its account's quota fails part-way through `pulumi up` (a NAT gateway or Elastic IP
-refused) or, for instances, much later: an Auto Scaling group that cannot launch only logs the failure, and the
-GPU pods stay pending. So the plan states the needs up front, next to the quota names and codes to check them
-against (docs/operations.md, "Service quotas").
-
-EC2 counts instances in vCPUs per quota group of instance families, on-demand and spot separately
-(`components/catalog/quotas.yaml`). A pool counts with the largest vCPU count among its instance types (a spot pool
-may launch a bigger same-shape type), and a spot pool's on-demand base and percentage above it count as on-demand.
-Capacity Block and On-Demand Capacity Reservation pools are counted as on-demand: a conservative reading, since
-whether reserved instances count against the on-demand quota is not stated in the sources this project cites.
+Invariant: instances count in vCPUs per quota group (components/catalog/quotas.yaml), with a pool's largest type;
+reserved capacity counts as on-demand (conservative). Why and the counting rules:
+docs/design-notes.md#counting-quota-needs; what to do with the figures: docs/operations.md#service-quotas.
 """
 
 from __future__ import annotations

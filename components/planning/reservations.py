@@ -1,20 +1,9 @@
 """Reserved capacity: where a reservation's instances can launch, and when a Capacity Block's nodes must be drained.
 
-A Capacity Block for ML or an On-Demand Capacity Reservation targeted by id reserves capacity in one Availability
-Zone (its `AvailabilityZone`, EC2 DescribeCapacityReservations; EC2 user guide, On-Demand Capacity Reservations,
-https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-capacity-reservations.html): the group's subnets in other
-AZs could never launch into it. A resource group of reservations may span AZs, so it is not pinned.
-
-A Capacity Block also ends. EC2 sends an EventBridge warning forty minutes before the end: running instances "will
-begin to terminate in 10 minutes" (EC2 user guide, Monitor Capacity Blocks using EventBridge,
-https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/capacity-blocks-monitor.html), so EC2 terminates from 30
-minutes before the end. The node termination handler does nothing with that warning: its queue processor knows three
-`aws.ec2` detail types (state change, spot interruption, rebalance recommendation) and drops any other event
-(aws/aws-node-termination-handler v1.25.6, pkg/monitor/sqsevent/sqs-monitor.go `processEventBridgeEvent`), and the
-warning names the reservation, not instances. So no rule routes it anywhere. Instead, as the EKS user guide advises
-("schedule scaling to scale to zero more than 30 minutes before the Capacity Block reservation end time",
-https://docs.aws.amazon.com/eks/latest/userguide/capacity-blocks.html), a scheduled action sets the pool's group to
-zero early enough that every node's terminate lifecycle hook (and so the handler's drain) completes before EC2 acts.
+Invariants: a pool targeting one reservation launches only in its Availability Zone; a Capacity Block pool is scaled
+to zero by a scheduled action early enough that every node drains through its terminate hook before EC2 terminates
+from 30 minutes before the end. Why and sources: docs/design-notes.md#reserved-capacity-and-capacity-block-ends; the
+user view: docs/node-pools.md#after-the-block.
 """
 
 from __future__ import annotations
@@ -23,6 +12,10 @@ from datetime import UTC, datetime, timedelta
 
 from components.config import NodePool
 
+#: Capacity types whose instances AWS places itself: a capacity block or reservation is already a fixed set of hosts,
+#: and forcing a cluster placement group on it fails with InsufficientInstanceCapacity (terraform-aws-eks PR #3730,
+#: eksctl #7949, aws-gpu-facts.md §2 "Placement / AZ").
+RESERVED_CAPACITY_TYPES = ("capacity-block", "reservation")
 #: EC2 starts terminating a Capacity Block's instances this long before the block ends.
 EC2_TERMINATES_BEFORE_END = timedelta(minutes=30)
 #: Time for the scheduled action to fire and the group to start its terminations (scheduled actions run "within

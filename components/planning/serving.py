@@ -2,16 +2,8 @@
 Kubernetes objects' specs: Deployment, Service and PodDisruptionBudget (the ScaledObject comes from
 `components.planning.serving_autoscaling`).
 
-What makes scale-in safe for in-flight requests (docs/addons.md, "Serving autoscaling"):
-
-- readiness on vLLM's `/health` ([VLLM] OpenAI-compatible server): the Service sends requests only to replicas
-  whose server is up and whose model is loaded; a startup probe gives the model load its own budget;
-- a stopping replica first pauses in `preStop` (the kubelet's `sleep` action, [K8SLIFE]) for `drainSeconds` while
-  the endpoints controller and kube-proxy take it out of the Service, then gets SIGTERM; its HTTP server stops
-  accepting and finishes what it has, within `terminationGracePeriodSeconds`;
-- a PodDisruptionBudget of one unavailable replica: cluster-autoscaler ([CA] FAQ, "Does CA work with
-  PodDisruptionBudget in scale-down?") and the node termination handler evict through the eviction API, which
-  honours it, and wait for the grace period before the instance goes.
+Invariant: scale-in never drops a request: readiness on `/health` ([VLLM]), a `preStop` pause before SIGTERM
+([K8SLIFE]) and a PodDisruptionBudget of one ([CA]). See docs/addons.md#serving-autoscaling.
 """
 
 from __future__ import annotations

@@ -1,37 +1,10 @@
-"""The GPU-utilization rule of a serving workload, derived once (pure, no Pulumi): the KEDA ScaledObject that
-applies it in the cluster and the simulation that replays a utilization series through it come from the same
-`ServingRule`, so the documented behaviour, the deployed behaviour and the tests cannot drift apart.
+"""The GPU-utilization rule of a serving workload, derived once (pure, no Pulumi): the KEDA ScaledObject that applies it
+in the cluster and the simulation that replays a utilization series through it come from the same `ServingRule`, so
+the documented behaviour, the deployed behaviour and the tests cannot drift apart.
 
-How the rule runs (docs/addons.md, "Serving autoscaling"):
-
-- the metric: `DCGM_FI_DEV_GPU_UTIL` of the GPUs the serving pods hold, averaged over those GPUs only. The DCGM
-  exporter labels each GPU's series with the pod using it ([DCGM] chart templates/daemonset.yaml sets
-  `DCGM_EXPORTER_KUBERNETES=true`; internal/pkg/transformation/kubernetes.go adds `pod`, `namespace`); scraped
-  through the chart's ServiceMonitor with `honorLabels: false` (its default), Prometheus keeps the target's own
-  `pod`/`namespace` and renames the exporter's to `exported_pod`/`exported_namespace` ([PROMCFG] honor_labels).
-  Idle GPUs elsewhere in the pool, and GPUs of other workloads, never dilute it. On a MIG pool the exporter reports
-  no `DCGM_FI_DEV_GPU_UTIL` for MIG devices ([DCGMMIG]); there the metric is `DCGM_FI_PROF_GR_ENGINE_ACTIVE` (the
-  fraction of time the device's graphics engine is busy, x 100), which the exporter reports per MIG device and
-  labels with the pod holding it (internal/pkg/transformation/kubernetes.go maps `MIG-<uuid>` device IDs to pods);
-- the band: a PromQL query ([KEDA] Prometheus scaler) that says "hold" (1), "scale out" (1 + max replicas) or
-  "scale in" (0): out when every one-minute sample of the last `scaleOutAfterMinutes` is above the threshold (and
-  the window is full), in when every sample of the last `scaleInAfterMinutes` is below the other, each only when the
-  Deployment's replica count has not changed within that window (kube-state-metrics' `kube_deployment_spec_replicas`,
-  scraped with its own labels, [KPS] values.yaml `kube-state-metrics.prometheus.monitor.honorLabels`): every step
-  is judged on minutes measured at the current replica count, so replicas still loading after a scale-out (nodes
-  booting, weights being read) never trigger a second one on the load that caused the first. Read as a `Value`
-  metric with target 1, the HPA keeps the replica count on 1 (its 10% tolerance, [HPACALC]
-  replica_calculator.go `getUsageRatioReplicaCount`), proposes more than `max` on a scale-out and 0 on a scale-in;
-- the steps and cooldowns: HPA `behavior` policies ([HPA] "Configurable scaling behavior"): at most `scaleOutBy`
-  nodes' worth of replicas added, or `scaleInBy` removed, per `cooldownSeconds`, no stabilization window (the
-  query already holds the windows), and `min`/`max` replicas as the bounds;
-- the nodes: a replica requests whole GPUs, so one node's worth of replicas is the node's GPUs over the replica's;
-  replicas that do not fit stay Pending until cluster-autoscaler adds a node, and a node the removed replicas leave
-  empty is drained and removed by it ([CA] FAQ).
-
-No data (pods still Pending or loading, a fresh workload) reads as "hold", never as idle; an unreachable Prometheus
-makes the scaler fail, and with no `fallback` the HPA keeps the current count ([KEDA] pkg/fallback/fallback.go
-returns the error; [HPA]: a metric that cannot be fetched blocks scaling).
+Invariants: the metric averages the workload's own GPUs only; each step is judged on full windows at the current
+replica count; no data reads as "hold", never as idle. How and sources:
+docs/design-notes.md#the-serving-autoscaling-rule; the user view: docs/addons.md#serving-autoscaling.
 """
 
 from __future__ import annotations

@@ -1,13 +1,9 @@
 """The networks a new VPC routes to the site, through the gateway `network.siteConnection` names.
 
-EKS Hybrid Nodes need the VPC's route tables to send the remote node CIDRs, and the remote pod CIDRs when pods are
-routable, to the gateway that connects the site, commonly a transit gateway or a virtual private gateway attached to
-the VPC ([EKSUG] `hybrid-nodes-networking`, "AWS VPC and subnet setup"). A private endpoint admits
-`cluster.endpoint.privateAccessCidrs`, and the API's replies to a network outside the VPC also leave through those
-route tables: without a route they go to the NAT gateway and the deployer never reaches the API. A CIDR inside the
-VPC (a bastion's subnet) is reached by the local route and needs none.
-
-One function decides, so the network component, config validation and the tests read the same list.
+The remote node CIDRs, the routable remote pod CIDRs ([EKSUG] `hybrid-nodes-networking`) and the private
+endpoint's `privateAccessCidrs` outside the VPC, whose API replies would otherwise leave through the NAT gateway.
+Invariant: one function decides, so the network component, config validation and the tests read the same list.
+See docs/network-and-cluster.md#reaching-the-site.
 """
 
 from __future__ import annotations

@@ -289,7 +289,7 @@ def per_gpu_mbps(
 def storage_summary(
     storage: StorageConfig, network_zones: Sequence[str], pool_plans: Sequence[PoolPlan]
 ) -> list[dict[str, Any]]:
-    """The plan summary's `storage` list (design.md, plan contract): one entry per file system."""
+    """The plan summary's `storage` list (docs/architecture.md#the-plan-json-contract): one entry per file system."""
     out: list[dict[str, Any]] = []
     lustre = storage.lustre
     if lustre is not None:

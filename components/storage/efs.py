@@ -1,12 +1,9 @@
 """Amazon EFS for inference: one regional file system with a mount target in every private subnet, and a claim.
 
-Inference pools spread over AZs (unlike EFA training pools), so the file system is regional with a mount target
-in each AZ the cluster has private subnets in ("one mount target in each Availability Zone", [BC] §4). It is
-encrypted with the cluster's KMS key and uses Elastic throughput unless the stack says otherwise: the API default
-is Bursting (§4, gotcha 8), whose throughput follows the amount stored, which is small for model weights.
-
-Pods get their volume from the `aws-efs-csi-driver` add-on through a StorageClass that provisions one EFS access
-point per claim (`provisioningMode: efs-ap`), and the stack creates the claim itself.
+Regional because inference pools spread over AZs ([BC] §4); encrypted with the cluster's KMS key; Elastic
+throughput unless the stack says otherwise (the API default, Bursting, follows the amount stored). Pods get a
+volume through the `aws-efs-csi-driver` add-on, one access point per claim. See
+docs/storage.md#efs-storagenfs-kind-efs.
 """
 
 from __future__ import annotations

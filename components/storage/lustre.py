@@ -1,20 +1,9 @@
 """FSx for Lustre for training: the file system, its security group, its S3 data repositories, and a claim.
 
-Sizing and validity (capacity steps, throughput tiers, metadata IOPS, EFA requirements, association limits) are
-decided in `components.planning.lustre` and enforced by `components.validation`; placement (one AZ, next to the
-training pools) and the security-group rules come from `components.planning.storage`. This component only turns
-those decisions into resources:
-
-* `aws.fsx.LustreFileSystem`: Lustre 2.15 (PERSISTENT_2 with a metadata configuration requires it; 2.10 fails,
-  aws-gpu-facts.md §3a), encrypted with the cluster's KMS key, LZ4, backups kept per config unless it is linked to
-  S3 (`components.planning.lustre.automatic_backup_retention_days`); protected and kept on delete unless the stack
-  says otherwise;
-* a security group with LNET ports (and EFA's all-traffic rules) towards the nodes' group and itself, created
-  before the file system, whose creation checks them;
-* optionally the stack's data bucket (versioned, KMS-encrypted, private, lifecycle-managed) and one
-  `aws.fsx.DataRepositoryAssociation` per configured path: datasets in, checkpoints out;
-* the `aws-fsx-csi-driver` EKS add-on, a static PersistentVolume bound to the file system and the claim pods
-  mount; optionally a StorageClass for dynamic provisioning with the same network and encryption settings.
+Sizing and validity come from `components.planning.lustre` (enforced by `components.validation`), placement and
+security-group rules from `components.planning.storage`; this component only turns those decisions into resources:
+the file system (Lustre 2.15, aws-gpu-facts.md §3a), its security group, the optional data bucket and repository
+associations, the CSI driver add-on, the PersistentVolume and claim. See docs/storage.md#fsx-for-lustre-storagelustre.
 """
 
 from __future__ import annotations

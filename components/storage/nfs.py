@@ -1,20 +1,9 @@
 """An existing NFS server (on-prem, next to hybrid GPU nodes) as the shared inference volume, bound statically.
 
-The stack does not create the server, and it does not provision anything on it: the share already holds the data
-(model weights), so a PersistentVolume names the server and the export, and the claim is bound to that volume by
-name with storage class "" (no provisioner involved). Dynamic provisioning would be wrong twice over: csi-driver-nfs
-makes a new sub-directory of the share per claim (docs/driver-parameters.md), so pods would see an empty directory,
-and its controller must mount the share to make it, so the claim stays Pending (and `pulumi up`, which waits for
-an Immediate claim to bind, times out) until a node that reaches the server runs the controller.
-
-The volume is mounted by csi-driver-nfs's node plugin (pinned in the versions catalog) rather than the in-tree
-`nfs` volume: the plugin brings its own NFS client, so on-prem servers need no NFS client package of their OS,
-and it passes the volume's `mountOptions` to `mount -t nfs` (pkg/nfs/nodeserver.go). A static volume needs only
-the node plugin and the `CSIDriver` object (`attachRequired: false`), so the chart's controller runs no replica.
-The node plugin (a DaemonSet) tolerates every pool's taints, so it runs on tainted GPU nodes and on hybrid nodes.
-It resolves the server's name with its node's resolver (`dnsPolicy: Default`): a site name such as
-`nfs.site.example.internal` is known to the site's DNS, which the on-prem node uses, while cluster DNS answers from
-whichever CoreDNS replica the query reaches.
+Invariants: the stack provisions nothing on the server (a PersistentVolume names server and export, the claim binds
+it by name); csi-driver-nfs's node plugin mounts it on every pool, tolerating every taint, resolving the server with
+its node's resolver. Why and sources: docs/design-notes.md#an-existing-nfs-server-bound-statically; the user view:
+docs/storage.md#an-existing-nfs-server-storagenfs-kind-existing.
 """
 
 from __future__ import annotations

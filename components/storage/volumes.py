@@ -22,8 +22,8 @@ from components.managed_addons import addon_version
 
 #: Every shared volume is mounted by many pods on many nodes at once.
 ACCESS_MODES = ["ReadWriteMany"]
-#: Deleting a claim or a dynamically provisioned volume must never delete the data behind it (design.md:
-#: stateful things are kept unless the stack says otherwise).
+#: Deleting a claim or a dynamically provisioned volume must never delete the data behind it (stateful
+#: things are kept unless the stack says otherwise: docs/operations.md#stateful-resources-and-pulumi-destroy).
 RECLAIM_POLICY = "Retain"
 KUBE_SYSTEM = "kube-system"
 

@@ -40,14 +40,6 @@ KUBELET_ALLOWED_LABEL_PREFIXES = ("kubelet.kubernetes.io/", "node.kubernetes.io/
 #: Node labels the stack sets itself (components.planning.pools.node_labels); selectors and policies rely on them.
 PROJECT_LABELS = (tags.POOL, tags.ROLE, tags.GPU_MODEL, GPU_PRESENT_LABEL, ACCELERATOR_LABEL, EFA_LABEL,
                   DEVICE_PLUGIN_CONFIG_LABEL)  # fmt: skip
-#: Instance types offered as EC2 Capacity Blocks for ML: the EC2 user guide's "Capacity Blocks for ML", "Supported
-#: instance types and Regions" (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/ec2-capacity-blocks.html), which
-#: lists p6-b300.48xlarge (us-west-2) among Instance Capacity Blocks. p5en.48xlarge (us-east-2) is kept from earlier
-#: revisions of that page and SageMaker's ReservedCapacityInstanceType (botocore 1.44.5); the revision read omits it.
-CAPACITY_BLOCK_TYPES = frozenset({
-    "p4d.24xlarge", "p4de.24xlarge", "p5.4xlarge", "p5.48xlarge", "p5e.48xlarge", "p5en.48xlarge",
-    "p6-b200.48xlarge", "p6-b300.48xlarge", "trn1.32xlarge", "trn2.3xlarge", "trn2.48xlarge",
-})  # fmt: skip
 #: Resource group ARNs: `arn:<partition>:resource-groups:<region>:<12-digit account>:group/<name>` (AWS Resource
 #: Groups API, Group `GroupArn`; names are 1-300 letters, digits, `.`, `_` and `-`).
 RESOURCE_GROUP_ARN = re.compile(r"^arn:aws[a-z-]*:resource-groups:[a-z0-9-]+:\d{12}:group/[A-Za-z0-9._-]{1,300}$")
@@ -267,11 +259,12 @@ def reservations_are_targeted(p: Parsed) -> Iterator[Problem]:
                 yield Problem(f"{cpath}.reservationId", "a capacity-block pool needs the Capacity Block id (cr-...)")
             if c.reservation_resource_group_arn:
                 yield Problem(f"{cpath}.reservationResourceGroupArn", "capacity blocks are targeted by reservationId")
-            if instance is not None and instance.name not in CAPACITY_BLOCK_TYPES:
+            offered = catalog.capacity_block_types()
+            if instance is not None and instance.name not in offered:
                 yield Problem(
                     f"{cpath}.type",
                     f"AWS offers no Capacity Blocks of {instance.name} (EC2 Capacity Blocks for ML: "
-                    f"{', '.join(sorted(CAPACITY_BLOCK_TYPES))})",
+                    f"{', '.join(sorted(offered))})",
                 )
         given = c.reservation_id or c.reservation_resource_group_arn or f"{cpath}.reservationId" in p.damaged
         if c.type == "reservation" and not given:

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pulumi_policy.proxy import UnknownValueError
 
 from components.catalog import InstanceType, instance_type
+from components.planning.autoscaler_tags import TAINT_TAG_PREFIX
+from components.planning.efa import EFA_INTERFACE_TYPES
 from components.tags import CAPACITY_TYPE, GPU_MODEL, POOL, ROLE, TAINTS
 from policies.resources import (
     AUTOSCALING_GROUP,
@@ -23,12 +25,6 @@ from policies.resources import (
     strings,
     truthy,
 )
-
-EFA_TYPES = ("efa", "efa-only")
-
-
-#: cluster-autoscaler reads a node group's taints from these ASG tags when scaling from zero ([CA], facts §6).
-CA_TAINT_TAG_PREFIX = "k8s.io/cluster-autoscaler/node-template/taint/"
 
 
 @dataclass(frozen=True)
@@ -43,7 +39,7 @@ class Interface:
 
     @property
     def is_efa(self) -> bool:
-        return self.type in EFA_TYPES
+        return self.type in EFA_INTERFACE_TYPES
 
 
 def interfaces(lt: Resource) -> list[Interface]:
@@ -151,8 +147,8 @@ class Pool:
         tags = self.asg.tags()
         found = [Taint.parse(t) for t in tags.get(TAINTS, "").split(",") if t.strip()]
         for key, value in tags.items():
-            if key.startswith(CA_TAINT_TAG_PREFIX):
-                taint = Taint.parse(f"{key.removeprefix(CA_TAINT_TAG_PREFIX)}={value}")
+            if key.startswith(TAINT_TAG_PREFIX):
+                taint = Taint.parse(f"{key.removeprefix(TAINT_TAG_PREFIX)}={value}")
                 if taint not in found:
                     found.append(taint)
         return found

@@ -11,6 +11,7 @@ from pulumi_policy.proxy import UnknownValueError
 
 from components.catalog import format_card_ranges
 from components.catalog.versions import EXACT_VERSION, chart, version_at_least
+from components.planning.reservations import RESERVED_CAPACITY_TYPES
 from policies.resources import (
     EKS_CLUSTER,
     LAUNCH_TEMPLATE,
@@ -31,12 +32,6 @@ from policies.resources import (
 from policies.rules.deployed_pools import catalog_entry, interfaces, node_pools
 from policies.rules.releases import helm_releases, untolerated
 from policies.rules.signatures import Config, StackViolations
-
-#: Capacity types whose instances AWS places itself: a capacity block or reservation is already a fixed set of
-#: hosts, and forcing a cluster placement group on it fails with InsufficientInstanceCapacity
-#: (terraform-aws-eks PR #3730, eksctl #7949, aws-gpu-facts.md §2 "Placement / AZ").
-RESERVED_CAPACITY = ("capacity-block", "reservation")
-
 
 EFA_DEVICE_PLUGIN_CHART = chart("aws-efa-k8s-device-plugin").chart
 
@@ -214,7 +209,7 @@ def efa_placement_group(stack: Stack, config: Config) -> StackViolations:
     capacity blocks run without one (aws-parallelcluster tests; terraform-aws-eks #3730; eksctl #7949).
     """
     for pool in node_pools(stack):
-        if not pool.efa or pool.capacity_type in RESERVED_CAPACITY:
+        if not pool.efa or pool.capacity_type in RESERVED_CAPACITY_TYPES:
             continue
         lt = pool.launch_template
         if lt is None:  # pool.efa implies a resolved launch template; this keeps the type checker informed

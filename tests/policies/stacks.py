@@ -3,7 +3,7 @@
 It holds what the blueprint builds: an EFA training pool of p5.48xlarge (interfaces laid out by the planner, so the
 fixture follows `components.planning.efa`), a spot inference pool of L40S types, the device plugins and the
 termination handler at the versions pinned in `components.catalog.versions`, Lustre, EFS and a checkpoint bucket.
-Records follow the plan contract (design.md) plus `id` and `propertyDependencies`, which the helpers in
+Records follow the plan contract (docs/architecture.md) plus `id` and `propertyDependencies`, which the helpers in
 `tests.policies` use to link resources the three ways the engine and the offline plan can.
 """
 

@@ -11,12 +11,14 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import get_args
 
 import pytest
 import yaml
 from pulumi_policy import EnforcementLevel, ResourceValidationPolicy, StackValidationPolicy
 from pulumi_policy.policy import _PolicyAnalyzerServicer
 
+from components import config
 from policies import pack
 
 PACK_DIR = Path(pack.__file__).parent
@@ -45,6 +47,20 @@ def test_policies_that_take_parameters_have_a_schema_with_the_shipped_defaults()
         for key, value in params.items():
             assert properties[key]["default"] == value
             assert properties[key]["description"]
+
+
+def test_parameter_ranges_accept_what_the_stack_config_accepts() -> None:
+    """A stack the config accepts is never refused by a parameter range alone: both read the same bounds."""
+    by_name = {p.name: p.config_schema for p in pack.POLICIES}
+    logging, hops, retention = (
+        by_name["eks-control-plane-logging"],
+        by_name["imdsv2-required"],
+        by_name["log-group-retention"],
+    )
+    assert logging is not None and hops is not None and retention is not None
+    assert logging.properties["requiredLogTypes"]["items"]["enum"] == list(config.DEFAULT_LOG_TYPES)
+    assert hops.properties["maxHopLimit"]["maximum"] == config.NodePool.model_fields["imds_hop_limit"].metadata[1].le
+    assert retention.properties["minRetentionDays"]["maximum"] == max(get_args(config.LogRetentionDays))
 
 
 def test_the_shipped_config_covers_every_policy_and_nothing_else() -> None:

@@ -1,15 +1,8 @@
 """The CloudWatch dashboard of a stack on the Container Insights path (pure, no Pulumi).
 
-One dashboard, `<cluster>-gpu-cluster`, with a section per thing the stack runs: GPUs and nodes from Container
-Insights with enhanced observability (namespace `ContainerInsights`, dimension `ClusterName`: [CWI]), EFA when a
-pool has EFA interfaces (`node_efa_*`, in bytes per second already: [CWIEFA]), FSx for Lustre ([FSXCW]) and EFS
-([EFSCW]) when the stack has them (dimension `FileSystemId`). Every metric name comes from
-components/catalog/metrics.yaml; the body is the CloudWatch dashboard body structure (`widgets` of type `metric`
-and `text`, each with x, y, width, height on a 24-column grid: CloudWatch API Reference, "Dashboard Body Structure
-and Syntax" [CWDASH]).
-
-Container Insights publishes no XID or ECC metric, so this dashboard has none; the Prometheus path's Grafana GPU
-dashboard does.
+One dashboard, `<cluster>-gpu-cluster`, a section per thing the stack runs (GPUs and nodes, EFA, FSx for Lustre,
+EFS). Invariant: every metric name comes from components/catalog/metrics.yaml ([CWI], [CWDASH]). Why and sources:
+docs/design-notes.md#the-cloudwatch-dashboard; the user view: docs/addons.md#dashboards.
 """
 
 from __future__ import annotations

@@ -1,19 +1,9 @@
 """EFA counters in Prometheus (pure, no Pulumi): a textfile sidecar next to node-exporter.
 
-Why a sidecar: node-exporter's infiniband collector (on by default) reads `ports/<n>/counters` and the Mellanox
-`hw_counters` names only ([NODEEXP] collector/infiniband_linux.go; procfs v0.21.1 sysfs/class_infiniband.go);
-an EFA device has no `counters` directory and its `hw_counters` (`rx_bytes`, `rdma_read_bytes`, ... [EFADRV])
-are none of those names, so for EFA it exports the port state and rate but no traffic. The textfile collector,
-also on by default, is node-exporter's own way to add such metrics: a file of Prometheus text in a directory it
-reads on every scrape ([NODEEXP] README "Textfile Collector"). A small shell loop in a second container of the
-node-exporter pod writes that file from sysfs every `EFA_SCRAPE_SECONDS`, atomically (write, then rename).
-
-The loop runs in the node-exporter image itself: with `image.distroless: false` (the chart's default, which
-kube-prometheus-stack overrides to `true`) the pinned node-exporter image is built on busybox and has a shell
-([NODEEXP] Dockerfile), so the sidecar adds no image and no pin. It reads the pod's read-only `/host/sys` volume
-and writes a memory-backed emptyDir (`sidecarVolumeMount`, [KPS] prometheus-node-exporter templates/daemonset.yaml).
-Only devices bound to the `efa` driver are read; nodes without EFA write an empty file. The counters are
-world-readable (mode 0444, [IBSYSFS]), so the sidecar runs as node-exporter's non-root user.
+node-exporter's infiniband collector exports no EFA traffic, so a shell loop in a second container of the
+node-exporter pod writes the EFA devices' `hw_counters` ([EFADRV]) as Prometheus text for its textfile collector.
+Invariant: the exported names are `components.catalog.metrics.efa_port_counters`, the ones the dashboards query.
+Why and sources: docs/design-notes.md#efa-counters-in-prometheus.
 """
 
 from __future__ import annotations

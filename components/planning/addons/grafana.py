@@ -1,24 +1,9 @@
 """Grafana on the Prometheus path (pure, no Pulumi): the kube-prometheus-stack `grafana` values, its data sources
 and the dashboards it loads from ConfigMaps.
 
-Provisioning: the Grafana chart's dashboard sidecar watches ConfigMaps labelled `grafana_dashboard: "1"` and
-writes their JSON where Grafana's file provider reads it ([GRAFANA] values.yaml `sidecar.dashboards`, templates
-_pod.tpl env LABEL, LABEL_VALUE, NAMESPACE, FOLDER_ANNOTATION). kube-prometheus-stack turns the sidecar on with
-that label and value and searches ALL namespaces ([KPS] values.yaml `grafana.sidecar.dashboards`); we state the
-label and value explicitly and narrow the search to the `monitoring` namespace, with namespaced RBAC: otherwise the
-chart grants Grafana get/list/watch on every ConfigMap and Secret of the cluster ([GRAFANA] templates
-clusterrole.yaml, role.yaml, `rbac.namespaced`). The `grafana_folder` annotation puts our dashboards in one folder
-(`folderAnnotation` with `provider.foldersFromFilesStructure`).
-
-Admin password: kube-prometheus-stack 88 no longer sets one ([KPS] UPGRADE.md, "removes the default password"), and
-the Grafana chart then generates 40 random characters into its Secret and keeps them across upgrades ([GRAFANA]
-templates/_helpers.tpl `grafana.password`, a `lookup` of the existing Secret), so nothing secret passes through
-Pulumi. docs/addons.md shows how to read it and open Grafana with a port-forward.
-
-FSx for Lustre and EFS publish their metrics to CloudWatch only (node-exporter has no Lustre collector), so a stack
-with either gets a CloudWatch data source whose credentials come from a Pod Identity role on Grafana's service
-account, allowed to read metrics and nothing else ([GFCW]: Grafana's CloudWatch plugin uses
-aws-sdk-go-v2, which supports Pod Identity, with `authType: default`).
+Invariants: the dashboard sidecar reads only the `monitoring` namespace, with namespaced RBAC; no password passes
+through Pulumi; CloudWatch is read through a Pod Identity role that can read metrics and nothing else ([GRAFANA],
+[KPS], [GFCW]). Why and sources: docs/design-notes.md#grafana; the user view: docs/addons.md#dashboards.
 """
 
 from __future__ import annotations

@@ -1,19 +1,8 @@
 """NVIDIA k8s-mig-manager, the DaemonSet that partitions a MIG pool's GPUs (pure, no Pulumi).
 
-Why the standalone manager and not the GPU Operator: the EKS AL2023 NVIDIA AMIs already ship the driver and the
-container toolkit and make `nvidia` containerd's default runtime ([AMI] facts §5a), and this stack already runs the
-device plugin chart. The operator's mig-manager waits for files its own validator writes
-(`/run/nvidia/validations/driver-ready`, [GPUOP] assets/state-mig-manager 0420_configmap and 0600_daemonset) and
-stops GPU clients through `nvidia.com/gpu.deploy.*` labels its own DaemonSets select on, so it brings the whole
-operator (ClusterPolicy CRD, validator, NFD) with it. mig-parted ships the manager as a standalone DaemonSet
-([MIGPARTED] deployments/container/nvidia-mig-manager-example.yaml): a privileged pod per node that watches the
-node's `nvidia.com/mig.config` label and applies that named config from a mounted mig-parted file. That is what is
-built here, with the operator's narrower RBAC ([GPUOP] 0200_role, 0210_clusterrole) instead of the example's
-cluster-wide `*`.
-
-The image carries `NVIDIA_VISIBLE_DEVICES=all` and `NVIDIA_MIG_CONFIG_DEVICES=all` ([MIGPARTED]
-deployments/container/Dockerfile), so the NVIDIA runtime (the AMIs' default) hands it every GPU and the right to
-change MIG settings. It runs only on MIG pools (label `nvidia.com/mig.config` present).
+The standalone manager of mig-parted ([MIGPARTED]), not the GPU Operator's, with the operator's narrower RBAC
+([GPUOP]); it runs only on MIG pools (label `nvidia.com/mig.config` present). Why and sources:
+docs/design-notes.md#the-standalone-mig-manager; the user view: docs/gpu-sharing.md#design-choices-and-trade-offs.
 """
 
 from __future__ import annotations
