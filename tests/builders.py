@@ -27,12 +27,29 @@ from components.planning.pools import PoolPlan
 from components.planning.site_routes import site_cidrs
 from components.planning.stack_plan import plan_pools
 from components.validation import validate
+
+# Re-exported: the tests import every type token from here.
+from policies.resources import (  # noqa: F401
+    AUTOSCALING_GROUP,
+    EFS,
+    EKS_CLUSTER,
+    HELM_RELEASE,
+    KMS_KEY,
+    LAUNCH_TEMPLATE,
+    LUSTRE,
+    PLACEMENT_GROUP,
+    SECURITY_GROUP,
+    SG_INGRESS_RULE,
+    SUBNET,
+)
 from tests.fakes import fake_context
 
 REGION = "us-east-1"
 TWO_ZONES = ("us-east-1a", "us-east-1b")
 #: Example pools for `stack_config(pools=[...])`: the system pool, a p5 training pool, four on-prem A40 servers.
 SYSTEM = {"name": "system", "role": "system", "instanceType": "m7i.xlarge", "scaling": {"min": 2, "max": 3}}
+#: The system pool with the scaling planning gives a system pool that sets none.
+SYSTEM_DEFAULT_SCALING = {k: v for k, v in SYSTEM.items() if k != "scaling"}
 P5 = {"name": "h100", "role": "training", "instanceType": "p5.48xlarge", "scaling": {"min": 0, "max": 4}}
 A40 = {
     "name": "a40",
@@ -50,6 +67,17 @@ DEPLOYER_ACCESS = {"privateAccessCidrs": ["192.168.10.0/24"]}
 #: The gateway a validated test stack's new VPC reaches the site through (validation refuses a new VPC that admits
 #: a network outside it, or has hybrid pools, without one).
 SITE_CONNECTION = {"transitGatewayId": "tgw-0f3a9c1e27d84b5a6"}
+
+#: Resource type tokens the tests look registrations up by (pulumi-aws 7 / pulumi-kubernetes 4); the policy pack
+#: names the ones its rules read (`policies.resources`), the rest are named here.
+IAM_ROLE = "aws:iam/role:Role"
+EKS_ADDON = "aws:eks/addon:Addon"
+ROLE_POLICY_ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
+ROLE_POLICY = "aws:iam/rolePolicy:RolePolicy"
+BUCKET = "aws:s3/bucket:Bucket"
+LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
+PVC = "kubernetes:core/v1:PersistentVolumeClaim"
+ACCESS_ENTRY = "aws:eks/accessEntry:AccessEntry"
 
 T = TypeVar("T")
 

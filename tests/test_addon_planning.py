@@ -21,7 +21,17 @@ from components.planning.addons.placement import CRITICAL_ADDONS_ONLY, toleratio
 from components.planning.addons.selection import select_addons
 from components.planning.pools import DEVICE_PLUGIN_CONFIG_LABEL
 from components.planning.stack_plan import plan_pools
-from tests.builders import HYBRID_POOL, INFERENCE_POOL, SYSTEM_POOL, TRAINING_POOL, addon_stack, pool, shipped_stack
+from tests.builders import (
+    EKS_ADDON,
+    HELM_RELEASE,
+    HYBRID_POOL,
+    INFERENCE_POOL,
+    SYSTEM_POOL,
+    TRAINING_POOL,
+    addon_stack,
+    pool,
+    shipped_stack,
+)
 
 
 def select(*pools, **addons):
@@ -257,11 +267,11 @@ def test_prometheus_rules_cover_xid_ecc_temperature_and_idle_spend():
 )
 def test_shipped_stacks_plan_their_addons(stack_name, expected_releases, expected_alarms):
     run = shipped_stack(stack_name).run
-    release_names = {r.inputs["name"] for r in run.of_type("kubernetes:helm.sh/v3:Release")}
+    release_names = {r.inputs["name"] for r in run.of_type(HELM_RELEASE)}
     assert expected_releases <= release_names
     alarms = {r.name: r.inputs for r in run.of_type("aws:cloudwatch/metricAlarm:MetricAlarm")}
     assert set(alarms) == expected_alarms
-    addons = [a.inputs["addonName"] for a in run.of_type("aws:eks/addon:Addon")]
+    addons = [a.inputs["addonName"] for a in run.of_type(EKS_ADDON)]
     assert addons.count(CLOUDWATCH_ADDON) == (1 if expected_alarms else 0)
     if stack_name == "inference":  # serving on the Prometheus path; both Auto Scaling groups drain through the handler
         assert run.of_type("aws:autoscaling/policy:Policy") == []

@@ -10,7 +10,7 @@ from components.planning.autoscaler_tags import SCALE_DOWN_GPU_THRESHOLD_TAG, au
 from components.planning.hugepages import HUGEPAGE_MIB, hugepages
 from components.planning.pools import PoolPlan
 from components.planning.serving_autoscaling import scale_down_gpu_threshold
-from tests.builders import first_pool_plan
+from tests.builders import AUTOSCALING_GROUP, first_pool_plan
 
 NT = "k8s.io/cluster-autoscaler/node-template"
 
@@ -142,8 +142,7 @@ def test_a_serving_pool_frees_nodes_its_replicas_leave(inference_stack) -> None:
     """The inference stack's l40s group (4 replicas per node) is a scale-down candidate at 3 of 4 GPUs requested,
     so the nodes a scale-in leaves partly empty are consolidated; other groups keep the global threshold."""
     groups = {
-        r.name: {t["key"]: t["value"] for t in r.inputs["tags"]}
-        for r in inference_stack.run.of_type("aws:autoscaling/group:Group")
+        r.name: {t["key"]: t["value"] for t in r.inputs["tags"]} for r in inference_stack.run.of_type(AUTOSCALING_GROUP)
     }
     assert groups["serve-l40s"][SCALE_DOWN_GPU_THRESHOLD_TAG] == "0.76"
     assert SCALE_DOWN_GPU_THRESHOLD_TAG not in groups["serve-system"]

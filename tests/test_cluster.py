@@ -23,15 +23,26 @@ from components.network import Network
 from components.planning.hybrid import remote_network_config
 from components.planning.stack_plan import plan_stack
 from components.planning.stateful import stateful_protection
-from tests.builders import once_per_config, stack_config
+from tests.builders import (
+    ACCESS_ENTRY,
+    EKS_ADDON,
+    EKS_CLUSTER,
+    KMS_KEY,
+    LOG_GROUP,
+    ROLE_POLICY,
+    ROLE_POLICY_ATTACHMENT,
+    SG_INGRESS_RULE,
+    SYSTEM_DEFAULT_SCALING,
+    once_per_config,
+    stack_config,
+)
 
-SYSTEM_POOL = {"name": "system", "role": "system", "instanceType": "m7i.xlarge"}
+SYSTEM_POOL = SYSTEM_DEFAULT_SCALING
 #: Who runs `pulumi up` offline (blueprint.plan.mocks: getCallerIdentity).
 OFFLINE_DEPLOYER = "arn:aws:iam::123456789012:user/offline"
-ENTRY = "aws:eks/accessEntry:AccessEntry"
+ENTRY = ACCESS_ENTRY
 ASSOCIATION = "aws:eks/accessPolicyAssociation:AccessPolicyAssociation"
 CLUSTER_ADMIN = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
-LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
 
 
 def spec(cluster: dict[str, Any] | None = None, pools: list[dict[str, Any]] | None = None) -> StackConfig:
@@ -72,7 +83,7 @@ def build(config: StackConfig) -> tuple[ProgramRun, dict[str, Any]]:
 
 
 def cluster_inputs(run: ProgramRun) -> dict[str, Any]:
-    return run.one("aws:eks/cluster:Cluster").inputs
+    return run.one(EKS_CLUSTER).inputs
 
 
 def test_secrets_are_envelope_encrypted_with_a_rotating_protected_key() -> None:
@@ -80,14 +91,14 @@ def test_secrets_are_envelope_encrypted_with_a_rotating_protected_key() -> None:
     encryption = cluster_inputs(run)["encryptionConfig"]
     assert encryption["resources"] == ["secrets"]
     assert encryption["provider"]["keyArn"] == seen["key"]
-    key = run.one("aws:kms/key:Key")
+    key = run.one(KMS_KEY)
     assert key.inputs["enableKeyRotation"] is True
     assert key.protect is True
     assert key.retain_on_delete is True
 
 
 def test_unprotected_stacks_may_delete_the_key() -> None:
-    key = build(spec({"protectStateful": False}))[0].one("aws:kms/key:Key")
+    key = build(spec({"protectStateful": False}))[0].one(KMS_KEY)
     assert key.protect is False
     assert key.retain_on_delete is False
 
@@ -99,7 +110,7 @@ SERVICE_LINKED_ROLE = "aws:iam/serviceLinkedRole:ServiceLinkedRole"
 
 
 def test_key_policy_lets_auto_scaling_launch_nodes_with_encrypted_volumes() -> None:
-    policy = json.loads(build(spec())[0].one("aws:kms/key:Key").inputs["policy"])
+    policy = json.loads(build(spec())[0].one(KMS_KEY).inputs["policy"])
     principals = {s["Sid"]: s["Principal"].get("AWS") for s in policy["Statement"]}
     assert principals["AccountAdministersKeyThroughIam"] == "arn:aws:iam::123456789012:root"
     assert principals["AutoScalingUsesKeyForEncryptedVolumes"] == AUTOSCALING_ROLE
@@ -114,13 +125,13 @@ def test_in_a_fresh_account_the_auto_scaling_role_exists_before_the_key_names_it
     assert role.inputs["awsServiceName"] == "autoscaling.amazonaws.com"
     assert role.retain_on_delete is True  # account-wide: other Auto Scaling groups use it
     assert role.protect is False
-    assert role.urn in run.one("aws:kms/key:Key").depends_on
+    assert role.urn in run.one(KMS_KEY).depends_on
 
 
 def test_an_existing_auto_scaling_role_is_only_named() -> None:
     run, _ = build(spec({"autoscalingServiceLinkedRole": "existing"}))
     assert not run.of_type(SERVICE_LINKED_ROLE)
-    policy = json.loads(run.one("aws:kms/key:Key").inputs["policy"])
+    policy = json.loads(run.one(KMS_KEY).inputs["policy"])
     assert AUTOSCALING_ROLE in {s["Principal"].get("AWS") for s in policy["Statement"]}
 
 
@@ -133,7 +144,7 @@ def test_auto_creates_the_auto_scaling_role_only_where_the_account_lacks_it(
     config = spec({"autoscalingServiceLinkedRole": "auto", "tags": {"lookup": "finds-role" if exists else "none"}})
     run, _ = build(config)
     assert len(run.of_type(SERVICE_LINKED_ROLE)) == created
-    key_dependencies = run.one("aws:kms/key:Key").depends_on
+    key_dependencies = run.one(KMS_KEY).depends_on
     assert [r.urn in key_dependencies for r in run.of_type(SERVICE_LINKED_ROLE)] == [True] * created
 
 
@@ -145,12 +156,12 @@ def test_offline_plans_assume_an_account_that_has_the_auto_scaling_role() -> Non
 
 def test_cluster_role_may_use_the_key_and_has_the_cluster_policy() -> None:
     run, seen = build(spec())
-    inline = json.loads(run.one("aws:iam/rolePolicy:RolePolicy", "demo-cluster-encryption").inputs["policy"])
+    inline = json.loads(run.one(ROLE_POLICY, "demo-cluster-encryption").inputs["policy"])
     assert inline["Statement"][0]["Resource"] == seen["key"]
     assert "kms:Decrypt" in inline["Statement"][0]["Action"]
-    attachment = run.one("aws:iam/rolePolicyAttachment:RolePolicyAttachment", "demo-cluster-AmazonEKSClusterPolicy")
+    attachment = run.one(ROLE_POLICY_ATTACHMENT, "demo-cluster-AmazonEKSClusterPolicy")
     assert attachment.inputs["policyArn"] == "arn:aws:iam::aws:policy/AmazonEKSClusterPolicy"
-    assert attachment.urn in run.one("aws:eks/cluster:Cluster").depends_on
+    assert attachment.urn in run.one(EKS_CLUSTER).depends_on
 
 
 def test_private_endpoint_by_default() -> None:
@@ -206,7 +217,7 @@ def test_admins_get_standard_access_entries_with_their_access_policy() -> None:
         {"principalArn": "arn:aws:iam::123456789012:user/ci", "policy": "AmazonEKSViewPolicy"},
     ]
     run, _ = build(spec({"admins": admins}))
-    entries = {e.inputs["principalArn"]: e for e in run.of_type("aws:eks/accessEntry:AccessEntry")}
+    entries = {e.inputs["principalArn"]: e for e in run.of_type(ACCESS_ENTRY)}
     assert set(entries) == {a["principalArn"] for a in admins} | {OFFLINE_DEPLOYER}
     assert {e.inputs["type"] for e in entries.values()} == {"STANDARD"}
     associations = {
@@ -387,7 +398,7 @@ def test_gpu_cluster_context_and_kubernetes_provider() -> None:
     assert sorted(ctx.private_subnet_ids) == ["us-east-1a", "us-east-1b"]
     provider = run.one("pulumi:providers:kubernetes", "demo-k8s")
     assert json.loads(provider.inputs["kubeconfig"])["users"][0]["user"]["exec"]["command"] == "aws"
-    addons = {a.inputs["addonName"] for a in run.of_type("aws:eks/addon:Addon")}
+    addons = {a.inputs["addonName"] for a in run.of_type(EKS_ADDON)}
     assert {"vpc-cni", "kube-proxy", "eks-pod-identity-agent"} <= addons
 
 
@@ -395,7 +406,7 @@ def test_kubernetes_provider_waits_for_the_deployers_way_in() -> None:
     """The first Kubernetes call must not race the security group rule that lets the deployer reach the API."""
     run, _ = run_gpu_cluster(spec({"endpoint": {"privateAccessCidrs": ["192.168.10.0/24"]}}))
     rule = run.one(
-        "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule",
+        SG_INGRESS_RULE,
         "demo-control-plane-from-deployer-cidr-192-168-10-0-24",
     )
     provider = run.one("pulumi:providers:kubernetes", "demo-k8s")
@@ -410,7 +421,7 @@ def test_the_control_plane_log_group_exists_before_the_cluster_encrypted_with_a_
     assert group.inputs["name"] == "/aws/eks/demo/cluster"
     assert group.inputs["retentionInDays"] == 731
     assert group.inputs["kmsKeyId"] == seen["key"]
-    assert group.urn in run.one("aws:eks/cluster:Cluster").depends_on
+    assert group.urn in run.one(EKS_CLUSTER).depends_on
 
 
 def test_the_control_plane_logs_are_kept_with_the_key_that_decrypts_them() -> None:
@@ -420,7 +431,7 @@ def test_the_control_plane_logs_are_kept_with_the_key_that_decrypts_them() -> No
 
 
 def test_cloudwatch_logs_may_use_the_key_for_this_clusters_log_groups_only() -> None:
-    policy = json.loads(build(spec())[0].one("aws:kms/key:Key").inputs["policy"])
+    policy = json.loads(build(spec())[0].one(KMS_KEY).inputs["policy"])
     (logs,) = [s for s in policy["Statement"] if s["Sid"] == "CloudWatchLogsEncryptsTheClustersLogGroups"]
     assert logs["Principal"] == {"Service": "logs.us-east-1.amazonaws.com"}
     assert logs["Condition"] == {
@@ -438,7 +449,7 @@ def test_the_deployer_gets_an_explicit_cluster_admin_entry_instead_of_the_creato
     run, seen = build(spec())
     assert cluster_inputs(run)["accessConfig"]["bootstrapClusterCreatorAdminPermissions"] is False
     # A cluster created with it on is not replaced for it (the provider replaces on any change of this input).
-    assert "accessConfig.bootstrapClusterCreatorAdminPermissions" in run.one("aws:eks/cluster:Cluster").ignore_changes
+    assert "accessConfig.bootstrapClusterCreatorAdminPermissions" in run.one(EKS_CLUSTER).ignore_changes
     entry = run.one(ENTRY, "demo-deployer")
     assert entry.inputs["principalArn"] == OFFLINE_DEPLOYER
     assert entry.inputs["type"] == "STANDARD"

@@ -7,6 +7,8 @@ import pytest
 from components.catalog import versions
 from components.planning.autoscaler_tags import discovery_tags
 from tests.builders import (
+    HELM_RELEASE,
+    IAM_ROLE,
     INFERENCE_POOL,
     SYSTEM_POOL,
     TRAINING_POOL,
@@ -78,11 +80,11 @@ def test_role_describes_anything_but_scales_only_groups_tagged_for_this_cluster(
 
 def test_service_account_matches_the_pod_identity_role():
     run = run_addons(addon_stack(SYSTEM_POOL, TRAINING_POOL))
-    role = run.one("aws:iam/role:Role", "cluster-autoscaler")
+    role = run.one(IAM_ROLE, "cluster-autoscaler")
     values = releases(run)["cluster-autoscaler"]["values"]
     assert role.inputs["tags"] == {"namespace": "kube-system", "service-account": "cluster-autoscaler"}
     assert values["rbac"]["serviceAccount"] == {"create": True, "name": "cluster-autoscaler"}
-    release = next(r for r in run.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "cluster-autoscaler")
+    release = next(r for r in run.of_type(HELM_RELEASE) if r.inputs["name"] == "cluster-autoscaler")
     assert role.urn in release.depends_on
 
 
@@ -104,5 +106,5 @@ def test_system_pool_taints_are_tolerated():
 def test_not_deployed_when_no_pool_needs_it_or_switched_off(spec):
     run = run_addons(spec)
     assert "cluster-autoscaler" not in releases(run)
-    assert "cluster-autoscaler" not in [r.name for r in run.of_type("aws:iam/role:Role")]
+    assert "cluster-autoscaler" not in [r.name for r in run.of_type(IAM_ROLE)]
     assert run.of_type("gpu-clusters:index:ClusterAutoscaler") == []

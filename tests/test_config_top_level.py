@@ -19,12 +19,13 @@ from components.errors import ConfigError, Problem
 from components.program import main
 from components.validation import validate, validate_config
 from components.validation.parse import DEFAULT_POOL_LABEL, Parsed, pool_labels, with_pool_names
+from tests.builders import SYSTEM
 
 SECTIONS: dict[str, Any] = {
     "gpu-clusters:cluster": {"name": "top", "endpoint": {"public": True, "publicAccessCidrs": ["203.0.113.0/24"]}},
     "gpu-clusters:network": {"availabilityZones": ["us-west-2a", "us-west-2b"]},
     "gpu-clusters:nodePools": [
-        {"name": "system", "role": "system", "instanceType": "m7i.xlarge", "scaling": {"min": 2, "max": 3}},
+        SYSTEM,
         {"name": "h100", "role": "training", "instanceType": "p5.48xlarge", "scaling": {"min": 0, "max": 2}},
     ],
 }

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from blueprint.plan.runner import PROJECT_ROOT
-from tests.builders import CliResult
+from tests.builders import PLACEMENT_GROUP, CliResult
 
 CORPUS = Path(__file__).parent / "corpus"
 BAD = sorted((CORPUS / "bad").glob("*.yaml"))
@@ -65,7 +65,7 @@ def test_yaml_1_1_words_mean_themselves(blueprint_cli: Callable[..., CliResult])
     )
     assert code == 0, err
     types = [r["type"] for r in json.loads(out)["resources"]]
-    assert "aws:ec2/placementGroup:PlacementGroup" not in types
+    assert PLACEMENT_GROUP not in types
 
 
 def test_unreadable_file_is_an_io_error(tmp_path: Path, blueprint_cli: Callable[..., CliResult]) -> None:

@@ -26,7 +26,16 @@ from components.planning.addons.grafana import (
     render_dashboard,
 )
 from components.planning.addons.monitoring import DCGM_COUNTERS
-from tests.builders import SYSTEM_POOL, TRAINING_POOL, addon_stack, releases, run_addons
+from tests.builders import (
+    HELM_RELEASE,
+    IAM_ROLE,
+    ROLE_POLICY,
+    SYSTEM_POOL,
+    TRAINING_POOL,
+    addon_stack,
+    releases,
+    run_addons,
+)
 
 STACKS = Path(__file__).resolve().parents[1] / "stacks"
 CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
@@ -230,11 +239,7 @@ def test_hybrid_dashboards_are_config_maps_for_the_grafana_sidecar(hybrid_stack)
     names = {f"gpu-cluster-dashboard-{n}" for n in ("gpus", "nodes", "efa", "lustre")}
     assert names <= set(maps)
     lustre_id = hybrid_stack.exports["lustreFileSystemId"]
-    kps = next(
-        r
-        for r in hybrid_stack.run.of_type("kubernetes:helm.sh/v3:Release")
-        if r.inputs["name"] == "kube-prometheus-stack"
-    )
+    kps = next(r for r in hybrid_stack.run.of_type(HELM_RELEASE) if r.inputs["name"] == "kube-prometheus-stack")
     for name in names:
         cm = maps[name]
         meta = cm.inputs["metadata"]
@@ -252,11 +257,7 @@ def test_hybrid_dashboards_are_config_maps_for_the_grafana_sidecar(hybrid_stack)
 
 
 def test_hybrid_grafana_values_sidecar_and_cloudwatch_source(hybrid_stack):
-    kps = next(
-        r
-        for r in hybrid_stack.run.of_type("kubernetes:helm.sh/v3:Release")
-        if r.inputs["name"] == "kube-prometheus-stack"
-    )
+    kps = next(r for r in hybrid_stack.run.of_type(HELM_RELEASE) if r.inputs["name"] == "kube-prometheus-stack")
     grafana = kps.inputs["values"]["grafana"]
     assert grafana["enabled"] is True
     assert "adminPassword" not in grafana  # the chart generates one and keeps it in its Secret
@@ -272,8 +273,8 @@ def test_hybrid_grafana_values_sidecar_and_cloudwatch_source(hybrid_stack):
         "defaultRegion": "us-east-1",
     }
     # Grafana's Pod Identity role reads CloudWatch metrics and nothing else, and the release waits for it
-    role = hybrid_stack.run.one("aws:iam/role:Role", "hybrid-grafana")
-    policy = hybrid_stack.run.one("aws:iam/rolePolicy:RolePolicy", "hybrid-grafana")
+    role = hybrid_stack.run.one(IAM_ROLE, "hybrid-grafana")
+    policy = hybrid_stack.run.one(ROLE_POLICY, "hybrid-grafana")
     (statement,) = json.loads(policy.inputs["policy"])["Statement"]
     assert statement["Action"] == ["cloudwatch:GetMetricData", "cloudwatch:ListMetrics"]
     assert role.urn in kps.depends_on
@@ -286,7 +287,7 @@ def test_hybrid_grafana_values_sidecar_and_cloudwatch_source(hybrid_stack):
 
 
 def test_hybrid_exporters_label_nodes_and_export_efa(hybrid_stack):
-    by_name = {r.inputs["name"]: r.inputs for r in hybrid_stack.run.of_type("kubernetes:helm.sh/v3:Release")}
+    by_name = {r.inputs["name"]: r.inputs for r in hybrid_stack.run.of_type(HELM_RELEASE)}
     values = by_name["kube-prometheus-stack"]["values"]
     relabel = {"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node"}
     exporter = values["prometheus-node-exporter"]
@@ -312,9 +313,7 @@ def test_efs_dashboard_on_the_prometheus_path(inference_stack):
     board = json.loads(next(iter(maps["gpu-cluster-dashboard-efs"].inputs["data"].values())))
     (constant,) = [v for v in board["templating"]["list"] if v["name"] == "filesystem"]
     assert constant["query"] == planned.exports["efsFileSystemId"]
-    kps = next(
-        r for r in planned.run.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "kube-prometheus-stack"
-    )
+    kps = next(r for r in planned.run.of_type(HELM_RELEASE) if r.inputs["name"] == "kube-prometheus-stack")
     assert [s["uid"] for s in kps.inputs["values"]["grafana"]["additionalDataSources"]] == [CLOUDWATCH_UID]
     assert planned.run.of_type(CW_DASHBOARD) == []
 
@@ -345,7 +344,7 @@ def test_no_efa_sidecar_and_no_file_system_dashboards_without_them():
         "gpu-cluster-dashboard-nodes",
         "gpu-cluster-dashboard-gpus",
     }
-    assert not [r for r in run.of_type("aws:iam/role:Role") if r.name.endswith("grafana")]
+    assert not [r for r in run.of_type(IAM_ROLE) if r.name.endswith("grafana")]
 
 
 # ---------------------------------------------------------------------------- Container Insights path (CloudWatch)

@@ -7,13 +7,13 @@ import pytest
 
 from blueprint.plan.runner import list_stacks
 from components.addons.helm import RELEASE_TIMEOUT_SECONDS
-from tests.builders import shipped_stack
+from tests.builders import AUTOSCALING_GROUP, EKS_ADDON, HELM_RELEASE, PVC, shipped_stack
 
-RELEASE = "kubernetes:helm.sh/v3:Release"
-ADDON = "aws:eks/addon:Addon"
-ASG = "aws:autoscaling/group:Group"
+RELEASE = HELM_RELEASE
+ADDON = EKS_ADDON
+ASG = AUTOSCALING_GROUP
 #: Kubernetes objects and EKS add-ons whose pods need a node, which must wait for cluster DNS.
-NEEDS_A_NODE = (RELEASE, "kubernetes:core/v1:PersistentVolumeClaim", "kubernetes:core/v1:PersistentVolume")
+NEEDS_A_NODE = (RELEASE, PVC, "kubernetes:core/v1:PersistentVolume")
 
 
 @pytest.mark.parametrize("stack", list_stacks())

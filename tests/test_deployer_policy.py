@@ -25,7 +25,7 @@ from blueprint.deployer_policy import (
 )
 from blueprint.plan.runner import list_stacks
 from components.catalog import deployer_permissions
-from tests.builders import CliResult, shipped_stack
+from tests.builders import BUCKET, HELM_RELEASE, IAM_ROLE, KMS_KEY, LUSTRE, CliResult, shipped_stack
 
 COMPONENTS = Path(__file__).resolve().parents[1] / "components"
 
@@ -83,7 +83,7 @@ def test_a_type_without_permissions_is_refused_by_name() -> None:
 def test_component_and_kubernetes_resources_need_no_iam_action() -> None:
     resources = [
         {"type": "gpu-clusters:index:GpuCluster", "custom": False},
-        {"type": "kubernetes:helm.sh/v3:Release", "custom": True},
+        {"type": HELM_RELEASE, "custom": True},
         {"type": "pulumi:providers:kubernetes", "custom": True},
     ]
     assert planned_actions(resources, []) == set()
@@ -106,7 +106,7 @@ def test_pass_role_is_limited_to_the_stacks_roles_and_the_services_they_trust(st
     cluster = plan["summary"]["cluster"]
     trusted = set()
     for r in plan["resources"]:
-        if r["type"] == "aws:iam/role:Role":
+        if r["type"] == IAM_ROLE:
             for s in json.loads(r["inputs"]["assumeRolePolicy"])["Statement"]:
                 service = s["Principal"]["Service"]
                 trusted |= {service} if isinstance(service, str) else set(service)
@@ -243,7 +243,7 @@ def test_service_linked_roles_are_created_only_for_the_services_the_stack_uses(s
     assert "autoscaling.amazonaws.com" in services and "eks.amazonaws.com" in services
     assert create["Resource"] == [f"arn:aws:iam::*:role/aws-service-role/{s}/*" for s in services]
     types = {r["type"] for r in shipped_stack(stack).plan["resources"]}
-    assert ("fsx.amazonaws.com" in services) == ("aws:fsx/lustreFileSystem:LustreFileSystem" in types)
+    assert ("fsx.amazonaws.com" in services) == (LUSTRE in types)
 
 
 def test_the_lustre_link_attaches_policies_to_fsx_s3_role_only() -> None:
@@ -258,7 +258,7 @@ def test_the_lustre_link_attaches_policies_to_fsx_s3_role_only() -> None:
 
 def test_s3_is_scoped_to_the_stacks_bucket_names() -> None:
     plan = shipped_stack("training").plan
-    prefixes = sorted(r["inputs"]["bucketPrefix"] for r in plan["resources"] if r["type"] == "aws:s3/bucket:Bucket")
+    prefixes = sorted(r["inputs"]["bucketPrefix"] for r in plan["resources"] if r["type"] == BUCKET)
     policy = policy_of("training")
     buckets = statement(policy, "TheStacksBuckets")
     assert buckets["Resource"] == [f"arn:aws:s3:::{p}*" for p in prefixes]
@@ -272,7 +272,7 @@ def test_s3_is_scoped_to_the_stacks_bucket_names() -> None:
 def test_kms_keys_are_created_and_managed_only_with_the_clusters_tag(stack: str) -> None:
     plan = shipped_stack(stack).plan
     cluster = plan["summary"]["cluster"]
-    keys = [r for r in plan["resources"] if r["type"] == "aws:kms/key:Key"]
+    keys = [r for r in plan["resources"] if r["type"] == KMS_KEY]
     assert keys and all(k["inputs"]["tags"]["gpu-clusters/cluster"] == cluster for k in keys)
     policy = policy_of(stack)
     create = statement(policy, "CreateKeysTaggedWithTheCluster")

@@ -6,6 +6,7 @@ import yaml
 
 from components.catalog import versions
 from tests.builders import (
+    HELM_RELEASE,
     HYBRID_POOL,
     INFERENCE_POOL,
     SYSTEM_POOL,
@@ -83,7 +84,7 @@ def test_efa_device_plugin_not_deployed_without_efa_or_when_off():
 
 def test_device_plugin_releases_use_the_cluster_provider():
     run = run_addons(addon_stack(SYSTEM_POOL, TRAINING_POOL))
-    for release in run.of_type("kubernetes:helm.sh/v3:Release"):
+    for release in run.of_type(HELM_RELEASE):
         assert release.provider is not None and "pulumi:providers:kubernetes" in release.provider
 
 

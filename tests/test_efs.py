@@ -10,20 +10,30 @@ from components import tags
 from components.config import StackConfig
 from components.planning.stack_plan import plan_pools
 from components.storage.efs import EfsStorage
-from tests.builders import THREE_ZONES, ShippedStack, once_per_config, run_with_context, stack_config
+from tests.builders import (
+    EFS,
+    EKS_ADDON,
+    IAM_ROLE,
+    PVC,
+    SG_INGRESS_RULE,
+    SYSTEM,
+    THREE_ZONES,
+    ShippedStack,
+    once_per_config,
+    run_with_context,
+    stack_config,
+)
 from tests.fakes import KMS_KEY_ARN, NODE_SECURITY_GROUP_ID, subnet_id
 
-EFS = "aws:efs/fileSystem:FileSystem"
 MOUNT_TARGET = "aws:efs/mountTarget:MountTarget"
-INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
-ADDON = "aws:eks/addon:Addon"
-PVC = "kubernetes:core/v1:PersistentVolumeClaim"
+INGRESS = SG_INGRESS_RULE
+ADDON = EKS_ADDON
 SC = "kubernetes:storage.k8s.io/v1:StorageClass"
 ZONES = list(THREE_ZONES)
 
 
 INFERENCE_POOLS: list[dict[str, Any]] = [
-    {"name": "system", "role": "system", "instanceType": "m7i.xlarge", "scaling": {"min": 2, "max": 3}},
+    SYSTEM,
     {"name": "l40s", "role": "inference", "instanceType": "g6e.12xlarge", "scaling": {"min": 1, "max": 8}},
 ]
 
@@ -115,7 +125,7 @@ def test_storage_class_with_access_points_and_claim() -> None:
 
 def test_csi_addon_role_and_gpu_tolerations() -> None:
     run = build(inference_spec())
-    role = run.one("aws:iam/role:Role")
+    role = run.one(IAM_ROLE)
     assert role.inputs["managedPolicyArns"] == ["service-role/AmazonEFSCSIDriverPolicy"]
     assert role.inputs["tags"] == {"namespace": "kube-system", "service-account": "efs-csi-controller-sa"}
     addon = run.one(ADDON)

@@ -13,13 +13,12 @@ from components.config import FlowLogs
 from components.flow_logs import VpcFlowLogs
 from components.gpu_cluster import GpuCluster
 from components.planning.stack_plan import plan_stack
-from tests.builders import once_per_config, stack_config
+from tests.builders import IAM_ROLE, LOG_GROUP, ROLE_POLICY, SYSTEM_DEFAULT_SCALING, once_per_config, stack_config
 
 KEY = "arn:aws:kms:us-east-1:123456789012:key/00000000-0000-0000-0000-000000000000"
 GROUP_ARN = "arn:aws:logs:us-east-1:123456789012:log-group:/aws/vpc/demo/flow-logs"
-LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
 FLOW_LOG = "aws:ec2/flowLog:FlowLog"
-SYSTEM_POOL = {"name": "system", "role": "system", "instanceType": "m7i.xlarge"}
+SYSTEM_POOL = SYSTEM_DEFAULT_SCALING
 
 
 def build(settings: FlowLogs, retain: bool = True) -> ProgramRun:
@@ -60,7 +59,7 @@ def test_the_records_go_with_their_key_when_the_stack_keeps_nothing() -> None:
 
 
 def test_only_the_flow_logs_service_of_this_account_assumes_the_delivery_role() -> None:
-    trust = json.loads(build(FlowLogs()).one("aws:iam/role:Role", "demo-flow-logs").inputs["assumeRolePolicy"])
+    trust = json.loads(build(FlowLogs()).one(IAM_ROLE, "demo-flow-logs").inputs["assumeRolePolicy"])
     (statement,) = trust["Statement"]
     assert statement["Principal"] == {"Service": "vpc-flow-logs.amazonaws.com"}
     assert statement["Condition"] == {
@@ -71,14 +70,14 @@ def test_only_the_flow_logs_service_of_this_account_assumes_the_delivery_role() 
 
 def test_the_delivery_role_writes_to_its_group_only() -> None:
     run = build(FlowLogs())
-    policy = json.loads(run.one("aws:iam/rolePolicy:RolePolicy", "demo-flow-logs").inputs["policy"])
+    policy = json.loads(run.one(ROLE_POLICY, "demo-flow-logs").inputs["policy"])
     statements = {s["Sid"]: s for s in policy["Statement"]}
     assert statements["WriteThisGroup"]["Resource"] == [GROUP_ARN, f"{GROUP_ARN}:*"]
     assert "logs:PutLogEvents" in statements["WriteThisGroup"]["Action"]
     assert statements["FindTheGroup"]["Action"] == "logs:DescribeLogGroups"
     # nothing but describing is granted beyond this group
     assert [s["Sid"] for s in policy["Statement"] if s["Resource"] == "*"] == ["FindTheGroup"]
-    assert run.one("aws:iam/rolePolicy:RolePolicy").urn in run.one(FLOW_LOG).depends_on
+    assert run.one(ROLE_POLICY).urn in run.one(FLOW_LOG).depends_on
 
 
 @once_per_config

@@ -20,7 +20,20 @@ from components.managed_addons import addon_configuration
 from components.planning.hybrid import ROLES_ANYWHERE_NODE_NAME_PLACEHOLDER, ROLES_ANYWHERE_SESSION_SECONDS
 from components.planning.stack_plan import plan_pools
 from components.planning.tolerations import tolerates
-from tests.builders import ShippedStack, run_with_context, stack_config
+from tests.builders import (
+    ACCESS_ENTRY,
+    EKS_ADDON,
+    EKS_CLUSTER,
+    HELM_RELEASE,
+    IAM_ROLE,
+    ROLE_POLICY,
+    ROLE_POLICY_ATTACHMENT,
+    SG_INGRESS_RULE,
+    SYSTEM,
+    ShippedStack,
+    run_with_context,
+    stack_config,
+)
 from tests.fakes import CLUSTER_SECURITY_GROUP_ID, NODE_SECURITY_GROUP_ID
 
 NOW = datetime(2026, 10, 1, 9, 0, tzinfo=UTC)
@@ -35,12 +48,12 @@ A40: dict[str, Any] = {
     "nodes": 2,
     "network": {"remoteNodeCidrs": ["10.80.0.0/16"], "remotePodCidrs": ["10.85.0.0/16"]},
 }
-ROLE = "aws:iam/role:Role"
+ROLE = IAM_ROLE
 ACTIVATION = "aws:ssm/activation:Activation"
-INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
+INGRESS = SG_INGRESS_RULE
 EGRESS = "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule"
-RELEASE = "kubernetes:helm.sh/v3:Release"
-ADDON = "aws:eks/addon:Addon"
+RELEASE = HELM_RELEASE
+ADDON = EKS_ADDON
 
 
 def stack(*pools: dict[str, Any]) -> StackConfig:
@@ -100,18 +113,16 @@ def test_ssm_role_trusts_ssm_of_this_account(ssm: tuple[ProgramRun, dict[str, An
 
 
 def test_ssm_role_gets_ssm_core_and_ecr_pull_only(ssm: tuple[ProgramRun, dict[str, Any]]) -> None:
-    arns = sorted(r.inputs["policyArn"] for r in ssm[0].of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment"))
+    arns = sorted(r.inputs["policyArn"] for r in ssm[0].of_type(ROLE_POLICY_ATTACHMENT))
     assert arns == [
         "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryPullOnly",
         "arn:aws:iam::aws:policy/AmazonSSMManagedInstanceCore",
     ]
-    assert {r.inputs["role"] for r in ssm[0].of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")} == {
-        "gpu-a40-hybrid-node"
-    }
+    assert {r.inputs["role"] for r in ssm[0].of_type(ROLE_POLICY_ATTACHMENT)} == {"gpu-a40-hybrid-node"}
 
 
 def test_inline_policy_describes_this_cluster_only(ssm: tuple[ProgramRun, dict[str, Any]]) -> None:
-    policy = json.loads(ssm[0].one("aws:iam/rolePolicy:RolePolicy", "gpu-a40-hybrid-node").inputs["policy"])
+    policy = json.loads(ssm[0].one(ROLE_POLICY, "gpu-a40-hybrid-node").inputs["policy"])
     describe = next(s for s in policy["Statement"] if "eks:DescribeCluster" in s["Action"])
     assert describe["Resource"] == CLUSTER_ARN
     deregister = next(s for s in policy["Statement"] if s["Action"] == "ssm:DeregisterManagedInstance")
@@ -133,7 +144,7 @@ def test_roles_anywhere_role_trusts_the_pools_trust_anchor(
     assert seen["trustAnchorArn-a40"].startswith("arn:aws:rolesanywhere:")
     assert {s["Condition"]["ArnEquals"]["aws:SourceArn"] for s in statements} == {seen["trustAnchorArn-a40"]}
     assert role.inputs["maxSessionDuration"] > ROLES_ANYWHERE_SESSION_SECONDS
-    arns = [r.inputs["policyArn"] for r in run.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")]
+    arns = [r.inputs["policyArn"] for r in run.of_type(ROLE_POLICY_ATTACHMENT)]
     assert arns == ["arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryPullOnly"]
     assert not run.of_type(ACTIVATION)
 
@@ -160,8 +171,8 @@ def test_activation_expiry_is_not_replaced_on_every_run(ssm: tuple[ProgramRun, d
     activation = ssm[0].one(ACTIVATION, "gpu-a40-hybrid-node")
     assert activation.ignore_changes == ["expirationDate"]
     # created only once the role has its permissions, so a server registering at once can join
-    policies = ssm[0].of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
-    policies += ssm[0].of_type("aws:iam/rolePolicy:RolePolicy")
+    policies = ssm[0].of_type(ROLE_POLICY_ATTACHMENT)
+    policies += ssm[0].of_type(ROLE_POLICY)
     assert len(policies) == 3
     assert {p.urn for p in policies} <= set(activation.depends_on)
 
@@ -175,7 +186,7 @@ def test_activation_limit_and_expiry_follow_config() -> None:
 
 # --------------------------------------------------------------------------------------- access and network
 def test_access_entry_is_hybrid_linux_for_the_role(ssm: tuple[ProgramRun, dict[str, Any]]) -> None:
-    entry = ssm[0].one("aws:eks/accessEntry:AccessEntry", "gpu-a40-hybrid-node")
+    entry = ssm[0].one(ACCESS_ENTRY, "gpu-a40-hybrid-node")
     assert entry.inputs["type"] == "HYBRID_LINUX"
     assert entry.inputs["principalArn"] == "arn:aws:iam::123456789012:role/gpu-a40-hybrid-node"
     assert entry.inputs["clusterName"] == "gpu"
@@ -332,7 +343,7 @@ def test_install_command_is_a_plain_output(ssm: tuple[ProgramRun, dict[str, Any]
 
 
 def test_needs_a_hybrid_pool() -> None:
-    spec = stack({"name": "system", "role": "system", "instanceType": "m7i.xlarge", "scaling": {"min": 2, "max": 3}})
+    spec = stack(SYSTEM)
     with pytest.raises(ValueError, match="hybrid"):
         run_with_context(spec, lambda ctx: HybridNodes("x", ctx, plan_pools(spec), clock=lambda: NOW))
 
@@ -341,14 +352,14 @@ def test_needs_a_hybrid_pool() -> None:
 def test_hybrid_stack_joins_the_4x_a40_pool(hybrid_stack: ShippedStack) -> None:
     """stacks/Pulumi.hybrid.yaml through the real program: everything a server owner needs is planned."""
     run = hybrid_stack.run
-    remote = run.one("aws:eks/cluster:Cluster").inputs["remoteNetworkConfig"]
+    remote = run.one(EKS_CLUSTER).inputs["remoteNetworkConfig"]
     assert remote == {
         "remoteNodeNetworks": {"cidrs": ["192.168.100.0/24"]},
         "remotePodNetworks": {"cidrs": ["192.168.128.0/18"]},
     }
-    assert run.one("aws:eks/cluster:Cluster").inputs["accessConfig"]["authenticationMode"] != "CONFIG_MAP"
+    assert run.one(EKS_CLUSTER).inputs["accessConfig"]["authenticationMode"] != "CONFIG_MAP"
     assert run.one(ACTIVATION, "hybrid-a40-hybrid-node").inputs["registrationLimit"] == 4
-    assert run.one("aws:eks/accessEntry:AccessEntry", "hybrid-a40-hybrid-node").inputs["type"] == "HYBRID_LINUX"
+    assert run.one(ACCESS_ENTRY, "hybrid-a40-hybrid-node").inputs["type"] == "HYBRID_LINUX"
     cilium = run.one(RELEASE, "hybrid-cilium").inputs["values"]
     assert cilium["ipam"]["operator"]["clusterPoolIPv4PodCIDRList"] == ["192.168.128.0/18"]
     node_config = yaml.safe_load(hybrid_stack.exports["hybridNodeConfig-a40"])

@@ -9,7 +9,16 @@ from blueprint.plan.summary import pool_summary
 from components.errors import ConfigError
 from components.planning.cost import StackCost
 from components.planning.gpu_runtime import NVIDIA_CONTAINERD_DROP_IN, containerd_runtime_commands
-from tests.builders import HYBRID_POOL, SYSTEM_POOL, TRAINING_POOL, first_pool_plan, pool, shipped_stack, stack_config
+from tests.builders import (
+    HELM_RELEASE,
+    HYBRID_POOL,
+    SYSTEM_POOL,
+    TRAINING_POOL,
+    first_pool_plan,
+    pool,
+    shipped_stack,
+    stack_config,
+)
 
 #: No priced part: `pool_summary` then shows only what the pool plan says (the GPU runtime here).
 NO_COST = StackCost(region="us-east-1", items=(), unpriced=(), committed=(), pools={})
@@ -52,7 +61,7 @@ def test_shipped_hybrid_stack_makes_nvidia_the_a40s_default_runtime():
     on-prem GPUs alike and no RuntimeClass is needed; the plan prints the commands the servers run."""
     stack = shipped_stack("hybrid")
     assert stack.run.of_type("kubernetes:node.k8s.io/v1:RuntimeClass") == []
-    releases = {r.inputs["name"]: r.inputs for r in stack.run.of_type("kubernetes:helm.sh/v3:Release")}
+    releases = {r.inputs["name"]: r.inputs for r in stack.run.of_type(HELM_RELEASE)}
     assert "nvidia-device-plugin-runtime-class" not in releases
     assert "runtimeClassName" not in releases["nvidia-device-plugin"]["values"]
     a40 = next(p for p in stack.plan["summary"]["nodePools"] if p["name"] == "a40")

@@ -8,10 +8,10 @@ from typing import Any
 
 from components.planning import compute_types
 from components.planning.addons.placement import SYSTEM_NODE_SELECTOR
-from tests.builders import shipped_plan
+from tests.builders import EKS_ADDON, HELM_RELEASE, shipped_plan
 
-ADDON = "aws:eks/addon:Addon"
-RELEASE = "kubernetes:helm.sh/v3:Release"
+ADDON = EKS_ADDON
+RELEASE = HELM_RELEASE
 ASSOCIATION = "aws:eks/podIdentityAssociation:PodIdentityAssociation"
 
 

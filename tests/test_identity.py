@@ -10,9 +10,10 @@ import pytest
 
 from blueprint.plan.runner import ProgramRun, run_mocked
 from components.identity import NODE_MANAGED_POLICIES, NodeIdentity, PodIdentityRoles
+from tests.builders import ACCESS_ENTRY, IAM_ROLE, ROLE_POLICY, ROLE_POLICY_ATTACHMENT
 
 TAGS = {"gpu-clusters/cluster": "demo"}
-ATTACHMENT = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
+ATTACHMENT = ROLE_POLICY_ATTACHMENT
 CLUSTER_ARN = "arn:aws:eks:us-east-1:123456789012:cluster/demo"
 
 
@@ -33,12 +34,12 @@ def build_nodes() -> tuple[ProgramRun, dict[str, Any]]:
 
 def test_node_role_is_assumed_by_ec2_and_has_the_node_policies() -> None:
     run, _ = build_nodes()
-    role = run.one("aws:iam/role:Role", "demo-node")
+    role = run.one(IAM_ROLE, "demo-node")
     trust = json.loads(role.inputs["assumeRolePolicy"])
     assert trust["Statement"] == [
         {"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}
     ]
-    attached = {a.inputs["policyArn"] for a in run.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")}
+    attached = {a.inputs["policyArn"] for a in run.of_type(ROLE_POLICY_ATTACHMENT)}
     assert attached == {
         "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
         "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryPullOnly",
@@ -59,7 +60,7 @@ def test_instance_profile_and_ec2_linux_access_entry_for_the_node_role() -> None
     run, seen = build_nodes()
     profile = run.one("aws:iam/instanceProfile:InstanceProfile")
     assert profile.inputs["role"] == "demo-node"
-    entry = run.one("aws:eks/accessEntry:AccessEntry")
+    entry = run.one(ACCESS_ENTRY)
     assert entry.inputs["type"] == "EC2_LINUX"
     assert entry.inputs["principalArn"] == seen["role"]
     assert entry.inputs["clusterName"] == "demo"
@@ -95,7 +96,7 @@ AUTOSCALER_POLICY = json.dumps(
 
 def test_pod_identity_role_trusts_only_its_service_account_in_this_cluster() -> None:
     run, _ = build_pod_roles([("autoscaler", "kube-system", "cluster-autoscaler", AUTOSCALER_POLICY, [])])
-    trust = json.loads(run.one("aws:iam/role:Role", "demo-autoscaler").inputs["assumeRolePolicy"])
+    trust = json.loads(run.one(IAM_ROLE, "demo-autoscaler").inputs["assumeRolePolicy"])
     (statement,) = trust["Statement"]
     assert statement["Principal"] == {"Service": "pods.eks.amazonaws.com"}
     assert statement["Action"] == ["sts:AssumeRole", "sts:TagSession"]
@@ -112,7 +113,7 @@ def test_pod_identity_role_trusts_only_its_service_account_in_this_cluster() -> 
 
 def test_pod_identity_role_gets_its_inline_policy_and_association() -> None:
     run, roles = build_pod_roles([("autoscaler", "kube-system", "cluster-autoscaler", AUTOSCALER_POLICY, [])])
-    inline = run.one("aws:iam/rolePolicy:RolePolicy", "demo-autoscaler")
+    inline = run.one(ROLE_POLICY, "demo-autoscaler")
     assert json.loads(inline.inputs["policy"]) == json.loads(AUTOSCALER_POLICY)
     association = run.one("aws:eks/podIdentityAssociation:PodIdentityAssociation", "demo-autoscaler")
     assert association.inputs["clusterName"] == "demo"
@@ -122,7 +123,7 @@ def test_pod_identity_role_gets_its_inline_policy_and_association() -> None:
     assert "disableSessionTags" not in association.inputs  # the trust conditions need the session tags
     assert set(roles.associations) == {"autoscaler"}
     parent = run.one("test:index:Owner", "owner").urn
-    assert run.one("aws:iam/role:Role", "demo-autoscaler").parent == parent
+    assert run.one(IAM_ROLE, "demo-autoscaler").parent == parent
 
 
 def test_managed_policies_by_path_or_arn_and_no_inline_policy_when_none() -> None:
@@ -137,8 +138,8 @@ def test_managed_policies_by_path_or_arn_and_no_inline_policy_when_none() -> Non
             )
         ]
     )
-    assert run.of_type("aws:iam/rolePolicy:RolePolicy") == []
-    attached = {a.inputs["policyArn"] for a in run.of_type("aws:iam/rolePolicyAttachment:RolePolicyAttachment")}
+    assert run.of_type(ROLE_POLICY) == []
+    attached = {a.inputs["policyArn"] for a in run.of_type(ROLE_POLICY_ATTACHMENT)}
     assert attached == {
         "arn:aws:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicy",
         "arn:aws:iam::123456789012:policy/custom",

@@ -9,6 +9,8 @@ import pytest
 from components import tags
 from components.catalog import versions
 from tests.builders import (
+    HELM_RELEASE,
+    IAM_ROLE,
     INFERENCE_POOL,
     SYSTEM_POOL,
     TRAINING_POOL,
@@ -118,7 +120,7 @@ def test_handler_release_is_the_pinned_oci_chart_in_queue_mode(spot_run):
 
 def test_handler_role_has_the_documented_actions_on_the_narrowest_resources(spot_run):
     spec, run = spot_run
-    role = run.one("aws:iam/role:Role", "node-termination-handler")
+    role = run.one(IAM_ROLE, "node-termination-handler")
     assert role.inputs["tags"] == {"namespace": "kube-system", "service-account": "aws-node-termination-handler"}
     statements = {s["Sid"]: s for s in policy_document(run, "node-termination-handler")["Statement"]}
     actions = sorted(a for s in statements.values() for a in s["Action"])
@@ -137,9 +139,7 @@ def test_handler_role_has_the_documented_actions_on_the_narrowest_resources(spot
         f"arn:aws:autoscaling:us-east-1:123456789012:autoScalingGroup:*:autoScalingGroupName/{asg_name(spec, name)}"
         for name in ("system", "l40s", "od")
     ]
-    release = next(
-        r for r in run.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "aws-node-termination-handler"
-    )
+    release = next(r for r in run.of_type(HELM_RELEASE) if r.inputs["name"] == "aws-node-termination-handler")
     assert role.urn in release.depends_on
 
 

@@ -16,23 +16,36 @@ from components.planning.stack_plan import plan_pools
 from components.planning.storage import storage_summary
 from components.storage import SharedStorage
 from components.storage.lustre import LustreStorage
-from tests.builders import THREE_ZONES, ShippedStack, once_per_config, run_with_context, stack_config
+from tests.builders import (
+    BUCKET,
+    EKS_ADDON,
+    IAM_ROLE,
+    LUSTRE,
+    PVC,
+    SECURITY_GROUP,
+    SG_INGRESS_RULE,
+    SYSTEM,
+    SYSTEM_DEFAULT_SCALING,
+    THREE_ZONES,
+    ShippedStack,
+    once_per_config,
+    run_with_context,
+    stack_config,
+)
 from tests.fakes import ACCOUNT_ID, KMS_KEY_ARN, NODE_SECURITY_GROUP_ID, subnet_id
 
-LUSTRE = "aws:fsx/lustreFileSystem:LustreFileSystem"
 DRA = "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation"
-SG = "aws:ec2/securityGroup:SecurityGroup"
-INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
+SG = SECURITY_GROUP
+INGRESS = SG_INGRESS_RULE
 EGRESS = "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule"
-ADDON = "aws:eks/addon:Addon"
+ADDON = EKS_ADDON
 PV = "kubernetes:core/v1:PersistentVolume"
-PVC = "kubernetes:core/v1:PersistentVolumeClaim"
 SC = "kubernetes:storage.k8s.io/v1:StorageClass"
 NAMESPACE = "kubernetes:core/v1:Namespace"
 
 
 TRAINING_POOLS: list[dict[str, Any]] = [
-    {"name": "system", "role": "system", "instanceType": "m7i.xlarge", "scaling": {"min": 2, "max": 3}},
+    SYSTEM,
     {
         "name": "h100",
         "role": "training",
@@ -106,7 +119,7 @@ def test_configured_availability_zone_wins() -> None:
     spec = training_spec(
         {"availabilityZone": "us-east-1c"},
         pools=[
-            {"name": "system", "role": "system", "instanceType": "m7i.xlarge"},
+            SYSTEM_DEFAULT_SCALING,
             {
                 "name": "h100c",
                 "role": "training",
@@ -208,7 +221,7 @@ def test_stack_bucket_and_data_repository_settings() -> None:
             }
         )
     )
-    bucket = run.one("aws:s3/bucket:Bucket")
+    bucket = run.one(BUCKET)
     name = f"{bucket.inputs['bucketPrefix']}"
     assert name.startswith("train-lustre-data-") and len(name) <= 37
     assert bucket.protect and bucket.retain_on_delete and bucket.inputs["forceDestroy"] is False
@@ -273,7 +286,7 @@ def test_fsx_may_use_the_cluster_key_for_the_stack_bucket_only() -> None:
 
 def test_no_bucket_when_every_repository_names_its_own() -> None:
     run = build(training_spec({"dataRepositories": [{"fileSystemPath": "/d", "dataRepositoryPath": "s3://mine/d/"}]}))
-    assert run.of_type("aws:s3/bucket:Bucket") == []
+    assert run.of_type(BUCKET) == []
     assert run.of_type("aws:kms/grant:Grant") == []
     assert run.one(DRA).inputs["dataRepositoryPath"] == "s3://mine/d/"
 
@@ -337,7 +350,7 @@ def test_optional_storage_class_for_dynamic_provisioning() -> None:
     assert params["fileSystemTypeVersion"] == "2.15"
     assert params["metadataConfigurationMode"] == "AUTOMATIC"
     # Dynamic provisioning needs create/delete rights; static volumes only describe.
-    role_policy = json.loads(run.one("aws:iam/role:Role").inputs["inlinePolicies"][0]["policy"])
+    role_policy = json.loads(run.one(IAM_ROLE).inputs["inlinePolicies"][0]["policy"])
     actions: set[str] = set()
     for statement in role_policy["Statement"]:
         action = statement["Action"]
@@ -369,7 +382,7 @@ def test_optional_storage_class_for_dynamic_provisioning() -> None:
 
 def test_csi_addon_role_and_gpu_tolerations() -> None:
     run = build(training_spec({}))
-    role = run.one("aws:iam/role:Role")
+    role = run.one(IAM_ROLE)
     assert role.inputs["tags"] == {"namespace": "kube-system", "service-account": "fsx-csi-controller-sa"}
     policy = json.loads(role.inputs["inlinePolicies"][0]["policy"])
     assert policy["Statement"] == [{"Effect": "Allow", "Action": ["fsx:DescribeFileSystems"], "Resource": "*"}]

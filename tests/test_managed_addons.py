@@ -20,10 +20,18 @@ from components.identity import PodIdentityRoles
 from components.managed_addons import NODE_AGENT_ADDONS, SYSTEM_ADDONS, ManagedAddons
 from components.planning.max_pods import VPC_CNI_PREFIX_DELEGATION
 from components.planning.stack_plan import plan_pools
-from tests.builders import run_with_context, stack_config
+from tests.builders import (
+    AUTOSCALING_GROUP,
+    EKS_ADDON,
+    ROLE_POLICY,
+    ROLE_POLICY_ATTACHMENT,
+    SYSTEM_DEFAULT_SCALING,
+    run_with_context,
+    stack_config,
+)
 from tests.fakes import KMS_KEY_ARN
 
-SYSTEM_POOL = {"name": "system", "role": "system", "instanceType": "m7i.xlarge"}
+SYSTEM_POOL = SYSTEM_DEFAULT_SCALING
 
 
 def spec(pins: dict[str, str] | None = None, version: str = "1.35") -> StackConfig:
@@ -63,7 +71,7 @@ def build(config: StackConfig, addons: tuple[str, ...], with_system_pool: bool =
 
 
 def addon(run: ProgramRun, name: str) -> dict[str, Any]:
-    return run.one("aws:eks/addon:Addon", f"demo-{name}").inputs
+    return run.one(EKS_ADDON, f"demo-{name}").inputs
 
 
 def configuration(run: ProgramRun, name: str) -> dict[str, Any]:
@@ -72,14 +80,14 @@ def configuration(run: ProgramRun, name: str) -> dict[str, Any]:
 
 def test_node_agents_and_system_addons_by_name() -> None:
     agents = build(spec(), NODE_AGENT_ADDONS)
-    assert {a.inputs["addonName"] for a in agents.of_type("aws:eks/addon:Addon")} == {
+    assert {a.inputs["addonName"] for a in agents.of_type(EKS_ADDON)} == {
         "vpc-cni",
         "kube-proxy",
         "eks-pod-identity-agent",
     }
     system = build(spec(), SYSTEM_ADDONS)
-    assert {a.inputs["addonName"] for a in system.of_type("aws:eks/addon:Addon")} == {"coredns", "aws-ebs-csi-driver"}
-    for a in [*agents.of_type("aws:eks/addon:Addon"), *system.of_type("aws:eks/addon:Addon")]:
+    assert {a.inputs["addonName"] for a in system.of_type(EKS_ADDON)} == {"coredns", "aws-ebs-csi-driver"}
+    for a in [*agents.of_type(EKS_ADDON), *system.of_type(EKS_ADDON)]:
         assert a.inputs["resolveConflictsOnCreate"] == "OVERWRITE"
         assert a.inputs["clusterName"] == "demo"
 
@@ -149,21 +157,21 @@ def test_ebs_csi_gets_its_pod_identity_role_with_the_managed_policy_and_the_clus
         "kube-system",
         "ebs-csi-controller-sa",
     )
-    attachment = run.one("aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+    attachment = run.one(ROLE_POLICY_ATTACHMENT)
     assert attachment.inputs["policyArn"] == "arn:aws:iam::aws:policy/service-role/AmazonEBSCSIDriverPolicy"
-    inline = json.loads(run.one("aws:iam/rolePolicy:RolePolicy", "demo-ebs-csi").inputs["policy"])
+    inline = json.loads(run.one(ROLE_POLICY, "demo-ebs-csi").inputs["policy"])
     assert {s["Resource"] for s in inline["Statement"]} == {KMS_KEY_ARN}
     # The add-on starts its controller only once the association exists, so the pods get credentials.
-    assert association.urn in run.one("aws:eks/addon:Addon", "demo-aws-ebs-csi-driver").depends_on
+    assert association.urn in run.one(EKS_ADDON, "demo-aws-ebs-csi-driver").depends_on
 
 
 def test_system_addons_wait_for_what_they_are_given() -> None:
     run = build(spec(), SYSTEM_ADDONS, with_system_pool=True)
-    pool = run.one("aws:autoscaling/group:Group", "system-pool").urn
+    pool = run.one(AUTOSCALING_GROUP, "system-pool").urn
     for name in SYSTEM_ADDONS:
-        assert pool in run.one("aws:eks/addon:Addon", f"demo-{name}").depends_on
+        assert pool in run.one(EKS_ADDON, f"demo-{name}").depends_on
     agents = build(spec(), NODE_AGENT_ADDONS)
-    assert all(a.depends_on == [] for a in agents.of_type("aws:eks/addon:Addon"))
+    assert all(a.depends_on == [] for a in agents.of_type(EKS_ADDON))
 
 
 def test_unknown_addon_names_are_refused() -> None:

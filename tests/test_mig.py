@@ -22,7 +22,9 @@ from components.planning.pools import mig_config_name
 from components.planning.stack_plan import plan_pools
 from components.validation import validate_config
 from tests.builders import (
+    AUTOSCALING_GROUP,
     INFERENCE_POOL,
+    LAUNCH_TEMPLATE,
     SYSTEM_POOL,
     CliResult,
     addon_stack,
@@ -258,10 +260,10 @@ def test_h100_mig_stack_plans_its_partitions_end_to_end() -> None:
     """The corpus stack through the whole program: the launch template's kubelet labels, the ASG's template tags,
     the mig-manager's config and the plan summary all say the same partition."""
     plan = file_plan(CORPUS / "mig-h100-pool.yaml")
-    (template,) = [r for r in _resources(plan, "aws:ec2/launchTemplate:LaunchTemplate") if r["name"] == "corpus-mig"]
+    (template,) = [r for r in _resources(plan, LAUNCH_TEMPLATE) if r["name"] == "corpus-mig"]
     user_data = base64.b64decode(template["inputs"]["userData"]).decode()
     assert f"nvidia.com/mig.config={MIG_CONFIG}" in user_data
-    (group,) = [r for r in _resources(plan, "aws:autoscaling/group:Group") if r["name"] == "corpus-mig"]
+    (group,) = [r for r in _resources(plan, AUTOSCALING_GROUP) if r["name"] == "corpus-mig"]
     tags = {t["key"]: t["value"] for t in group["inputs"]["tags"]}
     assert tags[f"{NODE_TEMPLATE}/resources/nvidia.com/gpu"] == "112", "8 GPUs x 7 devices x 2 replicas"
     (config_map,) = [r for r in _resources(plan, "kubernetes:core/v1:ConfigMap") if r["name"].endswith("-config")]

@@ -9,7 +9,11 @@ import pytest
 from components.catalog import versions
 from components.errors import ConfigError
 from tests.builders import (
+    EKS_ADDON,
+    HELM_RELEASE,
     HYBRID_POOL,
+    IAM_ROLE,
+    KMS_KEY,
     SYSTEM_POOL,
     TRAINING_POOL,
     addon_stack,
@@ -19,11 +23,11 @@ from tests.builders import (
     stack_config,
 )
 
-ADDON = "aws:eks/addon:Addon"
+ADDON = EKS_ADDON
 ALARM = "aws:cloudwatch/metricAlarm:MetricAlarm"
 TOPIC = "aws:sns/topic:Topic"
 SUBSCRIPTION = "aws:sns/topicSubscription:TopicSubscription"
-KEY = "aws:kms/key:Key"
+KEY = KMS_KEY
 EXISTING_TOPIC = "arn:aws:sns:us-east-1:123456789012:gpu-oncall"
 NODE_LABELLED_SERVICE_MONITOR = {
     "enabled": True,
@@ -44,7 +48,7 @@ def test_cloudwatch_addon_with_pod_identity_role_and_gpu_tolerations():
         "tolerations"
     ]
     assert {"key": "CriticalAddonsOnly", "operator": "Exists"} in config["tolerations"]
-    role = run.one("aws:iam/role:Role", "cloudwatch-agent")
+    role = run.one(IAM_ROLE, "cloudwatch-agent")
     assert role.inputs["managedPolicyArns"] == ["CloudWatchAgentServerPolicy"]
     assert role.inputs["tags"] == {"namespace": "amazon-cloudwatch", "service-account": "cloudwatch-agent"}
     assert role.urn in addon.depends_on
@@ -154,10 +158,8 @@ def test_dcgm_prometheus_path():
     assert values["serviceMonitor"] == NODE_LABELLED_SERVICE_MONITOR
     assert "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL" in values["customMetrics"]
     # installed after kube-prometheus-stack, whose CRDs its ServiceMonitor needs
-    kps_urn = next(
-        r.urn for r in run.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "kube-prometheus-stack"
-    )
-    dcgm_reg = next(r for r in run.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "dcgm-exporter")
+    kps_urn = next(r.urn for r in run.of_type(HELM_RELEASE) if r.inputs["name"] == "kube-prometheus-stack")
+    dcgm_reg = next(r for r in run.of_type(HELM_RELEASE) if r.inputs["name"] == "dcgm-exporter")
     assert kps_urn in dcgm_reg.depends_on
     # rules and routing to the topic
     rules = kps["values"]["additionalPrometheusRulesMap"]["gpu-health"]["groups"][0]["rules"]
@@ -169,7 +171,7 @@ def test_dcgm_prometheus_path():
     assert kps["values"]["prometheus"]["prometheusSpec"]["resources"] == {"requests": {"cpu": "500m", "memory": "2Gi"}}
     assert kps["values"]["grafana"]["resources"] == {"requests": {"cpu": "100m", "memory": "256Mi"}}
     # Alertmanager may publish to that topic only
-    role = run.one("aws:iam/role:Role", "alertmanager")
+    role = run.one(IAM_ROLE, "alertmanager")
     (inline,) = role.inputs["inlinePolicies"]
     assert json.loads(inline["policy"])["Statement"] == [
         {"Sid": "Publish", "Effect": "Allow", "Action": "sns:Publish", "Resource": EXISTING_TOPIC}

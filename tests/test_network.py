@@ -11,7 +11,7 @@ from blueprint.plan.runner import ProgramRun, run_mocked
 from components.config import StackConfig
 from components.network import INTERNAL_LB_TAG, PUBLIC_LB_TAG, Network
 from components.planning.subnets import subnet_layout
-from tests.builders import once_per_config, stack_config
+from tests.builders import SUBNET, once_per_config, stack_config
 
 ZONES = ["us-east-1a", "us-east-1b", "us-east-1c"]
 TAGS = {"gpu-clusters/cluster": "demo", "team": "ml"}
@@ -40,11 +40,7 @@ def build(config: StackConfig) -> tuple[ProgramRun, dict[str, Any]]:
 
 
 def subnets_by_zone(run: ProgramRun, kind: str) -> dict[str, dict[str, Any]]:
-    return {
-        r.inputs["availabilityZone"]: r.inputs
-        for r in run.of_type("aws:ec2/subnet:Subnet")
-        if r.name.startswith(f"demo-{kind}-")
-    }
+    return {r.inputs["availabilityZone"]: r.inputs for r in run.of_type(SUBNET) if r.name.startswith(f"demo-{kind}-")}
 
 
 def test_new_vpc_has_dns_and_the_configured_cidr() -> None:
@@ -157,7 +153,7 @@ def test_existing_vpc_registers_no_network_resources() -> None:
     run, seen = build(spec(EXISTING))
     for token in (
         "aws:ec2/vpc:Vpc",
-        "aws:ec2/subnet:Subnet",
+        SUBNET,
         "aws:ec2/natGateway:NatGateway",
         "aws:ec2/eip:Eip",
         "aws:ec2/routeTable:RouteTable",

@@ -15,10 +15,18 @@ from components.errors import ConfigError
 from components.planning.stack_plan import plan_pools
 from components.planning.storage import nfs_pools
 from components.storage.nfs import ExistingNfsStorage, volume_attributes
-from tests.builders import ShippedStack, once_per_config, run_with_context, stack_config
+from tests.builders import (
+    EFS,
+    HELM_RELEASE,
+    PVC,
+    SYSTEM_DEFAULT_SCALING,
+    ShippedStack,
+    once_per_config,
+    run_with_context,
+    stack_config,
+)
 
-RELEASE = "kubernetes:helm.sh/v3:Release"
-PVC = "kubernetes:core/v1:PersistentVolumeClaim"
+RELEASE = HELM_RELEASE
 PV = "kubernetes:core/v1:PersistentVolume"
 SC = "kubernetes:storage.k8s.io/v1:StorageClass"
 DEFAULT_MOUNT_OPTIONS = [
@@ -34,7 +42,7 @@ GPU_TAINT = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedul
 
 
 HYBRID_POOLS: list[dict[str, Any]] = [
-    {"name": "system", "role": "system", "instanceType": "m7i.xlarge"},
+    SYSTEM_DEFAULT_SCALING,
     {
         "name": "a40",
         "kind": "hybrid",
@@ -233,4 +241,4 @@ def test_hybrid_stack_binds_the_existing_share_statically(hybrid_stack: ShippedS
     pvc = run.one(PVC, "hybrid-models-pvc").inputs["spec"]
     assert (pvc["storageClassName"], pvc["volumeName"]) == ("", "inference-model-weights")
     assert [sc for sc in run.of_type(SC) if sc.inputs["provisioner"] == "nfs.csi.k8s.io"] == []
-    assert run.of_type("aws:efs/fileSystem:FileSystem") == []
+    assert run.of_type(EFS) == []

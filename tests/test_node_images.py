@@ -16,10 +16,19 @@ from components.errors import ConfigError
 from components.node_pool import NodePool
 from components.planning import nodeadm
 from components.planning.stack_plan import plan_pools
-from tests.builders import INFERENCE_POOL, SYSTEM_POOL, TRAINING_POOL, once_per_config, run_with_context, stack_config
+from tests.builders import (
+    AUTOSCALING_GROUP,
+    INFERENCE_POOL,
+    LAUNCH_TEMPLATE,
+    SYSTEM_POOL,
+    TRAINING_POOL,
+    once_per_config,
+    run_with_context,
+    stack_config,
+)
 
-LT = "aws:ec2/launchTemplate:LaunchTemplate"
-ASG = "aws:autoscaling/group:Group"
+LT = LAUNCH_TEMPLATE
+ASG = AUTOSCALING_GROUP
 GET_PARAMETER = "aws:ssm/getParameter:getParameter"
 
 

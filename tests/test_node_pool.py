@@ -16,15 +16,28 @@ from components.config import StackConfig
 from components.context import ClusterContext
 from components.node_pool import NodePool
 from components.planning.stack_plan import plan_pools
-from tests.builders import P5, SYSTEM, THREE_ZONES, ShippedStack, once_per_config, run_with_context, stack_config
+from tests.builders import (
+    AUTOSCALING_GROUP,
+    LAUNCH_TEMPLATE,
+    P5,
+    PLACEMENT_GROUP,
+    SECURITY_GROUP,
+    SG_INGRESS_RULE,
+    SYSTEM,
+    THREE_ZONES,
+    ShippedStack,
+    once_per_config,
+    run_with_context,
+    stack_config,
+)
 from tests.fakes import CERTIFICATE_AUTHORITY, CLUSTER_ENDPOINT, KMS_KEY_ARN, NODE_SECURITY_GROUP_ID, subnet_id
 
-LT = "aws:ec2/launchTemplate:LaunchTemplate"
-ASG = "aws:autoscaling/group:Group"
-SG = "aws:ec2/securityGroup:SecurityGroup"
-INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
+LT = LAUNCH_TEMPLATE
+ASG = AUTOSCALING_GROUP
+SG = SECURITY_GROUP
+INGRESS = SG_INGRESS_RULE
 EGRESS = "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule"
-PG = "aws:ec2/placementGroup:PlacementGroup"
+PG = PLACEMENT_GROUP
 CA_PREFIX = "k8s.io/cluster-autoscaler/"
 NT = "k8s.io/cluster-autoscaler/node-template"
 

@@ -12,6 +12,7 @@ from components.catalog import CatalogError
 from components.catalog.offerings import load_offerings, region_offerings
 from components.errors import ConfigError, Problem
 from components.validation import validate
+from tests.builders import SYSTEM_DEFAULT_SCALING
 
 US_EAST_1_IDS = {
     "us-east-1a": "use1-az2",
@@ -25,7 +26,7 @@ def problems(pools: list[dict[str, Any]], **network: Any) -> list[Problem]:
     raw = {
         "cluster": {"name": "offers", "endpoint": {"privateAccessCidrs": ["192.168.10.0/24"]}},
         "network": {"availabilityZones": list(US_EAST_1_IDS), **network},
-        "nodePools": [{"name": "system", "role": "system", "instanceType": "m7i.xlarge"}, *pools],
+        "nodePools": [SYSTEM_DEFAULT_SCALING, *pools],
     }
     try:
         validate(raw, "us-east-1")

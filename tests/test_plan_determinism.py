@@ -9,6 +9,7 @@ import pytest
 
 from blueprint.plan.plan import make_plan
 from blueprint.plan.runner import PLAN_TIME
+from tests.builders import KMS_KEY
 
 
 def _text(plan: dict[str, Any]) -> str:
@@ -54,6 +55,6 @@ def test_clock_derived_values_come_from_the_pinned_time(plans):
 
 def test_kms_alias_names_the_mocked_key(plans):
     resources = plans[0]["resources"]
-    keys = {r["id"] for r in resources if r["type"] == "aws:kms/key:Key"}
+    keys = {r["id"] for r in resources if r["type"] == KMS_KEY}
     aliases = [r for r in resources if r["type"] == "aws:kms/alias:Alias"]
     assert aliases and all(a["inputs"]["targetKeyId"] in keys for a in aliases)

@@ -9,6 +9,17 @@ import pytest
 from pulumi.runtime.mocks import MockResourceArgs
 
 from blueprint.plan.mocks import ACCOUNT_ID, PlanMocks
+from tests.builders import (
+    AUTOSCALING_GROUP,
+    BUCKET,
+    EKS_CLUSTER,
+    IAM_ROLE,
+    KMS_KEY,
+    LAUNCH_TEMPLATE,
+    LOG_GROUP,
+    SECURITY_GROUP,
+    SUBNET,
+)
 
 REGION = "us-east-1"
 UUID4 = r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}"
@@ -16,8 +27,8 @@ ARN = rf"arn:aws:{{service}}:{REGION}:{ACCOUNT_ID}:"
 
 #: type, name, extra inputs -> (id pattern, ARN pattern), after the formats in AWS's service references.
 SHAPES: list[tuple[str, str, dict[str, Any], str, str]] = [
-    ("aws:kms/key:Key", "eks", {}, UUID4, ARN.format(service="kms") + rf"key/{UUID4}"),
-    ("aws:iam/role:Role", "node", {}, r"node", rf"arn:aws:iam::{ACCOUNT_ID}:role/node"),
+    (KMS_KEY, "eks", {}, UUID4, ARN.format(service="kms") + rf"key/{UUID4}"),
+    (IAM_ROLE, "node", {}, r"node", rf"arn:aws:iam::{ACCOUNT_ID}:role/node"),
     (
         "aws:iam/instanceProfile:InstanceProfile",
         "node",
@@ -26,21 +37,21 @@ SHAPES: list[tuple[str, str, dict[str, Any], str, str]] = [
         rf"arn:aws:iam::{ACCOUNT_ID}:instance-profile/node",
     ),
     (
-        "aws:ec2/securityGroup:SecurityGroup",
+        SECURITY_GROUP,
         "node",
         {},
         r"sg-[0-9a-f]{17}",
         ARN.format(service="ec2") + r"security-group/sg-[0-9a-f]{17}",
     ),
     (
-        "aws:ec2/subnet:Subnet",
+        SUBNET,
         "a",
         {},
         r"subnet-[0-9a-f]{17}",
         ARN.format(service="ec2") + r"subnet/subnet-[0-9a-f]{17}",
     ),
     (
-        "aws:ec2/launchTemplate:LaunchTemplate",
+        LAUNCH_TEMPLATE,
         "gpu",
         {},
         r"lt-[0-9a-f]{17}",
@@ -55,21 +66,21 @@ SHAPES: list[tuple[str, str, dict[str, Any], str, str]] = [
     ),
     ("aws:sns/topic:Topic", "alerts", {}, ARN.format(service="sns") + "alerts", ARN.format(service="sns") + "alerts"),
     (
-        "aws:autoscaling/group:Group",
+        AUTOSCALING_GROUP,
         "gpu",
         {},
         "gpu",
         ARN.format(service="autoscaling") + rf"autoScalingGroup:{UUID4}:autoScalingGroupName/gpu",
     ),
-    ("aws:eks/cluster:Cluster", "eks", {"name": "train"}, "train", ARN.format(service="eks") + "cluster/train"),
+    (EKS_CLUSTER, "eks", {"name": "train"}, "train", ARN.format(service="eks") + "cluster/train"),
     (
-        "aws:cloudwatch/logGroup:LogGroup",
+        LOG_GROUP,
         "logs",
         {"name": "/aws/eks/train/cluster"},
         "/aws/eks/train/cluster",
         ARN.format(service="logs") + "log-group:/aws/eks/train/cluster",
     ),
-    ("aws:s3/bucket:Bucket", "data", {"bucket": "train-data"}, "train-data", r"arn:aws:s3:::train-data"),
+    (BUCKET, "data", {"bucket": "train-data"}, "train-data", r"arn:aws:s3:::train-data"),
     (
         "aws:cloudwatch/eventRule:EventRule",
         "rebalance",
@@ -97,7 +108,7 @@ def test_the_same_type_and_name_give_the_same_identity(typ, name, inputs):
 
 
 def test_kms_key_id_matches_its_arn_and_an_alias_resolves_it():
-    key_id, key = _new("aws:kms/key:Key", "eks", {})
+    key_id, key = _new(KMS_KEY, "eks", {})
     assert key["keyId"] == key_id and key["arn"].endswith(f":key/{key_id}")
     alias_id, alias = _new("aws:kms/alias:Alias", "eks", {"name": "alias/eks", "targetKeyId": key_id})
     assert alias_id == "alias/eks"
@@ -106,7 +117,7 @@ def test_kms_key_id_matches_its_arn_and_an_alias_resolves_it():
 
 
 def test_eks_cluster_outputs_look_like_a_real_cluster():
-    _, cluster = _new("aws:eks/cluster:Cluster", "eks", {"name": "train", "vpcConfig": {"subnetIds": ["subnet-1"]}})
+    _, cluster = _new(EKS_CLUSTER, "eks", {"name": "train", "vpcConfig": {"subnetIds": ["subnet-1"]}})
     assert re.fullmatch(r"sg-[0-9a-f]{17}", cluster["vpcConfig"]["clusterSecurityGroupId"])
     assert cluster["vpcConfig"]["subnetIds"] == ["subnet-1"]
     issuer = cluster["identities"][0]["oidcs"][0]["issuer"]

@@ -14,12 +14,12 @@ from components.validation import validate
 from components.validation.parse import Parsed
 from components.validation.regions import services_used
 from tests.builders import HYBRID_POOL as HYBRID
-from tests.builders import SITE_CONNECTION
+from tests.builders import SITE_CONNECTION, SYSTEM
 
 STACK: dict[str, Any] = {
     "cluster": {"name": "t", "endpoint": {"privateAccessCidrs": ["192.168.10.0/24"]}},
     "network": {"availabilityZones": ["a", "b"]},
-    "nodePools": [{"name": "system", "role": "system", "instanceType": "m7i.xlarge", "scaling": {"min": 2, "max": 3}}],
+    "nodePools": [SYSTEM],
 }
 ROLES_ANYWHERE = {
     "credentials": {

@@ -9,7 +9,7 @@ import base64
 import json
 
 from blueprint.plan.mocks import SECRET
-from tests.builders import ShippedStack
+from tests.builders import LAUNCH_TEMPLATE, ShippedStack
 
 ACTIVATION_CODE = "offline-activation-code"  # what the offline mocks answer for aws.ssm.Activation.activationCode
 
@@ -27,7 +27,7 @@ def test_only_the_secret_outputs_carry_credentials(hybrid_stack: ShippedStack) -
 
 
 def test_node_user_data_carries_no_token_or_activation(training_stack: ShippedStack) -> None:
-    templates = training_stack.run.of_type("aws:ec2/launchTemplate:LaunchTemplate")
+    templates = training_stack.run.of_type(LAUNCH_TEMPLATE)
     assert templates
     for template in templates:
         user_data = base64.b64decode(template.inputs["userData"]).decode()

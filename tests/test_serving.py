@@ -25,7 +25,17 @@ from components.planning.serving_autoscaling import (
     simulate,
 )
 from components.planning.stack_plan import plan_pools
-from tests.builders import HYBRID_POOL, INFERENCE_POOL, SYSTEM_POOL, CliResult, pool, shipped_stack, stack_config
+from tests.builders import (
+    AUTOSCALING_GROUP,
+    HELM_RELEASE,
+    HYBRID_POOL,
+    INFERENCE_POOL,
+    SYSTEM_POOL,
+    CliResult,
+    pool,
+    shipped_stack,
+    stack_config,
+)
 
 SCALED_OBJECT = "kubernetes:keda.sh/v1alpha1:ScaledObject"
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
@@ -308,17 +318,17 @@ def test_shipped_stacks_serve_with_the_autoscaler_wired(stack: str, prefix: str,
     assert scaler.inputs["spec"]["minReplicaCount"] == 2
     assert run.one(PDB, f"{prefix}-chat").inputs["spec"]["maxUnavailable"] == 1
     assert run.one(SERVICE, f"{prefix}-chat").inputs["spec"]["type"] == "ClusterIP"
-    releases = {r.inputs["name"]: r.inputs for r in run.of_type("kubernetes:helm.sh/v3:Release")}
+    releases = {r.inputs["name"]: r.inputs for r in run.of_type(HELM_RELEASE)}
     assert {"keda", "kube-prometheus-stack", "dcgm-exporter"} <= set(releases)
     assert releases["keda"]["values"]["nodeSelector"] == {"gpu-clusters/role": "system"}
 
 
 def test_the_inference_pool_follows_its_replicas_through_the_autoscaler() -> None:
     run = shipped_stack("inference").run
-    (asg,) = [r for r in run.of_type("aws:autoscaling/group:Group") if "l40s" in r.name]
+    (asg,) = [r for r in run.of_type(AUTOSCALING_GROUP) if "l40s" in r.name]
     keys = {t["key"] for t in asg.inputs["tags"]}
     assert {"k8s.io/cluster-autoscaler/enabled", "k8s.io/cluster-autoscaler/serve"} <= keys
-    assert "cluster-autoscaler" in {r.inputs["name"] for r in run.of_type("kubernetes:helm.sh/v3:Release")}
+    assert "cluster-autoscaler" in {r.inputs["name"] for r in run.of_type(HELM_RELEASE)}
 
 
 # ------------------------------------------------------------------------------------------- blueprint simulate

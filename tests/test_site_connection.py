@@ -18,6 +18,7 @@ from components.planning.stack_plan import plan_stack
 from tests.builders import (
     HYBRID_POOL,
     SITE_CONNECTION,
+    SUBNET,
     SYSTEM_POOL,
     TWO_ZONES,
     once_per_config,
@@ -65,7 +66,7 @@ def test_a_transit_gateway_is_attached_on_the_private_subnets() -> None:
     run = build(hybrid_spec())
     attachment = run.one("aws:ec2transitgateway/vpcAttachment:VpcAttachment")
     assert attachment.inputs["transitGatewayId"] == SITE_CONNECTION["transitGatewayId"]
-    private = [r.id for r in run.of_type("aws:ec2/subnet:Subnet") if "-private-" in r.name]
+    private = [r.id for r in run.of_type(SUBNET) if "-private-" in r.name]
     assert set(attachment.inputs["subnetIds"]) == set(private) and len(private) == len(TWO_ZONES)
     assert not run.of_type("aws:ec2/vpnGatewayAttachment:VpnGatewayAttachment")
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from tests.builders import EKS_CLUSTER, IAM_ROLE, LAUNCH_TEMPLATE, LOG_GROUP, ROLE_POLICY_ATTACHMENT
+
 POD_IDENTITY = "pods.eks.amazonaws.com"
 
 
@@ -27,7 +29,7 @@ def test_the_vpc_records_every_flow_and_its_default_group_is_closed(each_shipped
 
 
 def test_every_log_group_is_encrypted_and_kept_a_year(each_shipped_plan: dict[str, Any]) -> None:
-    groups = of_type(each_shipped_plan, "aws:cloudwatch/logGroup:LogGroup")
+    groups = of_type(each_shipped_plan, LOG_GROUP)
     cluster = each_shipped_plan["summary"]["cluster"]
     assert {g["inputs"]["name"] for g in groups} == {f"/aws/eks/{cluster}/cluster", f"/aws/vpc/{cluster}/flow-logs"}
     for group in groups:
@@ -39,7 +41,7 @@ def test_the_cluster_logs_everything_into_its_own_group_and_has_no_implicit_admi
     each_shipped_plan: dict[str, Any],
 ) -> None:
     plan = each_shipped_plan
-    cluster = one(plan, "aws:eks/cluster:Cluster")
+    cluster = one(plan, EKS_CLUSTER)
     assert cluster["inputs"]["enabledClusterLogTypes"] == [
         "api",
         "audit",
@@ -48,9 +50,7 @@ def test_the_cluster_logs_everything_into_its_own_group_and_has_no_implicit_admi
         "scheduler",
     ]
     assert cluster["inputs"]["accessConfig"]["bootstrapClusterCreatorAdminPermissions"] is False
-    log_group = next(
-        g for g in of_type(plan, "aws:cloudwatch/logGroup:LogGroup") if g["name"].endswith("-control-plane")
-    )
+    log_group = next(g for g in of_type(plan, LOG_GROUP) if g["name"].endswith("-control-plane"))
     assert log_group["urn"] in cluster["options"]["dependsOn"]
     # the shipped stacks list no admins: the one association is the deployer's
     (deployer,) = of_type(plan, "aws:eks/accessPolicyAssociation:AccessPolicyAssociation")
@@ -60,13 +60,13 @@ def test_the_cluster_logs_everything_into_its_own_group_and_has_no_implicit_admi
 
 def test_nodes_keep_imds_at_hop_limit_1_and_carry_no_broad_ssm_policy(each_shipped_plan: dict[str, Any]) -> None:
     plan = each_shipped_plan
-    for template in of_type(plan, "aws:ec2/launchTemplate:LaunchTemplate"):
+    for template in of_type(plan, LAUNCH_TEMPLATE):
         assert template["inputs"]["metadataOptions"]["httpTokens"] == "required"
         assert template["inputs"]["metadataOptions"]["httpPutResponseHopLimit"] == 1
     cluster = plan["summary"]["cluster"]
     node_policies = [
         a["inputs"]["policyArn"]
-        for a in of_type(plan, "aws:iam/rolePolicyAttachment:RolePolicyAttachment")
+        for a in of_type(plan, ROLE_POLICY_ATTACHMENT)
         if a["inputs"]["role"] == f"{cluster}-node"
     ]
     assert any(p.endswith("/AmazonSSMManagedEC2InstanceDefaultPolicy") for p in node_policies)
@@ -76,9 +76,7 @@ def test_nodes_keep_imds_at_hop_limit_1_and_carry_no_broad_ssm_policy(each_shipp
 def test_every_pod_identity_role_names_this_account_and_this_cluster(each_shipped_plan: dict[str, Any]) -> None:
     plan = each_shipped_plan
     roles = [
-        r
-        for r in of_type(plan, "aws:iam/role:Role")
-        if POD_IDENTITY in json.dumps(json.loads(r["inputs"]["assumeRolePolicy"]))
+        r for r in of_type(plan, IAM_ROLE) if POD_IDENTITY in json.dumps(json.loads(r["inputs"]["assumeRolePolicy"]))
     ]
     assert roles
     for role in roles:

@@ -7,7 +7,19 @@ from typing import Any
 import pytest
 
 from blueprint.plan.runner import list_stacks
-from tests.builders import shipped_plan
+from tests.builders import (
+    ACCESS_ENTRY,
+    AUTOSCALING_GROUP,
+    BUCKET,
+    EFS,
+    EKS_ADDON,
+    EKS_CLUSTER,
+    HELM_RELEASE,
+    LUSTRE,
+    PLACEMENT_GROUP,
+    PVC,
+    shipped_plan,
+)
 
 
 def pool(stack: str, name: str) -> dict[str, Any]:
@@ -48,12 +60,12 @@ def test_training_pool_gets_all_32_efa_devices_in_one_az_with_a_placement_group(
     assert h100["availabilityZones"] == ["us-east-1a"]
     assert h100["placementGroup"] is True and h100["localStorage"] == "RAID0"
     assert h100["scalingMode"] == "cluster-autoscaler"
-    (group,) = resources("training", "aws:ec2/placementGroup:PlacementGroup")
+    (group,) = resources("training", PLACEMENT_GROUP)
     assert group["inputs"]["strategy"] == "cluster"
 
 
 def test_training_lustre_is_protected_persistent_2_in_the_pool_az_with_s3_links() -> None:
-    (fs,) = resources("training", "aws:fsx/lustreFileSystem:LustreFileSystem")
+    (fs,) = resources("training", LUSTRE)
     assert fs["inputs"]["deploymentType"] == "PERSISTENT_2"
     assert fs["options"]["protect"] is True
     lustre = storage("training", "lustre")
@@ -64,7 +76,7 @@ def test_training_lustre_is_protected_persistent_2_in_the_pool_az_with_s3_links(
         for r in resources("training", "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation")
     )
     assert paths == ["/checkpoints", "/datasets"]
-    (claim,) = resources("training", "kubernetes:core/v1:PersistentVolumeClaim")
+    (claim,) = resources("training", PVC)
     assert claim["inputs"]["metadata"] | {"labels": None} == {
         "namespace": "training",
         "name": "lustre-scratch",
@@ -74,7 +86,7 @@ def test_training_lustre_is_protected_persistent_2_in_the_pool_az_with_s3_links(
 
 
 def test_training_plans_device_plugins_and_cluster_autoscaler() -> None:
-    charts = {r["inputs"]["chart"].rsplit("/", 1)[-1] for r in resources("training", "kubernetes:helm.sh/v3:Release")}
+    charts = {r["inputs"]["chart"].rsplit("/", 1)[-1] for r in resources("training", HELM_RELEASE)}
     assert {"nvidia-device-plugin", "aws-efa-k8s-device-plugin", "cluster-autoscaler"} <= charts
 
 
@@ -83,7 +95,7 @@ def test_inference_pool_is_4x48gb_on_spot_and_its_serving_replicas_scale_on_gpu_
     assert (l40s["instanceType"], l40s["gpusPerNode"], l40s["capacityType"]) == ("g6e.12xlarge", 4, "spot")
     assert l40s["instanceTypes"] == ["g6e.12xlarge", "g6e.24xlarge"]
     assert l40s["scalingMode"] == "gpu-utilization"
-    (asg,) = [r for r in resources("inference", "aws:autoscaling/group:Group") if "l40s" in r["name"]]
+    (asg,) = [r for r in resources("inference", AUTOSCALING_GROUP) if "l40s" in r["name"]]
     distribution = asg["inputs"]["mixedInstancesPolicy"]["instancesDistribution"]
     assert distribution["onDemandBaseCapacity"] == 1
     assert distribution["spotAllocationStrategy"] == "price-capacity-optimized"
@@ -103,10 +115,10 @@ def test_inference_pool_is_4x48gb_on_spot_and_its_serving_replicas_scale_on_gpu_
 def test_inference_uses_efs_and_the_termination_handler() -> None:
     efs = storage("inference", "efs")
     assert efs["mountedBy"] == ["l40s"]
-    (fs,) = resources("inference", "aws:efs/fileSystem:FileSystem")
+    (fs,) = resources("inference", EFS)
     assert fs["inputs"]["throughputMode"] == "elastic" and fs["options"]["protect"] is True
     assert len(resources("inference", "aws:efs/mountTarget:MountTarget")) == 3
-    charts = {r["inputs"]["chart"].rsplit("/", 1)[-1] for r in resources("inference", "kubernetes:helm.sh/v3:Release")}
+    charts = {r["inputs"]["chart"].rsplit("/", 1)[-1] for r in resources("inference", HELM_RELEASE)}
     assert "aws-node-termination-handler" in charts
 
 
@@ -121,11 +133,11 @@ def test_hybrid_joins_four_a40_servers_next_to_the_cloud_training_side() -> None
     )
     assert pool("hybrid", "h100")["efaDevicesPerNode"] == 32
     assert pool("hybrid", "burst")["capacityType"] == "spot"
-    (cluster,) = resources("hybrid", "aws:eks/cluster:Cluster")
+    (cluster,) = resources("hybrid", EKS_CLUSTER)
     remote = cluster["inputs"]["remoteNetworkConfig"]
     assert remote["remoteNodeNetworks"]["cidrs"] == ["192.168.100.0/24"]
     assert remote["remotePodNetworks"]["cidrs"] == ["192.168.128.0/18"]
-    assert "HYBRID_LINUX" in {r["inputs"]["type"] for r in resources("hybrid", "aws:eks/accessEntry:AccessEntry")}
+    assert "HYBRID_LINUX" in {r["inputs"]["type"] for r in resources("hybrid", ACCESS_ENTRY)}
     nfs = storage("hybrid", "nfs")
     assert nfs["mountedBy"] == ["a40"] and nfs["throughputMBps"] == 1250
 
@@ -141,18 +153,18 @@ def test_smoke_runs_the_shipped_code_paths_on_one_spot_gpu_and_the_smallest_lust
         1,
     )
     assert len(gpu["instanceTypes"]) >= 2, "spot draws from more than one pool"
-    charts = {r["inputs"]["chart"].rsplit("/", 1)[-1] for r in resources("smoke", "kubernetes:helm.sh/v3:Release")}
+    charts = {r["inputs"]["chart"].rsplit("/", 1)[-1] for r in resources("smoke", HELM_RELEASE)}
     assert {"nvidia-device-plugin", "cluster-autoscaler", "aws-node-termination-handler"} <= charts
-    addons = {r["inputs"]["addonName"] for r in resources("smoke", "aws:eks/addon:Addon")}
+    addons = {r["inputs"]["addonName"] for r in resources("smoke", EKS_ADDON)}
     assert "amazon-cloudwatch-observability" in addons
     assert resources("smoke", "aws:cloudwatch/metricAlarm:MetricAlarm")
-    (fs,) = resources("smoke", "aws:fsx/lustreFileSystem:LustreFileSystem")
+    (fs,) = resources("smoke", LUSTRE)
     assert fs["inputs"]["storageCapacity"] == 1200 and fs["options"]["protect"] is True
     assert storage("smoke", "lustre")["mountedBy"] == ["l40s"]
-    (claim,) = resources("smoke", "kubernetes:core/v1:PersistentVolumeClaim")
+    (claim,) = resources("smoke", PVC)
     assert claim["inputs"]["metadata"]["name"] == "lustre-scratch"
     # the training stack's S3 link: the stack's own bucket, associated both ways
-    (bucket,) = resources("smoke", "aws:s3/bucket:Bucket")
+    (bucket,) = resources("smoke", BUCKET)
     (link,) = resources("smoke", "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation")
     assert bucket["inputs"]["bucketPrefix"] == "smoke-scratch-data-"
     assert link["inputs"]["dataRepositoryPath"].startswith("s3://smoke-scratch-data-")

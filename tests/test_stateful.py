@@ -10,7 +10,7 @@ import pytest
 from blueprint.plan.runner import list_stacks
 from components.planning import stateful as stateful_module
 from components.planning.stateful import STATEFUL_KINDS, Protection, stateful_protection
-from tests.builders import shipped_plan
+from tests.builders import BUCKET, EFS, KMS_KEY, LUSTRE, shipped_plan
 
 
 def test_every_stateful_kind_is_protected_and_kept_by_default() -> None:
@@ -25,14 +25,13 @@ def test_opting_out_lets_destroy_delete_every_stateful_kind() -> None:
     }
 
 
-KEY = "aws:kms/key:Key"
+KEY = KMS_KEY
 #: Resource types that hold data, and the property naming the key they are encrypted with; a bucket names its key
 #: through its server-side encryption configuration.
 ENCRYPTED_DATA = {
-    "aws:fsx/lustreFileSystem:LustreFileSystem": "kmsKeyId",
-    "aws:efs/fileSystem:FileSystem": "kmsKeyId",
+    LUSTRE: "kmsKeyId",
+    EFS: "kmsKeyId",
 }
-BUCKET = "aws:s3/bucket:Bucket"
 BUCKET_ENCRYPTION = "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration"
 
 
@@ -58,7 +57,6 @@ def test_a_kept_file_system_or_bucket_keeps_the_key_that_decrypts_it(stack: str)
                 assert key["options"][option], f"{data['name']} is kept ({option}) but its key {key['name']} is not"
 
 
-LUSTRE = "aws:fsx/lustreFileSystem:LustreFileSystem"
 OPERATIONS = Path(__file__).resolve().parents[1] / "docs" / "operations.md"
 
 

@@ -13,10 +13,10 @@ from blueprint.plan.runner import list_stacks
 from components.planning.addons.placement import SYSTEM_NODE_SELECTOR
 from components.planning.pools import DEFAULT_SYSTEM_TAINT
 from components.planning.tolerations import tolerates
-from tests.builders import SYSTEM_POOL, first_pool_plan, pool, shipped_plan
+from tests.builders import EKS_ADDON, HELM_RELEASE, SYSTEM_POOL, first_pool_plan, pool, shipped_plan
 
-RELEASE = "kubernetes:helm.sh/v3:Release"
-ADDON = "aws:eks/addon:Addon"
+RELEASE = HELM_RELEASE
+ADDON = EKS_ADDON
 
 
 def test_system_pools_are_tainted_unless_they_say_otherwise() -> None:

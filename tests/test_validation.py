@@ -12,7 +12,7 @@ import pytest
 from components.errors import ConfigError, Problem
 from components.planning.stack_plan import plan_pools
 from components.validation import validate, validate_config
-from tests.builders import A40, SITE_CONNECTION
+from tests.builders import A40, SITE_CONNECTION, SYSTEM
 
 BASE: dict[str, Any] = {
     "cluster": {
@@ -27,7 +27,7 @@ BASE: dict[str, Any] = {
         "siteConnection": SITE_CONNECTION,
     },
     "nodePools": [
-        {"name": "system", "role": "system", "instanceType": "m7i.xlarge", "scaling": {"min": 2, "max": 3}},
+        SYSTEM,
         {"name": "h100", "role": "training", "instanceType": "p5.48xlarge", "scaling": {"min": 0, "max": 4}},
     ],
     "storage": {"lustre": {"storageCapacityGib": 4800, "dataRepositories": [{"fileSystemPath": "/datasets"}]}},

@@ -17,9 +17,7 @@ from typing import Any, Literal
 from pulumi_policy import (
     EnforcementLevel,
     Policy,
-    PolicyCustomTimeouts,
     PolicyResource,
-    PolicyResourceOptions,
     ResourceValidationArgs,
     ResourceValidationPolicy,
     StackValidationArgs,
@@ -31,6 +29,7 @@ from rich.table import Table
 from rich.text import Text
 
 from policies.pack import BY_NAME, CONFIG_FILE, POLICIES, schema_defaults
+from policies.plan_records import policy_resources, record_options
 
 Violation = dict[str, str]
 Format = Literal["table", "json", "markdown"]
@@ -99,53 +98,6 @@ def effective(policy: Policy, config: Mapping[str, Any]) -> tuple[EnforcementLev
     return level, params
 
 
-def _options(record: Mapping[str, Any]) -> PolicyResourceOptions:
-    options = record.get("options") or {}
-    return PolicyResourceOptions(
-        bool(options.get("protect", False)),
-        list(options.get("ignoreChanges") or []),
-        None,
-        [],
-        PolicyCustomTimeouts(0, 0, 0),
-        [],
-        record.get("parent"),
-    )
-
-
-def _stack_resources(records: Sequence[Mapping[str, Any]]) -> list[PolicyResource]:
-    """`PolicyResource`s as the analyzer builds them for `AnalyzeStack`: parents and dependencies as objects.
-
-    The proxy copies the containers it wraps, so the plan's own records stay untouched without a deep copy.
-    """
-    built: dict[str, PolicyResource] = {}
-    for record in records:
-        outputs = dict(record.get("inputs") or {})
-        if record.get("id") is not None:
-            outputs.setdefault("id", record["id"])
-        built[record["urn"]] = PolicyResource(
-            record["type"],
-            unknown_checking_proxy(outputs),
-            record["urn"],
-            record["name"],
-            _options(record),
-            None,
-            None,
-            [],
-            {},
-        )
-    for record in records:
-        resource = built[record["urn"]]
-        parent = record.get("parent")
-        resource.parent = built.get(parent) if parent else None
-        options = record.get("options") or {}
-        for urn in dict.fromkeys([*(options.get("dependsOn") or []), *(record.get("dependencies") or [])]):
-            if urn in built:
-                resource.dependencies.append(built[urn])
-        for prop, urns in (record.get("propertyDependencies") or {}).items():
-            resource.property_dependencies[prop] = [built[u] for u in urns if u in built]
-    return list(built.values())
-
-
 def check(resources: Sequence[Mapping[str, Any]], config: Mapping[str, Any] | None = None) -> list[Violation]:
     """Every violation of the policy pack in a plan's resource records, mandatory ones first.
 
@@ -187,7 +139,7 @@ def check(resources: Sequence[Mapping[str, Any]], config: Mapping[str, Any] | No
     # Built once and shared by every policy (rules only read them): each record's inputs behind the unknown-checking
     # proxy (which copies the containers it wraps) and options, and the stack's resources for the stack policies.
     props = [unknown_checking_proxy(dict(record.get("inputs") or {})) for record in resources]
-    options = [_options(record) for record in resources]
+    options = [record_options(record) for record in resources]
     stack_resources: list[PolicyResource] | None = None
 
     for policy in POLICIES:
@@ -195,13 +147,13 @@ def check(resources: Sequence[Mapping[str, Any]], config: Mapping[str, Any] | No
         if level == EnforcementLevel.DISABLED:
             continue
         if isinstance(policy, ResourceValidationPolicy):
-            for record, record_props, record_options in zip(resources, props, options, strict=True):
+            for record, record_props, record_opts in zip(resources, props, options, strict=True):
                 args = ResourceValidationArgs(
                     record["type"],
                     record_props,
                     record["urn"],
                     record["name"],
-                    record_options,
+                    record_opts,
                     None,
                     dict(params),
                 )
@@ -211,7 +163,7 @@ def check(resources: Sequence[Mapping[str, Any]], config: Mapping[str, Any] | No
                     cannot_run(policy, record["urn"], e)
         elif isinstance(policy, StackValidationPolicy):
             if stack_resources is None:
-                stack_resources = _stack_resources(resources)
+                stack_resources = policy_resources(resources)
             stack_args = StackValidationArgs(stack_resources, dict(params))
             try:
                 policy.validate(stack_args, collect(policy, level, ""))

@@ -23,6 +23,7 @@ from pulumi_policy import (
 )
 from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, unknown_checking_proxy
 
+from policies import plan_records
 from policies.pack import BY_NAME
 
 Link = Literal["dependencies", "ids", "property-dependencies"]
@@ -77,33 +78,30 @@ def validate(policy: str, args: ResourceValidationArgs) -> list[str]:
 
 
 def policy_resources(records: Sequence[Mapping[str, Any]], link: Link = "dependencies") -> list[PolicyResource]:
-    """`PolicyResource`s from plan records, linked the way one source of truth would link them.
+    """`PolicyResource`s from plan records (through the pack's own `policies.plan_records`), linked one way only.
 
     `dependencies`: as the offline plan records them (every resource a record consumed, no ids);
     `ids`: each resource's props carry its `id`, as stack outputs do; `property-dependencies`: as the engine
     reports them, with every id unknown (a preview of a new stack: reading one raises `UnknownValueError`).
     """
-    ids = {r["id"] for r in records if "id" in r}
-    by_urn: dict[str, PolicyResource] = {}
-    for r in records:
-        props = copy.deepcopy(dict(r["inputs"]))
-        if link == "ids" and "id" in r:
-            props["id"] = r["id"]
-        if link == "property-dependencies":
-            props = unknown_ids(props, ids)
-        by_urn[r["urn"]] = PolicyResource(
-            r["type"], unknown_checking_proxy(props), r["urn"], r["name"],
-            options(r["options"]["protect"], r.get("parent")), None, None, [], {},
-        )  # fmt: skip
-    for r in records:
-        resource = by_urn[r["urn"]]
-        if link == "dependencies":
-            resource.dependencies = [by_urn[u] for u in r["options"]["dependsOn"] if u in by_urn]
-        if link == "property-dependencies":
-            deps = r.get("propertyDependencies", {})
-            resource.property_dependencies = {k: [by_urn[u] for u in v if u in by_urn] for k, v in deps.items()}
-            resource.dependencies = [by_urn[u] for v in deps.values() for u in v if u in by_urn]
-    return list(by_urn.values())
+    return plan_records.policy_resources([linked(r, link, {r["id"] for r in records if "id" in r}) for r in records])
+
+
+def linked(record: Mapping[str, Any], link: Link, ids: set[str]) -> dict[str, Any]:
+    """`record` with only the references `link` names left on it."""
+    out = copy.deepcopy(dict(record))
+    options = out["options"]
+    property_deps = out.pop("propertyDependencies", {})
+    out.pop("dependencies", None)
+    if link != "ids":
+        out.pop("id", None)
+    if link != "dependencies":
+        options["dependsOn"] = []
+    if link == "property-dependencies":
+        out["inputs"] = unknown_ids(out["inputs"], ids)
+        out["propertyDependencies"] = property_deps
+        out["dependencies"] = [u for urns in property_deps.values() for u in urns]
+    return out
 
 
 def validate_stack(

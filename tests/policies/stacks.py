@@ -19,6 +19,22 @@ from components import tags
 from components.catalog import instance_type
 from components.catalog.versions import chart
 from components.planning.efa import efa_interfaces
+from tests.builders import (
+    AUTOSCALING_GROUP,
+    BUCKET,
+    EFS,
+    EKS_CLUSTER,
+    HELM_RELEASE,
+    IAM_ROLE,
+    KMS_KEY,
+    LAUNCH_TEMPLATE,
+    LOG_GROUP,
+    LUSTRE,
+    PLACEMENT_GROUP,
+    ROLE_POLICY,
+    SECURITY_GROUP,
+    SUBNET,
+)
 from tests.policies import urn
 
 KMS_ARN = "arn:aws:kms:us-east-1:123456789012:key/11111111-2222-3333-4444-555555555555"
@@ -66,7 +82,7 @@ def asg_tags(pool: str, role: str, capacity: str, taints: str | None) -> list[di
 def helm_release(name: str, values: Mapping[str, Any]) -> Record:
     pin = chart(name)
     return record(
-        "kubernetes:helm.sh/v3:Release",
+        HELM_RELEASE,
         name,
         {
             "chart": pin.chart_ref,
@@ -80,15 +96,11 @@ def helm_release(name: str, values: Mapping[str, Any]) -> Record:
 
 def good_stack() -> list[Record]:
     """Every record of the compliant stack, in registration order."""
-    key = record("aws:kms/key:Key", "good-key", {"enableKeyRotation": True, "tags": TAGS}, id_="mrk-1", protect=True)
-    subnet_a = record(
-        "aws:ec2/subnet:Subnet", "good-private-a", {"availabilityZone": "us-east-1a", "tags": TAGS}, id_="subnet-0a"
-    )
-    subnet_b = record(
-        "aws:ec2/subnet:Subnet", "good-private-b", {"availabilityZone": "us-east-1b", "tags": TAGS}, id_="subnet-0b"
-    )
+    key = record(KMS_KEY, "good-key", {"enableKeyRotation": True, "tags": TAGS}, id_="mrk-1", protect=True)
+    subnet_a = record(SUBNET, "good-private-a", {"availabilityZone": "us-east-1a", "tags": TAGS}, id_="subnet-0a")
+    subnet_b = record(SUBNET, "good-private-b", {"availabilityZone": "us-east-1b", "tags": TAGS}, id_="subnet-0b")
     cluster = record(
-        "aws:eks/cluster:Cluster",
+        EKS_CLUSTER,
         "good",
         {
             "vpcConfig": {
@@ -104,9 +116,9 @@ def good_stack() -> list[Record]:
         id_="good-cluster-id",
         refs={"vpcConfig": [subnet_a, subnet_b], "encryptionConfig": [key]},
     )
-    efa_sg = record("aws:ec2/securityGroup:SecurityGroup", "good-efa", {"vpcId": "vpc-1", "tags": TAGS}, id_="sg-0efa")
+    efa_sg = record(SECURITY_GROUP, "good-efa", {"vpcId": "vpc-1", "tags": TAGS}, id_="sg-0efa")
     node_sg = record(
-        "aws:ec2/securityGroup:SecurityGroup",
+        SECURITY_GROUP,
         "good-node",
         {
             "vpcId": "vpc-1",
@@ -125,7 +137,7 @@ def good_stack() -> list[Record]:
         for direction in ("Ingress", "Egress")
     ]
     group = record(
-        "aws:ec2/placementGroup:PlacementGroup",
+        PLACEMENT_GROUP,
         "good-train-placement",
         {"name": "good-train-pg", "strategy": "cluster", "tags": TAGS},
         id_="good-train-pg",
@@ -136,7 +148,7 @@ def good_stack() -> list[Record]:
     }
     metadata = {"httpTokens": "required", "httpPutResponseHopLimit": 1, "httpEndpoint": "enabled"}
     train_lt = record(
-        "aws:ec2/launchTemplate:LaunchTemplate",
+        LAUNCH_TEMPLATE,
         "good-train-lt",
         {
             "instanceType": "p5.48xlarge",
@@ -159,7 +171,7 @@ def good_stack() -> list[Record]:
         refs={"networkInterfaces": [efa_sg], "blockDeviceMappings": [key], "placement": [group]},
     )
     train_asg = record(
-        "aws:autoscaling/group:Group",
+        AUTOSCALING_GROUP,
         "good-train",
         {
             "vpcZoneIdentifiers": ["subnet-0a"],
@@ -172,7 +184,7 @@ def good_stack() -> list[Record]:
         refs={"vpcZoneIdentifiers": [subnet_a], "launchTemplate": [train_lt], "placementGroup": [group]},
     )
     infer_lt = record(
-        "aws:ec2/launchTemplate:LaunchTemplate",
+        LAUNCH_TEMPLATE,
         "good-infer-lt",
         {
             "instanceType": "g6e.12xlarge",
@@ -185,7 +197,7 @@ def good_stack() -> list[Record]:
         refs={"vpcSecurityGroupIds": [node_sg], "blockDeviceMappings": [key]},
     )
     infer_asg = record(
-        "aws:autoscaling/group:Group",
+        AUTOSCALING_GROUP,
         "good-infer",
         {
             "vpcZoneIdentifiers": ["subnet-0a", "subnet-0b"],
@@ -214,7 +226,7 @@ def good_stack() -> list[Record]:
         helm_release("aws-node-termination-handler", {"enableSqsTerminationDraining": True}),
     ]
     lustre = record(
-        "aws:fsx/lustreFileSystem:LustreFileSystem",
+        LUSTRE,
         "good-lustre",
         {
             "deploymentType": "PERSISTENT_2",
@@ -231,14 +243,14 @@ def good_stack() -> list[Record]:
         protect=True,
     )
     efs = record(
-        "aws:efs/fileSystem:FileSystem",
+        EFS,
         "good-models",
         {"encrypted": True, "kmsKeyId": KMS_ARN, "throughputMode": "elastic", "tags": TAGS},
         id_="fs-0efs",
         refs={"kmsKeyId": [key]},
         protect=True,
     )
-    bucket = record("aws:s3/bucket:Bucket", "good-checkpoints", {"tags": TAGS}, id_="good-checkpoints-b", protect=True)
+    bucket = record(BUCKET, "good-checkpoints", {"tags": TAGS}, id_="good-checkpoints-b", protect=True)
     bucket_settings = [
         record(
             "aws:s3/bucketVersioning:BucketVersioning",
@@ -321,7 +333,7 @@ def security_records(key: Record) -> list[Record]:
     """The VPC with its flow log and closed default group, roles and their policies, a queue, a topic, a log group."""
     vpc = record("aws:ec2/vpc:Vpc", "good-vpc", {"cidrBlock": "10.0.0.0/16", "tags": TAGS}, id_="vpc-1")
     log_group = record(
-        "aws:cloudwatch/logGroup:LogGroup",
+        LOG_GROUP,
         "good-flow-logs",
         {"name": "/aws/vpc/good/flow-logs", "retentionInDays": 365, "kmsKeyId": KMS_ARN, "tags": TAGS},
         id_="/aws/vpc/good/flow-logs",
@@ -341,7 +353,7 @@ def security_records(key: Record) -> list[Record]:
         refs={"vpcId": [vpc]},
     )
     node_role = record(
-        "aws:iam/role:Role",
+        IAM_ROLE,
         "good-node",
         {
             "assumeRolePolicy": policy_json(
@@ -352,13 +364,13 @@ def security_records(key: Record) -> list[Record]:
         id_="good-node",
     )
     autoscaler_role = record(
-        "aws:iam/role:Role",
+        IAM_ROLE,
         "good-cluster-autoscaler",
         {"assumeRolePolicy": pod_identity_trust("cluster-autoscaler"), "tags": TAGS},
         id_="good-cluster-autoscaler",
     )
     autoscaler_policy = record(
-        "aws:iam/rolePolicy:RolePolicy",
+        ROLE_POLICY,
         "good-cluster-autoscaler",
         {
             "role": "good-cluster-autoscaler",
@@ -384,7 +396,7 @@ def security_records(key: Record) -> list[Record]:
         "aws:sns/topic:Topic", "good-alerts", {"kmsMasterKeyId": KMS_ARN, "tags": TAGS}, refs={"kmsMasterKeyId": [key]}
     )
     control_plane_logs = record(
-        "aws:cloudwatch/logGroup:LogGroup",
+        LOG_GROUP,
         "good-control-plane",
         {"name": "/aws/eks/good/cluster", "retentionInDays": 365, "kmsKeyId": KMS_ARN, "tags": TAGS},
         refs={"kmsKeyId": [key]},

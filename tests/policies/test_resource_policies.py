@@ -8,14 +8,26 @@ from typing import Any
 import pytest
 from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, UnknownValueError
 
+from tests.builders import (
+    AUTOSCALING_GROUP,
+    BUCKET,
+    EFS,
+    EKS_CLUSTER,
+    HELM_RELEASE,
+    KMS_KEY,
+    LAUNCH_TEMPLATE,
+    LUSTRE,
+    ROLE_POLICY_ATTACHMENT,
+    SECURITY_GROUP,
+    SG_INGRESS_RULE,
+    SUBNET,
+)
 from tests.policies import resource_args, validate
 from tests.policies.stacks import COST_TAGS, find, good_stack
 
-LT = "aws:ec2/launchTemplate:LaunchTemplate"
-CLUSTER = "aws:eks/cluster:Cluster"
-LUSTRE = "aws:fsx/lustreFileSystem:LustreFileSystem"
-EFS = "aws:efs/fileSystem:FileSystem"
-RELEASE = "kubernetes:helm.sh/v3:Release"
+LT = LAUNCH_TEMPLATE
+CLUSTER = EKS_CLUSTER
+RELEASE = HELM_RELEASE
 
 
 def inputs(name: str) -> dict[str, Any]:
@@ -150,10 +162,10 @@ def test_storage_encrypted_lustre() -> None:
 @pytest.mark.parametrize(
     "type_, name",
     [
-        ("aws:kms/key:Key", "good-key"),
-        ("aws:fsx/lustreFileSystem:LustreFileSystem", "good-lustre"),
-        ("aws:efs/fileSystem:FileSystem", "good-models"),
-        ("aws:s3/bucket:Bucket", "good-checkpoints"),
+        (KMS_KEY, "good-key"),
+        (LUSTRE, "good-lustre"),
+        (EFS, "good-models"),
+        (BUCKET, "good-checkpoints"),
     ],
 )
 def test_stateful_resources_must_be_protected(type_: str, name: str) -> None:
@@ -166,7 +178,7 @@ def test_stateful_tag_marks_any_resource_stateful() -> None:
     props = {"tags": {"gpu-clusters/stateful": "true"}}
     assert check("stateful-resources-protected", "aws:ec2/volume:Volume", props, protect=True) == []
     assert len(check("stateful-resources-protected", "aws:ec2/volume:Volume", props)) == 1
-    assert check("stateful-resources-protected", "aws:ec2/subnet:Subnet", {"tags": {}}) == []
+    assert check("stateful-resources-protected", SUBNET, {"tags": {}}) == []
 
 
 @pytest.mark.parametrize(
@@ -255,10 +267,10 @@ def test_eks_control_plane_logging() -> None:
 
 # -------------------------------------------------------------------------------------------------- network
 def test_no_public_ingress_inline_rules() -> None:
-    assert check("no-public-ingress", "aws:ec2/securityGroup:SecurityGroup", inputs("good-node")) == []
+    assert check("no-public-ingress", SECURITY_GROUP, inputs("good-node")) == []
     props = inputs("good-node")
     props["ingress"].append({"protocol": "tcp", "fromPort": 22, "toPort": 22, "ipv6CidrBlocks": ["::/0"]})
-    assert check("no-public-ingress", "aws:ec2/securityGroup:SecurityGroup", props, name="sg") == [
+    assert check("no-public-ingress", SECURITY_GROUP, props, name="sg") == [
         "security group 'sg' accepts ingress from ::/0 on tcp 22-22"
     ]
 
@@ -266,7 +278,7 @@ def test_no_public_ingress_inline_rules() -> None:
 @pytest.mark.parametrize(
     "type_, props",
     [
-        ("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule", {"cidrIpv4": "0.0.0.0/0", "ipProtocol": "-1"}),
+        (SG_INGRESS_RULE, {"cidrIpv4": "0.0.0.0/0", "ipProtocol": "-1"}),
         (
             "aws:ec2/securityGroupRule:SecurityGroupRule",
             {"type": "ingress", "cidrBlocks": ["0.0.0.0/0"], "protocol": "-1"},
@@ -325,16 +337,16 @@ def test_cost_allocation_tags() -> None:
 
 def test_cost_allocation_tags_reads_asg_tag_lists_and_provider_default_tags() -> None:
     asg = inputs("good-train")
-    assert check("cost-allocation-tags", "aws:autoscaling/group:Group", asg) == []
+    assert check("cost-allocation-tags", AUTOSCALING_GROUP, asg) == []
     del asg["tags"]
-    assert len(check("cost-allocation-tags", "aws:autoscaling/group:Group", asg)) == 1
-    assert check("cost-allocation-tags", "aws:autoscaling/group:Group", asg, provider_default_tags=COST_TAGS) == []
+    assert len(check("cost-allocation-tags", AUTOSCALING_GROUP, asg)) == 1
+    assert check("cost-allocation-tags", AUTOSCALING_GROUP, asg, provider_default_tags=COST_TAGS) == []
 
 
 def test_cost_allocation_tags_skips_types_that_take_no_tags() -> None:
     untaggable = {"role": "r", "policyArn": "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy"}
-    assert check("cost-allocation-tags", "aws:iam/rolePolicyAttachment:RolePolicyAttachment", untaggable) == []
-    assert len(check("cost-allocation-tags", "aws:ec2/subnet:Subnet", {"cidrBlock": "10.0.0.0/24"})) == 1
+    assert check("cost-allocation-tags", ROLE_POLICY_ATTACHMENT, untaggable) == []
+    assert len(check("cost-allocation-tags", SUBNET, {"cidrBlock": "10.0.0.0/24"})) == 1
 
 
 # ------------------------------------------------------------------------------------------------- preview

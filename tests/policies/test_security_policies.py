@@ -13,18 +13,28 @@ import pytest
 from pulumi_policy.proxy import UNKNOWN_STRING_VALUE
 
 from blueprint.plan.check import check as check_plan
+from tests.builders import (
+    EKS_CLUSTER,
+    IAM_ROLE,
+    KMS_KEY,
+    LAUNCH_TEMPLATE,
+    LOG_GROUP,
+    ROLE_POLICY,
+    ROLE_POLICY_ATTACHMENT,
+    SECURITY_GROUP,
+    SG_INGRESS_RULE,
+)
 from tests.policies import resource_args, validate, validate_stack
 from tests.policies.stacks import ACCOUNT, Record, find, good_stack, policy_json, record, user_data, without
 
-LT = "aws:ec2/launchTemplate:LaunchTemplate"
-ROLE = "aws:iam/role:Role"
-SG = "aws:ec2/securityGroup:SecurityGroup"
-INGRESS = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
+LT = LAUNCH_TEMPLATE
+ROLE = IAM_ROLE
+SG = SECURITY_GROUP
+INGRESS = SG_INGRESS_RULE
 SG_RULE = "aws:ec2/securityGroupRule:SecurityGroupRule"
-KEY = "aws:kms/key:Key"
+KEY = KMS_KEY
 QUEUE = "aws:sqs/queue:Queue"
 TOPIC = "aws:sns/topic:Topic"
-LOG_GROUP = "aws:cloudwatch/logGroup:LogGroup"
 
 #: Every policy this family adds; the shipped stacks must report none of them.
 SECURITY_POLICIES = [
@@ -65,7 +75,7 @@ def test_unscoped_create_delete_is_reported_on_the_role() -> None:
     assert validate_stack("iam-no-unscoped-create-delete", good_stack()) == []
 
     def unscoped(records: list[Record]) -> None:
-        policy = next(r for r in records if r["type"] == "aws:iam/rolePolicy:RolePolicy")
+        policy = next(r for r in records if r["type"] == ROLE_POLICY)
         policy["inputs"]["policy"] = policy_json(
             {
                 "Effect": "Allow",
@@ -154,7 +164,7 @@ def test_broad_aws_managed_policies_are_reported_on_their_role() -> None:
         def change(records: list[Record]) -> None:
             role = find(records, "good-cluster-autoscaler")
             inputs = {"role": "good-cluster-autoscaler", "policyArn": arn}
-            attachment = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
+            attachment = ROLE_POLICY_ATTACHMENT
             records.append(record(attachment, "good-ca-attach", inputs, refs={"role": [role]}))
 
         return changed(change)
@@ -398,7 +408,7 @@ def test_the_control_plane_log_group_is_declared_by_the_stack() -> None:
 
     def no_logs(records: list[Record]) -> None:
         records[:] = without(records, "good-control-plane")
-        next(r for r in records if r["type"] == "aws:eks/cluster:Cluster")["inputs"]["enabledClusterLogTypes"] = []
+        next(r for r in records if r["type"] == EKS_CLUSTER)["inputs"]["enabledClusterLogTypes"] = []
 
     assert validate_stack("eks-log-group-declared", changed(no_logs)) == []
 

@@ -14,6 +14,7 @@ from pulumi_policy import StackValidationPolicy
 
 from components import tags
 from policies.pack import POLICIES
+from tests.builders import PLACEMENT_GROUP
 from tests.policies import Link, validate_stack
 from tests.policies.stacks import Record, asg_tags, find, good_stack, without
 
@@ -160,9 +161,7 @@ def test_efa_placement_group_reads_capacity_blocks_from_the_launch_template() ->
 @pytest.mark.parametrize("link", LINKS)
 def test_efa_placement_group_must_be_a_cluster_group(link: Link) -> None:
     def spread(records: list[Record]) -> None:
-        next(r for r in records if r["type"] == "aws:ec2/placementGroup:PlacementGroup")["inputs"]["strategy"] = (
-            "spread"
-        )
+        next(r for r in records if r["type"] == PLACEMENT_GROUP)["inputs"]["strategy"] = "spread"
 
     assert validate_stack("efa-placement-group", broken(spread), link=link) == [
         (
