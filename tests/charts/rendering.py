@@ -282,9 +282,10 @@ def fits(spec: Mapping[str, Any], node: Node) -> list[str]:
     for key, value in (spec.get("nodeSelector") or {}).items():
         if node.labels.get(key) != str(value):
             reasons.append(f"nodeSelector {key}={value}")
-    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    ) or {}).get("nodeSelectorTerms")
+    required = (
+        ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+        or {}
+    ).get("nodeSelectorTerms")
     if required and not any(
         all(_matches(e, node.labels) for e in term.get("matchExpressions") or []) for term in required
     ):

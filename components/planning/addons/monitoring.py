@@ -64,14 +64,14 @@ PROMETHEUS_REQUESTS = {"cpu": "500m", "memory": "2Gi"}
 
 def cloudwatch_addon_configuration(plans: Sequence[PoolPlan]) -> dict[str, Any]:
     """`configuration_values` of the amazon-cloudwatch-observability add-on (the values of the chart it installs,
-    [CWO] amazon-cloudwatch-observability 6.4.0 values.yaml).
+    [CWCHART] amazon-cloudwatch-observability 6.4.0 values.yaml).
 
     - `tolerations` (the chart's root value, used by the agent, Fluent Bit and the DCGM exporter it runs for GPU
       metrics): every pool taint plus CriticalAddonsOnly, so GPU nodes are observed. The chart default is
       `operator: Exists`, but older add-on builds did not tolerate tainted nodes (containers-roadmap #2195), so
       we state the list explicitly.
     - `manager`: the operator's controller-manager Deployment takes its own `manager.tolerations` (default `[]`),
-      which wins over the root list ([CWO] templates/operator-deployment.yaml, `common.tolerations` in
+      which wins over the root list ([CWCHART] templates/operator-deployment.yaml, `common.tolerations` in
       _helpers.tpl), so without it the manager tolerates no taint and fits no node of a stack whose every node is
       tainted: the add-on stays DEGRADED. It runs on the system pool, like the other controllers.
     """
