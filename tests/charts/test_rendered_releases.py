@@ -112,15 +112,25 @@ def _render(chart_dir: str, name: str, namespace: str, given_json: str, values_j
     return render_text(Release(name, chart_dir, namespace, {}, "", given), json.loads(values_json))
 
 
-def render(release: Release, values: dict[str, Any] | None = None) -> dict[str, str]:
-    """The release rendered with our values (or `values` instead), once per distinct input."""
+def _key(release: Release, values: dict[str, Any] | None) -> tuple[str, str, str, str, str]:
     chosen = release.values if values is None else values
     given = json.dumps(dict(release.given), sort_keys=True)
-    return _render(release.chart_dir, release.name, release.namespace, given, json.dumps(chosen, sort_keys=True))
+    return release.chart_dir, release.name, release.namespace, given, json.dumps(chosen, sort_keys=True)
+
+
+def render(release: Release, values: dict[str, Any] | None = None) -> dict[str, str]:
+    """The release rendered with our values (or `values` instead), once per distinct input."""
+    return _render(*_key(release, values))
+
+
+@cache
+def _objects(chart_dir: str, name: str, namespace: str, given_json: str, values_json: str) -> list[dict[str, Any]]:
+    return objects(_render(chart_dir, name, namespace, given_json, values_json))
 
 
 def objects_of(release: Release) -> list[dict[str, Any]]:
-    return objects(render(release))
+    """The objects of the release rendered with our values, parsed once (callers only read them)."""
+    return _objects(*_key(release, None))
 
 
 def test_every_release_has_its_chart_source_and_renders(case: Case) -> None:
