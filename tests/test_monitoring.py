@@ -48,6 +48,13 @@ def test_cloudwatch_addon_with_pod_identity_role_and_gpu_tolerations():
         "tolerations"
     ]
     assert {"key": "CriticalAddonsOnly", "operator": "Exists"} in config["tolerations"]
+    # the operator's controller-manager reads only `manager.tolerations` (chart default []): it must tolerate the
+    # system pool's taint and select it, or it fits no node (tests/charts renders it against the pools)
+    assert config["manager"]["nodeSelector"] == {"gpu-clusters/role": "system"}
+    assert {"key": "CriticalAddonsOnly", "operator": "Exists"} in config["manager"]["tolerations"]
+    assert {"key": "dedicated", "operator": "Equal", "value": "training", "effect": "NoSchedule"} not in config[
+        "manager"
+    ]["tolerations"]
     role = run.one(IAM_ROLE, "cloudwatch-agent")
     assert role.inputs["managedPolicyArns"] == ["CloudWatchAgentServerPolicy"]
     assert role.inputs["tags"] == {"namespace": "amazon-cloudwatch", "service-account": "cloudwatch-agent"}
@@ -234,7 +241,10 @@ def test_dcgm_exporter_and_gpu_alerts_cover_the_hybrid_pool():
         )
     )
     hybrid, cloud = by_name["dcgm-exporter-runtime-class"], by_name["dcgm-exporter"]
-    assert hybrid["chart"] == "dcgm-exporter" and hybrid["namespace"] == "monitoring"
+    # its own namespace: the chart's ConfigMap and Role have fixed names, which a second release in `monitoring`
+    # would render again (tests/charts renders both)
+    assert hybrid["chart"] == "dcgm-exporter" and hybrid["namespace"] == "dcgm-exporter-runtime-class"
+    assert cloud["namespace"] == "monitoring"
     assert hybrid["values"]["runtimeClassName"] == "nvidia"
     assert hybrid["values"]["serviceMonitor"] == NODE_LABELLED_SERVICE_MONITOR
     pool_term = {"key": "gpu-clusters/pool", "operator": "In", "values": ["a40"]}

@@ -22,6 +22,7 @@ from components.planning.addons.device_plugins import (
 from components.planning.addons.monitoring import (
     CLOUDWATCH_NAMESPACE,
     DCGM_EXPORTER_RELEASE,
+    DCGM_EXPORTER_RUNTIME_CLASS_NAMESPACE,
     DCGM_EXPORTER_RUNTIME_CLASS_RELEASE,
     MONITORING_NAMESPACE,
 )
@@ -188,7 +189,9 @@ def _daemons(plan: PoolPlan, selection: AddonSelection) -> tuple[Daemon, ...]:
     if plan.efa and selection.efa_device_plugin:
         found.append(Daemon("EFA device plugin", KUBE_SYSTEM, EFA_DEVICE_PLUGIN_DAEMONSETS))
     if plan.is_gpu and selection.dcgm_prometheus:
-        found.append(Daemon("DCGM exporter", MONITORING_NAMESPACE, PROMETHEUS_EXPORTER_DAEMONSETS))
+        by_class = plan.kind == "hybrid" and plan.pool.gpu_runtime == "runtime-class"
+        namespace = DCGM_EXPORTER_RUNTIME_CLASS_NAMESPACE if by_class else MONITORING_NAMESPACE
+        found.append(Daemon("DCGM exporter", namespace, PROMETHEUS_EXPORTER_DAEMONSETS))
     elif plan.is_gpu and plan.kind == "aws" and selection.container_insights:
         found.append(Daemon("DCGM exporter (Container Insights)", CLOUDWATCH_NAMESPACE, CLOUDWATCH_EXPORTER_DAEMONSETS))
     return tuple(found)

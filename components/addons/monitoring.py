@@ -40,6 +40,7 @@ from components.planning.addons.monitoring import (
     CLOUDWATCH_SERVICE_ACCOUNT,
     CLUSTER_NAME,
     DCGM_EXPORTER_RELEASE,
+    DCGM_EXPORTER_RUNTIME_CLASS_NAMESPACE,
     DCGM_EXPORTER_RUNTIME_CLASS_RELEASE,
     KUBE_PROMETHEUS_STACK_RELEASE,
     MONITORING_NAMESPACE,
@@ -255,11 +256,12 @@ class Monitoring(pulumi.ComponentResource):
                 f"{ctx.cluster_name_plain}-{DCGM_EXPORTER_RUNTIME_CLASS_RELEASE}",
                 DCGM_EXPORTER_RUNTIME_CLASS_RELEASE,
                 dcgm,
-                MONITORING_NAMESPACE,
+                DCGM_EXPORTER_RUNTIME_CLASS_NAMESPACE,
                 dcgm_exporter_values(plans, dcgm.image_tag, runtime_class=True),
                 ctx,
                 parent=self,
                 depends_on=[self.prometheus, self._runtime_class],
+                create_namespace=True,
             )
 
     def _dashboard_config_map(self, dashboard: DashboardPlan) -> k8s.core.v1.ConfigMap:

@@ -31,8 +31,13 @@ MONITORING_NAMESPACE = "monitoring"
 KUBE_PROMETHEUS_STACK_RELEASE = "kube-prometheus-stack"
 ALERTMANAGER_SERVICE_ACCOUNT = "alertmanager"
 DCGM_EXPORTER_RELEASE = "dcgm-exporter"
-#: The exporter's second release, on the hybrid pools whose pods name the `nvidia` RuntimeClass.
+#: The exporter's second release, on the hybrid pools whose pods name the `nvidia` RuntimeClass, in a namespace of
+#: its own: the chart renders ConfigMap `exporter-metrics-config-map` and Role `dcgm-exporter-read-cm` under those
+#: fixed names in the release's namespace whatever the release is called ([DCGM] templates/metrics-configmap.yaml,
+#: role.yaml), and Helm refuses to install an object another release owns, so a second release in `monitoring`
+#: fails `pulumi up`.
 DCGM_EXPORTER_RUNTIME_CLASS_RELEASE = "dcgm-exporter-runtime-class"
+DCGM_EXPORTER_RUNTIME_CLASS_NAMESPACE = "dcgm-exporter-runtime-class"
 #: The amazon-cloudwatch-observability add-on runs its agent as `amazon-cloudwatch/cloudwatch-agent`
 #: (EKS user guide, "Amazon CloudWatch Observability agent": `eksctl create iamserviceaccount --name
 #: cloudwatch-agent --namespace amazon-cloudwatch`; the add-on's chart values `agent.serviceAccount`).
@@ -58,14 +63,22 @@ PROMETHEUS_REQUESTS = {"cpu": "500m", "memory": "2Gi"}
 
 
 def cloudwatch_addon_configuration(plans: Sequence[PoolPlan]) -> dict[str, Any]:
-    """`configuration_values` of the amazon-cloudwatch-observability add-on.
+    """`configuration_values` of the amazon-cloudwatch-observability add-on (the values of the chart it installs,
+    [CWCHART] amazon-cloudwatch-observability 6.4.0 values.yaml).
 
     - `tolerations` (the chart's root value, used by the agent, Fluent Bit and the DCGM exporter it runs for GPU
       metrics): every pool taint plus CriticalAddonsOnly, so GPU nodes are observed. The chart default is
       `operator: Exists`, but older add-on builds did not tolerate tainted nodes (containers-roadmap #2195), so
       we state the list explicitly.
+    - `manager`: the operator's controller-manager Deployment takes its own `manager.tolerations` (default `[]`),
+      which wins over the root list ([CWCHART] templates/operator-deployment.yaml, `common.tolerations` in
+      _helpers.tpl), so without it the manager tolerates no taint and fits no node of a stack whose every node is
+      tainted: the add-on stays DEGRADED. It runs on the system pool, like the other controllers.
     """
-    return {"tolerations": tolerations_for(plans)}
+    return {
+        "tolerations": tolerations_for(plans),
+        "manager": {"nodeSelector": dict(SYSTEM_NODE_SELECTOR), "tolerations": tolerations_for(system_plans(plans))},
+    }
 
 
 def container_insights_alarms(alerts: Alerts) -> list[MetricAlarmPlan]:
