@@ -126,11 +126,11 @@ class Network(pulumi.ComponentResource):
         subnets = pulumi.Output.from_input(self.private_subnet_ids)
         return pulumi.Output.all(kept, subnets).apply(lambda pair: [pair[1][z] for z in pair[0]])
 
-    def _placed_in(self, zone: str) -> dict[str, str]:
-        """Where a subnet goes: by zone ID when `network.availabilityZoneIds` maps the AZ (the same physical zone in
-        every account; EC2 CreateSubnet takes either), else by name."""
+    def _placed_in(self, zone: str) -> tuple[str | None, str | None]:
+        """Where a subnet goes, as (AZ name, zone ID), one of them set: by zone ID when `network.availabilityZoneIds`
+        maps the AZ (the same physical zone in every account; EC2 CreateSubnet takes either), else by name."""
         zone_id = self.network.availability_zone_ids.get(zone)
-        return {"availability_zone_id": zone_id} if zone_id else {"availability_zone": zone}
+        return (None, zone_id) if zone_id else (zone, None)
 
     # ---------------------------------------------------------------------------------------------- build
     def _named(self, suffix: str) -> str:
@@ -214,7 +214,8 @@ class Network(pulumi.ComponentResource):
                 self._named(f"public-{zone}"),
                 vpc_id=vpc.id,
                 cidr_block=str(cidr),
-                **self._placed_in(zone),
+                availability_zone=self._placed_in(zone)[0],
+                availability_zone_id=self._placed_in(zone)[1],
                 # Nothing we launch needs a public IP; NAT gateways get Elastic IPs, load balancers their own.
                 map_public_ip_on_launch=False,
                 tags=subnet_tags(self.tags, self.cluster_name, public=True, name=self._named(f"public-{zone}")),
@@ -262,7 +263,8 @@ class Network(pulumi.ComponentResource):
                 self._named(f"private-{zone}"),
                 vpc_id=vpc.id,
                 cidr_block=str(cidr),
-                **self._placed_in(zone),
+                availability_zone=self._placed_in(zone)[0],
+                availability_zone_id=self._placed_in(zone)[1],
                 map_public_ip_on_launch=False,
                 tags=subnet_tags(self.tags, self.cluster_name, public=False, name=self._named(f"private-{zone}")),
                 opts=child,
