@@ -1,7 +1,7 @@
 """`blueprint`: the offline companion of the Pulumi program.
 
-Commands: `plan`, `check`, `catalog`, `schema`, `deployer-policy`, `verify`, `simulate` (`blueprint --help`, and
-README.md for each). Data goes to stdout, messages to stderr; the exit codes are in `blueprint.exit_codes`.
+Commands: `plan`, `check`, `catalog`, `schema`, `deployer-policy`, `verify`, `preflight`, `simulate` (`blueprint
+--help`, and README.md for each). Data goes to stdout, messages to stderr; the exit codes are in `blueprint.exit_codes`.
 """
 
 from __future__ import annotations
@@ -60,6 +60,15 @@ COMMANDS: dict[str, tuple[str, tuple[str, ...], dict[int, str]]] = {
             CONFIG: "an invalid stack config",
             IO: "the stack file or kubeconfig cannot be read, or the cluster cannot be reached",
             exit_codes.INTERRUPTED: "interrupted (Ctrl-C or SIGTERM); the test pods were deleted",
+        },
+    ),
+    "preflight": (
+        "read-only checks of the AWS account before the first `pulumi up`",
+        ("blueprint preflight --stack training", "blueprint preflight --stack training --format json"),
+        {
+            FAILED: "a check failed (warnings pass)",
+            CONFIG: "an invalid stack config",
+            IO: "the stack file cannot be read, or AWS cannot be reached (no credentials, no network)",
         },
     ),
     "simulate": (
@@ -131,6 +140,10 @@ def _parser() -> argparse.ArgumentParser:
     policy.add_argument("--stack", help="stack name: stacks/Pulumi.<stack>.yaml")
     policy.add_argument("--config", type=Path, help="use this stack file instead of stacks/Pulumi.<stack>.yaml")
     _verify_parser(command("verify"))
+    preflight = command("preflight")
+    preflight.add_argument("--stack", help="stack name: stacks/Pulumi.<stack>.yaml")
+    preflight.add_argument("--config", type=Path, help="the stack file, instead of stacks/Pulumi.<stack>.yaml")
+    preflight.add_argument("--format", choices=("table", "json"), default="table")
     simulate = command("simulate")
     simulate.add_argument("--stack", help="stack name: stacks/Pulumi.<stack>.yaml")
     simulate.add_argument("--config", type=Path, help="use this stack file instead of stacks/Pulumi.<stack>.yaml")
@@ -219,6 +232,10 @@ def _run(argv: Sequence[str] | None) -> int:
         from blueprint.verify.command import verify
 
         return verify(args)
+    if args.command == "preflight":
+        from blueprint.preflight.command import preflight
+
+        return preflight(args)
     if args.command == "simulate":
         return _simulate(args)
     if args.command == "deployer-policy":

@@ -268,7 +268,7 @@ class EksCluster(pulumi.ComponentResource):
         cfg = self.config
         endpoint = cfg.endpoint
         vpc_config: dict[str, Any] = {
-            "subnet_ids": network.private_subnet_id_list,
+            "subnet_ids": network.cluster_subnet_ids(),
             "endpoint_private_access": endpoint.private,
             "endpoint_public_access": endpoint.public,
         }

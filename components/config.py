@@ -275,9 +275,12 @@ class NetworkConfig(Model):
         default_factory=dict
     )
     """This account's AZ ID of each AZ the network spans, `{us-east-1a: use1-az4, ...}` (`aws ec2
-    describe-availability-zones --query 'AvailabilityZones[].[ZoneName,ZoneId]'`). AZ names map to different zones
-    in different accounts of older regions; with the IDs, validation refuses a pool in an AZ that does not offer its
-    instance type (components/catalog/offerings.yaml). Optional."""
+    describe-availability-zones --query 'AvailabilityZones[].[ZoneName,ZoneId]'`, or `blueprint preflight`). AZ names
+    map to different zones in different accounts of older regions; with the IDs, a mapped AZ's subnets are placed by
+    zone ID, validation refuses a pool in an AZ that does not offer its instance type
+    (components/catalog/offerings.yaml) and an AZ whose ID EKS refuses for cluster subnets (`use1-az3`, `usw1-az2`,
+    `cac1-az3`). The names stay the keys; this maps them. Without it, the cluster's subnets leave out those zones by
+    the account's mapping at deploy time. Optional."""
     nat_gateways: Literal["one-per-az", "single"] = "one-per-az"
     """One NAT gateway per AZ (survives an AZ outage) or a single shared one (cheaper, for dev stacks)."""
     private_subnet_cidrs: list[Cidr] | None = None

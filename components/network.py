@@ -35,7 +35,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.config import ExistingVpc, NetworkConfig, SiteConnection
-from components.planning.subnets import nat_gateway_zones, subnet_layout
+from components.planning.subnets import cluster_subnet_zones, nat_gateway_zones, subnet_layout
 from components.tags import SHARED, kubernetes_cluster
 
 #: Subnet tags read by EKS and the AWS Load Balancer Controller: `kubernetes.io/role/elb` marks subnets for
@@ -112,6 +112,25 @@ class Network(pulumi.ComponentResource):
     def private_subnet_id_list(self) -> list[pulumi.Input[str]]:
         """Private subnets in AZ order, for the EKS control plane's ENIs and multi-AZ node groups."""
         return [self.private_subnet_ids[z] for z in self.zones]
+
+    def cluster_subnet_ids(self) -> pulumi.Input[list[pulumi.Input[str]]]:
+        """The private subnets EKS places the control plane's network interfaces in: those of every AZ but the ones
+        whose zone ID EKS refuses (`planning.subnets.cluster_subnet_zones`). With every AZ in
+        `network.availabilityZoneIds` (validation has refused a refused ID there) that is all of them; otherwise the
+        names are resolved to this account's zone IDs at deploy time (ec2 DescribeAvailabilityZones)."""
+        ids = self.network.availability_zone_ids
+        if all(zone in ids for zone in self.zones):
+            return [self.private_subnet_ids[z] for z in cluster_subnet_zones(self.zones, ids)]
+        answer = aws.get_availability_zones_output(opts=pulumi.InvokeOutputOptions(parent=self))
+        kept = answer.apply(lambda r: cluster_subnet_zones(self.zones, dict(zip(r.names, r.zone_ids, strict=True))))
+        subnets = pulumi.Output.from_input(self.private_subnet_ids)
+        return pulumi.Output.all(kept, subnets).apply(lambda pair: [pair[1][z] for z in pair[0]])
+
+    def _placed_in(self, zone: str) -> tuple[str | None, str | None]:
+        """Where a subnet goes, as (AZ name, zone ID), one of them set: by zone ID when `network.availabilityZoneIds`
+        maps the AZ (the same physical zone in every account; EC2 CreateSubnet takes either), else by name."""
+        zone_id = self.network.availability_zone_ids.get(zone)
+        return (None, zone_id) if zone_id else (zone, None)
 
     # ---------------------------------------------------------------------------------------------- build
     def _named(self, suffix: str) -> str:
@@ -195,7 +214,8 @@ class Network(pulumi.ComponentResource):
                 self._named(f"public-{zone}"),
                 vpc_id=vpc.id,
                 cidr_block=str(cidr),
-                availability_zone=zone,
+                availability_zone=self._placed_in(zone)[0],
+                availability_zone_id=self._placed_in(zone)[1],
                 # Nothing we launch needs a public IP; NAT gateways get Elastic IPs, load balancers their own.
                 map_public_ip_on_launch=False,
                 tags=subnet_tags(self.tags, self.cluster_name, public=True, name=self._named(f"public-{zone}")),
@@ -243,7 +263,8 @@ class Network(pulumi.ComponentResource):
                 self._named(f"private-{zone}"),
                 vpc_id=vpc.id,
                 cidr_block=str(cidr),
-                availability_zone=zone,
+                availability_zone=self._placed_in(zone)[0],
+                availability_zone_id=self._placed_in(zone)[1],
                 map_public_ip_on_launch=False,
                 tags=subnet_tags(self.tags, self.cluster_name, public=False, name=self._named(f"private-{zone}")),
                 opts=child,

@@ -14,7 +14,7 @@ from blueprint.plan.mocks import PlanMocks
 from blueprint.plan.runner import as_pulumi_config, load_stack, run_program
 from components.catalog import CatalogError
 from components.catalog.regions import partitions
-from components.catalog.zones import load_zones, region_zones
+from components.catalog.zones import REFUSED_KEY, eks_refused_zone_ids, load_refused_zone_ids, load_zones, region_zones
 from components.errors import ConfigError, Problem
 from components.program import main
 from components.validation import validate, validate_config
@@ -164,8 +164,12 @@ def test_a_pool_zone_outside_the_region_says_so_and_names_the_networks() -> None
 
 
 def test_zone_ids_are_checked_against_the_regions_published_ids() -> None:
-    """usw1-az2 is constrained (older accounts only) but AWS lists it: valid."""
+    """usw1-az2 is constrained (older accounts only) but AWS lists it: an ID of us-west-1, refused only because EKS
+    places no cluster subnet there."""
     network = {"availabilityZones": ["us-west-1a", "us-west-1b"], "availabilityZoneIds": {"us-west-1a": "usw1-az2"}}
+    (refused,) = problems_of({"gpu-clusters:network": network}, region="us-west-1")
+    assert "us-west-1a is usw1-az2, where EKS places no cluster subnet" in refused
+    network["availabilityZoneIds"] = {"us-west-1a": "usw1-az3"}
     assert problems_of({"gpu-clusters:network": network}, region="us-west-1") == []
     network["availabilityZoneIds"] = {"us-west-1a": "usw1-az9"}
     (problem,) = problems_of({"gpu-clusters:network": network}, region="us-west-1")
@@ -193,9 +197,33 @@ def test_the_mocks_answer_zones_from_the_catalog() -> None:
 )
 def test_the_zones_loader_refuses_bad_entries(tmp_path: Path, entry: dict[str, Any], fragment: str) -> None:
     path = tmp_path / "zones.yaml"
-    path.write_text(json.dumps({"sources": {"AZS": {"title": "t"}}, "regions": {"us-east-1": entry}}))
+    refused = {"source": "AZS", "ids": ["use1-az3"]}
+    path.write_text(
+        json.dumps({"sources": {"AZS": {"title": "t"}}, "regions": {"us-east-1": entry}, REFUSED_KEY: refused})
+    )
     with pytest.raises(CatalogError, match=fragment):
         load_zones(path)
+
+
+def test_the_zone_ids_eks_refuses_for_cluster_subnets_are_sourced_data() -> None:
+    assert eks_refused_zone_ids() == {"use1-az3", "usw1-az2", "cac1-az3"}
+
+
+@pytest.mark.parametrize(
+    ("refused", "fragment"),
+    [
+        ({"source": "NOPE", "ids": ["use1-az3"]}, "unknown source"),
+        ({"source": "AZS", "ids": ["use1-az3", "cac1-az3"]}, "in order"),
+        ({"ids": ["use1-az3"]}, "needs `source` and `ids`"),
+    ],
+)
+def test_the_refused_zone_ids_loader_refuses_bad_entries(
+    tmp_path: Path, refused: dict[str, Any], fragment: str
+) -> None:
+    path = tmp_path / "zones.yaml"
+    path.write_text(json.dumps({"sources": {"AZS": {"title": "t"}}, "regions": {}, REFUSED_KEY: refused}))
+    with pytest.raises(CatalogError, match=fragment):
+        load_refused_zone_ids(path)
 
 
 # -------------------------------------------------------------------------------------------------- pool names

@@ -25,6 +25,7 @@ from blueprint.plan import runner
 from blueprint.plan.runner import stack_file
 from tests.builders import CliResult, shipped_plan
 from tests.doc_blocks import BLOCKS, ROOT, is_blueprint
+from tests.test_preflight import without_credentials
 
 #: Files the docs name as the reader's own, made in the scratch directory from a shipped file.
 PLACEHOLDER_FILES = {
@@ -36,7 +37,9 @@ PLACEHOLDER_FILES = {
 #: Subcommands whose documented exit here is not 0, with why. `verify` needs a cluster: it runs as written with no
 #: kubeconfig to be found (KUBECONFIG names a missing file, an empty home, no Pulumi CLI on PATH), so its argument
 #: checks and the stack's expectations run, then it stops with the exit the README documents for no cluster.
-EXPECTED_EXIT = {"verify": 74}
+#: `preflight` needs AWS credentials: it runs with none to be found (no variables, shared files or instance
+#: metadata), so the stack is planned and its needs derived, then it stops with one line and the exit for no AWS.
+EXPECTED_EXIT = {"verify": 74, "preflight": 74}
 
 
 def _a40_server_commands(plan: dict[str, Any]) -> list[str]:
@@ -151,7 +154,7 @@ COMMANDS = _commands()
 def test_the_docs_show_commands_of_every_subcommand() -> None:
     """The extraction finds what the docs show (a regex that found nothing would pass every test below)."""
     shown = {c.argv[0] for c in COMMANDS}
-    assert {"plan", "check", "catalog", "schema", "simulate", "verify"} <= shown
+    assert {"plan", "check", "catalog", "schema", "simulate", "verify", "preflight"} <= shown
 
 
 def _without_a_kubeconfig(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -184,6 +187,8 @@ def test_every_command_the_docs_show_runs(
     subcommand = command.argv[0]
     if subcommand == "verify":
         _without_a_kubeconfig(tmp_path, monkeypatch)
+    if subcommand == "preflight":
+        without_credentials(monkeypatch, tmp_path)
     result = blueprint_cli(*command.argv)
     expected = EXPECTED_EXIT.get(subcommand, 0)
     assert result.returncode == expected, (
@@ -192,6 +197,8 @@ def test_every_command_the_docs_show_runs(
     assert "Traceback" not in result.stderr
     if subcommand == "verify":
         assert "no kubeconfig" in result.stderr  # got past its arguments and the stack's expectations
+    if subcommand == "preflight":  # got past planning the stack: the credentials are what is missing
+        assert result.stderr.splitlines() == ["blueprint: preflight: cannot ask AWS: Unable to locate credentials"]
     if "--plot" in command.argv:
         assert (scratch / command.argv[command.argv.index("--plot") + 1]).stat().st_size > 0
     if "json" in command.argv and result.returncode == 0:

@@ -6,12 +6,13 @@ from ipaddress import IPv4Network
 from typing import Any
 
 import pulumi
+import pytest
 
 from blueprint.plan.runner import ProgramRun, run_mocked
 from components.config import StackConfig
 from components.network import INTERNAL_LB_TAG, PUBLIC_LB_TAG, Network
-from components.planning.subnets import subnet_layout
-from tests.builders import SUBNET, once_per_config, stack_config
+from components.planning.subnets import NoClusterZones, cluster_subnet_zones, subnet_layout
+from tests.builders import SUBNET, once_per_config, shipped_stack, stack_config
 
 ZONES = ["us-east-1a", "us-east-1b", "us-east-1c"]
 TAGS = {"gpu-clusters/cluster": "demo", "team": "ml"}
@@ -179,3 +180,35 @@ def test_a_new_vpcs_default_security_group_is_taken_over_with_no_rule() -> None:
     assert group.inputs["ingress"] == []
     assert group.inputs["egress"] == []
     assert group.inputs["tags"]["team"] == "ml"
+
+
+# ------------------------------------------------------------------------------------- placement by zone ID
+def test_mapped_azs_place_their_subnets_by_zone_id() -> None:
+    ids = {"us-east-1a": "use1-az4", "us-east-1b": "use1-az6", "us-east-1c": "use1-az1"}
+    run, _ = build(spec({"availabilityZones": ZONES, "availabilityZoneIds": ids}))
+    placed = {
+        (r.name, r.inputs.get("availabilityZoneId"), r.inputs.get("availabilityZone"))
+        for r in run.of_type("aws:ec2/subnet:Subnet")
+    }
+    assert placed == {
+        (f"demo-{kind}-{zone}", zone_id, None) for kind in ("private", "public") for zone, zone_id in ids.items()
+    }
+
+
+def test_the_cluster_gets_no_subnet_in_a_zone_eks_refuses() -> None:
+    """The account's mapping (the plan's mocks pair the catalog's names and IDs in order: us-east-1c is use1-az3)
+    decides at deploy time which private subnets the control plane gets; nodes keep all three."""
+    assert cluster_subnet_zones(
+        ZONES, {"us-east-1a": "use1-az1", "us-east-1b": "use1-az2", "us-east-1c": "use1-az3"}
+    ) == (
+        "us-east-1a",
+        "us-east-1b",
+    )
+    with pytest.raises(NoClusterZones, match=r"us-east-1c \(use1-az3\).*leaves 1 of the two"):
+        cluster_subnet_zones(["us-east-1b", "us-east-1c"], {"us-east-1b": "use1-az2", "us-east-1c": "use1-az3"})
+    run = shipped_stack("inference").run
+    private = {r.inputs["availabilityZone"]: r for r in run.of_type("aws:ec2/subnet:Subnet") if "-private-" in r.name}
+    assert sorted(private) == ZONES
+    (cluster,) = run.of_type("aws:eks/cluster:Cluster")
+    assert cluster.inputs["vpcConfig"]["subnetIds"] == [private["us-east-1a"].id, private["us-east-1b"].id]
+    assert private["us-east-1c"].id not in cluster.inputs["vpcConfig"]["subnetIds"]

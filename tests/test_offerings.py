@@ -112,6 +112,14 @@ def test_a_type_offered_nowhere_in_the_region_is_refused() -> None:
     ]
 
 
+def test_a_network_az_whose_id_eks_refuses_for_cluster_subnets_is_refused_with_the_source() -> None:
+    ids = {**US_EAST_1_IDS, "us-east-1b": "use1-az3"}
+    (found,) = [p for p in problems([], availabilityZoneIds=ids) if "cluster subnet" in p.message]
+    assert found.path == "network.availabilityZoneIds.us-east-1b"
+    assert "use1-az3" in found.message and "network-reqs.html#network-requirements-subnets" in found.message
+    assert not [p for p in problems([], availabilityZoneIds=US_EAST_1_IDS) if "cluster subnet" in p.message]
+
+
 def test_zone_ids_name_the_networks_azs_once_each_with_ids_of_the_region() -> None:
     ids = {"us-east-1a": "use1-az2", "us-east-1b": "use1-az2", "us-east-1c": "usw2-az1", "us-east-1d": "use1-az1"}
     found = {(p.path, p.message.split(";")[0].split(" (")[0]) for p in offering_problems([], availabilityZoneIds=ids)}

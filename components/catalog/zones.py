@@ -20,6 +20,8 @@ from components.yaml_loader import parse_yaml
 
 ZONES_PATH = Path(__file__).parent / "zones.yaml"
 MAPPINGS = ("uniform", "independent")
+#: The top-level key listing the AZ IDs EKS refuses for a cluster's subnets.
+REFUSED_KEY = "eks_control_plane_refused"
 
 
 @dataclass(frozen=True)
@@ -73,8 +75,8 @@ def load_zones(path: Path | None = None) -> dict[str, RegionZones]:
     """Every Region of the zones file, checked. Raises :class:`CatalogError` on any bad entry."""
     path = path or ZONES_PATH
     data = parse_yaml(path.read_text(encoding="utf-8"))
-    if not isinstance(data, dict) or set(data) != {"sources", "regions"}:
-        raise CatalogError(f"{path}: needs exactly `sources` and `regions` at the top level")
+    if not isinstance(data, dict) or set(data) != {"sources", "regions", REFUSED_KEY}:
+        raise CatalogError(f"{path}: needs exactly `sources`, `regions` and `{REFUSED_KEY}` at the top level")
     tags = read_sources(data["sources"], path)
     if not isinstance(data["regions"], dict):
         raise CatalogError(f"{path}: `regions` must map region -> zones")
@@ -82,6 +84,25 @@ def load_zones(path: Path | None = None) -> dict[str, RegionZones]:
         str(region): _region(f"{path.name}: regions.{region}", str(region), raw, set(tags))
         for region, raw in data["regions"].items()
     }
+
+
+def load_refused_zone_ids(path: Path | None = None) -> frozenset[str]:
+    """The AZ IDs EKS refuses for a cluster's subnets (`eks_control_plane_refused`), checked."""
+    path = path or ZONES_PATH
+    data = parse_yaml(path.read_text(encoding="utf-8"))
+    entry = data.get(REFUSED_KEY) if isinstance(data, dict) else None
+    if not isinstance(entry, dict) or set(entry) != {"source", "ids"}:
+        raise CatalogError(f"{path}: `{REFUSED_KEY}` needs `source` and `ids`")
+    unknown = set(str(entry["source"]).split("+")) - set(data["sources"])
+    if unknown:
+        raise CatalogError(f"{path}: {REFUSED_KEY}.source: unknown source tag(s) {sorted(unknown)}")
+    return frozenset(_listed(f"{path.name}: {REFUSED_KEY}.ids", entry["ids"], AZ_ID))
+
+
+@cache
+def eks_refused_zone_ids() -> frozenset[str]:
+    """AZ IDs no EKS cluster subnet may be in (EKS networking requirements; components/catalog/zones.yaml)."""
+    return load_refused_zone_ids()
 
 
 @cache

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from ipaddress import IPv4Network
 
+from components.catalog.zones import eks_refused_zone_ids
 from components.config import NetworkConfig
 
 PRIVATE_SPLIT_BITS = 3
@@ -42,3 +43,24 @@ def nat_gateway_zones(network: NetworkConfig) -> tuple[str, ...]:
         return ()
     zones = tuple(network.availability_zones)
     return zones if network.nat_gateways == "one-per-az" else zones[:1]
+
+
+class NoClusterZones(ValueError):
+    """Fewer than two of the network's AZs may hold a cluster subnet in this account."""
+
+
+def cluster_subnet_zones(zones: tuple[str, ...] | list[str], zone_ids: dict[str, str]) -> tuple[str, ...]:
+    """The AZs whose private subnets the EKS cluster gets: every AZ of the network but those whose zone ID EKS
+    refuses for a cluster's subnets (components/catalog/zones.yaml, `eks_control_plane_refused`; EKS networking
+    requirements). `zone_ids`: name -> this account's zone ID. Nodes still use every AZ. Raises NoClusterZones when
+    fewer than the two AZs EKS needs remain."""
+    refused = eks_refused_zone_ids()
+    kept = tuple(zone for zone in zones if zone_ids.get(zone) not in refused)
+    if len(kept) < 2:
+        dropped = ", ".join(f"{zone} ({zone_ids[zone]})" for zone in zones if zone not in kept)
+        raise NoClusterZones(
+            f"EKS places no cluster subnet in {dropped} (https://docs.aws.amazon.com/eks/latest/userguide/"
+            f"network-reqs.html#network-requirements-subnets), which leaves {len(kept)} of the two AZs it needs: "
+            "add AZs to network.availabilityZones (`blueprint preflight` lists this account's zone IDs)"
+        )
+    return kept

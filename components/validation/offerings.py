@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 from components.catalog import InstanceType
 from components.catalog.offerings import OFFERINGS_PATH, RegionOfferings, az_id_order, region_offerings
-from components.catalog.zones import region_zones
+from components.catalog.zones import eks_refused_zone_ids, region_zones
 from components.config import NetworkConfig, NodePool, StackConfig
 from components.errors import Problem
 from components.planning.pools import PoolPlan, pool_zones, wants_efa, with_default_system_pool
@@ -39,6 +39,30 @@ def zone_ids_name_the_networks_zones(p: Parsed) -> Iterator[Problem]:
         if az_id in seen:
             yield Problem(where, f"{az_id} is already the ID of {seen[az_id]}; each AZ has its own")
         seen.setdefault(az_id, name)
+
+
+#: Where EKS documents the AZ IDs it refuses for a cluster's subnets (components/catalog/zones.yaml, EKSNET).
+EKS_SUBNET_REQUIREMENTS = (
+    "https://docs.aws.amazon.com/eks/latest/userguide/network-reqs.html#network-requirements-subnets"
+)
+
+
+def no_cluster_subnet_in_a_refused_zone(p: Parsed) -> Iterator[Problem]:
+    """No AZ of the network is one EKS refuses for a cluster's subnets (use1-az3, usw1-az2, cac1-az3; EKS
+    networking requirements): every private subnet of the network is one of the cluster's, so such an AZ would fail
+    CreateCluster with UnsupportedAvailabilityZoneException after the VPC exists. Checked where
+    `network.availabilityZoneIds` says which zone a name is; without it, `blueprint preflight` resolves the names
+    with the account's own mapping."""
+    if p.network is None:
+        return
+    refused = eks_refused_zone_ids()
+    for name, az_id in p.network.availability_zone_ids.items():
+        if az_id in refused and name in p.zones:
+            yield Problem(
+                f"{NETWORK_ZONE_IDS}.{shown_text(name)}",
+                f"{name} is {az_id}, where EKS places no cluster subnet ({EKS_SUBNET_REQUIREMENTS}): leave {name} "
+                f"out of the network's AZs and use another AZ of {p.region}",
+            )
 
 
 def pools_launch_where_their_type_is_offered(p: Parsed) -> Iterator[Problem]:
@@ -149,4 +173,8 @@ def unchecked_zone_warnings(spec: StackConfig, plans: list[PoolPlan]) -> list[st
     return found
 
 
-RULES = (zone_ids_name_the_networks_zones, pools_launch_where_their_type_is_offered)
+RULES = (
+    zone_ids_name_the_networks_zones,
+    no_cluster_subnet_in_a_refused_zone,
+    pools_launch_where_their_type_is_offered,
+)

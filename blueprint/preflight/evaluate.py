@@ -1,0 +1,328 @@
+"""Preflight's verdicts: pure functions from what the stack needs (`needs.Needs`) and what the account answered
+(plain values taken from the API responses) to findings, each with its fix. No AWS call is made here."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from blueprint.preflight.findings import Finding
+from blueprint.preflight.needs import Needs, ReservationNeeds, ServiceLinkedRole, SiteNeeds
+from components.catalog.quotas import count_quotas
+from components.catalog.zones import eks_refused_zone_ids
+from components.planning.quotas import QuotaNeed
+from components.validation.offerings import EKS_SUBNET_REQUIREMENTS, LIST_ZONE_IDS
+
+#: A reservation is usable from these states on: `scheduled` (a Capacity Block before its start), `pending`, `active`
+#: (EC2 API reference, CapacityReservation `State`).
+USABLE_RESERVATION_STATES = frozenset({"active", "scheduled", "pending"})
+#: The Elastic IP quota's code (components/catalog/quotas.yaml, `elastic_ips`): allocated addresses count against it.
+ELASTIC_IPS = count_quotas()["elastic_ips"].code
+
+
+def zones(needs: Needs, account_zones: Mapping[str, str]) -> list[Finding]:
+    """Each AZ of the network exists for this account; its ID agrees with `network.availabilityZoneIds`; and it is
+    not one EKS refuses for a cluster's subnets (every private subnet is one). `account_zones`: name -> zone ID
+    (DescribeAvailabilityZones)."""
+    refused = eks_refused_zone_ids()
+    listed = LIST_ZONE_IDS.format(region=needs.region)
+    out = []
+    for name in needs.zones:
+        zone_id = account_zones.get(name)
+        if zone_id is None:
+            out.append(
+                Finding(
+                    "zones",
+                    "fail",
+                    name,
+                    f"this account has no AZ {name} in {needs.region} (its AZs: {', '.join(sorted(account_zones))})",
+                    f"use AZs your account has in network.availabilityZones (`{listed}`)",
+                )
+            )
+        elif zone_id in refused:
+            out.append(
+                Finding(
+                    "zones",
+                    "fail",
+                    name,
+                    f"{name} is {zone_id} in this account, where EKS places no cluster subnet "
+                    f"({EKS_SUBNET_REQUIREMENTS}); CreateCluster would fail with UnsupportedAvailabilityZoneException",
+                    f"replace {name} in network.availabilityZones with another AZ of {needs.region}, and record the "
+                    f"IDs in network.availabilityZoneIds",
+                )
+            )
+        elif name in needs.zone_ids and needs.zone_ids[name] != zone_id:
+            out.append(
+                Finding(
+                    "zones",
+                    "fail",
+                    name,
+                    f"network.availabilityZoneIds says {needs.zone_ids[name]}, this account's {name} is {zone_id}",
+                    f"set network.availabilityZoneIds.{name}: {zone_id} (validation then checks the pools' offerings "
+                    "against the right zone)",
+                )
+            )
+        else:
+            out.append(Finding("zones", "pass", name, f"{name} is {zone_id}"))
+    return out
+
+
+def offerings(needs: Needs, account_zones: Mapping[str, str], offered: Mapping[str, Iterable[str]]) -> list[Finding]:
+    """Every AZ an `aws` pool launches in offers one of its instance types. `offered`: instance type -> the zone IDs
+    offering it (DescribeInstanceTypeOfferings, LocationType availability-zone-id)."""
+    out = []
+    for pool in needs.pools:
+        ids = {zone_id for t in pool.instance_types for zone_id in offered.get(t, ())}
+        types = " or ".join(pool.instance_types)
+        for name in pool.zones:
+            zone_id = account_zones.get(name)
+            if zone_id is None:
+                continue  # reported by `zones`
+            subject = f"{pool.name} in {name}"
+            if zone_id in ids:
+                out.append(Finding("offerings", "pass", subject, f"{zone_id} offers {types}"))
+            else:
+                where = ", ".join(sorted(n for n, i in account_zones.items() if i in ids)) or "no AZ"
+                out.append(
+                    Finding(
+                        "offerings",
+                        "fail",
+                        subject,
+                        f"{name} ({zone_id}) does not offer {types}; in {needs.region} {where} does",
+                        f"pin the pool's placement.availabilityZones to AZs that offer it ({where})",
+                    )
+                )
+    return out
+
+
+def quotas(needs: Needs, values: Mapping[str, float | None], elastic_ips_in_use: int | None) -> list[Finding]:
+    """Each quota the stack needs holds it. `values`: quota code -> this account's value (GetServiceQuota; None when
+    it could not be read); Elastic IPs also count those already allocated (DescribeAddresses). Quotas the catalog has
+    no code for are skipped with the command that lists them."""
+    out = []
+    for need in needs.quotas:
+        out.append(_quota(need, values, elastic_ips_in_use))
+    return out
+
+
+def _quota(need: QuotaNeed, values: Mapping[str, float | None], elastic_ips_in_use: int | None) -> Finding:
+    quota = need.quota
+    subject = f"{quota.name} ({quota.code or 'no code'})"
+    listing = f"aws service-quotas list-service-quotas --service-code {quota.service}"
+    if quota.code is None or values.get(quota.code) is None:
+        why = "no quota code in components/catalog/quotas.yaml" if quota.code is None else "could not be read"
+        return Finding(
+            "quotas",
+            "skip",
+            subject,
+            f"needs {need.needed} {quota.unit}; {why}",
+            f"read it with `{listing}` and compare",
+        )
+    value = int(values[quota.code] or 0)
+    used = elastic_ips_in_use if quota.code == ELASTIC_IPS and elastic_ips_in_use is not None else 0
+    total = need.needed + used
+    detail = f"needs {need.needed} {quota.unit} ({'; '.join(need.used_by)})"
+    if used:
+        detail += f" on top of {used} already allocated"
+    detail += f"; the quota is {value}"
+    if total <= value:
+        return Finding("quotas", "pass", subject, detail)
+    request = (
+        f"request {total} or more: `aws service-quotas request-service-quota-increase --service-code "
+        f"{quota.service} --quota-code {quota.code} --desired-value {total}`"
+    )
+    other = (
+        "release unused Elastic IPs or set network.natGateways: single"
+        if quota.code == ELASTIC_IPS
+        else "lower the pools' scaling.max"
+    )
+    return Finding("quotas", "fail", subject, detail, f"{request}, or {other}")
+
+
+def addons(needs: Needs, published: Mapping[str, Iterable[str]]) -> list[Finding]:
+    """Every add-on version the plan installs is published for the cluster's Kubernetes version. `published`: add-on
+    name -> its versions for that version (DescribeAddonVersions)."""
+    out = []
+    for name, version in sorted(needs.addons.items()):
+        versions = sorted(published.get(name, ()))
+        subject = f"{name} {version}"
+        if version in versions:
+            out.append(Finding("addons", "pass", subject, f"published for Kubernetes {needs.kubernetes_version}"))
+        else:
+            out.append(
+                Finding(
+                    "addons",
+                    "fail",
+                    subject,
+                    f"not published for Kubernetes {needs.kubernetes_version} in {needs.region} "
+                    f"(published: {', '.join(versions[-3:]) or 'none'})",
+                    f"pin a published version in addons.managed.pins.{name} (`aws eks describe-addon-versions "
+                    f"--addon-name {name} --kubernetes-version {needs.kubernetes_version}`)",
+                )
+            )
+    return out
+
+
+def ami_parameters(needs: Needs, missing: Iterable[str]) -> list[Finding]:
+    """Every AMI parameter the launch templates read exists (SSM GetParameters `InvalidParameters`)."""
+    absent = set(missing)
+    out = []
+    for name in needs.ami_parameters:
+        if name in absent:
+            out.append(
+                Finding(
+                    "ami",
+                    "fail",
+                    name,
+                    f"no such public parameter in {needs.region}: the AMI release is not published for Kubernetes "
+                    f"{needs.kubernetes_version} there",
+                    "set cluster.amiRelease (or bottlerocketRelease) to a release published for this Kubernetes "
+                    "version (docs/operations.md, 'Upgrading node images')",
+                )
+            )
+        else:
+            out.append(Finding("ami", "pass", name, "exists"))
+    return out
+
+
+def service_linked_roles(needs: Needs, existing: Iterable[str]) -> list[Finding]:
+    """The service-linked roles the stack relies on: present, or created on first use (by the service, or by the
+    stack for Auto Scaling's), or, with `autoscalingServiceLinkedRole: existing`, required."""
+    have = set(existing)
+    return [_role(role, role.name in have) for role in needs.service_linked_roles]
+
+
+def _role(role: ServiceLinkedRole, present: bool) -> Finding:
+    if present:
+        return Finding("roles", "pass", role.name, "exists")
+    if role.required:
+        return Finding(
+            "roles",
+            "fail",
+            role.name,
+            "absent, and cluster.autoscalingServiceLinkedRole: existing says it exists: the KMS key policy naming it "
+            "is refused",
+            "set cluster.autoscalingServiceLinkedRole: auto, or `aws iam create-service-linked-role "
+            "--aws-service-name autoscaling.amazonaws.com`",
+        )
+    who = (
+        "the stack creates it (cluster.autoscalingServiceLinkedRole)"
+        if role.created_by_stack
+        else (f"{role.service} creates it on first use ({role.source})")
+    )
+    return Finding(
+        "roles",
+        "warn",
+        role.name,
+        f"absent: {who}",
+        "nothing, if the deployer may call iam:CreateServiceLinkedRole for it (the deployer policy grants it)",
+    )
+
+
+def reservations(
+    needs: Needs, found: Mapping[str, Mapping[str, object] | None], now: datetime | None = None
+) -> list[Finding]:
+    """Each reservation the config names exists, is active or scheduled, and matches the pool: AZ, instance type,
+    count, and (Capacity Blocks) end date. `found`: id -> DescribeCapacityReservations' entry, None when unknown."""
+    now = now or datetime.now(UTC)
+    return [_reservation(r, found.get(r.reservation_id), now) for r in needs.reservations]
+
+
+def _reservation(need: ReservationNeeds, got: Mapping[str, object] | None, now: datetime) -> Finding:
+    subject = f"{need.pool}: {need.reservation_id}"
+    look = f"`aws ec2 describe-capacity-reservations --capacity-reservation-ids {need.reservation_id}`"
+    if got is None:
+        return Finding(
+            "reservations",
+            "fail",
+            subject,
+            "no such reservation in this account and Region",
+            f"check capacity.reservationId ({look})",
+        )
+    problems = []
+    state = str(got.get("State"))
+    if state not in USABLE_RESERVATION_STATES:
+        problems.append(f"its state is {state}")
+    if need.zone is not None and got.get("AvailabilityZone") != need.zone:
+        problems.append(f"it is in {got.get('AvailabilityZone')}, the config says {need.zone}")
+    if got.get("InstanceType") != need.instance_type:
+        problems.append(f"it reserves {got.get('InstanceType')}, the pool launches {need.instance_type}")
+    total = got.get("TotalInstanceCount")
+    if isinstance(total, int) and total < need.nodes:
+        problems.append(f"it holds {total} instances, the pool's scaling.max is {need.nodes}")
+    end = got.get("EndDate")
+    if need.end_time is not None and isinstance(end, datetime) and end != need.end_time:
+        problems.append(f"it ends {end.isoformat()}, capacity.endTime says {need.end_time.isoformat()}")
+    if isinstance(end, datetime) and end <= now:
+        problems.append(f"it ended {end.isoformat()}")
+    if problems:
+        return Finding(
+            "reservations",
+            "fail",
+            subject,
+            "; ".join(problems),
+            f"make the pool's capacity settings match the reservation ({look})",
+        )
+    return Finding(
+        "reservations", "pass", subject, f"{state}, {got.get('AvailabilityZone')}, {total} x {need.instance_type}"
+    )
+
+
+def site(
+    site_needs: SiteNeeds | None,
+    gateway: Mapping[str, Any] | None,
+    routes: Mapping[str, bool],
+) -> list[Finding]:
+    """The site's gateway exists and is available; a transit gateway routes each of the site's CIDRs (an active route
+    covering it in the route table the VPC's attachment will be associated with); a virtual private gateway is
+    attached to no other VPC. `gateway`: the DescribeTransitGateways / DescribeVpnGateways entry (None when unknown);
+    `routes`: CIDR -> whether an active route covers it (SearchTransitGatewayRoutes)."""
+    if site_needs is None:
+        return []
+    gateway_id = site_needs.transit_gateway_id or site_needs.virtual_private_gateway_id or ""
+    if gateway is None:
+        return [
+            Finding(
+                "site",
+                "fail",
+                gateway_id,
+                "no such gateway in this account and Region (or not shared with it)",
+                "check network.siteConnection, and that a shared transit gateway's share is accepted",
+            )
+        ]
+    state = gateway.get("State")
+    if state != "available":
+        return [Finding("site", "fail", gateway_id, f"its state is {state}", "wait until it is available")]
+    out = [Finding("site", "pass", gateway_id, "available")]
+    if site_needs.virtual_private_gateway_id:
+        attached = [
+            a
+            for a in gateway.get("VpcAttachments", []) or []
+            if isinstance(a, dict) and a.get("State") in ("attached", "attaching")
+        ]
+        if attached:
+            out.append(
+                Finding(
+                    "site",
+                    "fail",
+                    gateway_id,
+                    f"already attached to {attached[0].get('VpcId')}",
+                    "a virtual private gateway serves one VPC: detach it or use a transit gateway",
+                )
+            )
+        return out
+    for cidr in site_needs.cidrs:
+        if routes.get(cidr):
+            out.append(Finding("site", "pass", f"{gateway_id} -> {cidr}", "an active route covers it"))
+        else:
+            out.append(
+                Finding(
+                    "site",
+                    "fail",
+                    f"{gateway_id} -> {cidr}",
+                    "no active route in the transit gateway's default association route table covers it",
+                    "route it to the VPN or Direct Connect attachment of the site (or propagate it)",
+                )
+            )
+    return out

@@ -1,0 +1,482 @@
+"""`blueprint preflight`: the verdicts on the account's answers (pure), each check's AWS calls under botocore's
+Stubber (pass and fail), and the command end to end with stubbed clients and with no credentials at all."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import botocore.session
+import pytest
+from botocore.stub import Stubber
+
+from blueprint.plan import plan as plan_module
+from blueprint.preflight import account, command, evaluate
+from blueprint.preflight.needs import ADDON, Needs, needs_of, stack_needs
+from components.planning.pools import plan_pools
+from tests.builders import P5, SYSTEM, CliResult, shipped_stack, stack_config
+
+AL2023 = (
+    "/aws/service/eks/optimized-ami/1.35/amazon-linux-2023/x86_64/{}/amazon-eks-node-al2023-x86_64-{}-1.35-v20260714"
+    "/image_id"
+)
+STANDARD_AMI = AL2023.format("standard", "standard")
+NVIDIA_AMI = AL2023.format("nvidia", "nvidia")
+#: The names and IDs one us-east-1 account sees; us-east-1c is the zone EKS refuses for cluster subnets there.
+ACCOUNT_ZONES = {"us-east-1a": "use1-az4", "us-east-1b": "use1-az6", "us-east-1c": "use1-az3"}
+RESERVED: dict[str, Any] = {
+    "name": "h100",
+    "role": "training",
+    "instanceType": "p5.48xlarge",
+    "scaling": {"min": 0, "max": 2},
+    "capacity": {
+        "type": "capacity-block",
+        "reservationId": "cr-0123456789abcdef0",
+        "availabilityZone": "us-east-1a",
+        "endTime": "2026-12-01T11:30:00Z",
+    },
+}
+HYBRID = {
+    "name": "a40",
+    "kind": "hybrid",
+    "role": "inference",
+    "gpuModel": "A40",
+    "gpusPerNode": 4,
+    "nodes": 2,
+    "network": {"remoteNodeCidrs": ["192.168.100.0/24"], "remotePodCidrs": ["192.168.128.0/18"]},
+}
+
+
+def needs(*pools: dict[str, Any], zones: tuple[str, ...] = ("us-east-1a", "us-east-1b"), **network: Any) -> Needs:
+    spec = stack_config(*(pools or (SYSTEM, P5)), zones=zones, network=network or None, validated=True)
+    resources = [{"type": ADDON, "inputs": {"addonName": "vpc-cni", "addonVersion": "v1.22.4-eksbuild.3"}}]
+    return needs_of(spec, plan_pools(spec), resources, ["autoscaling.amazonaws.com", "eks.amazonaws.com"])
+
+
+def statuses(findings: list[Any]) -> list[tuple[str, str]]:
+    return [(f.subject, f.status) for f in findings]
+
+
+# ------------------------------------------------------------------------------------------------ pure verdicts
+def test_zones_pass_and_name_their_ids() -> None:
+    found = evaluate.zones(needs(), ACCOUNT_ZONES)
+    assert statuses(found) == [("us-east-1a", "pass"), ("us-east-1b", "pass")]
+    assert "use1-az4" in found[0].detail
+
+
+def test_a_zone_eks_refuses_for_cluster_subnets_fails_with_the_source() -> None:
+    (first, refused) = evaluate.zones(needs(zones=("us-east-1a", "us-east-1c")), ACCOUNT_ZONES)
+    assert first.status == "pass" and refused.status == "fail"
+    assert "use1-az3" in refused.detail and "network-reqs.html" in refused.detail
+    assert "network.availabilityZones" in refused.fix
+
+
+def test_a_zone_the_account_lacks_or_maps_elsewhere_fails() -> None:
+    mapped = needs(availabilityZoneIds={"us-east-1a": "use1-az1", "us-east-1b": "use1-az6"})
+    assert statuses(evaluate.zones(mapped, ACCOUNT_ZONES)) == [("us-east-1a", "fail"), ("us-east-1b", "pass")]
+    assert statuses(evaluate.zones(needs(), {"us-east-1a": "use1-az4"}))[1] == ("us-east-1b", "fail")
+
+
+def test_offerings_per_zone_id() -> None:
+    n = needs()
+    offered = {"m7i.xlarge": {"use1-az4", "use1-az6"}, "p5.48xlarge": {"use1-az6"}}
+    found = evaluate.offerings(n, ACCOUNT_ZONES, offered)
+    assert statuses(found) == [
+        ("system in us-east-1a", "pass"),
+        ("system in us-east-1b", "pass"),
+        ("h100 in us-east-1a", "fail"),
+    ]
+    assert "us-east-1b" in found[-1].fix
+
+
+def test_quotas_hold_or_fail_with_the_request_command() -> None:
+    n = needs()
+    enough = {q.quota.code: float(q.needed) for q in n.quotas if q.quota.code}
+    found = evaluate.quotas(n, enough, elastic_ips_in_use=0)
+    assert {f.status for f in found if f.subject.startswith("Running")} == {"pass"}
+    p = next(q for q in n.quotas if q.quota.code == "L-417A185B")
+    short = evaluate.quotas(n, {**enough, "L-417A185B": p.needed - 1.0}, 0)
+    failed = [f for f in short if f.status == "fail"]
+    assert len(failed) == 1 and "--quota-code L-417A185B" in failed[0].fix
+    spec = stack_config(SYSTEM, P5, storage={"lustre": {}}, validated=True)
+    lustre = needs_of(spec, plan_pools(spec), [], [])
+    skipped = [f for f in evaluate.quotas(lustre, enough, 0) if f.status == "skip"]
+    assert [f.subject for f in skipped] == [  # the catalog has no codes for FSx's quotas: said, not guessed
+        "FSx for Lustre file systems (no code)",
+        "FSx for Lustre total storage capacity (no code)",
+    ]
+    assert "list-service-quotas --service-code fsx" in skipped[0].fix
+
+
+def test_elastic_ips_count_those_already_allocated() -> None:
+    n = needs()
+    quota = {q.quota.code: 100.0 for q in n.quotas if q.quota.code} | {"L-0263D0A3": 5.0}
+    assert n.nat_gateways == 2
+    eip = lambda used: next(f for f in evaluate.quotas(n, quota, used) if "L-0263D0A3" in f.subject)  # noqa: E731
+    assert eip(3).status == "pass"
+    assert eip(4).status == "fail" and "3 or more" not in eip(4).fix and "desired-value 6" in eip(4).fix
+
+
+def test_addon_versions_must_be_published() -> None:
+    n = needs()
+    assert statuses(evaluate.addons(n, {"vpc-cni": ["v1.22.4-eksbuild.3"]})) == [("vpc-cni v1.22.4-eksbuild.3", "pass")]
+    (missing,) = evaluate.addons(n, {"vpc-cni": ["v1.22.5-eksbuild.1"]})
+    assert missing.status == "fail" and "addons.managed.pins.vpc-cni" in missing.fix
+
+
+def test_ami_parameters_come_from_the_pools_and_must_exist() -> None:
+    n = needs()
+    assert n.ami_parameters == (STANDARD_AMI, NVIDIA_AMI)
+    assert statuses(evaluate.ami_parameters(n, [NVIDIA_AMI])) == [(STANDARD_AMI, "pass"), (NVIDIA_AMI, "fail")]
+
+
+def test_a_missing_service_linked_role_is_a_warning_unless_the_config_says_it_exists() -> None:
+    n = needs()
+    found = evaluate.service_linked_roles(n, [])
+    assert statuses(found) == [("AWSServiceRoleForAutoScaling", "warn"), ("AWSServiceRoleForAmazonEKS", "warn")]
+    assert "the stack creates it" in found[0].detail and "creates it on first use" in found[1].detail
+    spec = stack_config(SYSTEM, cluster={"autoscalingServiceLinkedRole": "existing"}, validated=True)
+    strict = needs_of(spec, plan_pools(spec), [], ["autoscaling.amazonaws.com"])
+    assert statuses(evaluate.service_linked_roles(strict, [])) == [("AWSServiceRoleForAutoScaling", "fail")]
+    assert statuses(evaluate.service_linked_roles(strict, ["AWSServiceRoleForAutoScaling"]))[0][1] == "pass"
+
+
+def _block(**changes: Any) -> dict[str, Any]:
+    return {
+        "State": "scheduled",
+        "AvailabilityZone": "us-east-1a",
+        "InstanceType": "p5.48xlarge",
+        "TotalInstanceCount": 2,
+        "EndDate": datetime(2026, 12, 1, 11, 30, tzinfo=UTC),
+        **changes,
+    }
+
+
+def test_a_capacity_block_must_match_the_config() -> None:
+    n = needs(SYSTEM, RESERVED)
+    now = datetime(2026, 11, 26, tzinfo=UTC)
+    rid = "cr-0123456789abcdef0"
+    assert evaluate.reservations(n, {rid: _block()}, now)[0].status == "pass"
+    assert evaluate.reservations(n, {rid: None}, now)[0].status == "fail"
+    for wrong in (
+        {"State": "expired"},
+        {"AvailabilityZone": "us-east-1b"},
+        {"InstanceType": "p5e.48xlarge"},
+        {"TotalInstanceCount": 1},
+        {"EndDate": datetime(2026, 12, 2, 11, 30, tzinfo=UTC)},
+    ):
+        (found,) = evaluate.reservations(n, {rid: _block(**wrong)}, now)
+        assert found.status == "fail", wrong
+
+
+def test_the_site_gateway_and_its_routes() -> None:
+    spec = stack_config(SYSTEM, HYBRID, validated=True)
+    n = needs_of(spec, plan_pools(spec), [], [])
+    assert n.site is not None and n.site.cidrs[:2] == ("192.168.100.0/24", "192.168.128.0/18")
+    gateway = {"State": "available"}
+    routed = dict.fromkeys(n.site.cidrs, True)
+    assert {f.status for f in evaluate.site(n.site, gateway, routed)} == {"pass"}
+    partly = evaluate.site(n.site, gateway, {**routed, "192.168.128.0/18": False})
+    assert [f.subject for f in partly if f.status == "fail"] == [f"{n.site.transit_gateway_id} -> 192.168.128.0/18"]
+    assert evaluate.site(n.site, None, {})[0].status == "fail"
+    assert evaluate.site(n.site, {"State": "pending"}, routed)[0].status == "fail"
+
+
+# ---------------------------------------------------------------------------------------- the calls, stubbed
+def _client(service: str) -> Any:
+    return botocore.session.get_session().create_client(
+        service, region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing"
+    )
+
+
+@pytest.fixture
+def stubbed() -> Iterator[tuple[Callable[[str], Any], dict[str, Stubber]]]:
+    """`clients` as preflight takes them, each with a Stubber that must be used up."""
+    clients: dict[str, Any] = {}
+    stubs: dict[str, Stubber] = {}
+    for service in ("ec2", "service-quotas", "eks", "ssm", "iam"):
+        clients[service] = _client(service)
+        stubs[service] = Stubber(clients[service])
+        stubs[service].activate()
+    yield clients.__getitem__, stubs
+    for stub in stubs.values():
+        stub.assert_no_pending_responses()
+        stub.deactivate()
+
+
+ZONE_FILTERS = [
+    {"Name": "region-name", "Values": ["us-east-1"]},
+    {"Name": "zone-type", "Values": ["availability-zone"]},
+]
+
+
+def _zones_answer(zones: dict[str, str]) -> dict[str, Any]:
+    return {"AvailabilityZones": [{"ZoneName": n, "ZoneId": i, "RegionName": "us-east-1"} for n, i in zones.items()]}
+
+
+def _offerings_answer(offered: dict[str, list[str]]) -> dict[str, Any]:
+    return {
+        "InstanceTypeOfferings": [
+            {"InstanceType": t, "LocationType": "availability-zone-id", "Location": z}
+            for t, zs in offered.items()
+            for z in zs
+        ]
+    }
+
+
+@pytest.mark.parametrize(
+    ("zones", "p5_zone", "expected"),
+    [
+        (ACCOUNT_ZONES, "use1-az4", {"pass"}),
+        ({**ACCOUNT_ZONES, "us-east-1b": "use1-az3"}, "use1-az4", {"pass", "fail"}),
+        (ACCOUNT_ZONES, "use1-az6", {"pass", "fail"}),
+    ],
+    ids=["pass", "refused-zone", "not-offered"],
+)
+def test_zone_checks_stubbed(stubbed: Any, zones: dict[str, str], p5_zone: str, expected: set[str]) -> None:
+    clients, stubs = stubbed
+    stubs["ec2"].add_response("describe_availability_zones", _zones_answer(zones), {"Filters": ZONE_FILTERS})
+    offered = {"m7i.xlarge": ["use1-az4", "use1-az6", "use1-az3"], "p5.48xlarge": [p5_zone]}
+    params = {
+        "LocationType": "availability-zone-id",
+        "Filters": [{"Name": "instance-type", "Values": ["m7i.xlarge", "p5.48xlarge"]}],
+    }
+    first = _offerings_answer({"m7i.xlarge": offered["m7i.xlarge"]}) | {"NextToken": "page2"}
+    stubs["ec2"].add_response("describe_instance_type_offerings", first, params)
+    stubs["ec2"].add_response(
+        "describe_instance_type_offerings",
+        _offerings_answer({"p5.48xlarge": offered["p5.48xlarge"]}),
+        {**params, "NextToken": "page2"},
+    )
+    found = account.zone_checks(needs(), clients)
+    assert {f.status for f in found} == expected
+
+
+def test_a_denied_call_is_a_failed_finding_naming_the_action(stubbed: Any) -> None:
+    clients, stubs = stubbed
+    stubs["ec2"].add_client_error("describe_availability_zones", "UnauthorizedOperation", "not allowed", 403)
+    (found,) = account.zone_checks(needs(), clients)
+    assert found.status == "fail" and "ec2:DescribeAvailabilityZones" in found.fix
+
+
+@pytest.mark.parametrize(("p_quota", "eips", "status"), [(768.0, 0, "pass"), (384.0, 0, "fail"), (768.0, 4, "fail")])
+def test_quota_checks_stubbed(stubbed: Any, p_quota: float, eips: int, status: str) -> None:
+    clients, stubs = stubbed
+    n = needs()
+    for need in n.quotas:
+        if need.quota.code is None:
+            continue
+        value = p_quota if need.quota.code == "L-417A185B" else 5.0 if need.quota.code == "L-0263D0A3" else 1000.0
+        answer = {"Quota": {"QuotaCode": need.quota.code, "ServiceCode": need.quota.service, "Value": value}}
+        stubs["service-quotas"].add_response(
+            "get_service_quota", answer, {"ServiceCode": need.quota.service, "QuotaCode": need.quota.code}
+        )
+    addresses = [{"AllocationId": f"eipalloc-{i:017x}", "PublicIp": f"198.51.100.{i}"} for i in range(eips)]
+    stubs["ec2"].add_response("describe_addresses", {"Addresses": addresses}, {})
+    found = account.quota_checks(n, clients)
+    coded = {f.status for f in found if "no code" not in f.subject}
+    assert coded == ({"pass"} if status == "pass" else {"pass", "fail"})
+
+
+@pytest.mark.parametrize(("published", "status"), [("v1.22.4-eksbuild.3", "pass"), ("v1.22.5-eksbuild.1", "fail")])
+def test_addon_checks_stubbed(stubbed: Any, published: str, status: str) -> None:
+    clients, stubs = stubbed
+    answer = {"addons": [{"addonName": "vpc-cni", "addonVersions": [{"addonVersion": published}]}]}
+    stubs["eks"].add_response("describe_addon_versions", answer, {"addonName": "vpc-cni", "kubernetesVersion": "1.35"})
+    assert [f.status for f in account.addon_checks(needs(), clients)] == [status]
+
+
+@pytest.mark.parametrize(("invalid", "status"), [([], {"pass"}), ([NVIDIA_AMI], {"pass", "fail"})])
+def test_ami_checks_stubbed(stubbed: Any, invalid: list[str], status: set[str]) -> None:
+    clients, stubs = stubbed
+    found = [
+        {"Name": n, "Type": "String", "Value": "ami-0123456789abcdef0"}
+        for n in (STANDARD_AMI, NVIDIA_AMI)
+        if n not in invalid
+    ]
+    stubs["ssm"].add_response(
+        "get_parameters",
+        {"Parameters": found, **({"InvalidParameters": invalid} if invalid else {})},
+        {"Names": [STANDARD_AMI, NVIDIA_AMI]},
+    )
+    assert {f.status for f in account.ami_checks(needs(), clients)} == status
+
+
+def _role(name: str) -> dict[str, Any]:
+    return {
+        "Role": {
+            "Path": "/aws-service-role/",
+            "RoleName": name,
+            "RoleId": "AROA0000000000000000",
+            "Arn": f"arn:aws:iam::123456789012:role/aws-service-role/{name}",
+            "CreateDate": datetime(2020, 1, 1, tzinfo=UTC),
+        }
+    }
+
+
+@pytest.mark.parametrize("eks_role", [True, False], ids=["present", "absent"])
+def test_role_checks_stubbed(stubbed: Any, eks_role: bool) -> None:
+    clients, stubs = stubbed
+    stubs["iam"].add_response(
+        "get_role", _role("AWSServiceRoleForAutoScaling"), {"RoleName": "AWSServiceRoleForAutoScaling"}
+    )
+    if eks_role:
+        stubs["iam"].add_response(
+            "get_role", _role("AWSServiceRoleForAmazonEKS"), {"RoleName": "AWSServiceRoleForAmazonEKS"}
+        )
+    else:
+        stubs["iam"].add_client_error(
+            "get_role", "NoSuchEntity", "no such role", 404, expected_params={"RoleName": "AWSServiceRoleForAmazonEKS"}
+        )
+    found = account.role_checks(needs(), clients)
+    assert [f.status for f in found] == ["pass", "pass" if eks_role else "warn"]
+
+
+@pytest.mark.parametrize("exists", [True, False])
+def test_reservation_checks_stubbed(stubbed: Any, exists: bool) -> None:
+    clients, stubs = stubbed
+    rid = "cr-0123456789abcdef0"
+    if exists:
+        entry = {"CapacityReservationId": rid, **_block(EndDate=datetime(2999, 12, 1, tzinfo=UTC))}
+        stubs["ec2"].add_response(
+            "describe_capacity_reservations", {"CapacityReservations": [entry]}, {"CapacityReservationIds": [rid]}
+        )
+    else:
+        stubs["ec2"].add_client_error(
+            "describe_capacity_reservations",
+            "InvalidCapacityReservationId.NotFound",
+            "not found",
+            400,
+            expected_params={"CapacityReservationIds": [rid]},
+        )
+    spec = stack_config(
+        SYSTEM, {**RESERVED, "capacity": {**RESERVED["capacity"], "endTime": "2999-12-01T00:00:00Z"}}, validated=True
+    )
+    found = account.reservation_checks(needs_of(spec, plan_pools(spec), [], []), clients)
+    assert [f.status for f in found] == ["pass" if exists else "fail"]
+
+
+@pytest.mark.parametrize("routed", [True, False])
+def test_site_checks_stubbed(stubbed: Any, routed: bool) -> None:
+    clients, stubs = stubbed
+    spec = stack_config(SYSTEM, HYBRID, validated=True)
+    n = needs_of(spec, plan_pools(spec), [], [])
+    assert n.site is not None and n.site.transit_gateway_id is not None
+    tgw = n.site.transit_gateway_id
+    gateway = {
+        "TransitGatewayId": tgw,
+        "State": "available",
+        "Options": {"AssociationDefaultRouteTableId": "tgw-rtb-0123456789abcdef0"},
+    }
+    stubs["ec2"].add_response("describe_transit_gateways", {"TransitGateways": [gateway]}, {"TransitGatewayIds": [tgw]})
+    for cidr in n.site.cidrs:
+        route = {"DestinationCidrBlock": "192.168.0.0/16", "State": "active", "Type": "static"}
+        stubs["ec2"].add_response(
+            "search_transit_gateway_routes",
+            {"Routes": [route] if routed else [], "AdditionalRoutesAvailable": False},
+            {
+                "TransitGatewayRouteTableId": "tgw-rtb-0123456789abcdef0",
+                "Filters": [
+                    {"Name": "route-search.supernet-of-match", "Values": [cidr]},
+                    {"Name": "state", "Values": ["active"]},
+                ],
+            },
+        )
+    found = account.site_checks(n, clients)
+    assert {f.status for f in found} == ({"pass"} if routed else {"pass", "fail"})
+    assert len(found) == 1 + len(n.site.cidrs)
+
+
+# ------------------------------------------------------------------------------------------------ the command
+def _stub_everything(stack: str, healthy: bool) -> Callable[[str], Any]:
+    """Clients whose Stubbers answer every call preflight makes for a shipped stack: all well, or one add-on missing."""
+    n = stack_needs(stack, None)
+    clients = {s: _client(s) for s in ("ec2", "service-quotas", "eks", "ssm", "iam")}
+    stubs = {s: Stubber(c) for s, c in clients.items()}
+    ec2 = stubs["ec2"]
+    ec2.add_response("describe_availability_zones", _zones_answer(ACCOUNT_ZONES))
+    types = sorted({t for p in n.pools for t in p.instance_types})
+    ec2.add_response(
+        "describe_instance_type_offerings", _offerings_answer({t: ["use1-az4", "use1-az6"] for t in types})
+    )
+    for need in n.quotas:
+        if need.quota.code:
+            stubs["service-quotas"].add_response(
+                "get_service_quota", {"Quota": {"QuotaCode": need.quota.code, "Value": 10000.0}}
+            )
+    ec2.add_response("describe_addresses", {"Addresses": []})
+    for name, version in sorted(n.addons.items()):
+        shown = version if healthy or name != "vpc-cni" else "v0.0.1-eksbuild.1"
+        stubs["eks"].add_response(
+            "describe_addon_versions", {"addons": [{"addonName": name, "addonVersions": [{"addonVersion": shown}]}]}
+        )
+    stubs["ssm"].add_response("get_parameters", {"Parameters": []})
+    for role in n.service_linked_roles:
+        stubs["iam"].add_response("get_role", _role(role.name))
+    for stub in stubs.values():
+        stub.activate()
+    return clients.__getitem__
+
+
+@pytest.mark.parametrize(("healthy", "code"), [(True, 0), (False, 1)])
+def test_preflight_end_to_end_with_stubbed_clients(
+    healthy: bool, code: int, monkeypatch: pytest.MonkeyPatch, blueprint_cli: Callable[..., CliResult]
+) -> None:
+    monkeypatch.setattr(plan_module, "plan_stack", lambda stack, config_file: shipped_stack(stack))
+    clients = _stub_everything("training", healthy)
+    monkeypatch.setattr(command, "session_clients", lambda region: clients)
+    result = blueprint_cli("preflight", "--stack", "training", "--format", "json")
+    assert result.returncode == code, result.stderr
+    report = json.loads(result.stdout)
+    assert report["region"] == "us-east-1" and report["failed"] is (not healthy)
+    checks = {f["check"] for f in report["findings"]}
+    assert {"zones", "offerings", "quotas", "addons", "ami", "roles"} <= checks
+    failed = [f["subject"] for f in report["findings"] if f["status"] == "fail"]
+    assert failed == ([] if healthy else [f"vpc-cni {shipped_addon('training', 'vpc-cni')}"])
+
+
+def shipped_addon(stack: str, name: str) -> str:
+    return next(
+        r["inputs"]["addonVersion"]
+        for r in shipped_stack(stack).plan["resources"]
+        if r["type"] == ADDON and r["inputs"]["addonName"] == name
+    )
+
+
+def test_preflight_table_output(monkeypatch: pytest.MonkeyPatch, blueprint_cli: Callable[..., CliResult]) -> None:
+    monkeypatch.setattr(plan_module, "plan_stack", lambda stack, config_file: shipped_stack(stack))
+    clients = _stub_everything("training", True)
+    monkeypatch.setattr(command, "session_clients", lambda region: clients)
+    monkeypatch.setenv("COLUMNS", "400")  # one line per row, so the cells can be read whole
+    result = blueprint_cli("preflight", "--stack", "training")
+    assert result.returncode == 0 and "use1-az4" in result.stdout and "AWSServiceRoleForAmazonEKS" in result.stdout
+
+
+def without_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
+    """No credentials anywhere the default chain looks: no variables, no shared files, no instance metadata."""
+    for key in (
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_PROFILE",
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+    ):
+        monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+
+
+def test_without_credentials_preflight_stops_with_one_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any, blueprint_cli: Callable[..., CliResult]
+) -> None:
+    monkeypatch.setattr(plan_module, "plan_stack", lambda stack, config_file: shipped_stack(stack))
+    without_credentials(monkeypatch, tmp_path)
+    result = blueprint_cli("preflight", "--stack", "training")
+    assert result.returncode == 74
+    assert result.stderr.strip().splitlines() == ["blueprint: preflight: cannot ask AWS: Unable to locate credentials"]
+    assert result.stdout == ""
