@@ -175,7 +175,7 @@ INFERENCE_POOL: dict[str, Any] = {
     "name": "l40s",
     "role": "inference",
     "instanceType": "g6e.12xlarge",
-    "capacity": {"type": "spot", "spotInstanceTypes": ["g6e.24xlarge"]},
+    "capacity": {"type": "spot"},
     "scaling": {"min": 1, "max": 8, "mode": "gpu-utilization"},
 }
 HYBRID_POOL: dict[str, Any] = {

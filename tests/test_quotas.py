@@ -4,6 +4,7 @@ NAT gateways and Elastic IPs, and the Lustre file system, in the plan summary an
 from __future__ import annotations
 
 from io import StringIO
+from itertools import combinations
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 from rich.console import Console
 
 from blueprint.plan.render import markdown, table
+from blueprint.plan.runner import list_stacks
 from components import catalog
 from components.catalog.quotas import count_quotas, instance_family, vcpu_group, vcpu_groups
 from components.planning.quotas import QuotaNeed, market_split, network_needs, stack_quotas, storage_needs
@@ -163,3 +165,17 @@ def test_the_operations_guide_states_each_stacks_quotas_as_the_plan_does(stack: 
     for quota in shipped_plan(stack)["summary"]["quotas"]:
         if quota["unit"] != "count" or quota["name"] == "EC2-VPC Elastic IPs":
             assert f"{quota['needed']:,}" in row, (quota["name"], row)
+
+
+def test_the_operations_guide_names_the_shipped_stacks_that_fill_the_default_elastic_ips_together() -> None:
+    """Two shipped stacks in one Region can use every Elastic IP of the default quota (5, [VPCQ]); the guide names
+    each such pair, as the plans count them."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "operations.md").read_text()
+    eips: dict[str, int] = {}
+    for stack in list_stacks():
+        (need,) = [q for q in shipped_plan(stack)["summary"]["quotas"] if q["quotaCode"] == "L-0263D0A3"]
+        eips[stack], default = need["needed"], need["default"]
+    full = [(a, b) for a, b in combinations(sorted(eips), 2) if eips[a] + eips[b] >= default]
+    assert full, "no two shipped stacks fill the default quota: drop this test and the guide's sentence"
+    for a, b in full:
+        assert f"`{a}` and `{b}` ({eips[a] + eips[b]})" in text, (a, b)

@@ -166,6 +166,23 @@ BROKEN: list[tuple[str, tuple[tuple[str, Any], ...], str, str]] = [
         "g6e.24xlarge",
     ),
     (
+        "autoscaled spot types of other vCPUs and memory",
+        (
+            (
+                "nodePools.1",
+                {
+                    "name": "l40s",
+                    "role": "inference",
+                    "instanceType": "g6e.12xlarge",
+                    "capacity": {"type": "spot", "spotInstanceTypes": ["g6e.24xlarge"]},
+                    "scaling": {"min": 0, "max": 4, "mode": "cluster-autoscaler"},
+                },
+            ),
+        ),
+        "nodePools[1] (l40s).capacity.spotInstanceTypes[0]",
+        "cluster-autoscaler sizes every node of the group as g6e.12xlarge",
+    ),
+    (
         "unsupported Kubernetes version",
         (("cluster.kubernetesVersion", "1.27"),),
         "cluster.kubernetesVersion",

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterator
 
 from components import catalog, tags
 from components.errors import Problem
-from components.planning.autoscaler_tags import autoscaler_tags
+from components.planning.autoscaler_tags import AUTOSCALED_MODES, autoscaler_tags
 from components.planning.efa import efa_interfaces
 from components.planning.pools import (
     ACCELERATOR_LABEL,
@@ -245,6 +245,33 @@ def spot_types_match_the_shape(p: Parsed) -> Iterator[Problem]:
             )
 
 
+def autoscaled_spot_types_match_cpu_and_memory(p: Parsed) -> Iterator[Problem]:
+    """A spot pool cluster-autoscaler resizes mixes only types with the primary type's vCPUs and memory:
+    cluster-autoscaler builds one node template per Auto Scaling group from its first instance type, so a larger
+    type's capacity is never counted and a smaller one is over-counted ([CASAWS]: a mixed instances policy needs the
+    same CPU and memory in every type)."""
+    for path, pool, instance in p.aws_pools():
+        c = pool.capacity
+        autoscaled = pool.scaling.mode in AUTOSCALED_MODES and pool.scaling.min < pool.scaling.max
+        if c.type != "spot" or instance is None or not autoscaled:
+            continue
+        for j, name in enumerate(c.spot_instance_types):
+            other = catalog.instance_types().get(name)
+            if other is None or other.gpu_shape != instance.gpu_shape:
+                continue  # spot_types_match_the_shape says why
+            if (other.vcpu, other.memory_gib) != (instance.vcpu, instance.memory_gib):
+                same = [t.name for t in catalog.instance_types().values()
+                        if t.name != instance.name and t.gpu_shape == instance.gpu_shape
+                        and (t.vcpu, t.memory_gib) == (instance.vcpu, instance.memory_gib)]  # fmt: skip
+                yield Problem(
+                    f"{path}.capacity.spotInstanceTypes[{j}]",
+                    f"{name} ({other.vcpu} vCPU, {other.memory_gib:g} GiB) differs from {instance.name} "
+                    f"({instance.vcpu} vCPU, {instance.memory_gib:g} GiB); cluster-autoscaler sizes every node of "
+                    f"the group as {instance.name}, so its types need the same vCPUs and memory "
+                    f"(same: {', '.join(same) or 'none in catalog'}; or scaling.mode fixed)",
+                )
+
+
 def _shape(t: catalog.InstanceType) -> str:
     return f"{t.gpu_count} x {t.gpu_model} {t.gpu_memory_gib:g} GiB" if t.is_gpu else "no GPU"
 
@@ -465,6 +492,7 @@ RULES = (
     system_pools_use_cpu_types,
     spot_settings_only_on_spot,
     spot_types_match_the_shape,
+    autoscaled_spot_types_match_cpu_and_memory,
     reservations_are_targeted,
     reservation_group_arn_has_its_shape,
     placement_fits_the_network,

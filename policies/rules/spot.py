@@ -4,7 +4,9 @@ drains interrupted nodes ([NTH] in docs/sources.md).
 
 from __future__ import annotations
 
+from components import catalog
 from components.catalog.versions import chart
+from components.planning.autoscaler_tags import ENABLED_TAG
 from policies.resources import (
     Stack,
     truthy,
@@ -22,20 +24,39 @@ def spot_instance_diversification(stack: Stack, config: Config) -> StackViolatio
     "Be flexible about instance types": each type is a separate spot capacity pool, so one type alone is
     interrupted and starved together (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/spot-best-practices.html).
     The types must share the GPU shape (model, count, memory per the catalog) and EFA device count, or pods sized
-    for one do not fit the other and the template's EFA wiring is wrong for it.
+    for one do not fit the other and the template's EFA wiring is wrong for it. On a group cluster-autoscaler
+    resizes they must also share vCPUs and memory ([CASAWS]), so there the minimum is capped at the catalog types
+    of that exact size.
     """
     minimum = int(config.get("minInstanceTypes") or 1)
     for pool in node_pools(stack):
         if pool.capacity_type != "spot":
             continue
         types = pool.instance_types
-        if len(types) < minimum:
+        entries = pool.catalog_entries()
+        needed = minimum
+        if ENABLED_TAG in pool.asg.tags() and entries:
+            first = entries[0]
+            sizes = {(e.vcpu, e.memory_gib) for e in entries}
+            if len(sizes) > 1:
+                yield (
+                    f"spot pool '{pool.name}' mixes vCPU and memory sizes {sorted(sizes)} under cluster-autoscaler, "
+                    f"which sizes every node as {first.name}",
+                    pool.asg.urn,
+                )
+            size = (first.vcpu, first.memory_gib)
+            same_size = [
+                t
+                for t in catalog.instance_types().values()
+                if t.gpu_shape == first.gpu_shape and (t.vcpu, t.memory_gib) == size
+            ]
+            needed = min(minimum, len(same_size))
+        if len(types) < needed:
             yield (
-                f"spot pool '{pool.name}' offers {len(types)} instance type(s) {types}; at least {minimum} are needed "
+                f"spot pool '{pool.name}' offers {len(types)} instance type(s) {types}; at least {needed} are needed "
                 "(mixedInstancesPolicy overrides)",
                 pool.asg.urn,
             )
-        entries = pool.catalog_entries()
         shapes = {e.gpu_shape for e in entries}
         if len(shapes) > 1:
             yield (f"spot pool '{pool.name}' mixes GPU shapes {sorted(map(str, shapes))}", pool.asg.urn)

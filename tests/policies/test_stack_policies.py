@@ -13,6 +13,7 @@ import pytest
 from pulumi_policy import StackValidationPolicy
 
 from components import tags
+from components.planning.autoscaler_tags import ENABLED_TAG
 from policies.pack import POLICIES
 from tests.builders import PLACEMENT_GROUP
 from tests.policies import Link, validate_stack
@@ -269,6 +270,26 @@ def test_spot_instance_diversification() -> None:
         )
     ]
     assert validate_stack("spot-instance-diversification", broken(single_type), config={"minInstanceTypes": 1}) == []
+
+
+def test_a_spot_group_cluster_autoscaler_resizes_keeps_one_vcpu_and_memory_size() -> None:
+    def autoscaled(records: list[Record]) -> None:
+        set_tag(find(records, "good-infer"), ENABLED_TAG, "true")
+        find(records, "good-infer")["inputs"]["mixedInstancesPolicy"]["launchTemplate"]["overrides"] = [
+            {"instanceType": "g6e.12xlarge"},
+            {"instanceType": "g6e.24xlarge"},
+        ]
+
+    [(name, message)] = validate_stack("spot-instance-diversification", broken(autoscaled))
+    assert name == "good-infer"
+    assert message.startswith("spot pool 'infer' mixes vCPU and memory sizes [(48, 384.0), (96, 768.0)]")
+
+    def autoscaled_single(records: list[Record]) -> None:
+        single_type(records)
+        set_tag(find(records, "good-infer"), ENABLED_TAG, "true")
+
+    # No other 4x L40S type has 48 vCPUs and 384 GiB, so one type is all cluster-autoscaler allows.
+    assert validate_stack("spot-instance-diversification", broken(autoscaled_single)) == []
 
 
 def test_spot_types_must_share_the_gpu_shape() -> None:

@@ -238,16 +238,22 @@ def dcgm_exporter_values(
     return values
 
 
+XID_WINDOW_MINUTES = 10
+"""How long a new XID code keeps GpuXidError firing (the gauge keeps the last code, so only its change is news)."""
+
+
 def prometheus_rules(alerts: Alerts) -> dict[str, Any]:
     """PrometheusRule groups on DCGM metrics (kube-prometheus-stack `additionalPrometheusRulesMap`).
 
-    XID: `DCGM_FI_DEV_XID_ERRORS` holds the last XID code, non-zero after any XID. ECC: an increase of the
-    double-bit (uncorrectable) volatile counter. Temperature and idle spend mirror the CloudWatch alarms.
+    XID: `DCGM_FI_DEV_XID_ERRORS` is a gauge holding the last XID code (dcgm-exporter's counters CSV), so it stays
+    non-zero after one XID: the rule fires while a non-zero code is new within the window, then resolves. ECC: an
+    increase of the double-bit (uncorrectable) volatile counter. Temperature and idle spend mirror the CloudWatch
+    alarms.
     """
     rules = [
         {
             "alert": "GpuXidError",
-            "expr": "DCGM_FI_DEV_XID_ERRORS != 0",
+            "expr": f"DCGM_FI_DEV_XID_ERRORS != 0 and changes(DCGM_FI_DEV_XID_ERRORS[{XID_WINDOW_MINUTES}m]) > 0",
             "labels": {"severity": "critical"},
             "annotations": {"summary": "GPU {{ $labels.gpu }} on {{ $labels.Hostname }} reported XID {{ $value }}"},
         },
