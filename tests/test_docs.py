@@ -126,7 +126,9 @@ def test_relative_links_resolve(doc: Path) -> None:
 def test_every_citation_links_to_its_source(doc: Path) -> None:
     """`[BC]` and `aws-gpu-facts.md §5f` in prose are links to their heading in docs/sources.md, which exists."""
     text = doc.read_text()
-    assert link_citations(text, sources_href(doc)) == text, f"{doc.name}: bare citations; run `schema --write`"
+    assert link_citations(text, sources_href(doc)) == text, (
+        f"{doc.name}: bare citations: link each as `[TAG](sources.md#tag)` (blueprint.citation_links.link_citations does it)"
+    )
     headings = {_slug(h) for h in _headings(SOURCES)}
     for label, target in CITATION_LINK.findall(text):
         path_part, _, anchor = target.partition("#")

@@ -15,7 +15,7 @@ from botocore.stub import Stubber
 from blueprint.plan import plan as plan_module
 from blueprint.preflight import account, command, evaluate
 from blueprint.preflight.needs import ADDON, Needs, needs_of, stack_needs
-from components.planning.pools import plan_pools
+from components.planning.stack_plan import plan_pools
 from tests.builders import P5, SYSTEM, CliResult, shipped_stack, stack_config
 
 AL2023 = (

@@ -202,7 +202,7 @@ def stack_needs(stack: str | None, config_file: Any) -> Needs:
     """Plan the stack offline (ConfigError on an invalid config, OSError on an unreadable file) and derive its needs."""
     from blueprint.deployer_policy import service_linked_role_services
     from blueprint.plan.plan import plan_stack  # imports pulumi and the providers: only here
-    from components.planning.pools import plan_pools
+    from components.planning.stack_plan import plan_pools
     from components.validation import validate_config
 
     planned = plan_stack(stack, config_file)

@@ -33,9 +33,13 @@ CLOUDWATCH_NAMESPACE = "amazon-cloudwatch"
 
 
 def upstream_root() -> Path:
-    """The shared reference folder: `$BLUEPRINT_UPSTREAM`, else `../shared/reference/upstream` beside the project."""
+    """The shared reference folder: `$BLUEPRINT_UPSTREAM`, else `shared/reference/upstream` beside the project or
+    beside the nearest folder above it that has one (a checkout in a subfolder of the workspace finds it too)."""
     override = os.environ.get(UPSTREAM_ENV)
-    return Path(override) if override else PROJECT_ROOT.parent / "shared" / "reference" / "upstream"
+    if override:
+        return Path(override)
+    candidates = [folder / "shared" / "reference" / "upstream" for folder in PROJECT_ROOT.parents]
+    return next((path for path in candidates if path.is_dir()), candidates[0])
 
 
 def charts_root() -> Path:
