@@ -127,7 +127,7 @@ def test_every_citation_links_to_its_source(doc: Path) -> None:
     """`[BC]` and `aws-gpu-facts.md §5f` in prose are links to their heading in docs/sources.md, which exists."""
     text = doc.read_text()
     assert link_citations(text, sources_href(doc)) == text, (
-        f"{doc.name}: bare citations: link each as `[TAG](sources.md#tag)` (blueprint.citation_links.link_citations does it)"
+        f"{doc.name}: bare citations: link each as `[TAG](sources.md#tag)` (citation_links.link_citations)"
     )
     headings = {_slug(h) for h in _headings(SOURCES)}
     for label, target in CITATION_LINK.findall(text):
