@@ -73,6 +73,12 @@ def test_a_zone_eks_refuses_for_cluster_subnets_fails_with_the_source() -> None:
     assert "network.availabilityZones" in refused.fix
 
 
+def test_a_refused_zone_only_warns_while_two_zones_are_left_for_the_cluster() -> None:
+    found = evaluate.zones(needs(zones=("us-east-1a", "us-east-1b", "us-east-1c")), ACCOUNT_ZONES)
+    assert statuses(found) == [("us-east-1a", "pass"), ("us-east-1b", "pass"), ("us-east-1c", "warn")]
+    assert "use1-az3" in found[2].detail
+
+
 def test_a_zone_the_account_lacks_or_maps_elsewhere_fails() -> None:
     mapped = needs(availabilityZoneIds={"us-east-1a": "use1-az1", "us-east-1b": "use1-az6"})
     assert statuses(evaluate.zones(mapped, ACCOUNT_ZONES)) == [("us-east-1a", "fail"), ("us-east-1b", "pass")]
@@ -182,6 +188,9 @@ def test_the_site_gateway_and_its_routes() -> None:
     assert [f.subject for f in partly if f.status == "fail"] == [f"{n.site.transit_gateway_id} -> 192.168.128.0/18"]
     assert evaluate.site(n.site, None, {})[0].status == "fail"
     assert evaluate.site(n.site, {"State": "pending"}, routed)[0].status == "fail"
+    # no default association route table: nothing to search, so the routes are left to check after the deploy
+    unsearched = evaluate.site(n.site, gateway, None)
+    assert [f.status for f in unsearched] == ["pass", "skip"] and "route table" in unsearched[1].detail
 
 
 # ---------------------------------------------------------------------------------------- the calls, stubbed
@@ -278,6 +287,25 @@ def test_quota_checks_stubbed(stubbed: Any, p_quota: float, eips: int, status: s
     found = account.quota_checks(n, clients)
     coded = {f.status for f in found if "no code" not in f.subject}
     assert coded == ({"pass"} if status == "pass" else {"pass", "fail"})
+
+
+def test_a_quota_with_no_applied_value_reads_the_aws_default(stubbed: Any) -> None:
+    clients, stubs = stubbed
+    n = needs()
+    for need in n.quotas:
+        if need.quota.code is None:
+            continue
+        key = {"ServiceCode": need.quota.service, "QuotaCode": need.quota.code}
+        if need.quota.code == "L-417A185B":
+            stubs["service-quotas"].add_client_error("get_service_quota", "NoSuchResourceException", "none", 404, key)
+            answer = {"Quota": {**key, "Value": 96.0}}
+            stubs["service-quotas"].add_response("get_aws_default_service_quota", answer, key)
+        else:
+            stubs["service-quotas"].add_response("get_service_quota", {"Quota": {**key, "Value": 10000.0}}, key)
+    stubs["ec2"].add_response("describe_addresses", {"Addresses": []}, {})
+    found = account.quota_checks(n, clients)
+    p5 = [f for f in found if "L-417A185B" in f.subject]
+    assert p5 and {f.status for f in p5} == {"fail"} and "96" in p5[0].detail
 
 
 @pytest.mark.parametrize(("published", "status"), [("v1.22.4-eksbuild.3", "pass"), ("v1.22.5-eksbuild.1", "fail")])

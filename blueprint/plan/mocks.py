@@ -23,7 +23,7 @@ import pulumi
 from pulumi.runtime import rpc
 from pulumi.runtime.mocks import MockCallArgs, MockMonitor, MockResourceArgs
 
-from components.catalog.zones import region_zones
+from components.catalog.zones import eks_refused_zone_ids, region_zones
 
 ACCOUNT_ID = "123456789012"
 FAKE_CA = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nMIIBofflineplan\n-----END CERTIFICATE-----\n").decode()
@@ -85,9 +85,14 @@ class PlanMocks(pulumi.runtime.Mocks):
         self.region = region
         known = region_zones(region)
         #: The Region's AZ names and IDs as the catalog lists them (components/catalog/zones.yaml), paired in order:
-        #: one account's possible mapping. A Region the catalog does not list gets `<region>a` to `<region>f`.
+        #: one account's possible mapping. Where each account maps names its own way, the IDs EKS refuses pair with
+        #: the last names, so the plan does not drop a cluster subnet for a zone a real account may well not have
+        #: there. A Region the catalog does not list gets `<region>a` to `<region>f`.
         self.azs = list(known.names) if known else [f"{region}{suffix}" for suffix in "abcdef"]
-        self.az_ids = list(known.ids) if known else [f"{region}-az{i + 1}" for i in range(len(self.azs))]
+        ids = list(known.ids) if known else [f"{region}-az{i + 1}" for i in range(len(self.azs))]
+        if known and known.mapping == "independent":
+            ids.sort(key=lambda zone_id: zone_id in eks_refused_zone_ids())  # stable: the rest keep their order
+        self.az_ids = ids
         self._decoded = threading.local()
         #: Every provider invoke the program made, by token: what the deployer's policy must also allow
         #: (`blueprint.deployer_policy`).

@@ -93,6 +93,13 @@ def quota_checks(needs: Needs, clients: Clients) -> list[Finding]:
             values[code] = None
             if error.response.get("Error", {}).get("Code") != "NoSuchResourceException":
                 problems.append(denied("quotas", "servicequotas:GetServiceQuota", error))
+                continue
+            # no value applied to this account: the AWS default is the quota (Service Quotas API reference)
+            try:
+                default = quotas.get_aws_default_service_quota(ServiceCode=need.quota.service, QuotaCode=code)
+                values[code] = default["Quota"]["Value"]
+            except ClientError as default_error:
+                problems.append(denied("quotas", "servicequotas:GetAWSDefaultServiceQuota", default_error))
     in_use = None
     if needs.nat_gateways:
         try:
@@ -172,8 +179,10 @@ def site_checks(needs: Needs, clients: Clients) -> list[Finding]:
         action = "ec2:DescribeVpnGateways" if site.virtual_private_gateway_id else "ec2:DescribeTransitGateways"
         return [denied("site", action, error)]
     gateway = gateways[0] if gateways else None
-    routes: dict[str, bool] = {}
     table = (gateway or {}).get("Options", {}).get("AssociationDefaultRouteTableId")
+    if gateway is not None and not table:
+        return evaluate.site(site, gateway, None)
+    routes: dict[str, bool] = {}
     for cidr in site.cidrs if table else ():
         try:
             answer = ec2.search_transit_gateway_routes(

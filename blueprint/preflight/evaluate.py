@@ -22,11 +22,13 @@ ELASTIC_IPS = count_quotas()["elastic_ips"].code
 
 
 def zones(needs: Needs, account_zones: Mapping[str, str]) -> list[Finding]:
-    """Each AZ of the network exists for this account; its ID agrees with `network.availabilityZoneIds`; and it is
-    not one EKS refuses for a cluster's subnets (every private subnet is one). `account_zones`: name -> zone ID
-    (DescribeAvailabilityZones)."""
+    """Each AZ of the network exists for this account; its ID agrees with `network.availabilityZoneIds`; and a zone
+    EKS refuses for a cluster's subnets only warns while two others are left for the cluster. `account_zones`: name ->
+    zone ID (DescribeAvailabilityZones)."""
     refused = eks_refused_zone_ids()
     listed = LIST_ZONE_IDS.format(region=needs.region)
+    #: Zones whose subnets the cluster gets: the program leaves the refused ones out (components.network).
+    accepted = sum(1 for name in needs.zones if account_zones.get(name) not in (None, *refused))
     out = []
     for name in needs.zones:
         zone_id = account_zones.get(name)
@@ -40,6 +42,17 @@ def zones(needs: Needs, account_zones: Mapping[str, str]) -> list[Finding]:
                     f"use AZs your account has in network.availabilityZones (`{listed}`)",
                 )
             )
+        elif zone_id in refused and accepted >= 2:
+            out.append(
+                Finding(
+                    "zones",
+                    "warn",
+                    name,
+                    f"{name} is {zone_id} in this account, where EKS places no cluster subnet "
+                    f"({EKS_SUBNET_REQUIREMENTS}): the cluster gets the subnets of the other zones, nodes use all",
+                    f"nothing to do; to keep every zone for the cluster, replace {name} in network.availabilityZones",
+                )
+            )
         elif zone_id in refused:
             out.append(
                 Finding(
@@ -47,7 +60,8 @@ def zones(needs: Needs, account_zones: Mapping[str, str]) -> list[Finding]:
                     "fail",
                     name,
                     f"{name} is {zone_id} in this account, where EKS places no cluster subnet "
-                    f"({EKS_SUBNET_REQUIREMENTS}); CreateCluster would fail with UnsupportedAvailabilityZoneException",
+                    f"({EKS_SUBNET_REQUIREMENTS}), and fewer than the two zones a cluster needs are left: "
+                    "CreateCluster would fail",
                     f"replace {name} in network.availabilityZones with another AZ of {needs.region}, and record the "
                     f"IDs in network.availabilityZoneIds",
                 )
@@ -272,12 +286,13 @@ def _reservation(need: ReservationNeeds, got: Mapping[str, object] | None, now: 
 def site(
     site_needs: SiteNeeds | None,
     gateway: Mapping[str, Any] | None,
-    routes: Mapping[str, bool],
+    routes: Mapping[str, bool] | None,
 ) -> list[Finding]:
     """The site's gateway exists and is available; a transit gateway routes each of the site's CIDRs (an active route
     covering it in the route table the VPC's attachment will be associated with); a virtual private gateway is
     attached to no other VPC. `gateway`: the DescribeTransitGateways / DescribeVpnGateways entry (None when unknown);
-    `routes`: CIDR -> whether an active route covers it (SearchTransitGatewayRoutes)."""
+    `routes`: CIDR -> whether an active route covers it (SearchTransitGatewayRoutes), None when the transit gateway
+    has no default association route table to search (the attachment's table is chosen when it is associated)."""
     if site_needs is None:
         return []
     gateway_id = site_needs.transit_gateway_id or site_needs.virtual_private_gateway_id or ""
@@ -305,12 +320,23 @@ def site(
             out.append(
                 Finding(
                     "site",
-                    "fail",
+                    "warn",
                     gateway_id,
-                    f"already attached to {attached[0].get('VpcId')}",
-                    "a virtual private gateway serves one VPC: detach it or use a transit gateway",
+                    f"attached to {attached[0].get('VpcId')}: fine if that is this stack's VPC (a run after a deploy)",
+                    "otherwise detach it or use a transit gateway: a virtual private gateway serves one VPC",
                 )
             )
+        return out
+    if routes is None:
+        out.append(
+            Finding(
+                "site",
+                "skip",
+                gateway_id,
+                "no default association route table: the routes depend on the table the VPC's attachment joins",
+                "after `pulumi up`, check that the attachment's route table routes each site CIDR",
+            )
+        )
         return out
     for cidr in site_needs.cidrs:
         if routes.get(cidr):

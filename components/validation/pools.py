@@ -252,7 +252,8 @@ def autoscaled_spot_types_match_cpu_and_memory(p: Parsed) -> Iterator[Problem]:
     same CPU and memory in every type)."""
     for path, pool, instance in p.aws_pools():
         c = pool.capacity
-        autoscaled = pool.scaling.mode in AUTOSCALED_MODES and pool.scaling.min < pool.scaling.max
+        # every pool in an autoscaled mode carries the autoscaler's tags (min == max too), which the pack checks
+        autoscaled = pool.scaling.mode in AUTOSCALED_MODES
         if c.type != "spot" or instance is None or not autoscaled:
             continue
         for j, name in enumerate(c.spot_instance_types):
