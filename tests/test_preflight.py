@@ -16,7 +16,7 @@ from blueprint.plan import plan as plan_module
 from blueprint.preflight import account, command, evaluate
 from blueprint.preflight.needs import ADDON, Needs, needs_of, stack_needs
 from components.planning.stack_plan import plan_pools
-from tests.builders import P5, SYSTEM, CliResult, shipped_stack, stack_config
+from tests.builders import HYBRID_POOL, P5, SYSTEM, CliResult, shipped_stack, stack_config
 
 AL2023 = (
     "/aws/service/eks/optimized-ami/1.35/amazon-linux-2023/x86_64/{}/amazon-eks-node-al2023-x86_64-{}-1.35-v20260714"
@@ -38,15 +38,7 @@ RESERVED: dict[str, Any] = {
         "endTime": "2026-12-01T11:30:00Z",
     },
 }
-HYBRID = {
-    "name": "a40",
-    "kind": "hybrid",
-    "role": "inference",
-    "gpuModel": "A40",
-    "gpusPerNode": 4,
-    "nodes": 2,
-    "network": {"remoteNodeCidrs": ["192.168.100.0/24"], "remotePodCidrs": ["192.168.128.0/18"]},
-}
+HYBRID = HYBRID_POOL
 
 
 def needs(*pools: dict[str, Any], zones: tuple[str, ...] = ("us-east-1a", "us-east-1b"), **network: Any) -> Needs:
