@@ -92,6 +92,13 @@ def test_a_pool_in_an_az_that_does_not_offer_its_type_is_refused() -> None:
     assert "use1-az6 (us-east-1c)" in found[0].message
 
 
+def test_a_spot_list_that_repeats_the_primary_type_names_each_type_once() -> None:
+    capacity = {"type": "spot", "spotInstanceTypes": ["p6-b200.48xlarge"]}
+    pool = {**B200, "capacity": capacity, "placement": {"availabilityZones": ["us-east-1a"]}}
+    (found,) = offering_problems([pool], availabilityZoneIds=US_EAST_1_IDS)
+    assert "does not offer p6-b200.48xlarge;" in found.message
+
+
 def test_a_pool_in_an_az_that_offers_its_type_passes() -> None:
     pool = {**B200, "placement": {"availabilityZones": ["us-east-1c"]}}
     assert offering_problems([pool], availabilityZoneIds=US_EAST_1_IDS) == []

@@ -92,7 +92,7 @@ def pools_launch_where_their_type_is_offered(p: Parsed) -> Iterator[Problem]:
 def _types(pool: NodePool, instance: InstanceType | None) -> list[str]:
     """The pool's instance type (named, or resolved from its GPU model) and its spot alternatives."""
     name = pool.instance_type or (instance.name if instance else None)
-    return [t for t in (name, *pool.capacity.spot_instance_types) if t]
+    return list(dict.fromkeys(t for t in (name, *pool.capacity.spot_instance_types) if t))  # each type once
 
 
 def _offered(types: list[str], known: RegionOfferings) -> frozenset[str] | None:
