@@ -14,16 +14,14 @@ import json
 import os
 import sys
 import tomllib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn
 
 from blueprint import exit_codes, terminal
 from blueprint.exit_codes import CONFIG, FAILED, IO, OK, USAGE
 from components.errors import ConfigError
-
-T = TypeVar("T")
 
 #: The distribution `pip install` knows this package by (pyproject.toml's `project.name`).
 DISTRIBUTION = "gpu-clusters"
@@ -252,7 +250,7 @@ def _run(argv: Sequence[str] | None) -> int:
     try:
         from blueprint.plan.plan import make_plan  # imports pulumi and the providers: only when planning
 
-        plan, code = _reporting(lambda: make_plan(args.stack, args.config, args.policy_config))
+        plan, code = terminal.reporting(lambda: make_plan(args.stack, args.config, args.policy_config))
     finally:
         if collecting and argv is not None:
             gc.enable()
@@ -268,19 +266,6 @@ def _run(argv: Sequence[str] | None) -> int:
     if argv is None:  # the console script: the process ends here (callers passing argv keep their interpreter)
         atexit.register(_skip_teardown, code)
     return code
-
-
-def _reporting(action: Callable[[], T]) -> tuple[T | None, int]:
-    """`action()` and OK; or, when it raises, the problem on stderr and its exit code: an invalid stack file is
-    CONFIG, a file that cannot be read is IO."""
-    try:
-        return action(), OK
-    except ConfigError as error:
-        terminal.error(str(error))
-        return None, CONFIG
-    except OSError as error:
-        terminal.error(terminal.os_error(error))
-        return None, IO
 
 
 def _check_policy_config(path: Path) -> int:
@@ -330,7 +315,7 @@ def _deployer_policy(args: argparse.Namespace) -> int:
     """Print the stack's deployer policy (managed policies by name)."""
     from blueprint.deployer_policy import stack_policy_text
 
-    text, code = _reporting(lambda: stack_policy_text(args.stack, args.config))
+    text, code = terminal.reporting(lambda: stack_policy_text(args.stack, args.config))
     if text is not None:
         print(text, end="")
     return code

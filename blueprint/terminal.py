@@ -10,8 +10,15 @@ import errno
 import os
 import shutil
 import sys
+from collections.abc import Callable
+from typing import TypeVar
 
 from rich.console import Console
+
+from blueprint.exit_codes import CONFIG, IO, OK
+from components.errors import ConfigError
+
+T = TypeVar("T")
 
 #: Columns when COLUMNS is unset and stdout is no terminal (a file, a pipe, a CI log): the plan's pools table keeps
 #: most cells on one line, and a log viewer shows it without scrolling sideways.
@@ -58,3 +65,16 @@ def quiet_stdout() -> None:
         os.dup2(devnull, sys.stdout.fileno())
     except (OSError, ValueError):  # a stdout without a file descriptor (a test's capture): nothing to flush later
         pass
+
+
+def reporting(action: Callable[[], T]) -> tuple[T | None, int]:
+    """`action()` and OK; or, when it raises, the problem on stderr and its exit code: an invalid stack file is
+    CONFIG, a file that cannot be read is IO."""
+    try:
+        return action(), OK
+    except ConfigError as problem:
+        error(str(problem))
+        return None, CONFIG
+    except OSError as problem:
+        error(os_error(problem))
+        return None, IO

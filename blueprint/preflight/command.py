@@ -7,9 +7,8 @@ import json
 from typing import Any
 
 from blueprint import terminal
-from blueprint.exit_codes import CONFIG, FAILED, IO, OK
+from blueprint.exit_codes import FAILED, IO, OK
 from blueprint.preflight.findings import Finding, failed
-from components.errors import ConfigError
 
 #: How each status is shown in the table.
 STYLES = {"pass": "green", "fail": "bold red", "warn": "yellow", "skip": "dim"}
@@ -42,14 +41,9 @@ def preflight(args: argparse.Namespace) -> int:
     from blueprint.preflight.account import run_checks
     from blueprint.preflight.needs import stack_needs
 
-    try:
-        needs = stack_needs(args.stack, args.config)
-    except ConfigError as error:
-        terminal.error(str(error))
-        return CONFIG
-    except OSError as error:
-        terminal.error(terminal.os_error(error))
-        return IO
+    needs, code = terminal.reporting(lambda: stack_needs(args.stack, args.config))
+    if needs is None:
+        return code
     try:
         findings = run_checks(needs, session_clients(needs.region))
     except BotoCoreError as error:
