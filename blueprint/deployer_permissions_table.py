@@ -153,12 +153,6 @@ INVOKES: dict[str, dict[str, Any]] = {
         "source": "SARIAM",
         "note": "reads the deployer's role to turn an assumed-role session into the role",
     },
-    "aws:iam/getRoles:getRoles": {
-        "actions": ["iam:ListRoles", "iam:CreateServiceLinkedRole", "iam:GetRole"],
-        "source": "SARIAM",
-        "note": "cluster.autoscalingServiceLinkedRole: auto lists the roles and creates the EC2 Auto Scaling "
-        "service-linked role when it is absent (components/cluster.py); it is kept on destroy",
-    },
     "aws:ssm/getParameter:getParameter": {
         "actions": ["ssm:GetParameter"],
         "source": "SARSSM",

@@ -17,13 +17,15 @@ from typing import Any
 
 from components.catalog import deployer_permissions
 from components.catalog.regions import partitions
+from components.planning.key_policy import SERVICE_LINKED_ROLE_PREFIXES
 from components.tags import CLUSTER as CLUSTER_TAG
 
 ROOT = Path(__file__).resolve().parents[1]
 POLICY_DIR = ROOT / "docs" / "deployer-policy"
 ROLE = "aws:iam/role:Role"
+SERVICE_LINKED_ROLE = "aws:iam/serviceLinkedRole:ServiceLinkedRole"
 #: IAM actions the deployer makes on roles that are not the stack's own (its own role, read by
-#: `aws.iam.get_session_context`) or on the account (listing roles for the Auto Scaling service-linked role).
+#: `aws.iam.get_session_context`) or on the account.
 IAM_ACCOUNT_ACTIONS = frozenset({"iam:GetRole", "iam:ListRoles", "iam:GetPolicy"})
 #: Service-linked roles live under this path; creating one grants the deployer nothing.
 SERVICE_LINKED_ACTIONS = frozenset(
@@ -31,8 +33,6 @@ SERVICE_LINKED_ACTIONS = frozenset(
 )
 #: EKS actions that act on no cluster (Service Authorization Reference for Amazon EKS: no resource type).
 EKS_ACCOUNT_ACTIONS = frozenset({"eks:ListClusters", "eks:DescribeAddonVersions", "eks:DescribeAddonConfiguration"})
-#: Invokes that may create a service-linked role: `autoscalingServiceLinkedRole: auto` (components/cluster.py).
-INVOKE_SERVICE_LINKED_ROLES = {"aws:iam/getRoles:getRoles": ("autoscaling.amazonaws.com",)}
 #: FSx creates a role per file system linked to S3 under this path and the creator attaches its policies (FSx for
 #: Lustre User Guide, using service-linked roles; AmazonFSxFullAccess grants the same two actions on this path).
 FSX_S3_SERVICE = "s3.data-source.lustre.fsx.amazonaws.com"
@@ -138,24 +138,42 @@ def deployer_policy(plan: dict[str, Any], invokes: Iterable[str]) -> dict[str, A
                 {"StringEquals": {"iam:PassedToService": services}},
             )
         )
-    linked = service_linked_role_services(resources, invokes)
+    linked = service_linked_role_services(resources)
+    own = own_service_linked_roles(resources, iam_arn)
     if iam & SERVICE_LINKED_ACTIONS and linked:
-        slr_arns = [f"{iam_arn}:role/aws-service-role/{service}/*" for service in linked]
+        # The roles services create on first use, anywhere under their path; the stack's own ones, by name.
+        created = [f"{iam_arn}:role/aws-service-role/{service}/*" for service in linked if service not in own]
+        created += [arn for arns in own.values() for arn in arns]
         if "iam:CreateServiceLinkedRole" in iam:
             statements.append(
                 _statement(
                     "CreateTheServiceLinkedRolesTheStackUses",
                     ["iam:CreateServiceLinkedRole"],
-                    slr_arns,
+                    created,
                     {"StringEquals": {"iam:AWSServiceName": list(linked)}},
                 )
             )
-        if iam & SERVICE_LINKED_ACTIONS - {"iam:CreateServiceLinkedRole"}:
-            statements.append(
-                _statement(
-                    "ServiceLinkedRoles", iam & SERVICE_LINKED_ACTIONS - {"iam:CreateServiceLinkedRole"}, slr_arns
-                )
+    if own:
+        statements.append(
+            _statement(
+                "ManageTheStacksOwnServiceLinkedRoles",
+                set(deployer_permissions.resource_actions(SERVICE_LINKED_ROLE))
+                - {"iam:CreateServiceLinkedRole"}
+                - IAM_ACCOUNT_ACTIONS,
+                [arn for arns in own.values() for arn in arns],
             )
+        )
+    if own:
+        # A group given a custom-suffix role needs the caller to pass it (Amazon EC2 Auto Scaling User Guide,
+        # identity-based policy examples, "Restrict which service-linked role can be passed").
+        statements.append(
+            _statement(
+                "PassTheStacksServiceLinkedRolesToTheirServices",
+                ["iam:PassRole"],
+                [arn for arns in own.values() for arn in arns],
+                {"StringEquals": {"iam:PassedToService": sorted(own)}},
+            )
+        )
     if FSX_S3_SERVICE in linked:
         statements.append(
             _statement(
@@ -166,12 +184,12 @@ def deployer_policy(plan: dict[str, Any], invokes: Iterable[str]) -> dict[str, A
         )
     if iam & IAM_ACCOUNT_ACTIONS:
         statements.append(_statement("ReadRolesAndPolicies", iam & IAM_ACCOUNT_ACTIONS, ["*"]))
-    own = iam - {"iam:PassRole"} - SERVICE_LINKED_ACTIONS - IAM_ACCOUNT_ACTIONS
-    if own:
+    managed = iam - {"iam:PassRole"} - SERVICE_LINKED_ACTIONS - IAM_ACCOUNT_ACTIONS
+    if managed:
         statements.append(
             _statement(
                 "ManageTheStacksRolesAndInstanceProfiles",
-                own,
+                managed,
                 [*_role_patterns(resources, prefix, iam_arn), f"{iam_arn}:instance-profile/{prefix}*"],
             )
         )
@@ -206,13 +224,28 @@ def deployer_policy(plan: dict[str, Any], invokes: Iterable[str]) -> dict[str, A
     return {"Version": "2012-10-17", "Statement": statements}
 
 
-def service_linked_role_services(resources: Iterable[dict[str, Any]], invokes: Iterable[str]) -> list[str]:
-    """The services whose service-linked roles the stack's resources and invokes may create, sorted."""
+def service_linked_role_services(resources: Iterable[dict[str, Any]]) -> list[str]:
+    """The services whose service-linked roles the stack's resources may create, sorted: those created on a
+    resource's first use, and those of the stack's own `ServiceLinkedRole` resources."""
+    resources = list(resources)
     services = {
         s for r in resources if r["custom"] for s in deployer_permissions.service_linked_role_services(r["type"])
     }
-    services.update(s for token in invokes for s in INVOKE_SERVICE_LINKED_ROLES.get(token, ()))
+    services.update(r["inputs"]["awsServiceName"] for r in resources if r["type"] == SERVICE_LINKED_ROLE)
     return sorted(services)
+
+
+def own_service_linked_roles(resources: Iterable[dict[str, Any]], iam_arn: str) -> dict[str, list[str]]:
+    """`{service: ARN patterns}` of the service-linked roles the stack creates itself, named as IAM names them:
+    `<the service's prefix>_<custom suffix>` under `/aws-service-role/<service>/`."""
+    out: dict[str, list[str]] = defaultdict(list)
+    for r in resources:
+        if r["type"] != SERVICE_LINKED_ROLE:
+            continue
+        service, suffix = r["inputs"]["awsServiceName"], r["inputs"].get("customSuffix")
+        name = SERVICE_LINKED_ROLE_PREFIXES[service] + (f"_{suffix}" if suffix else "")
+        out[service].append(f"{iam_arn}:role/aws-service-role/{service}/{name}")
+    return dict(out)
 
 
 def bucket_patterns(resources: Iterable[dict[str, Any]], partition: str) -> list[str]:

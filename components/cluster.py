@@ -27,9 +27,9 @@ from components.context import stateful_options
 from components.identity import aws_managed_policy_arn
 from components.network import Network
 from components.planning.key_policy import (
-    AUTOSCALING_ROLE_NAME,
-    AUTOSCALING_ROLE_PATH,
     AUTOSCALING_SERVICE,
+    autoscaling_role_description,
+    autoscaling_role_suffix,
     cluster_key_policy,
     control_plane_key_policy,
 )
@@ -101,18 +101,6 @@ def access_policy_arn(partition: pulumi.Input[str], policy: str) -> pulumi.Outpu
     return pulumi.Output.concat("arn:", partition, ":eks::aws:cluster-access-policy/", policy)
 
 
-def autoscaling_role_exists(parent: pulumi.Resource) -> bool:
-    """Whether the account already has the Auto Scaling service-linked role (`cluster.autoscalingServiceLinkedRole:
-    auto`). One IAM `ListRoles` at deploy time; `aws.iam.get_roles` answers an empty list, not an error, when nothing
-    matches."""
-    found = aws.iam.get_roles(
-        path_prefix=AUTOSCALING_ROLE_PATH,
-        name_regex=f"^{AUTOSCALING_ROLE_NAME}$",
-        opts=pulumi.InvokeOptions(parent=parent),
-    )
-    return AUTOSCALING_ROLE_NAME in found.names
-
-
 def deployer_sources(endpoint: EndpointAccess, vpc_cidr: str) -> list[tuple[str, str, str]]:
     """`(resource suffix, kind, source)` of every network the stack admits to the private endpoint (TCP 443 on the
     cluster security group): `kind` is `cidr` or `security-group`. The EKS user guide ("Accessing a private only API
@@ -130,7 +118,8 @@ class EksCluster(pulumi.ComponentResource):
 
     Attributes: `cluster` (aws.eks.Cluster), `name`, `arn`, `endpoint`, `certificate_authority` (base64),
     `cluster_security_group_id` (EKS-managed), `node_security_group` / `node_security_group_id`, `kms_key`,
-    `role`, `admin_entries` ({resource name: AccessEntry}).
+    `autoscaling_role` (the stack's Auto Scaling service-linked role, which every node group uses), `role`,
+    `admin_entries` ({resource name: AccessEntry}).
 
     `remote_network` is the planned `remoteNetworkConfig` of the hybrid pools
     (`components.planning.hybrid.remote_network_config`), None without hybrid pools; `key_protection` the
@@ -200,17 +189,17 @@ class EksCluster(pulumi.ComponentResource):
         """The key for secrets envelope encryption, reused for volumes and file systems. Losing it makes every
         object encrypted with it unreadable, so it gets the stateful protection."""
         cluster_name = self.cluster_name
-        role = self._autoscaling_service_linked_role()
+        self.autoscaling_role = self._autoscaling_service_linked_role()
         self.kms_key = aws.kms.Key(
             f"{cluster_name}-eks",
             description=f"EKS secrets and data encryption for cluster {cluster_name}",
             enable_key_rotation=True,
             deletion_window_in_days=KMS_DELETION_WINDOW_DAYS,
-            policy=pulumi.Output.all(account_id, self.partition).apply(
-                lambda v: json.dumps(cluster_key_policy(v[0], v[1], self.region, cluster_name))
+            policy=pulumi.Output.all(account_id, self.partition, self.autoscaling_role.arn).apply(
+                lambda v: json.dumps(cluster_key_policy(v[0], v[1], self.region, cluster_name, v[2]))
             ),
             tags={**self.tags, STATEFUL: "true"},
-            opts=stateful_options(protection, self, depends_on=[role] if role is not None else []),
+            opts=stateful_options(protection, self, depends_on=[self.autoscaling_role]),
         )
         aws.kms.Alias(
             f"{cluster_name}-eks",
@@ -219,21 +208,21 @@ class EksCluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
 
-    def _autoscaling_service_linked_role(self) -> aws.iam.ServiceLinkedRole | None:
-        """The Auto Scaling service-linked role the key policy names, created when the account lacks it (a new
-        account), so the key's creation never names a missing principal: KMS refuses that
-        (MalformedPolicyDocumentException, https://repost.aws/knowledge-center/kms-policy-error-invalid-principals),
-        and AWS creates the role only with the account's first Auto Scaling group or from the console; through the API
-        it must be created (https://github.com/hashicorp/terraform-provider-aws/issues/28644), and creating it again
-        fails ("has been taken"). Retained on delete: every Auto Scaling group of the account uses it. With `auto`,
-        once it exists the next `up` drops it from the stack's state only."""
-        mode = self.config.autoscaling_service_linked_role
-        if mode == "existing" or (mode == "auto" and autoscaling_role_exists(self)):
-            return None
+    def _autoscaling_service_linked_role(self) -> aws.iam.ServiceLinkedRole:
+        """This stack's own EC2 Auto Scaling service-linked role, `AWSServiceRoleForAutoScaling_<cluster>.<region>`,
+        which the key policy names and every node group is given (`service_linked_role_arn`). Created before the key:
+        KMS refuses a key policy naming a principal that does not exist (MalformedPolicyDocumentException,
+        https://repost.aws/knowledge-center/kms-policy-error-invalid-principals). Its own role, not the account's
+        default one, so nothing is looked up, no two stacks create the same role, and `pulumi destroy` deletes it
+        after the groups (IAM refuses while a group still uses it: docs/network-and-cluster.md, "The Auto Scaling
+        service-linked role"); custom suffixes: Amazon EC2 Auto Scaling User Guide, service-linked roles."""
         return aws.iam.ServiceLinkedRole(
-            f"{self.cluster_name}-autoscaling",
+            f"{self.cluster_name}-autoscaling-role",
             aws_service_name=AUTOSCALING_SERVICE,
-            opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True),
+            custom_suffix=autoscaling_role_suffix(self.cluster_name, self.region),
+            description=autoscaling_role_description(self.cluster_name, self.region),
+            tags=self.tags,
+            opts=pulumi.ResourceOptions(parent=self),
         )
 
     def _encryption_policy(self) -> aws.iam.RolePolicy:

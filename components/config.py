@@ -210,11 +210,6 @@ class ClusterConfig(Model):
     """The Bottlerocket release every `bottlerocket` pool boots, e.g. `1.42.0`; required when a pool uses
     Bottlerocket (no default: the catalog pins no Bottlerocket release). Changing it rolls pools as `amiRelease`
     does."""
-    autoscaling_service_linked_role: Literal["auto", "create", "existing"] = "auto"
-    """The account's EC2 Auto Scaling service-linked role, which the cluster's KMS key policy names (nodes launch
-    with volumes encrypted by that key), and which must exist before the key: `auto` (default) looks it up at deploy
-    time and creates it when absent, `create` creates it (a new account), `existing` assumes it (any account that
-    has used Auto Scaling). A created role is retained on `pulumi destroy`: it is account-wide."""
 
 
 # ---------------------------------------------------------------------------------------------------------- network
@@ -472,6 +467,12 @@ class HybridNetwork(Model):
 
 #: Keys people write that no model reads, each with the reason: refused with it rather than with a spelling hint.
 UNSUPPORTED_KEYS: dict[type[Model], dict[str, str]] = {
+    ClusterConfig: {
+        "autoscalingServiceLinkedRole": "no longer a setting: every stack creates its own Auto Scaling service-linked "
+        "role, AWSServiceRoleForAutoScaling_<cluster.name>.<aws:region>, names it in the KMS key policy and on every "
+        "node group, and deletes it on `pulumi destroy` (docs/network-and-cluster.md, 'The Auto Scaling "
+        "service-linked role'); remove the key",
+    },
     HybridNetwork: {
         "uplinkGbps": "not supported: nothing the stack plans crosses the site's uplink (hybrid nodes mount neither "
         "FSx for Lustre nor EFS; an existing NFS server's bandwidth is storage.nfs.bandwidthGbps); remove it",

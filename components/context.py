@@ -63,6 +63,8 @@ class ClusterContext:
     node_instance_profile_arn: pulumi.Output[str]
     #: The customer-managed KMS key of the cluster (secrets envelope encryption; reused for EBS/FSx/EFS/S3/SQS).
     kms_key_arn: pulumi.Output[str]
+    #: The stack's own EC2 Auto Scaling service-linked role, the one the key policy names: every group uses it.
+    autoscaling_role_arn: pulumi.Output[str]
     k8s_provider: k8s.Provider
     pod_identity_role: PodIdentityRoleFactory
     #: Resources a Kubernetes object must wait for (e.g. the system pool, so controllers have somewhere to run).

@@ -143,6 +143,7 @@ class GpuCluster(pulumi.ComponentResource):
             node_role_arn=self.node_identity.role_arn,
             node_instance_profile_arn=self.node_identity.instance_profile_arn,
             kms_key_arn=self.eks.kms_key.arn,
+            autoscaling_role_arn=self.eks.autoscaling_role.arn,
             # Kubernetes objects go through the private endpoint from the site: not before the routes there exist.
             k8s_provider=kubernetes_access.kubernetes_provider(
                 f"{name}-k8s",

@@ -243,6 +243,9 @@ class NodePool(pulumi.ComponentResource):
           change, which is what starts an instance refresh;
         - `wait_for_capacity_timeout="0"`: a capacity block that starts next week or a spot market without capacity
           must not fail the deployment; the autoscaler owns reaching the size.
+
+        The group launches as the stack's own Auto Scaling service-linked role, the one the cluster key's policy names
+        (`components.cluster`); without it Auto Scaling would use, or first create, the account's default role.
         """
         plan, ctx = self.plan, self._ctx
         version = self.launch_template.latest_version.apply(str)
@@ -264,6 +267,7 @@ class NodePool(pulumi.ComponentResource):
             health_check_grace_period=HEALTH_CHECK_GRACE_SECONDS,
             wait_for_capacity_timeout="0",
             instance_refresh=self._instance_refresh(),
+            service_linked_role_arn=ctx.autoscaling_role_arn,
             tags=[
                 aws.autoscaling.GroupTagArgs(
                     key=str(tag["key"]), value=str(tag["value"]), propagate_at_launch=bool(tag["propagate_at_launch"])

@@ -16,6 +16,7 @@ import pulumi_kubernetes as k8s
 from components import tags
 from components.config import StackConfig
 from components.context import ClusterContext
+from components.planning.key_policy import autoscaling_role_arn
 from components.planning.stateful import stateful_protection
 
 ACCOUNT_ID = "123456789012"
@@ -91,6 +92,9 @@ def fake_context(spec: StackConfig, stack: str = "test") -> ClusterContext:
             f"arn:aws:iam::{ACCOUNT_ID}:instance-profile/{spec.cluster.name}-node"
         ),
         kms_key_arn=pulumi.Output.from_input(KMS_KEY_ARN),
+        autoscaling_role_arn=pulumi.Output.from_input(
+            autoscaling_role_arn("aws", ACCOUNT_ID, spec.cluster.name, spec.region)
+        ),
         k8s_provider=k8s.Provider("k8s", kubeconfig="{}"),
         pod_identity_role=fake_pod_identity_role,
     )

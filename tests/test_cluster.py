@@ -25,6 +25,7 @@ from components.planning.stack_plan import plan_stack
 from components.planning.stateful import stateful_protection
 from tests.builders import (
     ACCESS_ENTRY,
+    AUTOSCALING_GROUP,
     EKS_ADDON,
     EKS_CLUSTER,
     KMS_KEY,
@@ -103,55 +104,69 @@ def test_unprotected_stacks_may_delete_the_key() -> None:
     assert key.retain_on_delete is False
 
 
+#: The stack's own Auto Scaling service-linked role: `demo` in us-east-1 (tests.builders.stack_config).
 AUTOSCALING_ROLE = (
-    "arn:aws:iam::123456789012:role/aws-service-role/autoscaling.amazonaws.com/AWSServiceRoleForAutoScaling"
+    "arn:aws:iam::123456789012:role/aws-service-role/autoscaling.amazonaws.com/"
+    "AWSServiceRoleForAutoScaling_demo.us-east-1"
 )
 SERVICE_LINKED_ROLE = "aws:iam/serviceLinkedRole:ServiceLinkedRole"
 
 
-def test_key_policy_lets_auto_scaling_launch_nodes_with_encrypted_volumes() -> None:
-    policy = json.loads(build(spec())[0].one(KMS_KEY).inputs["policy"])
+def test_every_stack_creates_its_own_auto_scaling_role_named_after_its_cluster_and_region() -> None:
+    """A custom suffix: no lookup, no role shared with other stacks of the account, and always in the plan."""
+    run, _ = build(spec())
+    role = run.one(SERVICE_LINKED_ROLE)
+    assert role.name == "demo-autoscaling-role"
+    assert role.inputs["awsServiceName"] == "autoscaling.amazonaws.com"
+    assert role.inputs["customSuffix"] == "demo.us-east-1"
+    assert role.retain_on_delete is False  # the stack's own: `pulumi destroy` deletes it after the groups
+    assert role.protect is False
+
+
+def test_key_policy_lets_the_stacks_auto_scaling_role_launch_nodes_with_encrypted_volumes() -> None:
+    run, _ = build(spec())
+    policy = json.loads(run.one(KMS_KEY).inputs["policy"])
     principals = {s["Sid"]: s["Principal"].get("AWS") for s in policy["Statement"]}
     assert principals["AccountAdministersKeyThroughIam"] == "arn:aws:iam::123456789012:root"
     assert principals["AutoScalingUsesKeyForEncryptedVolumes"] == AUTOSCALING_ROLE
     assert principals["AutoScalingGrantsForAttachedVolumes"] == AUTOSCALING_ROLE
 
 
-def test_in_a_fresh_account_the_auto_scaling_role_exists_before_the_key_names_it() -> None:
-    """KMS refuses a key policy naming a principal that does not exist (MalformedPolicyDocumentException), and a
-    new account has no Auto Scaling service-linked role until something creates it."""
-    run, _ = build(spec({"autoscalingServiceLinkedRole": "create"}))
-    role = run.one(SERVICE_LINKED_ROLE)
-    assert role.inputs["awsServiceName"] == "autoscaling.amazonaws.com"
-    assert role.retain_on_delete is True  # account-wide: other Auto Scaling groups use it
-    assert role.protect is False
-    assert role.urn in run.one(KMS_KEY).depends_on
-
-
-def test_an_existing_auto_scaling_role_is_only_named() -> None:
-    run, _ = build(spec({"autoscalingServiceLinkedRole": "existing"}))
-    assert not run.of_type(SERVICE_LINKED_ROLE)
-    policy = json.loads(run.one(KMS_KEY).inputs["policy"])
-    assert AUTOSCALING_ROLE in {s["Principal"].get("AWS") for s in policy["Statement"]}
-
-
-@pytest.mark.parametrize(("exists", "created"), [(True, 0), (False, 1)], ids=["role-exists", "fresh-account"])
-def test_auto_creates_the_auto_scaling_role_only_where_the_account_lacks_it(
-    monkeypatch: pytest.MonkeyPatch, exists: bool, created: int
-) -> None:
-    monkeypatch.setattr(cluster_module, "autoscaling_role_exists", lambda parent: exists)
-    # A config of its own per answer: `build` shares runs by config, and this one depends on the patched lookup.
-    config = spec({"autoscalingServiceLinkedRole": "auto", "tags": {"lookup": "finds-role" if exists else "none"}})
-    run, _ = build(config)
-    assert len(run.of_type(SERVICE_LINKED_ROLE)) == created
-    key_dependencies = run.one(KMS_KEY).depends_on
-    assert [r.urn in key_dependencies for r in run.of_type(SERVICE_LINKED_ROLE)] == [True] * created
-
-
-def test_offline_plans_assume_an_account_that_has_the_auto_scaling_role() -> None:
-    """The offline mocks answer the lookup as an account that has used Auto Scaling: no role is planned."""
+def test_the_auto_scaling_role_exists_before_the_key_names_it() -> None:
+    """KMS refuses a key policy naming a principal that does not exist (MalformedPolicyDocumentException)."""
     run, _ = build(spec())
-    assert not run.of_type(SERVICE_LINKED_ROLE)
+    assert run.one(SERVICE_LINKED_ROLE).urn in run.one(KMS_KEY).depends_on
+
+
+def test_two_regions_of_one_account_get_two_auto_scaling_roles() -> None:
+    """IAM names are account-wide, EKS cluster names only Region-wide: the Region is part of the suffix."""
+    west = stack_config(SYSTEM_POOL, region="us-west-2", zones=["us-west-2a", "us-west-2b"])
+    run, _ = build(west)
+    assert run.one(SERVICE_LINKED_ROLE).inputs["customSuffix"] == "demo.us-west-2"
+
+
+def test_the_account_is_never_asked_for_roles() -> None:
+    run, _ = build(spec())
+    assert "aws:iam/getRoles:getRoles" not in run.invokes
+
+
+def test_every_group_of_a_shipped_stack_launches_as_the_role_its_key_names(each_shipped_plan: dict[str, Any]) -> None:
+    """The plan shows the fresh-account path: the stack's own role, set on every group and named by the key, so
+    Auto Scaling never uses (nor creates) the account's default role for these groups."""
+    resources = each_shipped_plan["resources"]
+    summary = each_shipped_plan["summary"]
+    (role,) = [r for r in resources if r["type"] == SERVICE_LINKED_ROLE]
+    assert role["inputs"]["customSuffix"] == f"{summary['cluster']}.{summary['region']}"
+    arn = (
+        "arn:aws:iam::123456789012:role/aws-service-role/autoscaling.amazonaws.com/"
+        f"AWSServiceRoleForAutoScaling_{summary['cluster']}.{summary['region']}"
+    )
+    groups = [r for r in resources if r["type"] == AUTOSCALING_GROUP]
+    assert groups
+    assert {g["inputs"]["serviceLinkedRoleArn"] for g in groups} == {arn}
+    (key,) = [r for r in resources if r["type"] == KMS_KEY]
+    named = {json.dumps(s["Principal"]) for s in json.loads(key["inputs"]["policy"])["Statement"] if "Auto" in s["Sid"]}
+    assert named == {json.dumps({"AWS": arn})}
 
 
 def test_cluster_role_may_use_the_key_and_has_the_cluster_policy() -> None:

@@ -115,8 +115,33 @@ def test_pass_role_is_limited_to_the_stacks_roles_and_the_services_they_trust(st
     assert passing["Action"] == ["iam:PassRole"]
     assert passing["Resource"] == [f"arn:aws:iam::*:role/{cluster}-*"]
     assert set(passing["Condition"]["StringEquals"]["iam:PassedToService"]) == trusted
-    other = [s for s in policy["Statement"] if s is not passing]
+    own_role = statement(policy, "PassTheStacksServiceLinkedRolesToTheirServices")
+    other = [s for s in policy["Statement"] if s is not passing and s is not own_role]
     assert not [s for s in other if "iam:PassRole" in s["Action"]]
+
+
+@pytest.mark.parametrize("stack", list_stacks())
+def test_the_stacks_auto_scaling_role_is_created_passed_and_deleted_by_its_name_only(stack: str) -> None:
+    """Every group names the stack's own role (iam:PassRole to Auto Scaling, Amazon EC2 Auto Scaling User Guide);
+    `pulumi destroy` deletes that role and no other service-linked role."""
+    summary = shipped_stack(stack).plan["summary"]
+    role = (
+        "arn:aws:iam::*:role/aws-service-role/autoscaling.amazonaws.com/"
+        f"AWSServiceRoleForAutoScaling_{summary['cluster']}.{summary['region']}"
+    )
+    policy = policy_of(stack)
+    passing = statement(policy, "PassTheStacksServiceLinkedRolesToTheirServices")
+    assert (passing["Action"], passing["Resource"]) == (["iam:PassRole"], [role])
+    assert passing["Condition"] == {"StringEquals": {"iam:PassedToService": ["autoscaling.amazonaws.com"]}}
+    managing = statement(policy, "ManageTheStacksOwnServiceLinkedRoles")
+    assert {"iam:DeleteServiceLinkedRole", "iam:GetServiceLinkedRoleDeletionStatus", "iam:TagRole"} <= set(
+        managing["Action"]
+    )
+    assert managing["Resource"] == [role]
+    [create] = _granted(policy, "iam:CreateServiceLinkedRole")
+    assert role in create["Resource"]
+    assert "arn:aws:iam::*:role/aws-service-role/autoscaling.amazonaws.com/*" not in create["Resource"]
+    assert not _granted(policy, "iam:ListRoles")
 
 
 def test_role_and_cluster_actions_are_scoped_to_the_stack_and_the_rest_to_its_region() -> None:
@@ -241,7 +266,8 @@ def test_service_linked_roles_are_created_only_for_the_services_the_stack_uses(s
     [create] = _granted(policy, "iam:CreateServiceLinkedRole")
     services = create["Condition"]["StringEquals"]["iam:AWSServiceName"]
     assert "autoscaling.amazonaws.com" in services and "eks.amazonaws.com" in services
-    assert create["Resource"] == [f"arn:aws:iam::*:role/aws-service-role/{s}/*" for s in services]
+    implicit = [f"arn:aws:iam::*:role/aws-service-role/{s}/*" for s in services if s != "autoscaling.amazonaws.com"]
+    assert create["Resource"][: len(implicit)] == implicit
     types = {r["type"] for r in shipped_stack(stack).plan["resources"]}
     assert ("fsx.amazonaws.com" in services) == (LUSTRE in types)
 

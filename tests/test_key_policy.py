@@ -6,10 +6,23 @@ from typing import Any
 
 import pytest
 
-from components.planning.key_policy import cluster_key_policy, control_plane_key_policy, ebs_csi_key_policy
+from components.planning.key_policy import (
+    AUTOSCALING_SUFFIX_LIMIT,
+    autoscaling_role_arn,
+    autoscaling_role_name,
+    cluster_key_policy,
+    control_plane_key_policy,
+    ebs_csi_key_policy,
+)
 
 ACCOUNT = "210987654321"
 KEY_ARN = f"arn:aws-us-gov:kms:us-gov-west-1:{ACCOUNT}:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+
+
+def policy(account: str, partition: str, region: str, cluster: str) -> dict[str, Any]:
+    """The key policy of `cluster`, naming its own Auto Scaling role as the component passes it."""
+    role = autoscaling_role_arn(partition, account, cluster, region)
+    return cluster_key_policy(account, partition, region, cluster, role)
 
 
 def by_sid(policy: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -17,16 +30,17 @@ def by_sid(policy: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 
 def test_the_account_administers_the_key_through_iam_in_its_own_partition() -> None:
-    statement = by_sid(cluster_key_policy(ACCOUNT, "aws-us-gov", "us-gov-west-1", "lab"))[
-        "AccountAdministersKeyThroughIam"
-    ]
+    statement = by_sid(policy(ACCOUNT, "aws-us-gov", "us-gov-west-1", "lab"))["AccountAdministersKeyThroughIam"]
     assert statement["Principal"] == {"AWS": f"arn:aws-us-gov:iam::{ACCOUNT}:root"}
     assert (statement["Effect"], statement["Action"], statement["Resource"]) == ("Allow", "kms:*", "*")
 
 
 def test_auto_scaling_uses_the_key_for_volumes_and_grants_only_for_aws_resources() -> None:
-    statements = by_sid(cluster_key_policy(ACCOUNT, "aws-cn", "cn-north-1", "lab"))
-    role = f"arn:aws-cn:iam::{ACCOUNT}:role/aws-service-role/autoscaling.amazonaws.com/AWSServiceRoleForAutoScaling"
+    statements = by_sid(policy(ACCOUNT, "aws-cn", "cn-north-1", "lab"))
+    role = (
+        f"arn:aws-cn:iam::{ACCOUNT}:role/aws-service-role/autoscaling.amazonaws.com/"
+        "AWSServiceRoleForAutoScaling_lab.cn-north-1"
+    )
     use, grants = statements["AutoScalingUsesKeyForEncryptedVolumes"], statements["AutoScalingGrantsForAttachedVolumes"]
     assert use["Principal"] == grants["Principal"] == {"AWS": role}
     assert use["Action"] == ["kms:Encrypt", "kms:Decrypt", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:DescribeKey"]
@@ -36,9 +50,7 @@ def test_auto_scaling_uses_the_key_for_volumes_and_grants_only_for_aws_resources
 
 
 def test_cloudwatch_logs_of_the_region_may_use_the_key_for_this_clusters_two_groups_only() -> None:
-    statement = by_sid(cluster_key_policy(ACCOUNT, "aws", "eu-west-1", "lab"))[
-        "CloudWatchLogsEncryptsTheClustersLogGroups"
-    ]
+    statement = by_sid(policy(ACCOUNT, "aws", "eu-west-1", "lab"))["CloudWatchLogsEncryptsTheClustersLogGroups"]
     assert statement["Principal"] == {"Service": "logs.eu-west-1.amazonaws.com"}
     assert statement["Condition"] == {
         "ArnEquals": {
@@ -52,23 +64,36 @@ def test_cloudwatch_logs_of_the_region_may_use_the_key_for_this_clusters_two_gro
 
 
 def test_the_key_policy_names_nobody_else() -> None:
-    policy = cluster_key_policy(ACCOUNT, "aws", "us-east-1", "lab")
-    assert [s["Sid"] for s in policy["Statement"]] == [
+    document = policy(ACCOUNT, "aws", "us-east-1", "lab")
+    assert [s["Sid"] for s in document["Statement"]] == [
         "AccountAdministersKeyThroughIam",
         "AutoScalingUsesKeyForEncryptedVolumes",
         "AutoScalingGrantsForAttachedVolumes",
         "CloudWatchLogsEncryptsTheClustersLogGroups",
     ]
-    assert all(s["Effect"] == "Allow" for s in policy["Statement"])
-    assert all(s["Principal"] != "*" and s["Principal"] != {"AWS": "*"} for s in policy["Statement"])
+    assert all(s["Effect"] == "Allow" for s in document["Statement"])
+    assert all(s["Principal"] != "*" and s["Principal"] != {"AWS": "*"} for s in document["Statement"])
 
 
 def test_each_call_returns_its_own_document() -> None:
     """Callers may change what they get without changing the next cluster's policy."""
-    first = cluster_key_policy(ACCOUNT, "aws", "us-east-1", "lab")
+    first = policy(ACCOUNT, "aws", "us-east-1", "lab")
     first["Statement"][2]["Condition"]["Bool"]["kms:GrantIsForAWSResource"] = False
-    second = cluster_key_policy(ACCOUNT, "aws", "us-east-1", "lab")
+    second = policy(ACCOUNT, "aws", "us-east-1", "lab")
     assert second["Statement"][2]["Condition"] == {"Bool": {"kms:GrantIsForAWSResource": True}}
+
+
+def test_the_auto_scaling_role_name_fits_iam_at_the_suffix_limit() -> None:
+    """IAM role names and custom suffixes are at most 64 characters (CreateServiceLinkedRole); 35 are left."""
+    assert AUTOSCALING_SUFFIX_LIMIT == 35
+    longest = "c" * (AUTOSCALING_SUFFIX_LIMIT - len(".us-east-1"))
+    assert len(autoscaling_role_name(longest, "us-east-1")) == 64
+
+
+def test_an_underscore_of_the_cluster_name_never_reaches_the_suffix() -> None:
+    """The provider reads the suffix back after the role name's only `_`: a second would replace the role."""
+    assert autoscaling_role_name("gpu_train", "us-east-1") == "AWSServiceRoleForAutoScaling_gpu.train.us-east-1"
+    assert autoscaling_role_name("gpu_train", "us-east-1").count("_") == 1
 
 
 def test_the_control_plane_encrypts_secrets_with_this_key_only() -> None:

@@ -130,15 +130,30 @@ def test_ami_parameters_come_from_the_pools_and_must_exist() -> None:
     assert statuses(evaluate.ami_parameters(n, [NVIDIA_AMI])) == [(STANDARD_AMI, "pass"), (NVIDIA_AMI, "fail")]
 
 
-def test_a_missing_service_linked_role_is_a_warning_unless_the_config_says_it_exists() -> None:
+OWN_ROLE = "AWSServiceRoleForAutoScaling_demo.us-east-1"
+OWN_DESCRIPTION = "EC2 Auto Scaling groups of EKS cluster demo (us-east-1)"
+
+
+def test_the_stacks_own_auto_scaling_role_is_absent_before_the_first_deploy_and_its_own_after() -> None:
     n = needs()
-    found = evaluate.service_linked_roles(n, [])
-    assert statuses(found) == [("AWSServiceRoleForAutoScaling", "warn"), ("AWSServiceRoleForAmazonEKS", "warn")]
-    assert "the stack creates it" in found[0].detail and "creates it on first use" in found[1].detail
-    spec = stack_config(SYSTEM, cluster={"autoscalingServiceLinkedRole": "existing"}, validated=True)
-    strict = needs_of(spec, plan_pools(spec), [], ["autoscaling.amazonaws.com"])
-    assert statuses(evaluate.service_linked_roles(strict, [])) == [("AWSServiceRoleForAutoScaling", "fail")]
-    assert statuses(evaluate.service_linked_roles(strict, ["AWSServiceRoleForAutoScaling"]))[0][1] == "pass"
+    assert statuses(evaluate.service_linked_roles(n, {})) == [
+        (OWN_ROLE, "pass"),
+        ("AWSServiceRoleForAmazonEKS", "warn"),
+    ]
+    assert "pulumi up` creates it" in evaluate.service_linked_roles(n, {})[0].detail
+    earlier = evaluate.service_linked_roles(n, {OWN_ROLE: OWN_DESCRIPTION, "AWSServiceRoleForAmazonEKS": ""})
+    assert statuses(earlier) == [(OWN_ROLE, "pass"), ("AWSServiceRoleForAmazonEKS", "pass")]
+    assert "earlier" in earlier[0].detail
+
+
+def test_a_role_of_the_stacks_name_made_otherwise_fails_because_up_cannot_create_it() -> None:
+    (taken, _) = evaluate.service_linked_roles(needs(), {OWN_ROLE: "made by hand"})
+    assert taken.status == "fail" and "name is taken" in taken.detail
+    assert f"delete-service-linked-role --role-name {OWN_ROLE}" in taken.fix and "cluster.name" in taken.fix
+
+
+def test_the_accounts_default_auto_scaling_role_is_not_asked_for() -> None:
+    assert "AWSServiceRoleForAutoScaling" not in [r.name for r in needs().service_linked_roles]
 
 
 def _block(**changes: Any) -> dict[str, Any]:
@@ -324,24 +339,34 @@ def test_ami_checks_stubbed(stubbed: Any, invalid: list[str], status: set[str]) 
     assert {f.status for f in account.ami_checks(needs(), clients)} == status
 
 
-def _role(name: str) -> dict[str, Any]:
-    return {
-        "Role": {
-            "Path": "/aws-service-role/",
-            "RoleName": name,
-            "RoleId": "AROA0000000000000000",
-            "Arn": f"arn:aws:iam::123456789012:role/aws-service-role/{name}",
-            "CreateDate": datetime(2020, 1, 1, tzinfo=UTC),
-        }
+def _role(name: str, description: str | None = None) -> dict[str, Any]:
+    role = {
+        "Path": "/aws-service-role/",
+        "RoleName": name,
+        "RoleId": "AROA0000000000000000",
+        "Arn": f"arn:aws:iam::123456789012:role/aws-service-role/{name}",
+        "CreateDate": datetime(2020, 1, 1, tzinfo=UTC),
     }
+    return {"Role": {**role, **({"Description": description} if description is not None else {})}}
 
 
-@pytest.mark.parametrize("eks_role", [True, False], ids=["present", "absent"])
-def test_role_checks_stubbed(stubbed: Any, eks_role: bool) -> None:
+@pytest.mark.parametrize(
+    ("own", "eks_role", "expected"),
+    [
+        (None, True, ["pass", "pass"]),
+        (OWN_DESCRIPTION, False, ["pass", "warn"]),
+        ("made by hand", True, ["fail", "pass"]),
+    ],
+    ids=["first-deploy", "after-a-deploy", "name-taken"],
+)
+def test_role_checks_stubbed(stubbed: Any, own: str | None, eks_role: bool, expected: list[str]) -> None:
     clients, stubs = stubbed
-    stubs["iam"].add_response(
-        "get_role", _role("AWSServiceRoleForAutoScaling"), {"RoleName": "AWSServiceRoleForAutoScaling"}
-    )
+    if own is None:
+        stubs["iam"].add_client_error(
+            "get_role", "NoSuchEntity", "no such role", 404, expected_params={"RoleName": OWN_ROLE}
+        )
+    else:
+        stubs["iam"].add_response("get_role", _role(OWN_ROLE, own), {"RoleName": OWN_ROLE})
     if eks_role:
         stubs["iam"].add_response(
             "get_role", _role("AWSServiceRoleForAmazonEKS"), {"RoleName": "AWSServiceRoleForAmazonEKS"}
@@ -351,7 +376,7 @@ def test_role_checks_stubbed(stubbed: Any, eks_role: bool) -> None:
             "get_role", "NoSuchEntity", "no such role", 404, expected_params={"RoleName": "AWSServiceRoleForAmazonEKS"}
         )
     found = account.role_checks(needs(), clients)
-    assert [f.status for f in found] == ["pass", "pass" if eks_role else "warn"]
+    assert [f.status for f in found] == expected
 
 
 @pytest.mark.parametrize("exists", [True, False])
@@ -434,7 +459,7 @@ def _stub_everything(stack: str, healthy: bool) -> Callable[[str], Any]:
         )
     stubs["ssm"].add_response("get_parameters", {"Parameters": []})
     for role in n.service_linked_roles:
-        stubs["iam"].add_response("get_role", _role(role.name))
+        stubs["iam"].add_response("get_role", _role(role.name, role.own_description))
     for stub in stubs.values():
         stub.activate()
     return clients.__getitem__

@@ -571,6 +571,18 @@ BROKEN: list[tuple[str, tuple[tuple[str, Any], ...], str, str]] = [
         "does not run on EKS Hybrid Nodes",
     ),
     (
+        "the Auto Scaling role setting that is gone",
+        (("cluster.autoscalingServiceLinkedRole", "existing"),),
+        "cluster.autoscalingServiceLinkedRole",
+        "AWSServiceRoleForAutoScaling_<cluster.name>.<aws:region>",
+    ),
+    (
+        "cluster name too long for the Auto Scaling role",
+        (("cluster.name", "c" * 26),),
+        "cluster.name",
+        "at most 25 fit the stack's Auto Scaling service-linked role",
+    ),
+    (
         "claim name not a Kubernetes name",
         (("storage.lustre.kubernetes", {"claimName": "Lustre_Claim"}),),
         "storage.lustre.kubernetes.claimName",
@@ -586,6 +598,11 @@ def test_broken_config_reports_its_problem(changes: tuple[tuple[str, Any], ...],
     matching = [p for p in caught.value.problems if p.path == path]
     assert matching, f"no problem at {path}; got: {caught.value.problems}"
     assert any(fragment in p.message for p in matching), matching
+
+
+def test_the_longest_cluster_name_that_fits_the_auto_scaling_role_is_valid() -> None:
+    """25 characters and `.us-east-1` make the 35-character suffix IAM allows after the role's prefix."""
+    validate(with_changes(("cluster.name", "c" * 25)), region="us-east-1")
 
 
 def test_base_config_is_valid() -> None:

@@ -24,6 +24,7 @@ from pulumi.runtime import rpc
 from pulumi.runtime.mocks import MockCallArgs, MockMonitor, MockResourceArgs
 
 from components.catalog.zones import eks_refused_zone_ids, region_zones
+from components.planning.key_policy import SERVICE_LINKED_ROLE_PREFIXES
 
 ACCOUNT_ID = "123456789012"
 FAKE_CA = base64.b64encode(b"-----BEGIN CERTIFICATE-----\nMIIBofflineplan\n-----END CERTIFICATE-----\n").decode()
@@ -153,6 +154,19 @@ class PlanMocks(pulumi.runtime.Mocks):
             path = inputs.get("path") or "/"
             unique = "AROA" + _digest(typ, args.name).hex()[:17].upper()
             return name, {"arn": self._arn("iam", f"role{path}{name}", region=False), "uniqueId": unique}
+        if typ == "aws:iam/serviceLinkedRole:ServiceLinkedRole":
+            # IAM names it `<the service's prefix>_<suffix>` under /aws-service-role/<service>/; the id is its ARN.
+            service = inputs["awsServiceName"]
+            prefix = SERVICE_LINKED_ROLE_PREFIXES[service]
+            role = f"{prefix}_{inputs['customSuffix']}" if inputs.get("customSuffix") else prefix
+            path = f"/aws-service-role/{service}/"
+            arn = self._arn("iam", f"role{path}{role}", region=False)
+            return arn, {
+                "arn": arn,
+                "name": role,
+                "path": path,
+                "uniqueId": "AROA" + _digest(typ, args.name).hex()[:17].upper(),
+            }
         if typ == "aws:iam/instanceProfile:InstanceProfile":
             return name, {"arn": self._arn("iam", f"instance-profile/{name}", region=False)}
         if typ == "aws:iam/policy:Policy":
@@ -270,18 +284,6 @@ class PlanMocks(pulumi.runtime.Mocks):
             }
         if token == "aws:iam/getPolicyDocument:getPolicyDocument":
             return {"json": json.dumps(_policy_document(a)), "id": "policy"}
-        if token == "aws:iam/getRoles:getRoles":
-            # Offline, the account is one that has used Auto Scaling: its service-linked role exists (a stack that
-            # says `autoscalingServiceLinkedRole: create` still plans the role).
-            path = a.get("pathPrefix") or "/"
-            names = ["AWSServiceRoleForAutoScaling"] if path == "/aws-service-role/autoscaling.amazonaws.com/" else []
-            return {
-                "names": names,
-                "arns": [f"arn:aws:iam::{ACCOUNT_ID}:role{path}{name}" for name in names],
-                "pathPrefix": path,
-                "nameRegex": a.get("nameRegex"),
-                "id": self.region,
-            }
         raise NotImplementedError(f"the offline mocks do not answer the invoke {token}; teach PlanMocks.call")
 
 

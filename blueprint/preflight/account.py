@@ -136,11 +136,10 @@ def ami_checks(needs: Needs, clients: Clients) -> list[Finding]:
 
 def role_checks(needs: Needs, clients: Clients) -> list[Finding]:
     iam = clients("iam")
-    existing = []
+    existing: dict[str, str] = {}
     for role in needs.service_linked_roles:
         try:
-            iam.get_role(RoleName=role.name)
-            existing.append(role.name)
+            existing[role.name] = iam.get_role(RoleName=role.name)["Role"].get("Description", "")
         except ClientError as error:
             if error.response.get("Error", {}).get("Code") != "NoSuchEntity":
                 return [denied("roles", "iam:GetRole", error)]

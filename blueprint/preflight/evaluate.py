@@ -200,37 +200,42 @@ def ami_parameters(needs: Needs, missing: Iterable[str]) -> list[Finding]:
     return out
 
 
-def service_linked_roles(needs: Needs, existing: Iterable[str]) -> list[Finding]:
-    """The service-linked roles the stack relies on: present, or created on first use (by the service, or by the
-    stack for Auto Scaling's), or, with `autoscalingServiceLinkedRole: existing`, required."""
-    have = set(existing)
-    return [_role(role, role.name in have) for role in needs.service_linked_roles]
+def service_linked_roles(needs: Needs, existing: Mapping[str, str]) -> list[Finding]:
+    """The service-linked roles the stack relies on: present, or created on first use by their service, and the
+    stack's own Auto Scaling role absent before the first deploy or made by it. `existing`: role name -> its
+    description (GetRole)."""
+    return [_role(role, existing.get(role.name)) for role in needs.service_linked_roles]
 
 
-def _role(role: ServiceLinkedRole, present: bool) -> Finding:
-    if present:
+def _role(role: ServiceLinkedRole, description: str | None) -> Finding:
+    if role.own_description is not None:
+        return _own_role(role, description)
+    if description is not None:
         return Finding("roles", "pass", role.name, "exists")
-    if role.required:
-        return Finding(
-            "roles",
-            "fail",
-            role.name,
-            "absent, and cluster.autoscalingServiceLinkedRole: existing says it exists: the KMS key policy naming it "
-            "is refused",
-            "set cluster.autoscalingServiceLinkedRole: auto, or `aws iam create-service-linked-role "
-            "--aws-service-name autoscaling.amazonaws.com`",
-        )
-    who = (
-        "the stack creates it (cluster.autoscalingServiceLinkedRole)"
-        if role.created_by_stack
-        else (f"{role.service} creates it on first use ({role.source})")
-    )
     return Finding(
         "roles",
         "warn",
         role.name,
-        f"absent: {who}",
+        f"absent: {role.service} creates it on first use ({role.source})",
         "nothing, if the deployer may call iam:CreateServiceLinkedRole for it (the deployer policy grants it)",
+    )
+
+
+def _own_role(role: ServiceLinkedRole, description: str | None) -> Finding:
+    """The stack creates its Auto Scaling role by name: absent is the first deploy, present with the stack's own
+    description is an earlier deploy; present otherwise, `pulumi up` cannot create it (IAM: the name is taken)."""
+    if description is None:
+        return Finding("roles", "pass", role.name, "absent: `pulumi up` creates it (the stack's own role)")
+    if description == role.own_description:
+        return Finding("roles", "pass", role.name, "exists: the stack's own, from an earlier `pulumi up`")
+    return Finding(
+        "roles",
+        "fail",
+        role.name,
+        f"exists, described {description!r}, not as this stack creates it: `pulumi up` cannot create it (the name is "
+        "taken)",
+        f"delete it if nothing uses it (`aws iam delete-service-linked-role --role-name {role.name}`), or import it "
+        "into the stack, or choose another cluster.name",
     )
 
 

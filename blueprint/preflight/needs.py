@@ -12,6 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from components.config import StackConfig
+from components.planning.key_policy import AUTOSCALING_SERVICE, autoscaling_role_description, autoscaling_role_name
 from components.planning.nodeadm import ami_ssm_parameter
 from components.planning.pools import PoolPlan
 from components.planning.quotas import QuotaNeed, stack_quotas
@@ -22,12 +23,9 @@ from components.planning.subnets import nat_gateway_zones
 ADDON = "aws:eks/addon:Addon"
 
 #: The service-linked role each service the stack uses creates, by service name, with the page that names it and says
-#: the service creates it on first use ("you don't need to manually create a service-linked role").
+#: the service creates it on first use ("you don't need to manually create a service-linked role"). Auto Scaling's is
+#: the stack's own, with a custom suffix (`OWN_ROLE_SOURCE`).
 SERVICE_LINKED_ROLES: dict[str, tuple[str, str]] = {
-    "autoscaling.amazonaws.com": (
-        "AWSServiceRoleForAutoScaling",
-        "https://docs.aws.amazon.com/autoscaling/ec2/userguide/autoscaling-service-linked-role.html",
-    ),
     "eks.amazonaws.com": (
         "AWSServiceRoleForAmazonEKS",
         "https://docs.aws.amazon.com/eks/latest/userguide/using-service-linked-roles-eks.html",
@@ -45,6 +43,7 @@ SERVICE_LINKED_ROLES: dict[str, tuple[str, str]] = {
         "https://docs.aws.amazon.com/vpc/latest/tgw/service-linked-roles.html",
     ),
 }
+OWN_ROLE_SOURCE = "https://docs.aws.amazon.com/autoscaling/ec2/userguide/autoscaling-service-linked-role.html"
 #: FSx creates one role per file system linked to S3 when the association is made: none can exist before.
 PER_RESOURCE_ROLE_SERVICES = frozenset({"s3.data-source.lustre.fsx.amazonaws.com"})
 
@@ -83,15 +82,16 @@ class ServiceLinkedRole:
     service: str
     name: str
     source: str
-    #: The stack creates it itself when absent (`cluster.autoscalingServiceLinkedRole` auto or create).
-    created_by_stack: bool = False
-    #: The stack assumes it exists (`autoscalingServiceLinkedRole: existing`): the KMS key policy names it.
-    required: bool = False
+    #: The stack's own role (Auto Scaling's, with the custom suffix), created by `pulumi up`; its description, which
+    #: tells it from a role of the same name made otherwise.
+    own_description: str | None = None
 
 
 @dataclass(frozen=True)
 class Needs:
     region: str
+    #: `cluster.name`: the stack's own resources carry it in the `gpu-clusters/cluster` tag.
+    cluster: str
     kubernetes_version: str
     #: The network's AZ names, in order; every private subnet in them is one of the cluster's subnets.
     zones: tuple[str, ...]
@@ -131,21 +131,17 @@ def ami_parameters(spec: StackConfig, plans: Sequence[PoolPlan]) -> tuple[str, .
 
 
 def service_linked_roles(spec: StackConfig, services: Iterable[str]) -> tuple[ServiceLinkedRole, ...]:
-    """The account-wide service-linked roles of `services` (from the plan), per-file-system ones left out."""
-    mode = spec.cluster.autoscaling_service_linked_role
+    """The service-linked roles of `services` (from the plan), per-file-system ones left out: the stack's own Auto
+    Scaling role by its name and description, the others as their services name them."""
     out = []
     for service in sorted(set(services) - PER_RESOURCE_ROLE_SERVICES):
+        if service == AUTOSCALING_SERVICE:
+            name = autoscaling_role_name(spec.cluster.name, spec.region)
+            description = autoscaling_role_description(spec.cluster.name, spec.region)
+            out.append(ServiceLinkedRole(service, name, OWN_ROLE_SOURCE, description))
+            continue
         name, source = SERVICE_LINKED_ROLES[service]
-        autoscaling = service == "autoscaling.amazonaws.com"
-        out.append(
-            ServiceLinkedRole(
-                service,
-                name,
-                source,
-                created_by_stack=autoscaling and mode in ("auto", "create"),
-                required=autoscaling and mode == "existing",
-            )
-        )
+        out.append(ServiceLinkedRole(service, name, source))
     return tuple(out)
 
 
@@ -184,6 +180,7 @@ def needs_of(
     service-linked role services."""
     return Needs(
         region=spec.region,
+        cluster=spec.cluster.name,
         kubernetes_version=spec.cluster.kubernetes_version,
         zones=tuple(spec.network.zones),
         zone_ids=dict(spec.network.availability_zone_ids),
@@ -208,4 +205,4 @@ def stack_needs(stack: str | None, config_file: Any) -> Needs:
     planned = plan_stack(stack, config_file)
     spec = validate_config(planned.files.config, planned.files.project)
     resources = planned.plan["resources"]
-    return needs_of(spec, plan_pools(spec), resources, service_linked_role_services(resources, planned.run.invokes))
+    return needs_of(spec, plan_pools(spec), resources, service_linked_role_services(resources))

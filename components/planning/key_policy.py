@@ -13,10 +13,18 @@ from typing import Any
 from components.planning.log_groups import cluster_log_group_arns
 
 #: The EC2 Auto Scaling service-linked role: it launches the nodes, so the key that encrypts their volumes must let it
-#: in (https://docs.aws.amazon.com/autoscaling/ec2/userguide/key-policy-requirements-EBS-encryption.html).
+#: in (https://docs.aws.amazon.com/autoscaling/ec2/userguide/key-policy-requirements-EBS-encryption.html). Each stack
+#: has its own, `AWSServiceRoleForAutoScaling_<suffix>`, and names it on every group (docs/network-and-cluster.md,
+#: "The Auto Scaling service-linked role").
 AUTOSCALING_SERVICE = "autoscaling.amazonaws.com"
 AUTOSCALING_ROLE_NAME = "AWSServiceRoleForAutoScaling"
 AUTOSCALING_ROLE_PATH = f"/aws-service-role/{AUTOSCALING_SERVICE}/"
+#: The name IAM gives each service's service-linked role the stacks create, before `_<custom suffix>`.
+SERVICE_LINKED_ROLE_PREFIXES = {AUTOSCALING_SERVICE: AUTOSCALING_ROLE_NAME}
+#: An IAM role name is 1-64 of `[\w+=,.@-]`, and so is a service-linked role's custom suffix (IAM API reference,
+#: CreateServiceLinkedRole `CustomSuffix` and `RoleName`); the service's prefix and `_` come first, leaving 35.
+ROLE_NAME_LIMIT = 64
+AUTOSCALING_SUFFIX_LIMIT = ROLE_NAME_LIMIT - len(AUTOSCALING_ROLE_NAME) - 1
 #: What a principal that creates encrypted EBS volumes does with the key: the Auto Scaling key-policy page above and
 #: the EBS CSI driver's custom-key policy (EKS user guide, ebs-csi.html) list the same five.
 EBS_VOLUME_KEY_ACTIONS = ("kms:Encrypt", "kms:Decrypt", "kms:ReEncrypt*", "kms:GenerateDataKey*", "kms:DescribeKey")
@@ -35,18 +43,39 @@ def grants_for_aws_resources_only() -> dict[str, Any]:
     return {"Bool": {"kms:GrantIsForAWSResource": True}}
 
 
-def autoscaling_role_arn(partition: str, account_id: str) -> str:
-    """The account's Auto Scaling service-linked role, which the key policy names."""
-    return f"arn:{partition}:iam::{account_id}:role{AUTOSCALING_ROLE_PATH}{AUTOSCALING_ROLE_NAME}"
+def autoscaling_role_suffix(cluster_name: str, region: str) -> str:
+    """The stack's custom suffix, `<cluster>.<region>`: IAM names are account-wide and EKS cluster names only
+    Region-wide, so two stacks naming their clusters alike in two Regions of one account still get two roles. A `_`
+    of the cluster name is written `.`: the provider reads the suffix back as what follows the role name's only `_`
+    (terraform-provider-aws, iam/service_linked_role.go `DecodeServiceLinkedRoleID`), and a second `_` would read as
+    no suffix and replace the role on every update. Cluster names have no `.`, so no two names meet. Validation
+    refuses a cluster name too long for it (`AUTOSCALING_SUFFIX_LIMIT`)."""
+    return f"{cluster_name.replace('_', '.')}.{region}"
 
 
-def cluster_key_policy(account_id: str, partition: str, region: str, cluster_name: str) -> dict[str, Any]:
+def autoscaling_role_name(cluster_name: str, region: str) -> str:
+    """`AWSServiceRoleForAutoScaling_<cluster>.<region>`: the name IAM gives the role created with the suffix."""
+    return f"{AUTOSCALING_ROLE_NAME}_{autoscaling_role_suffix(cluster_name, region)}"
+
+
+def autoscaling_role_description(cluster_name: str, region: str) -> str:
+    """What the role says it is for; preflight tells the stack's role from one made otherwise by it."""
+    return f"EC2 Auto Scaling groups of EKS cluster {cluster_name} ({region})"
+
+
+def autoscaling_role_arn(partition: str, account_id: str, cluster_name: str, region: str) -> str:
+    """The stack's Auto Scaling service-linked role, which the key policy names and every group uses."""
+    return f"arn:{partition}:iam::{account_id}:role{AUTOSCALING_ROLE_PATH}{autoscaling_role_name(cluster_name, region)}"
+
+
+def cluster_key_policy(
+    account_id: str, partition: str, region: str, cluster_name: str, autoscaling: str
+) -> dict[str, Any]:
     """Key policy: the account administers the key through IAM (the default key policy,
     https://docs.aws.amazon.com/kms/latest/developerguide/key-policy-default.html); the EC2 Auto Scaling
-    service-linked role may use it, which it must to launch nodes whose EBS volumes use this key; and CloudWatch Logs
-    of the stack's region may use it for this cluster's log groups only (encryption context `aws:logs:arn`,
-    `components.planning.log_groups`)."""
-    autoscaling = autoscaling_role_arn(partition, account_id)
+    service-linked role the stack's groups use (`autoscaling`, its ARN) may use it, which it must to launch nodes whose
+    EBS volumes use this key; and CloudWatch Logs of the stack's region may use it for this cluster's log groups only
+    (encryption context `aws:logs:arn`, `components.planning.log_groups`)."""
     return {
         "Version": "2012-10-17",
         "Statement": [
