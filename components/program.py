@@ -8,12 +8,15 @@ from __future__ import annotations
 from typing import Any
 
 import pulumi
+import pulumi_aws as aws
 from pulumi.runtime.config import CONFIG, get_config_env
 
 from components.config import StackConfig
+from components.errors import ConfigError
 from components.gpu_cluster import GpuCluster
 from components.planning.stack_plan import plan_stack
 from components.validation import validate_config
+from components.validation.offerings import account_zone_problems
 
 
 def all_config() -> dict[str, Any]:
@@ -30,8 +33,20 @@ def read_config() -> StackConfig:
     return validate_config(all_config(), project=pulumi.get_project())
 
 
+def check_account_zones(spec: StackConfig) -> None:
+    """`network.availabilityZoneIds` against this account's mapping (one DescribeAvailabilityZones), before anything
+    is registered; ConfigError with each wrong entry's key path. Nothing to check without IDs."""
+    if not spec.network.availability_zone_ids:
+        return
+    answer = aws.get_availability_zones()
+    problems = account_zone_problems(spec.network, spec.region, dict(zip(answer.names, answer.zone_ids, strict=True)))
+    if problems:
+        raise ConfigError(problems)
+
+
 def main() -> GpuCluster:
     spec = read_config()
+    check_account_zones(spec)
     cluster = GpuCluster(spec.cluster.name, stack_plan=plan_stack(spec), stack=pulumi.get_stack())
     for name, value in cluster.exports().items():
         pulumi.export(name, value)

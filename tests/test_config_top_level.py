@@ -182,6 +182,63 @@ def test_the_mocks_answer_zones_from_the_catalog() -> None:
     assert answer["zoneIds"] == ["cac1-az1", "cac1-az2", "cac1-az4"]
 
 
+def smoke_with_zone_ids(zone_ids: dict[str, str]) -> Any:
+    """The smoke stack with `network.availabilityZoneIds` set (its file shows the key commented out)."""
+    files = load_stack("smoke")
+    network = dict(files.config["gpu-clusters:network"])
+    files.config["gpu-clusters:network"] = {**network, "availabilityZoneIds": zone_ids}
+    return files
+
+
+class AccountMocks(PlanMocks):
+    """An account whose us-east-1a is use1-az6 and us-east-1b use1-az4 (names are mapped per account)."""
+
+    def __init__(self, region: str, zone_ids: Any = None) -> None:
+        super().__init__(region, {"us-east-1a": "use1-az6", "us-east-1b": "use1-az4"})
+
+
+def test_the_mocks_answer_as_the_account_the_config_describes() -> None:
+    stated = {"us-east-1a": "use1-az4", "us-east-1b": "use1-az6", "us-east-1c": "use1-az1"}
+    answer = PlanMocks("us-east-1", stated).call(
+        MockCallArgs("aws:index/getAvailabilityZones:getAvailabilityZones", {}, "")
+    )
+    pairs = dict(zip(answer["names"], answer["zoneIds"], strict=True))
+    assert {name: pairs[name] for name in stated} == stated
+    assert len(set(answer["zoneIds"])) == len(answer["zoneIds"])  # each ID once, as AWS answers
+
+
+def test_zone_ids_that_agree_with_the_account_plan() -> None:
+    run = run_program(main, smoke_with_zone_ids({"us-east-1a": "use1-az4"}))
+    subnets = [r for r in run.registrations if r.type == "aws:ec2/subnet:Subnet"]
+    assert "use1-az4" in {s.inputs.get("availabilityZoneId") for s in subnets}
+
+
+def test_zone_ids_the_account_maps_otherwise_are_refused_before_anything_is_registered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from blueprint.plan import runner
+
+    monkeypatch.setattr(runner, "PlanMocks", AccountMocks)
+    with pytest.raises(ConfigError) as caught:
+        run_program(main, smoke_with_zone_ids({"us-east-1a": "use1-az4"}))
+    (problem,) = caught.value.problems
+    assert problem.path == "network.availabilityZoneIds.us-east-1a"
+    assert problem.message.startswith("this account's us-east-1a is use1-az6; use1-az4 is its us-east-1b")
+
+
+def test_a_zone_id_the_account_lacks_is_refused_with_its_path() -> None:
+    from components.config import NetworkConfig
+    from components.validation.offerings import account_zone_problems
+
+    network = NetworkConfig.model_validate(
+        {"availabilityZones": ["us-east-1a"], "availabilityZoneIds": {"us-east-1a": "use1-az5"}}
+    )
+    (problem,) = account_zone_problems(network, "us-east-1", {"us-east-1a": "use1-az4", "us-east-1b": "use1-az6"})
+    assert problem.path == "network.availabilityZoneIds.us-east-1a"
+    assert "use1-az5 is not a zone of this account in us-east-1 (its zone IDs: use1-az4, use1-az6" in problem.message
+    assert account_zone_problems(network, "us-east-1", {"us-east-1a": "use1-az5"}) == []
+
+
 @pytest.mark.parametrize(
     ("entry", "fragment"),
     [

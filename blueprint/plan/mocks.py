@@ -16,6 +16,7 @@ import json
 import re
 import threading
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,18 +83,22 @@ class PlanMocks(pulumi.runtime.Mocks):
     the type and name so every run gives the same values. Types not modelled get `<name>-id` and a generic ARN.
     """
 
-    def __init__(self, region: str) -> None:
+    def __init__(self, region: str, zone_ids: Mapping[str, str] | None = None) -> None:
         self.region = region
         known = region_zones(region)
         #: The Region's AZ names and IDs as the catalog lists them (components/catalog/zones.yaml), paired in order:
         #: one account's possible mapping. Where each account maps names its own way, the IDs EKS refuses pair with
         #: the last names, so the plan does not drop a cluster subnet for a zone a real account may well not have
-        #: there. A Region the catalog does not list gets `<region>a` to `<region>f`.
+        #: there. A Region the catalog does not list gets `<region>a` to `<region>f`. The pairs the config states
+        #: (`zone_ids`, its `network.availabilityZoneIds`) win: the plan's account is the one the config describes.
         self.azs = list(known.names) if known else [f"{region}{suffix}" for suffix in "abcdef"]
         ids = list(known.ids) if known else [f"{region}-az{i + 1}" for i in range(len(self.azs))]
         if known and known.mapping == "independent":
             ids.sort(key=lambda zone_id: zone_id in eks_refused_zone_ids())  # stable: the rest keep their order
-        self.az_ids = ids
+        stated = dict(zone_ids or {})
+        self.azs += [name for name in stated if name not in self.azs]
+        rest = iter(zone_id for zone_id in ids if zone_id not in stated.values())
+        self.az_ids = [stated[name] if name in stated else next(rest, f"{region}-az0") for name in self.azs]
         self._decoded = threading.local()
         #: Every provider invoke the program made, by token: what the deployer's policy must also allow
         #: (`blueprint.deployer_policy`).

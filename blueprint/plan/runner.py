@@ -160,7 +160,7 @@ def run_mocked(
     settings = dict(config or {})
     region = region or settings.get("aws:region", "us-east-1")
     settings.setdefault("aws:region", region)
-    mocks = PlanMocks(region)
+    mocks = PlanMocks(region, stated_zone_ids(settings))
     monitor = RecordingMonitor(mocks)
     pulumi.runtime.reset_options()
     pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=False, monitor=monitor)
@@ -187,6 +187,17 @@ def _no_source_positions() -> Iterator[None]:
         yield
     finally:
         sdk_registration._get_stack_trace = original
+
+
+def stated_zone_ids(settings: Mapping[str, str]) -> dict[str, str]:
+    """The config's `network.availabilityZoneIds` (the CLI's JSON string), for the mocks to answer as that account;
+    empty when absent or unreadable (validation reports the latter)."""
+    try:
+        network = json.loads(settings.get("gpu-clusters:network", "{}"))
+        stated = network.get("availabilityZoneIds", {}) if isinstance(network, dict) else {}
+    except ValueError:
+        return {}
+    return {str(k): str(v) for k, v in stated.items()} if isinstance(stated, dict) else {}
 
 
 def run_program(program: Callable[[], Any], files: StackFiles) -> ProgramRun:

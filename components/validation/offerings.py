@@ -22,6 +22,36 @@ SNAPSHOT = f"EC2 instance type offerings, {OFFERINGS_PATH.parent.name}/{OFFERING
 LIST_ZONE_IDS = "aws ec2 describe-availability-zones --region {region} --query 'AvailabilityZones[].[ZoneName,ZoneId]'"
 
 
+def account_zone_problems(network: NetworkConfig, region: str, account: dict[str, str]) -> list[Problem]:
+    """At deploy time, not a validation rule: each `network.availabilityZoneIds` entry is this account's mapping
+    (`account`: AZ name -> zone ID, ec2 DescribeAvailabilityZones). Subnets are placed by the ID, while pools,
+    reservations and the offerings check read the name; a wrong pair would put a name's subnets in another zone, and
+    an ID the account lacks fails CreateSubnet after the VPC exists."""
+    problems = []
+    listed = LIST_ZONE_IDS.format(region=region)
+    named = {zone_id: name for name, zone_id in account.items()}
+    for name, zone_id in network.availability_zone_ids.items():
+        path = f"{NETWORK_ZONE_IDS}.{name}"
+        if zone_id not in named:
+            problems.append(
+                Problem(
+                    path,
+                    f"{zone_id} is not a zone of this account in {region} (its zone IDs: "
+                    f"{', '.join(sorted(named))}; `{listed}`)",
+                )
+            )
+        elif account.get(name) != zone_id:
+            actual = f"this account's {name} is {account[name]}" if name in account else f"this account has no {name}"
+            problems.append(
+                Problem(
+                    path,
+                    f"{actual}; {zone_id} is its {named[zone_id]}: write {name}: {account.get(name, '<its ID>')}, "
+                    f"or use {named[zone_id]} in network.availabilityZones (`{listed}`)",
+                )
+            )
+    return problems
+
+
 def zone_ids_name_the_networks_zones(p: Parsed) -> Iterator[Problem]:
     """`network.availabilityZoneIds` maps the network's AZs, each to a distinct AZ ID of the stack's region (the
     catalog lists the region's AZ IDs, components/catalog/zones.yaml, from the AWS Regions and Availability Zones
