@@ -124,6 +124,55 @@ def test_addon_versions_must_be_published() -> None:
     assert missing.status == "fail" and "addons.managed.pins.vpc-cni" in missing.fix
 
 
+CLOUDWATCH = "amazon-cloudwatch-observability"
+CLOUDWATCH_VERSION = "v6.7.0-eksbuild.1"
+CLOUDWATCH_VALUES = {
+    "tolerations": [{"operator": "Exists"}],
+    "manager": {"nodeSelector": {"a": "b"}, "tolerations": []},
+}
+#: The shape of the add-on's configuration schema: declared properties, nested for `manager`.
+CLOUDWATCH_SCHEMA = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "tolerations": {"type": "array"},
+        "manager": {"type": "object", "properties": {"nodeSelector": {"type": "object"}, "tolerations": {}}},
+    },
+}
+
+
+def configured_needs() -> Needs:
+    spec = stack_config(SYSTEM, validated=True)
+    resources = [
+        {
+            "type": ADDON,
+            "inputs": {
+                "addonName": CLOUDWATCH,
+                "addonVersion": CLOUDWATCH_VERSION,
+                "configurationValues": json.dumps(CLOUDWATCH_VALUES),
+            },
+        }
+    ]
+    return needs_of(spec, plan_pools(spec), resources, [])
+
+
+def test_the_addons_configuration_keys_must_be_in_its_schema() -> None:
+    n = configured_needs()
+    assert n.addon_values == {CLOUDWATCH: CLOUDWATCH_VALUES}
+    (ok,) = evaluate.addon_configuration(n, {CLOUDWATCH: CLOUDWATCH_SCHEMA})
+    assert ok.status == "pass"
+    older = {**CLOUDWATCH_SCHEMA, "properties": {"tolerations": {"type": "array"}}}
+    (refused,) = evaluate.addon_configuration(n, {CLOUDWATCH: older})
+    assert refused.status == "fail" and "declares no manager" in refused.detail
+    assert f"--addon-version {CLOUDWATCH_VERSION}" in refused.fix
+    no_selector = {
+        **CLOUDWATCH_SCHEMA,
+        "properties": {**CLOUDWATCH_SCHEMA["properties"], "manager": {"properties": {}}},
+    }
+    (nested,) = evaluate.addon_configuration(n, {CLOUDWATCH: no_selector})
+    assert "manager.nodeSelector, manager.tolerations" in nested.detail
+
+
 def test_ami_parameters_come_from_the_pools_and_must_exist() -> None:
     n = needs()
     assert n.ami_parameters == (STANDARD_AMI, NVIDIA_AMI)
@@ -323,6 +372,20 @@ def test_addon_checks_stubbed(stubbed: Any, published: str, status: str) -> None
     assert [f.status for f in account.addon_checks(needs(), clients)] == [status]
 
 
+@pytest.mark.parametrize(("schema", "status"), [(CLOUDWATCH_SCHEMA, "pass"), ({"properties": {}}, "fail")])
+def test_addon_configuration_checks_stubbed(stubbed: Any, schema: dict[str, Any], status: str) -> None:
+    clients, stubs = stubbed
+    answer = {"addons": [{"addonName": CLOUDWATCH, "addonVersions": [{"addonVersion": CLOUDWATCH_VERSION}]}]}
+    stubs["eks"].add_response("describe_addon_versions", answer, {"addonName": CLOUDWATCH, "kubernetesVersion": "1.35"})
+    stubs["eks"].add_response(
+        "describe_addon_configuration",
+        {"addonName": CLOUDWATCH, "addonVersion": CLOUDWATCH_VERSION, "configurationSchema": json.dumps(schema)},
+        {"addonName": CLOUDWATCH, "addonVersion": CLOUDWATCH_VERSION},
+    )
+    found = account.addon_checks(configured_needs(), clients)
+    assert [f.status for f in found] == ["pass", status]
+
+
 @pytest.mark.parametrize(("invalid", "status"), [([], {"pass"}), ([NVIDIA_AMI], {"pass", "fail"})])
 def test_ami_checks_stubbed(stubbed: Any, invalid: list[str], status: set[str]) -> None:
     clients, stubs = stubbed
@@ -457,6 +520,10 @@ def _stub_everything(stack: str, healthy: bool) -> Callable[[str], Any]:
         stubs["eks"].add_response(
             "describe_addon_versions", {"addons": [{"addonName": name, "addonVersions": [{"addonVersion": shown}]}]}
         )
+    for name in sorted(n.addon_values):
+        schema = {"properties": {key: {} for key in n.addon_values[name]}}
+        if shown_version(n, name, healthy) == n.addons[name]:
+            stubs["eks"].add_response("describe_addon_configuration", {"configurationSchema": json.dumps(schema)})
     stubs["ssm"].add_response("get_parameters", {"Parameters": []})
     for role in n.service_linked_roles:
         stubs["iam"].add_response("get_role", _role(role.name, role.own_description))
@@ -480,6 +547,11 @@ def test_preflight_end_to_end_with_stubbed_clients(
     assert {"zones", "offerings", "quotas", "addons", "ami", "roles"} <= checks
     failed = [f["subject"] for f in report["findings"] if f["status"] == "fail"]
     assert failed == ([] if healthy else [f"vpc-cni {shipped_addon('training', 'vpc-cni')}"])
+
+
+def shown_version(n: Needs, name: str, healthy: bool) -> str:
+    """The version the stubbed account publishes for an add-on: the pinned one, but vpc-cni's when unhealthy."""
+    return n.addons[name] if healthy or name != "vpc-cni" else "v0.0.1-eksbuild.1"
 
 
 def shipped_addon(stack: str, name: str) -> str:

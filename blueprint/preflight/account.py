@@ -3,12 +3,14 @@ Region); each check hands the answers to its pure verdict in `evaluate`.
 
 Calls: ec2 DescribeAvailabilityZones, DescribeInstanceTypeOfferings (LocationType availability-zone-id),
 DescribeAddresses, DescribeCapacityReservations, DescribeTransitGateways, SearchTransitGatewayRoutes,
-DescribeVpnGateways; service-quotas GetServiceQuota; eks DescribeAddonVersions; ssm GetParameters; iam GetRole.
+DescribeVpnGateways; service-quotas GetServiceQuota; eks DescribeAddonVersions, DescribeAddonConfiguration; ssm
+GetParameters; iam GetRole.
 A call the principal may not make is a failed finding naming the action, not a crash.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -118,7 +120,16 @@ def addon_checks(needs: Needs, clients: Clients) -> list[Finding]:
         except ClientError as error:
             return [denied("addons", "eks:DescribeAddonVersions", error)]
         published[name] = [v["addonVersion"] for a in answer.get("addons", []) for v in a.get("addonVersions", [])]
-    return evaluate.addons(needs, published)
+    schemas: dict[str, dict[str, Any]] = {}
+    for name in sorted(needs.addon_values):
+        if needs.addons.get(name) not in published.get(name, ()):
+            continue  # an unpublished version is reported above and has no schema to read
+        try:
+            answer = eks.describe_addon_configuration(addonName=name, addonVersion=needs.addons[name])
+        except ClientError as error:
+            return [*evaluate.addons(needs, published), denied("addons", "eks:DescribeAddonConfiguration", error)]
+        schemas[name] = json.loads(answer.get("configurationSchema") or "{}")
+    return [*evaluate.addons(needs, published), *evaluate.addon_configuration(needs, schemas)]
 
 
 def ami_checks(needs: Needs, clients: Clients) -> list[Finding]:

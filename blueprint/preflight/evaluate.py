@@ -178,6 +178,61 @@ def addons(needs: Needs, published: Mapping[str, Iterable[str]]) -> list[Finding
     return out
 
 
+def addon_configuration(needs: Needs, schemas: Mapping[str, Mapping[str, Any]]) -> list[Finding]:
+    """Every key the stack sets in an add-on's `configurationValues` is a property of the add-on's configuration
+    schema for the pinned version, so EKS does not refuse the values (or, where the schema allows more, drop them).
+    `schemas`: add-on name -> its JSON schema (DescribeAddonConfiguration `configurationSchema`)."""
+    out = []
+    for name, values in sorted(needs.addon_values.items()):
+        schema = schemas.get(name)
+        subject = f"{name} {needs.addons.get(name, '')} configuration".replace("  ", " ")
+        if schema is None:
+            out.append(
+                Finding(
+                    "addons",
+                    "skip",
+                    subject,
+                    "no schema read: the pinned version is not published for this Kubernetes version (above)",
+                    f"pin a published version in addons.managed.pins.{name}, then run preflight again",
+                )
+            )
+            continue
+        unknown = sorted(undeclared_paths(values, schema))
+        if unknown:
+            out.append(
+                Finding(
+                    "addons",
+                    "fail",
+                    subject,
+                    f"the add-on's configuration schema declares no {', '.join(unknown)}",
+                    f"`aws eks describe-addon-configuration --addon-name {name} --addon-version "
+                    f"{needs.addons.get(name, '<version>')}` lists what it takes; pin a version whose schema has "
+                    "these keys",
+                )
+            )
+        else:
+            out.append(Finding("addons", "pass", subject, f"every key is in its schema ({', '.join(sorted(values))})"))
+    return out
+
+
+def undeclared_paths(values: Any, schema: Mapping[str, Any], path: str = "") -> list[str]:
+    """The key paths of `values` (objects only; list items and free-form maps are not descended into) that the
+    schema's `properties` do not declare, where it declares properties at all."""
+    if not isinstance(values, dict):
+        return []
+    declared = schema.get("properties")
+    if not isinstance(declared, dict):
+        return []
+    out = []
+    for key, value in values.items():
+        where = f"{path}.{key}" if path else key
+        if key not in declared:
+            out.append(where)
+        else:
+            out += undeclared_paths(value, declared[key], where)
+    return out
+
+
 def ami_parameters(needs: Needs, missing: Iterable[str]) -> list[Finding]:
     """Every AMI parameter the launch templates read exists (SSM GetParameters `InvalidParameters`)."""
     absent = set(missing)

@@ -6,6 +6,7 @@ plan's resources may create (`blueprint.deployer_policy`), the reservations and 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -102,6 +103,8 @@ class Needs:
     #: NAT gateways a new VPC creates, one Elastic IP each.
     nat_gateways: int
     addons: dict[str, str]
+    #: `{add-on name: its configurationValues}` of the add-ons the plan configures.
+    addon_values: dict[str, dict[str, Any]]
     ami_parameters: tuple[str, ...]
     service_linked_roles: tuple[ServiceLinkedRole, ...]
     reservations: tuple[ReservationNeeds, ...]
@@ -114,6 +117,15 @@ def planned_addons(resources: Iterable[dict[str, Any]]) -> dict[str, str]:
         r["inputs"]["addonName"]: r["inputs"]["addonVersion"]
         for r in resources
         if r["type"] == ADDON and r["inputs"].get("addonVersion")
+    }
+
+
+def planned_addon_values(resources: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """`{add-on name: configurationValues}` of every EKS add-on the plan configures."""
+    return {
+        r["inputs"]["addonName"]: json.loads(r["inputs"]["configurationValues"])
+        for r in resources
+        if r["type"] == ADDON and r["inputs"].get("configurationValues")
     }
 
 
@@ -188,6 +200,7 @@ def needs_of(
         quotas=tuple(stack_quotas(spec, plans)),
         nat_gateways=len(nat_gateway_zones(spec.network)),
         addons=planned_addons(resources),
+        addon_values=planned_addon_values(resources),
         ami_parameters=ami_parameters(spec, plans),
         service_linked_roles=service_linked_roles(spec, services),
         reservations=reservations(plans),
