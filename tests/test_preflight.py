@@ -131,7 +131,7 @@ CLOUDWATCH_VALUES = {
     "manager": {"nodeSelector": {"a": "b"}, "tolerations": []},
 }
 #: The shape of the add-on's configuration schema: declared properties, nested for `manager`.
-CLOUDWATCH_SCHEMA = {
+CLOUDWATCH_SCHEMA: dict[str, Any] = {
     "type": "object",
     "additionalProperties": False,
     "properties": {
@@ -521,7 +521,7 @@ def _stub_everything(stack: str, healthy: bool) -> Callable[[str], Any]:
             "describe_addon_versions", {"addons": [{"addonName": name, "addonVersions": [{"addonVersion": shown}]}]}
         )
     for name in sorted(n.addon_values):
-        schema = {"properties": {key: {} for key in n.addon_values[name]}}
+        schema: dict[str, Any] = {"properties": {key: {} for key in n.addon_values[name]}}
         if shown_version(n, name, healthy) == n.addons[name]:
             stubs["eks"].add_response("describe_addon_configuration", {"configurationSchema": json.dumps(schema)})
     stubs["ssm"].add_response("get_parameters", {"Parameters": []})
