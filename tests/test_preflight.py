@@ -39,6 +39,8 @@ RESERVED: dict[str, Any] = {
     },
 }
 HYBRID = HYBRID_POOL
+#: The account the stubbed credentials belong to.
+ACCOUNT = "123456789012"
 
 
 def needs(*pools: dict[str, Any], zones: tuple[str, ...] = ("us-east-1a", "us-east-1b"), **network: Any) -> Needs:
@@ -98,14 +100,15 @@ def test_quotas_hold_or_fail_with_the_request_command() -> None:
     short = evaluate.quotas(n, {**enough, "L-417A185B": p.needed - 1.0}, 0)
     failed = [f for f in short if f.status == "fail"]
     assert len(failed) == 1 and "--quota-code L-417A185B" in failed[0].fix
-    spec = stack_config(SYSTEM, P5, storage={"lustre": {}}, validated=True)
+    spec = stack_config(SYSTEM, P5, storage={"lustre": {"storageCapacityGib": 4800}}, validated=True)
     lustre = needs_of(spec, plan_pools(spec), [], [])
-    skipped = [f for f in evaluate.quotas(lustre, enough, 0) if f.status == "skip"]
-    assert [f.subject for f in skipped] == [  # the catalog has no codes for FSx's quotas: said, not guessed
-        "FSx for Lustre file systems (no code)",
-        "FSx for Lustre total storage capacity (no code)",
-    ]
-    assert "list-service-quotas --service-code fsx" in skipped[0].fix
+    storage = next(q for q in lustre.quotas if q.quota.code == "L-8F1B9C74")
+    assert (storage.quota.name, storage.needed) == ("Lustre Persistent_2 storage capacity", 4800)
+    room = {q.quota.code: float(q.needed) for q in lustre.quotas if q.quota.code}
+    assert {f.status for f in evaluate.quotas(lustre, room, 0)} == {"pass"}
+    (full,) = [f for f in evaluate.quotas(lustre, {**room, "L-8F1B9C74": 2400.0}, 0) if f.status == "fail"]
+    assert "Lustre Persistent_2 storage capacity (L-8F1B9C74)" in full.subject
+    assert "--service-code fsx --quota-code L-8F1B9C74 --desired-value 4800" in full.fix
 
 
 def test_elastic_ips_count_those_already_allocated() -> None:
@@ -261,7 +264,7 @@ def stubbed() -> Iterator[tuple[Callable[[str], Any], dict[str, Stubber]]]:
     """`clients` as preflight takes them, each with a Stubber that must be used up."""
     clients: dict[str, Any] = {}
     stubs: dict[str, Stubber] = {}
-    for service in ("ec2", "service-quotas", "eks", "ssm", "iam"):
+    for service in ("ec2", "service-quotas", "eks", "ssm", "iam", "sts"):
         clients[service] = _client(service)
         stubs[service] = Stubber(clients[service])
         stubs[service].activate()
@@ -476,9 +479,11 @@ def test_site_checks_stubbed(stubbed: Any, routed: bool) -> None:
     gateway = {
         "TransitGatewayId": tgw,
         "State": "available",
+        "OwnerId": ACCOUNT,
         "Options": {"AssociationDefaultRouteTableId": "tgw-rtb-0123456789abcdef0"},
     }
     stubs["ec2"].add_response("describe_transit_gateways", {"TransitGateways": [gateway]}, {"TransitGatewayIds": [tgw]})
+    stubs["sts"].add_response("get_caller_identity", {"Account": ACCOUNT}, {})
     for cidr in n.site.cidrs:
         route = {"DestinationCidrBlock": "192.168.0.0/16", "State": "active", "Type": "static"}
         stubs["ec2"].add_response(
@@ -495,6 +500,78 @@ def test_site_checks_stubbed(stubbed: Any, routed: bool) -> None:
     found = account.site_checks(n, clients)
     assert {f.status for f in found} == ({"pass"} if routed else {"pass", "fail"})
     assert len(found) == 1 + len(n.site.cidrs)
+
+
+@pytest.mark.parametrize(
+    ("auto_accept", "expected"),
+    [("enable", ["pass", "skip"]), ("disable", ["pass", "warn", "skip"])],
+    ids=["auto-accepts", "owner-accepts-by-hand"],
+)
+def test_a_transit_gateway_shared_by_another_account_is_checked_as_far_as_a_participant_may(
+    stubbed: Any, auto_accept: str, expected: list[str]
+) -> None:
+    """A participant may describe a shared transit gateway but not search its route tables: no denied call, no
+    failure; the routes are left to the owner, by name."""
+    clients, stubs = stubbed
+    spec = stack_config(SYSTEM, HYBRID, validated=True)
+    n = needs_of(spec, plan_pools(spec), [], [])
+    assert n.site is not None and n.site.transit_gateway_id is not None
+    tgw = n.site.transit_gateway_id
+    gateway = {
+        "TransitGatewayId": tgw,
+        "State": "available",
+        "OwnerId": "210987654321",
+        "Options": {
+            "AssociationDefaultRouteTableId": "tgw-rtb-0123456789abcdef0",
+            "AutoAcceptSharedAttachments": auto_accept,
+        },
+    }
+    stubs["ec2"].add_response("describe_transit_gateways", {"TransitGateways": [gateway]}, {"TransitGatewayIds": [tgw]})
+    stubs["sts"].add_response("get_caller_identity", {"Account": ACCOUNT}, {})
+    found = account.site_checks(n, clients)  # no SearchTransitGatewayRoutes is stubbed: none may be made
+    assert [f.status for f in found] == expected
+    assert "210987654321" in found[0].detail and "210987654321" in found[-1].fix
+    assert all(cidr in found[-1].fix for cidr in n.site.cidrs)
+
+
+def test_a_shared_transit_gateway_that_is_not_available_still_fails() -> None:
+    spec = stack_config(SYSTEM, HYBRID, validated=True)
+    n = needs_of(spec, plan_pools(spec), [], [])
+    pending = {"State": "pending", "OwnerId": "210987654321"}
+    assert [f.status for f in evaluate.site(n.site, pending, None, ACCOUNT)] == ["fail"]
+
+
+def _address(i: int, cluster: str | None) -> dict[str, Any]:
+    tags = [{"Key": "gpu-clusters/cluster", "Value": cluster}] if cluster else []
+    return {"AllocationId": f"eipalloc-{i:017x}", "PublicIp": f"198.51.100.{i}", "Tags": tags}
+
+
+@pytest.mark.parametrize(
+    ("addresses", "status"),
+    [
+        ([_address(0, "demo"), _address(1, "demo"), _address(2, None), _address(3, "other")], "pass"),
+        ([_address(0, "demo"), _address(1, None), _address(2, None), _address(3, "other"), _address(4, None)], "fail"),
+    ],
+    ids=["after-a-deploy", "others-fill-the-quota"],
+)
+def test_the_stacks_own_elastic_ips_are_not_counted_twice(
+    stubbed: Any, addresses: list[dict[str, Any]], status: str
+) -> None:
+    """After a deploy the NAT gateways' addresses exist: recognised by the cluster tag, they are the stack's need,
+    not an addition to it. The quota is 5, the stack needs 2."""
+    clients, stubs = stubbed
+    n = needs()
+    for need in n.quotas:
+        if need.quota.code:
+            value = 5.0 if need.quota.code == "L-0263D0A3" else 10000.0
+            key = {"ServiceCode": need.quota.service, "QuotaCode": need.quota.code}
+            stubs["service-quotas"].add_response("get_service_quota", {"Quota": {**key, "Value": value}}, key)
+    stubs["ec2"].add_response("describe_addresses", {"Addresses": addresses}, {})
+    (eip,) = [f for f in account.quota_checks(n, clients) if "L-0263D0A3" in f.subject]
+    assert eip.status == status
+    own = sum(1 for a in addresses if a["Tags"] and a["Tags"][0]["Value"] == "demo")
+    assert f"{own} allocated are the stack's own" in eip.detail
+    assert f"on top of {len(addresses) - own} already allocated" in eip.detail
 
 
 # ------------------------------------------------------------------------------------------------ the command

@@ -116,10 +116,17 @@ def test_an_existing_vpc_needs_no_network_quota() -> None:
     assert network_needs(stack_config(SYSTEM, zones=None, network=existing)) == []
 
 
-def test_lustre_counts_one_file_system_and_its_capacity() -> None:
+def test_lustre_counts_one_file_system_and_its_capacity_against_its_deployment_types_quotas() -> None:
     spec = stack_config(SYSTEM, storage={"lustre": {"name": "scratch", "storageCapacityGib": 7200}})
-    needs = {n.quota.key: n.needed for n in storage_needs(spec)}
-    assert needs == {"lustre_file_systems": 1, "lustre_storage_gib": 7200}
+    needs = {(n.quota.key, n.quota.code): n.needed for n in storage_needs(spec)}
+    assert needs == {
+        ("lustre_file_systems_persistent_2", "L-FD6F2F22"): 1,
+        ("lustre_storage_gib_persistent_2", "L-8F1B9C74"): 7200,
+    }
+    scratch = stack_config(
+        SYSTEM, storage={"lustre": {"name": "tmp", "storageCapacityGib": 2400, "deploymentType": "SCRATCH_2"}}
+    )
+    assert {(n.quota.code, n.needed) for n in storage_needs(scratch)} == {("L-C48231E5", 1), ("L-AD2FC696", 2400)}
     assert storage_needs(stack_config(SYSTEM)) == []
 
 
@@ -136,7 +143,7 @@ def test_training_plan_needs_the_p_on_demand_vcpus_of_its_pool_at_max() -> None:
     assert p_on_demand["needed"] == h100["maxNodes"] * catalog.instance_type(h100["instanceType"]).vcpu
     assert p_on_demand["unit"] == "vCPUs"
     lustre = next(s for s in plan["summary"]["storage"] if s["kind"] == "lustre")
-    assert quotas(plan)["FSx for Lustre total storage capacity"]["needed"] == lustre["capacityGiB"]
+    assert quotas(plan)["Lustre Persistent_2 storage capacity"]["needed"] == lustre["capacityGiB"]
 
 
 def test_every_shipped_plan_lists_its_quotas_in_the_contract_shape(each_shipped_plan: dict[str, Any]) -> None:

@@ -3,8 +3,8 @@ Region); each check hands the answers to its pure verdict in `evaluate`.
 
 Calls: ec2 DescribeAvailabilityZones, DescribeInstanceTypeOfferings (LocationType availability-zone-id),
 DescribeAddresses, DescribeCapacityReservations, DescribeTransitGateways, SearchTransitGatewayRoutes,
-DescribeVpnGateways; service-quotas GetServiceQuota; eks DescribeAddonVersions, DescribeAddonConfiguration; ssm
-GetParameters; iam GetRole.
+DescribeVpnGateways; sts GetCallerIdentity; service-quotas GetServiceQuota; eks DescribeAddonVersions,
+DescribeAddonConfiguration; ssm GetParameters; iam GetRole.
 A call the principal may not make is a failed finding naming the action, not a crash.
 """
 
@@ -19,6 +19,7 @@ from botocore.exceptions import ClientError
 from blueprint.preflight import evaluate
 from blueprint.preflight.findings import Finding
 from blueprint.preflight.needs import Needs
+from components.tags import CLUSTER as CLUSTER_TAG
 
 #: `service name -> client`: a botocore session's `create_client` bound to the stack's Region, or stubbed ones.
 Clients = Callable[[str], Any]
@@ -102,13 +103,22 @@ def quota_checks(needs: Needs, clients: Clients) -> list[Finding]:
                 values[code] = default["Quota"]["Value"]
             except ClientError as default_error:
                 problems.append(denied("quotas", "servicequotas:GetAWSDefaultServiceQuota", default_error))
-    in_use = None
+    in_use, own = None, 0
     if needs.nat_gateways:
         try:
-            in_use = len(clients("ec2").describe_addresses()["Addresses"])
+            addresses = clients("ec2").describe_addresses()["Addresses"]
         except ClientError as error:
             problems.append(denied("quotas", "ec2:DescribeAddresses", error))
-    return [*evaluate.quotas(needs, values, in_use), *problems]
+        else:
+            own = sum(1 for a in addresses if is_the_stacks(a, needs.cluster))
+            in_use = len(addresses) - own
+    return [*evaluate.quotas(needs, values, in_use, own), *problems]
+
+
+def is_the_stacks(address: dict[str, Any], cluster: str) -> bool:
+    """An Elastic IP of this stack (an earlier `pulumi up`): every resource of the stack carries the
+    `gpu-clusters/cluster` tag with the cluster's name, which is unique in the Region (components/tags.py)."""
+    return any(t.get("Key") == CLUSTER_TAG and t.get("Value") == cluster for t in address.get("Tags", []) or [])
 
 
 def addon_checks(needs: Needs, clients: Clients) -> list[Finding]:
@@ -172,6 +182,14 @@ def reservation_checks(needs: Needs, clients: Clients) -> list[Finding]:
     return evaluate.reservations(needs, found)
 
 
+def caller_account(clients: Clients) -> str | None:
+    """This account's id (sts GetCallerIdentity, which needs no permission); None when it cannot be read."""
+    try:
+        return str(clients("sts").get_caller_identity()["Account"])
+    except ClientError:
+        return None
+
+
 def site_checks(needs: Needs, clients: Clients) -> list[Finding]:
     site = needs.site
     if site is None:
@@ -189,6 +207,9 @@ def site_checks(needs: Needs, clients: Clients) -> list[Finding]:
         action = "ec2:DescribeVpnGateways" if site.virtual_private_gateway_id else "ec2:DescribeTransitGateways"
         return [denied("site", action, error)]
     gateway = gateways[0] if gateways else None
+    account_id = caller_account(clients)
+    if gateway is not None and account_id and gateway.get("OwnerId") not in (None, account_id):
+        return evaluate.site(site, gateway, None, account_id)  # shared through RAM: its route tables are the owner's
     table = (gateway or {}).get("Options", {}).get("AssociationDefaultRouteTableId")
     if gateway is not None and not table:
         return evaluate.site(site, gateway, None)

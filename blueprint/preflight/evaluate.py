@@ -110,17 +110,19 @@ def offerings(needs: Needs, account_zones: Mapping[str, str], offered: Mapping[s
     return out
 
 
-def quotas(needs: Needs, values: Mapping[str, float | None], elastic_ips_in_use: int | None) -> list[Finding]:
+def quotas(
+    needs: Needs, values: Mapping[str, float | None], elastic_ips_in_use: int | None, elastic_ips_own: int = 0
+) -> list[Finding]:
     """Each quota the stack needs holds it. `values`: quota code -> this account's value (GetServiceQuota; None when
-    it could not be read); Elastic IPs also count those already allocated (DescribeAddresses). Quotas the catalog has
-    no code for are skipped with the command that lists them."""
-    out = []
-    for need in needs.quotas:
-        out.append(_quota(need, values, elastic_ips_in_use))
-    return out
+    it could not be read); Elastic IPs also count those already allocated by others (DescribeAddresses,
+    `elastic_ips_in_use`), not the stack's own from an earlier deploy (`elastic_ips_own`), which its need already
+    counts. Quotas the catalog has no code for are skipped with the command that lists them."""
+    return [_quota(need, values, elastic_ips_in_use, elastic_ips_own) for need in needs.quotas]
 
 
-def _quota(need: QuotaNeed, values: Mapping[str, float | None], elastic_ips_in_use: int | None) -> Finding:
+def _quota(
+    need: QuotaNeed, values: Mapping[str, float | None], elastic_ips_in_use: int | None, elastic_ips_own: int = 0
+) -> Finding:
     quota = need.quota
     subject = f"{quota.name} ({quota.code or 'no code'})"
     listing = f"aws service-quotas list-service-quotas --service-code {quota.service}"
@@ -139,6 +141,8 @@ def _quota(need: QuotaNeed, values: Mapping[str, float | None], elastic_ips_in_u
     detail = f"needs {need.needed} {quota.unit} ({'; '.join(need.used_by)})"
     if used:
         detail += f" on top of {used} already allocated"
+    if quota.code == ELASTIC_IPS and elastic_ips_own:
+        detail += f" ({elastic_ips_own} allocated are the stack's own, counted in its need)"
     detail += f"; the quota is {value}"
     if total <= value:
         return Finding("quotas", "pass", subject, detail)
@@ -343,16 +347,61 @@ def _reservation(need: ReservationNeeds, got: Mapping[str, object] | None, now: 
     )
 
 
+#: A participant may describe a shared transit gateway and create and describe its own attachments; only the owner
+#: runs the route table APIs (Transit Gateway guide, "Transit gateway sharing considerations").
+SHARING = "https://docs.aws.amazon.com/vpc/latest/tgw/transit-gateway-share.html"
+
+
+def shared_gateway(site_needs: SiteNeeds, gateway_id: str, gateway: Mapping[str, Any], owner: str) -> list[Finding]:
+    """What this account can verify of a transit gateway another account shares with it: that it sees it (the share
+    is accepted) and that it is available; whether the owner accepts attachments itself. The routes are the owner's
+    to check: searching them is refused here, which is no fault of the stack."""
+    cidrs = ", ".join(site_needs.cidrs)
+    out = [
+        Finding(
+            "site",
+            "pass",
+            gateway_id,
+            f"available; owned by account {owner} and shared with this one, which may attach its VPC ({SHARING})",
+        )
+    ]
+    if (gateway.get("Options") or {}).get("AutoAcceptSharedAttachments") != "enable":
+        out.append(
+            Finding(
+                "site",
+                "warn",
+                gateway_id,
+                "the owner accepts shared attachments by hand: the VPC's attachment stays pending, and nothing crosses "
+                "it, until account " + owner + " accepts it",
+                f"ask account {owner} to accept the attachment `pulumi up` creates (or to enable auto accept shared "
+                "attachments)",
+            )
+        )
+    out.append(
+        Finding(
+            "site",
+            "skip",
+            f"{gateway_id} -> {cidrs}",
+            f"the route tables belong to account {owner}: only it can search them ({SHARING})",
+            f"ask account {owner} to check that the route table the attachment joins routes {cidrs} to the site",
+        )
+    )
+    return out
+
+
 def site(
     site_needs: SiteNeeds | None,
     gateway: Mapping[str, Any] | None,
     routes: Mapping[str, bool] | None,
+    account_id: str | None = None,
 ) -> list[Finding]:
     """The site's gateway exists and is available; a transit gateway routes each of the site's CIDRs (an active route
     covering it in the route table the VPC's attachment will be associated with); a virtual private gateway is
     attached to no other VPC. `gateway`: the DescribeTransitGateways / DescribeVpnGateways entry (None when unknown);
     `routes`: CIDR -> whether an active route covers it (SearchTransitGatewayRoutes), None when the transit gateway
-    has no default association route table to search (the attachment's table is chosen when it is associated)."""
+    has no default association route table to search (the attachment's table is chosen when it is associated);
+    `account_id`: this account, to tell a transit gateway another account shares through RAM, whose route tables
+    only its owner may read (`shared_gateway`)."""
     if site_needs is None:
         return []
     gateway_id = site_needs.transit_gateway_id or site_needs.virtual_private_gateway_id or ""
@@ -387,6 +436,9 @@ def site(
                 )
             )
         return out
+    owner = gateway.get("OwnerId")
+    if account_id and owner and owner != account_id:
+        return shared_gateway(site_needs, gateway_id, gateway, owner)
     if routes is None:
         out.append(
             Finding(

@@ -93,16 +93,23 @@ def network_needs(spec: StackConfig) -> list[QuotaNeed]:
     ]
 
 
+#: The Lustre quotas are per deployment type: PERSISTENT_2 has its own, SCRATCH_1 and SCRATCH_2 share the Scratch ones
+#: (components/catalog/quotas.yaml).
+LUSTRE_QUOTA_FAMILY = {"PERSISTENT_2": "persistent_2", "SCRATCH_2": "scratch"}
+
+
 def storage_needs(spec: StackConfig) -> list[QuotaNeed]:
-    """An FSx for Lustre file system counts one file system and its capacity against the Region's Lustre quotas."""
+    """An FSx for Lustre file system counts one file system and its capacity against the Region's Lustre quotas of
+    its deployment type."""
     lustre = spec.storage.lustre
     if lustre is None:
         return []
     quotas = count_quotas()
-    used = (f"storage.lustre {lustre.name}",)
+    family = LUSTRE_QUOTA_FAMILY[lustre.deployment_type]
+    used = (f"storage.lustre {lustre.name} ({lustre.deployment_type})",)
     return [
-        QuotaNeed(quotas["lustre_file_systems"], 1, used),
-        QuotaNeed(quotas["lustre_storage_gib"], lustre.storage_capacity_gib, used),
+        QuotaNeed(quotas[f"lustre_file_systems_{family}"], 1, used),
+        QuotaNeed(quotas[f"lustre_storage_gib_{family}"], lustre.storage_capacity_gib, used),
     ]
 
 
