@@ -1,6 +1,6 @@
 """The serving example: per `workloads.serving` entry, a vLLM Deployment on its inference pool, a ClusterIP Service,
-the NetworkPolicy admitting its clients, a PodDisruptionBudget and the KEDA ScaledObject that applies the GPU-utilization rule (specs in
-`components.planning.serving` and `components.planning.serving_autoscaling`).
+the NetworkPolicy admitting its clients, a PodDisruptionBudget and the KEDA ScaledObject that applies the
+GPU-utilization rule (specs in `components.planning.serving` and `components.planning.serving_autoscaling`).
 
 The objects live in the NFS claim's namespace (a claim is mounted only there). `pulumi up` does not wait for the
 replicas to turn Ready (`pulumi.com/skipAwait`): they need the model's weights on the claim, which a fresh stack

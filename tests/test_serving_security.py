@@ -139,7 +139,7 @@ def test_an_api_key_in_the_arguments_and_odd_acceptances_are_refused_together() 
         ("0.0.0.0/1", "more than a /8"),
         ("10.20.0.1/24", "host bits zero"),
         ("fd00::/64", "not IPv4"),
-        ("site", "CIDR form"),
+        ("site", "not a CIDR network"),
     ],
 )
 def test_client_networks_are_bounded(cidr: str, fragment: str) -> None:

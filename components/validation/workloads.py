@@ -267,7 +267,7 @@ def serving_clients_are_bounded(p: Parsed) -> Iterator[Problem]:
             try:
                 network = ipaddress.ip_network(cidr, strict=True)
             except ValueError:
-                yield Problem(where, f"{cidr!r} is not a network in CIDR form with its host bits zero, e.g. 10.20.0.0/24")
+                yield Problem(where, f"{cidr!r} is not a CIDR network with its host bits zero, e.g. 10.20.0.0/24")
                 continue
             if network.version != 4:
                 yield Problem(where, f"{cidr} is not IPv4; the stack's pod network is IPv4")
