@@ -10,8 +10,17 @@ from typing import Any
 import pytest
 
 from components.catalog.citations import CatalogError
-from components.catalog.images import IMAGES_PATH, advisories_affecting, image, load_images, vllm_advisories
+from components.catalog.images import (
+    IMAGES_PATH,
+    advisories_affecting,
+    chart_images,
+    image,
+    load_images,
+    vllm_advisories,
+)
+from components.config import Alerts
 from components.errors import ConfigError
+from components.planning.addons.monitoring import kube_prometheus_stack_values
 from components.planning.serving import deployment_spec, network_policy_spec
 from components.planning.stack_plan import plan_pools
 from components.validation.workloads import UNSAFE_ARGS
@@ -91,6 +100,19 @@ def test_a_made_up_digest_shape_does_not_load(tmp_path: Path) -> None:
     broken.write_text(text.replace('digest: "sha256:c1c9', 'digest: "sha256:zz', 1), encoding="utf-8")
     with pytest.raises(CatalogError, match="is not sha256:<64 hex digits>"):
         load_images(broken)
+
+
+def test_the_monitoring_chart_runs_its_images_by_digest() -> None:
+    values = kube_prometheus_stack_values(Alerts(), "us-east-1", plan_pools(serving_stack()), None)
+    assert values["prometheus"]["prometheusSpec"]["image"] == {
+        "tag": "v3.14.0-distroless",
+        "sha": "50c707e96da5ade383cb1707790576480485e93de06aa60ad8802cb5f744bd0a",
+    }
+    assert values["prometheus"]["prometheusSpec"]["serviceMonitorSelectorNilUsesHelmValues"] is False
+    assert values["kube-state-metrics"]["image"]["sha"].startswith("sha256:")
+    pinned = {p.values_key for p in chart_images("kube-prometheus-stack")}
+    assert {"alertmanager.alertmanagerSpec.image", "prometheusOperator.image", "grafana.image"} <= pinned
+    assert values["grafana"]["image"]["tag"] == "13.2.0" and len(values["grafana"]) > 1  # the merge keeps the rest
 
 
 # ------------------------------------------------------------------------------------------------------ validation

@@ -18,8 +18,10 @@ from components.catalog.citations import CatalogError, check_tags, read_sources,
 __all__ = [
     "IMAGES_PATH",
     "Advisory",
+    "ChartImage",
     "PinnedImage",
     "advisories_affecting",
+    "chart_images",
     "image",
     "vllm_advisories",
     "vllm_release",
@@ -133,9 +135,42 @@ def _advisory(entry: dict[str, Any], known: dict[str, Any], path: Path) -> Advis
 
 
 @dataclass(frozen=True)
+class ChartImage:
+    """An image a chart runs, pinned by digest through the chart's values block at `values_key`."""
+
+    chart: str
+    values_key: str
+    image: str
+    tag: str
+    digest: str
+    digest_form: str
+    source: str
+
+    @property
+    def values(self) -> dict[str, str]:
+        """The values block's `tag` and `sha` in the form the chart takes."""
+        return {
+            "tag": self.tag,
+            "sha": self.digest.removeprefix("sha256:") if self.digest_form == "hex" else self.digest,
+        }
+
+
+def _chart_image(entry: dict[str, Any], known: dict[str, Any], path: Path) -> ChartImage:
+    where = f"{path}: chart image {entry.get('image')}"
+    check_tags(where, str(entry.get("source") or ""), known)
+    if not DIGEST.match(str(entry.get("digest"))):
+        raise CatalogError(f"{where}: digest {entry.get('digest')!r} is not sha256:<64 hex digits>")
+    if entry.get("digest_form") not in ("hex", "full"):
+        raise CatalogError(f"{where}: digest_form is `hex` or `full`")
+    fields = ("chart", "values_key", "image", "tag", "digest", "digest_form", "source")
+    return ChartImage(**{key: str(entry[key]) for key in fields})
+
+
+@dataclass(frozen=True)
 class ImageCatalog:
     images: dict[str, PinnedImage]
     advisories: tuple[Advisory, ...]
+    chart_images: tuple[ChartImage, ...] = ()
 
 
 def load_images(path: Path | None = None) -> ImageCatalog:
@@ -153,7 +188,8 @@ def load_images(path: Path | None = None) -> ImageCatalog:
     inside = [a.id for a in advisories if a.refused and a.affects(release)]
     if inside:
         raise CatalogError(f"{ipath}: the default vLLM image {images['vllm-openai'].tag} is inside {', '.join(inside)}")
-    return ImageCatalog(images, advisories)
+    chart_images = tuple(_chart_image(e, dict(known), ipath) for e in data.get("chart_images") or [])
+    return ImageCatalog(images, advisories, chart_images)
 
 
 @cache
@@ -167,6 +203,11 @@ def image(name: str) -> PinnedImage:
     if name not in images:
         raise KeyError(f"unknown image {name!r}; known: {', '.join(sorted(images))}")
     return images[name]
+
+
+def chart_images(chart: str) -> tuple[ChartImage, ...]:
+    """The digest-pinned images of one chart (none for a chart that takes no digest value)."""
+    return tuple(i for i in _catalog().chart_images if i.chart == chart)
 
 
 def vllm_advisories() -> tuple[Advisory, ...]:
