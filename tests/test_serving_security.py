@@ -118,10 +118,15 @@ def test_the_monitoring_chart_runs_its_images_by_digest() -> None:
 # ------------------------------------------------------------------------------------------------------ validation
 @pytest.mark.parametrize(
     ("tag", "fixed"),
-    [("v0.11.0", "0.14.1"), ("v0.13.0", "0.14.1"), ("v0.11.2", "0.14.1"), ("v0.10.2-cu128", "0.14.1")],
+    [
+        ("vllm/vllm-openai:v0.11.0", "0.14.1"),
+        ("vllm/vllm-openai:v0.13.0", "0.14.1"),
+        ("docker.io/vllm/vllm-openai:v0.11.2", "0.14.1"),
+        ("mirror.example:5000/vllm/vllm-openai:v0.10.2-cu128", "0.14.1"),
+    ],
 )
 def test_a_vllm_image_inside_a_refused_advisory_is_refused_with_the_fix(tag: str, fixed: str) -> None:
-    (problem,) = _problems(image=f"vllm/vllm-openai:{tag}")
+    (problem,) = _problems(image=tag)
     assert problem.startswith("workloads.serving[0].image: ")
     assert "CVE-2026-22778 (critical, 0.8.3 to before 0.14.1)" in problem
     assert f"use {fixed} or later" in problem

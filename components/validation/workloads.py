@@ -197,7 +197,8 @@ UNSAFE_ARGS = {
 API_KEY_ARG = "--api-key"
 #: Client networks wider than this many prefix bits are refused: a /7 is already two /8s of the world.
 WIDEST_CLIENT_PREFIX = 8
-_VLLM_REPOSITORIES = ("vllm/vllm-openai", "docker.io/vllm/vllm-openai", "index.docker.io/vllm/vllm-openai")
+#: The vLLM server image, from Docker Hub or a mirror that keeps its path (`registry.example/vllm/vllm-openai`).
+_VLLM_REPOSITORY = "vllm/vllm-openai"
 
 
 def _flag(arg: str) -> str:
@@ -206,15 +207,16 @@ def _flag(arg: str) -> str:
 
 
 def serving_image_is_past_the_advisories(p: Parsed) -> Iterator[Problem]:
-    """A `vllm/vllm-openai` image whose tag names a release inside a refused advisory's range (catalog
-    `images.yaml`) is refused, with the advisories and the release that fixes them all."""
+    """A `vllm/vllm-openai` image (from Docker Hub or a mirror keeping that path) whose tag names a release inside a
+    refused advisory's range (catalog `images.yaml`) is refused, with the advisories and the release that fixes them
+    all."""
     default = image("vllm-openai")
     for path, workload in _serving(p):
         if workload.image is None:
             continue
         name = workload.image.split("@", 1)[0]
         repository, _, tag = name.rpartition(":")
-        if repository not in _VLLM_REPOSITORIES or "/" in tag:
+        if not (repository == _VLLM_REPOSITORY or repository.endswith(f"/{_VLLM_REPOSITORY}")) or "/" in tag:
             continue
         found = advisories_affecting(tag)
         if found:
