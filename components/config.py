@@ -848,6 +848,28 @@ class ServingReplicas(Model):
     """Most replicas; default as many as the pool's nodes hold (its `max` or `nodes` times replicas per node)."""
 
 
+class ServingApiKey(Model):
+    """Where the server's API key lives: a Kubernetes Secret in the serving namespace, created outside the stack (the
+    key never enters the stack's config or state)."""
+
+    secret_name: Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")]
+    """Name of the Secret, in the NFS claim's namespace. Required."""
+    key: Annotated[str, StringConstraints(pattern=r"^[-._a-zA-Z0-9]{1,253}$")] = "api-key"
+    """Key in the Secret's data that holds the API key. Default `api-key`."""
+
+
+class ServingAllowFrom(Model):
+    """Who may reach the server's port besides its own namespace and Prometheus (the serving NetworkPolicy)."""
+
+    namespaces: list[Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")]] = Field(
+        default_factory=list
+    )
+    """Namespaces whose pods may call the server. Default none."""
+    cidrs: list[str] = Field(default_factory=list)
+    """IPv4 networks (CIDR) that may call the server, e.g. a site's client subnet routed to the pod network; at
+    most /8 wide, never `0.0.0.0/0`. Default none."""
+
+
 class ServingWorkload(Model):
     """An OpenAI-compatible inference server (vLLM) on an inference pool, reading its weights from the NFS claim,
     behind a ClusterIP Service, with a PodDisruptionBudget and the GPU-utilization autoscaler."""
@@ -863,15 +885,28 @@ class ServingWorkload(Model):
     served_model_name: str | None = None
     """Model name clients send in requests; default the last part of `model`."""
     image: str | None = None
-    """Container image; default the pinned vLLM OpenAI-compatible server image (docs/addons.md). Any image whose
-    entrypoint takes vLLM's `serve` arguments."""
+    """Container image; default the vLLM OpenAI-compatible server image pinned by tag and digest in the catalog
+    (`components/catalog/images.yaml`). Any image whose entrypoint takes vLLM's `serve` arguments; a
+    `vllm/vllm-openai` tag inside a published advisory's range is refused."""
     gpus_per_replica: int = Field(1, ge=1, le=16)
     """Whole GPUs each replica requests (vLLM's tensor parallel size), 1-16; must divide the pool's GPUs per node.
     Default 1."""
     replicas: ServingReplicas = ServingReplicas()
     """Replica bounds the autoscaler keeps to."""
     extra_args: list[str] = Field(default_factory=list)
-    """Further vLLM server arguments, e.g. `[--max-model-len, "8192"]`. Default none."""
+    """Further vLLM server arguments, e.g. `[--max-model-len, "8192"]`. Default none. Arguments that run code from
+    the model or open unsafe inputs (`--trust-remote-code`, `--enable-prompt-embeds`, `--allowed-local-media-path`,
+    and the others in docs/security.md) are refused unless listed in `acceptUnsafeArgs`; `--api-key` is refused
+    (use `apiKey`)."""
+    accept_unsafe_args: list[str] = Field(default_factory=list)
+    """Security-sensitive `extraArgs` flags this workload accepts, each written as in `extraArgs` (e.g.
+    `[--trust-remote-code]`). Default none."""
+    api_key: ServingApiKey | None = None
+    """The API key clients send (`Authorization: Bearer <key>`), read from a Kubernetes Secret into
+    `VLLM_API_KEY`. Default none: any client the NetworkPolicy admits is served."""
+    allow_from: ServingAllowFrom = ServingAllowFrom()
+    """Sources the serving NetworkPolicy admits to the server's port, besides the serving namespace itself and
+    Prometheus in the monitoring namespace. Default none."""
     startup_seconds: int = Field(1200, ge=60, le=7200)
     """Seconds a replica may take to load its model before Kubernetes restarts it (the startup probe's budget),
     60-7200. Default 1200."""

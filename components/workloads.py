@@ -1,6 +1,6 @@
 """The serving example: per `workloads.serving` entry, a vLLM Deployment on its inference pool, a ClusterIP Service,
-a PodDisruptionBudget and the KEDA ScaledObject that applies the GPU-utilization rule (specs in
-`components.planning.serving` and `components.planning.serving_autoscaling`).
+the NetworkPolicy admitting its clients, a PodDisruptionBudget and the KEDA ScaledObject that applies the
+GPU-utilization rule (specs in `components.planning.serving` and `components.planning.serving_autoscaling`).
 
 The objects live in the NFS claim's namespace (a claim is mounted only there). `pulumi up` does not wait for the
 replicas to turn Ready (`pulumi.com/skipAwait`): they need the model's weights on the claim, which a fresh stack
@@ -19,11 +19,12 @@ import pulumi_kubernetes as k8s
 from components.addons import Addons
 from components.config import ServingWorkload
 from components.context import ClusterContext
-from components.planning.addons.monitoring import prometheus_url
+from components.planning.addons.monitoring import MONITORING_NAMESPACE, prometheus_url
 from components.planning.serving import (
     SERVING_PORT,
     deployment_spec,
     disruption_budget_spec,
+    network_policy_spec,
     service_spec,
     serving_labels,
 )
@@ -69,6 +70,13 @@ class ServingWorkloads(pulumi.ComponentResource):
                 prefix,
                 metadata=cast(Any, self._metadata(workload, namespace, SKIP_AWAIT)),
                 spec=cast(Any, service_spec(workload)),
+                opts=self._options(ctx, waits),
+            )
+            # Who may reach the server: its namespace, the configured sources and Prometheus, nothing else.
+            k8s.networking.v1.NetworkPolicy(
+                prefix,
+                metadata=cast(Any, self._metadata(workload, namespace)),
+                spec=cast(Any, network_policy_spec(workload, MONITORING_NAMESPACE)),
                 opts=self._options(ctx, waits),
             )
             k8s.policy.v1.PodDisruptionBudget(

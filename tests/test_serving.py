@@ -400,4 +400,6 @@ def test_image_name_and_extra_args_take_effect() -> None:
     assert container["args"][-2:] == ["--max-model-len", "8192"]
     assert container["startupProbe"]["failureThreshold"] == 60
     default = deployment_spec(serving_stack().workloads.serving[0], plan, "weights")["template"]["spec"]
-    assert default["containers"][0]["image"] == "vllm/vllm-openai:v0.11.0"
+    assert default["containers"][0]["image"] == (
+        "vllm/vllm-openai:v0.31.0@sha256:c1c9f6fd5c109ba7f0546a59f5b2f15fb87f64c77782e90a27b648b42a8e67c3"
+    )

@@ -43,6 +43,7 @@ SOURCE_FILES = (
     "quotas.yaml",
     "deployer_permissions.yaml",
     "deployer_provider_calls.yaml",
+    "images.yaml",
 )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from math import floor
 from typing import Any
 
+from components.catalog.images import image
 from components.config import ServingWorkload
 from components.planning.addons.placement import tolerations_for
 from components.planning.gpu_runtime import NVIDIA_RUNTIME_CLASS, runtime_class_plans
@@ -18,10 +19,17 @@ from components.planning.mig import advertised_gpus
 from components.planning.pools import GPU_RESOURCE, PoolPlan
 from components.tags import POOL
 
-#: The vLLM OpenAI-compatible server image, an exact release ([VLLM] GitHub release v0.11.0; the project publishes
-#: `vllm/vllm-openai:<release tag>` for each release).
-VLLM_IMAGE = "vllm/vllm-openai:v0.11.0"
+#: The vLLM OpenAI-compatible server image by tag and digest, past the advisories the catalog refuses
+#: (`components/catalog/images.yaml`).
+VLLM_IMAGE = image("vllm-openai").reference
 SERVING_PORT = 8000
+#: The server's numeric user: the image sets no USER ([VLLMDOCKER]), and Pod Security `restricted` needs a non-root
+#: one the kubelet can check without reading the image.
+SERVER_UID = 1000
+#: Writable places for a read-only-free, non-root server: its home (Hugging Face and vLLM caches live under it,
+#: [VLLMSEC] "Cache Directory Security": private to the pod) and /tmp, both pod-local emptyDirs.
+HOME_PATH = "/home/vllm"
+SCRATCH_SIZE = "8Gi"
 HEALTH_PATH = "/health"
 #: Where the NFS claim (model weights) is mounted, read-only.
 MODELS_PATH = "/models"
@@ -36,6 +44,10 @@ HOST_SHARE_REQUESTED = 0.5
 HYBRID_HOST_REQUESTS = {"cpu": "4", "memory": "32Gi"}
 #: vLLM reports anonymous usage statistics unless told not to ([VLLM] "Usage Stats Collection": either variable).
 NO_USAGE_STATS = [{"name": "VLLM_NO_USAGE_STATS", "value": "1"}, {"name": "DO_NOT_TRACK", "value": "1"}]
+
+
+#: The label the API server sets on every namespace to its name ([K8SNS]), so a policy can name a namespace.
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
 
 def serving_labels(workload: ServingWorkload) -> dict[str, str]:
@@ -59,6 +71,39 @@ def server_args(workload: ServingWorkload) -> list[str]:
     ]
 
 
+#: Pod Security `restricted` ([PSS]): a non-root numeric user, the runtime's default seccomp profile. No `fsGroup`:
+#: the emptyDirs are writable by any user, and the weights need only be world-readable (no recursive chown of them).
+POD_SECURITY: dict[str, Any] = {
+    "runAsNonRoot": True,
+    "runAsUser": SERVER_UID,
+    "runAsGroup": SERVER_UID,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+#: ... and per container: no privilege escalation, every capability dropped.
+CONTAINER_SECURITY: dict[str, Any] = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "runAsNonRoot": True,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+
+
+def server_env(workload: ServingWorkload) -> list[dict[str, Any]]:
+    """Offline, no usage reports, caches under the pod's own home, and the API key from its Secret when set
+    (`VLLM_API_KEY`, which vLLM reads like `--api-key` [VLLMSEC]; an env var keeps the key out of the args)."""
+    env: list[dict[str, Any]] = [
+        {"name": "HF_HUB_OFFLINE", "value": "1"},
+        *NO_USAGE_STATS,
+        {"name": "HOME", "value": HOME_PATH},
+        {"name": "HF_HOME", "value": f"{HOME_PATH}/.cache/huggingface"},
+        {"name": "VLLM_CACHE_ROOT", "value": f"{HOME_PATH}/.cache/vllm"},
+    ]
+    if workload.api_key is not None:
+        secret = {"name": workload.api_key.secret_name, "key": workload.api_key.key}
+        env.append({"name": "VLLM_API_KEY", "valueFrom": {"secretKeyRef": secret}})
+    return env
+
+
 def deployment_spec(workload: ServingWorkload, plan: PoolPlan, claim: str) -> dict[str, Any]:
     """The Deployment's spec. No `replicas`: the HPA that KEDA creates owns the count, and `pulumi up` must not
     reset it (the Deployment starts at one replica and the HPA raises it to `replicas.min`)."""
@@ -75,7 +120,8 @@ def deployment_spec(workload: ServingWorkload, plan: PoolPlan, claim: str) -> di
                 "name": "server",
                 "image": workload.image or VLLM_IMAGE,
                 "args": server_args(workload),
-                "env": [{"name": "HF_HUB_OFFLINE", "value": "1"}, *NO_USAGE_STATS],
+                "env": server_env(workload),
+                "securityContext": CONTAINER_SECURITY,
                 "ports": [{"name": "http", "containerPort": SERVING_PORT}],
                 "resources": {
                     "requests": {GPU_RESOURCE: gpus, **host_requests(workload, plan)},
@@ -87,12 +133,17 @@ def deployment_spec(workload: ServingWorkload, plan: PoolPlan, claim: str) -> di
                 "volumeMounts": [
                     {"name": "models", "mountPath": MODELS_PATH, "readOnly": True},
                     {"name": "shm", "mountPath": "/dev/shm"},
+                    {"name": "home", "mountPath": HOME_PATH},
+                    {"name": "tmp", "mountPath": "/tmp"},
                 ],
             }
         ],
+        "securityContext": POD_SECURITY,
         "volumes": [
             {"name": "models", "persistentVolumeClaim": {"claimName": claim, "readOnly": True}},
             {"name": "shm", "emptyDir": {"medium": "Memory", "sizeLimit": SHM_SIZE}},
+            {"name": "home", "emptyDir": {"sizeLimit": SCRATCH_SIZE}},
+            {"name": "tmp", "emptyDir": {"sizeLimit": SCRATCH_SIZE}},
         ],
     }
     if runtime_class_plans([plan]):
@@ -138,3 +189,19 @@ def host_requests(workload: ServingWorkload, plan: PoolPlan) -> dict[str, str]:
 def disruption_budget_spec(workload: ServingWorkload) -> dict[str, Any]:
     """At most one replica voluntarily down at a time (drains, node scale-in, instance refresh)."""
     return {"maxUnavailable": 1, "selector": {"matchLabels": serving_labels(workload)}}
+
+
+def network_policy_spec(workload: ServingWorkload, monitoring_namespace: str) -> dict[str, Any]:
+    """Ingress to the server's port only from its own namespace, the configured namespaces and CIDRs, and Prometheus's
+    namespace (vLLM serves `/metrics` on the same port). Additive to any default-deny: it selects only these pods."""
+    namespaces = sorted({monitoring_namespace, *workload.allow_from.namespaces})
+    sources: list[dict[str, Any]] = [
+        {"podSelector": {}},
+        *({"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: name}}} for name in namespaces),
+        *({"ipBlock": {"cidr": cidr}} for cidr in workload.allow_from.cidrs),
+    ]
+    return {
+        "podSelector": {"matchLabels": serving_labels(workload)},
+        "policyTypes": ["Ingress"],
+        "ingress": [{"from": sources, "ports": [{"protocol": "TCP", "port": SERVING_PORT}]}],
+    }

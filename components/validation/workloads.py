@@ -1,10 +1,14 @@
 """Rules on the `workloads` section: each serving workload runs on a GPU inference pool that can hold it, reads its
-weights from the NFS claim, and has what its autoscaler reads (the DCGM exporter on the Prometheus path)."""
+weights from the NFS claim, and has what its autoscaler reads (the DCGM exporter on the Prometheus path); and it is
+safe by default: no vLLM release inside a refused advisory, no unsafe server argument it has not accepted, no
+world-wide client network (docs/security.md#the-serving-endpoint)."""
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Iterator
 
+from components.catalog.images import advisories_affecting, image
 from components.config import NodePool, ServingWorkload
 from components.errors import Problem
 from components.validation.parse import Parsed
@@ -178,6 +182,103 @@ def serving_drains_in_time(p: Parsed) -> Iterator[Problem]:
             )
 
 
+#: vLLM server flags that run code from the model or open unsafe inputs, each with why; a workload passes one only
+#: when it lists it in `acceptUnsafeArgs`.
+UNSAFE_ARGS = {
+    "--trust-remote-code": "runs Python code shipped with the model's files ([VLLMARGS])",
+    "--enable-prompt-embeds": "deserializes tensors clients send (CVE-2025-62164, CVE-2026-56340)",
+    "--allowed-local-media-path": "lets API requests read files of the server ([VLLMARGS])",
+    "--tool-server": "its built-in tools run model-written code without network isolation ([VLLMSEC])",
+    "--enable-tokenizer-info-endpoint": "serves the chat template and tokenizer config without a key ([VLLMSEC])",
+    "--trust-request-chat-template": "renders Jinja templates clients send (PYSEC-2026-4349)",
+    "--profiler-config": "opens the profiler endpoints without a key, never for production ([VLLMSEC])",
+}
+#: A flag the stack refuses outright: a key in the arguments is plain text in the pod spec and the stack's state.
+API_KEY_ARG = "--api-key"
+#: Client networks wider than this many prefix bits are refused: a /7 is already two /8s of the world.
+WIDEST_CLIENT_PREFIX = 8
+#: The vLLM server image, from Docker Hub or a mirror that keeps its path (`registry.example/vllm/vllm-openai`).
+_VLLM_REPOSITORY = "vllm/vllm-openai"
+
+
+def _flag(arg: str) -> str:
+    """`--trust-remote-code=true` -> `--trust-remote-code`; vLLM also spells flags with underscores."""
+    return arg.split("=", 1)[0].replace("_", "-") if arg.startswith("--") else arg
+
+
+def serving_image_is_past_the_advisories(p: Parsed) -> Iterator[Problem]:
+    """A `vllm/vllm-openai` image (from Docker Hub or a mirror keeping that path) whose tag names a release inside a
+    refused advisory's range (catalog `images.yaml`) is refused, with the advisories and the release that fixes them
+    all."""
+    default = image("vllm-openai")
+    for path, workload in _serving(p):
+        if workload.image is None:
+            continue
+        name = workload.image.split("@", 1)[0]
+        repository, _, tag = name.rpartition(":")
+        if not (repository == _VLLM_REPOSITORY or repository.endswith(f"/{_VLLM_REPOSITORY}")) or "/" in tag:
+            continue
+        found = advisories_affecting(tag)
+        if found:
+            listed = "; ".join(
+                f"{a.id} ({a.severity}, {a.introduced_version} to before {a.fixed_version})" for a in found
+            )
+            fixed = max(found, key=lambda a: a.fixed).fixed_version
+            yield Problem(
+                f"{path}.image",
+                f"{workload.image} is inside {listed}; use {fixed} or later, e.g. the default {default.reference} "
+                "(remove `image`)",
+            )
+
+
+def serving_args_are_safe(p: Parsed) -> Iterator[Problem]:
+    """`extraArgs` passes no security-sensitive flag the workload has not accepted in `acceptUnsafeArgs`, never
+    `--api-key` (use `apiKey`); `acceptUnsafeArgs` names only flags of that list that `extraArgs` passes."""
+    for path, workload in _serving(p):
+        accepted = set(workload.accept_unsafe_args)
+        passed = {_flag(arg) for arg in workload.extra_args}
+        for index, arg in enumerate(workload.extra_args):
+            flag = _flag(arg)
+            if flag == API_KEY_ARG:
+                yield Problem(
+                    f"{path}.extraArgs[{index}]",
+                    "--api-key puts the key in the pod spec and the stack's state; set apiKey.secretName (and "
+                    "apiKey.key) to read it from a Kubernetes Secret",
+                )
+            elif flag in UNSAFE_ARGS and flag not in accepted:
+                yield Problem(
+                    f"{path}.extraArgs[{index}]",
+                    f"{flag} {UNSAFE_ARGS[flag]}; remove it, or accept it with acceptUnsafeArgs: [{flag}]",
+                )
+        for index, flag in enumerate(workload.accept_unsafe_args):
+            if flag not in UNSAFE_ARGS:
+                yield Problem(
+                    f"{path}.acceptUnsafeArgs[{index}]",
+                    f"{flag} is not a flag that needs accepting; known: {', '.join(sorted(UNSAFE_ARGS))}",
+                )
+            elif flag not in passed:
+                yield Problem(f"{path}.acceptUnsafeArgs[{index}]", f"extraArgs does not pass {flag}; remove it")
+
+
+def serving_clients_are_bounded(p: Parsed) -> Iterator[Problem]:
+    """`allowFrom.cidrs` are IPv4 networks no wider than a /8: the serving NetworkPolicy admits named clients, never
+    the world (and, on the hybrid stack, never the whole site by accident)."""
+    for path, workload in _serving(p):
+        for index, cidr in enumerate(workload.allow_from.cidrs):
+            where = f"{path}.allowFrom.cidrs[{index}]"
+            try:
+                network = ipaddress.ip_network(cidr, strict=True)
+            except ValueError:
+                yield Problem(where, f"{cidr!r} is not a CIDR network with its host bits zero, e.g. 10.20.0.0/24")
+                continue
+            if network.version != 4:
+                yield Problem(where, f"{cidr} is not IPv4; the stack's pod network is IPv4")
+            elif network.prefixlen < WIDEST_CLIENT_PREFIX:
+                yield Problem(
+                    where, f"{cidr} admits more than a /{WIDEST_CLIENT_PREFIX}; name the client networks themselves"
+                )
+
+
 RULES = (
     serving_workloads_have_unique_names,
     serving_workloads_run_on_gpu_inference_pools,
@@ -185,4 +286,7 @@ RULES = (
     serving_workloads_are_wired,
     serving_rule_is_given_once,
     serving_drains_in_time,
+    serving_image_is_past_the_advisories,
+    serving_args_are_safe,
+    serving_clients_are_bounded,
 )

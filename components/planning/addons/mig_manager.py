@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from components.catalog.images import image
 from components.planning.addons.placement import NODE_CRITICAL, tolerations_for
 from components.planning.mig import mig_parted_config, mig_plans
 from components.planning.pools import GPU_PRESENT_LABEL, MIG_CONFIG_LABEL, PoolPlan
@@ -23,8 +24,9 @@ NAMESPACE = "nvidia-mig-manager"
 NAMESPACE_LABELS = {"pod-security.kubernetes.io/enforce": "privileged"}
 NAME = "nvidia-mig-manager"
 #: The manager image: v0.15.0 is the newest mig-parted release and the one GPU Operator v26.7.0 pins
-#: ([MIGPARTED] tag v0.15.0; [GPUOP] deployments/gpu-operator/values.yaml `migManager.version`).
-IMAGE = "nvcr.io/nvidia/cloud-native/k8s-mig-manager:v0.15.0"
+#: ([MIGPARTED] tag v0.15.0; [GPUOP] deployments/gpu-operator/values.yaml `migManager.version`). Pinned in the
+#: catalog (`images.yaml`), by tag only: no digest of it could be confirmed offline.
+IMAGE = image("k8s-mig-manager").reference
 CONFIG_MAP = "mig-parted-config"
 CLIENTS_CONFIG_MAP = "gpu-clients"
 CONFIG_DIR = "/mig-parted-config"

@@ -15,6 +15,7 @@ from components.config import Alerts
 from components.planning.addons.alarms import METRIC_PERIOD_SECONDS, MetricAlarmPlan
 from components.planning.addons.efa_metrics import efa_plans, efa_textfile_values
 from components.planning.addons.grafana import NODE_RELABELING, grafana_values
+from components.planning.addons.image_digests import with_image_digests
 from components.planning.addons.placement import (
     SYSTEM_NODE_SELECTOR,
     gpu_plans,
@@ -356,23 +357,26 @@ def kube_prometheus_stack_values(
     routing = alertmanager_config(region, topic_arn)
     if routing is not None:
         alertmanager["config"] = routing
-    return {
-        "grafana": grafana_values(plans, region, MONITORING_NAMESPACE, cloudwatch=cloudwatch),
-        **{component: {"enabled": False} for component in EKS_HIDDEN_COMPONENTS},
-        "prometheusOperator": {**system, "admissionWebhooks": {"patch": dict(system)}},
-        "kube-state-metrics": {
-            **system,
-            "metricLabelsAllowlist": [f"nodes=[{','.join(NODE_LABELS_FOR_DASHBOARDS)}]"],
-        },
-        "prometheus-node-exporter": node_exporter_values(plans),
-        "prometheus": {
-            "prometheusSpec": {
+    return with_image_digests(
+        "kube-prometheus-stack",
+        {
+            "grafana": grafana_values(plans, region, MONITORING_NAMESPACE, cloudwatch=cloudwatch),
+            **{component: {"enabled": False} for component in EKS_HIDDEN_COMPONENTS},
+            "prometheusOperator": {**system, "admissionWebhooks": {"patch": dict(system)}},
+            "kube-state-metrics": {
                 **system,
-                "serviceMonitorSelectorNilUsesHelmValues": False,
-                "ruleSelectorNilUsesHelmValues": False,
-                "resources": {"requests": dict(PROMETHEUS_REQUESTS)},
-            }
+                "metricLabelsAllowlist": [f"nodes=[{','.join(NODE_LABELS_FOR_DASHBOARDS)}]"],
+            },
+            "prometheus-node-exporter": node_exporter_values(plans),
+            "prometheus": {
+                "prometheusSpec": {
+                    **system,
+                    "serviceMonitorSelectorNilUsesHelmValues": False,
+                    "ruleSelectorNilUsesHelmValues": False,
+                    "resources": {"requests": dict(PROMETHEUS_REQUESTS)},
+                }
+            },
+            "alertmanager": alertmanager,
+            "additionalPrometheusRulesMap": prometheus_rules(alerts),
         },
-        "alertmanager": alertmanager,
-        "additionalPrometheusRulesMap": prometheus_rules(alerts),
-    }
+    )
