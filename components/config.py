@@ -606,7 +606,9 @@ class KubernetesVolume(Model):
     """How pods reach a file system: a PersistentVolumeClaim in a namespace."""
 
     namespace: str = "default"
-    """Namespace of the PersistentVolumeClaim; created by the stack when it is not a built-in one. Default `default`."""
+    """Namespace of the PersistentVolumeClaim, a workload namespace: created by the stack at Pod Security `restricted`
+    with a default-deny NetworkPolicy and a GPU quota (`default` is labelled, not created; kube-system and the
+    add-ons' namespaces are refused). Default `default`."""
     claim_name: str | None = None
     """Name of the PersistentVolumeClaim pods mount. Default: the file system's `name`."""
     storage_class: bool = False
