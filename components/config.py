@@ -607,7 +607,9 @@ class KubernetesVolume(Model):
     """How pods reach a file system: a PersistentVolumeClaim in a namespace."""
 
     namespace: str = "default"
-    """Namespace of the PersistentVolumeClaim; created by the stack when it is not a built-in one. Default `default`."""
+    """Namespace of the PersistentVolumeClaim, a workload namespace: created by the stack at Pod Security `restricted`
+    with a default-deny NetworkPolicy and a GPU quota (`default` is labelled, not created; kube-system and the
+    add-ons' namespaces are refused). Default `default`."""
     claim_name: str | None = None
     """Name of the PersistentVolumeClaim pods mount. Default: the file system's `name`."""
     storage_class: bool = False
@@ -928,9 +930,23 @@ class ServingWorkload(Model):
         return self.served_model_name or self.model.rsplit("/", 1)[-1]
 
 
+class NamespaceQuota(Model):
+    """The GPU ResourceQuota of one workload namespace (docs/security.md#pod-security-and-networkpolicy)."""
+
+    gpus: int | None = Field(None, ge=0)
+    """`nvidia.com/gpu` the namespace's pods may request at once. Default: every GPU its pools hold at their
+    maximum size (the pools that mount its claims and run its serving workloads)."""
+    efa_devices: int | None = Field(None, ge=0)
+    """`vpc.amazonaws.com/efa` devices its pods may request at once. Default: every EFA device its pools hold at
+    their maximum size (no EFA quota when none of them wires EFA)."""
+
+
 class WorkloadsConfig(Model):
     serving: list[ServingWorkload] = Field(default_factory=list)
     """Inference servers the stack deploys, each with its autoscaler. Default none."""
+    quotas: dict[str, NamespaceQuota] = Field(default_factory=dict)
+    """GPU ResourceQuotas by workload namespace (a claim namespace of `storage`). Every workload namespace gets
+    one; a namespace not named here gets the default, everything its pools hold. Default none named."""
 
 
 # ------------------------------------------------------------------------------------------------------------ stack

@@ -69,6 +69,13 @@ class ClusterContext:
     pod_identity_role: PodIdentityRoleFactory
     #: Resources a Kubernetes object must wait for (e.g. the system pool, so controllers have somewhere to run).
     kubernetes_ready: list[pulumi.Resource] = field(default_factory=list)
+    #: The namespaces the stack creates or labels (`components.namespaces`), by name: what installs into one waits
+    #: for it, so no pod is admitted before its Pod Security labels exist.
+    namespaces: dict[str, pulumi.Resource] = field(default_factory=dict)
+
+    def namespace_ready(self, name: str) -> list[pulumi.Resource]:
+        """What an object in namespace `name` waits for: the namespace's own resource, when the stack makes one."""
+        return [self.namespaces[name]] if name in self.namespaces else []
 
 
 def stateful_options(

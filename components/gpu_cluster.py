@@ -20,6 +20,7 @@ from components.flow_logs import VpcFlowLogs
 from components.hybrid import HybridNodes
 from components.identity import NodeIdentity, PodIdentityRoles
 from components.managed_addons import DNS_ADDON, NODE_AGENT_ADDONS, SYSTEM_ADDONS, ManagedAddons
+from components.namespaces import StackNamespaces
 from components.network import Network
 from components.node_pool import NodePool
 from components.planning.hybrid import remote_network_config
@@ -53,6 +54,7 @@ class GpuCluster(pulumi.ComponentResource):
         self._node_agents()
         self._node_pools()
         self._system_addons()
+        self._namespaces()
         self._storage()
         self._addons()
         self._workloads()
@@ -215,6 +217,18 @@ class GpuCluster(pulumi.ComponentResource):
             opts=self._child(),
         )
         self.context.kubernetes_ready.append(self.system_addons.addons[DNS_ADDON])
+
+    def _namespaces(self) -> None:
+        """Every namespace the stack installs into, with its Pod Security labels, the workload namespaces' GPU
+        quotas and the NetworkPolicies: before anything lands in one (`ClusterContext.namespace_ready`)."""
+        self.namespaces = StackNamespaces(
+            f"{self.base_name}-namespaces",
+            self.context,
+            self.stack_plan.namespaces,
+            self.stack_plan.addons,
+            opts=self._child(),
+        )
+        self.context.namespaces.update(self.namespaces.namespaces)
 
     def _storage(self) -> None:
         """FSx for Lustre for training, EFS or an existing NFS server for inference, and their claims."""

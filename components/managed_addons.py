@@ -60,6 +60,14 @@ COREDNS_POD_LABEL = {"k8s-app": "kube-dns"}
 #: AWS's weights: spread replicas over nodes first (100), then over zones (50), the on-prem zone among them.
 COREDNS_SPREAD = (("kubernetes.io/hostname", 100), (ZONE_LABEL, 50))
 
+#: The VPC CNI's network policy agent, on: without it the NetworkPolicies (components.planning.network_policies) are
+#: accepted and never enforced on EC2 nodes. The add-on's configuration key and value, a string ([EKSNP] step 2 and
+#: step 4, `{"enableNetworkPolicy": "true"}`); it needs VPC CNI 1.14+ (the catalog pins 1.22), a 1.25+ cluster and
+#: kernel 5.10+ with the BPF file system mounted, which the EKS AL2023 and Bottlerocket AMIs for 1.27+ have.
+#: Standard mode (the default `NETWORK_POLICY_ENFORCING_MODE`): a new pod starts open until its policies are
+#: programmed; strict mode would deny every pod's traffic, CoreDNS's included, until a policy allows it.
+VPC_CNI_NETWORK_POLICY = "true"
+
 #: The EBS CSI controller's service account and the AWS managed policy it needs
 #: (https://docs.aws.amazon.com/eks/latest/userguide/ebs-csi.html).
 EBS_CSI_NAMESPACE = "kube-system"
@@ -116,8 +124,10 @@ def addon_configuration(name: str, hybrid_pools: Sequence[PoolPlan] = ()) -> dic
     runs its hybrid DaemonSet for them."""
     if name == "vpc-cni":
         # Replaces the add-on's default affinity, so it restates linux/amd64|arm64 and adds the exclusions. Prefix
-        # delegation is stated, not left to the default: every node's maxPods is computed from it.
+        # delegation is stated, not left to the default: every node's maxPods is computed from it. The network
+        # policy agent enforces the stack's NetworkPolicies on EC2 nodes (`VPC_CNI_NETWORK_POLICY`).
         return {
+            "enableNetworkPolicy": VPC_CNI_NETWORK_POLICY,
             "env": {"ENABLE_PREFIX_DELEGATION": "true" if VPC_CNI_PREFIX_DELEGATION else "false"},
             "affinity": {
                 "nodeAffinity": {

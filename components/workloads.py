@@ -55,7 +55,11 @@ class ServingWorkloads(pulumi.ComponentResource):
             raise ValueError("serving workloads need storage.nfs and KEDA (validation refuses them without)")
         namespace, claim = storage.nfs.namespace, storage.nfs.claim_name
         prometheus = addons.monitoring.prometheus if addons.monitoring is not None else None
-        waits: list[pulumi.Resource] = [storage.nfs.claim, *([prometheus] if prometheus else [])]
+        waits: list[pulumi.Resource] = [
+            *ctx.namespace_ready(namespace),
+            storage.nfs.claim,
+            *([prometheus] if prometheus else []),
+        ]
         self.endpoints: dict[str, str] = {}
         for workload in workloads:
             plan = stack_plan.pool(workload.pool)
@@ -92,7 +96,7 @@ class ServingWorkloads(pulumi.ComponentResource):
                 metadata=self._metadata(workload, namespace),
                 spec=scaled_object(stack_plan.serving[workload.name], namespace, workload.name, prometheus_url()),
                 # The ScaledObject CRD comes with the KEDA chart.
-                opts=self._options(ctx, [addons.keda.release, deployment]),
+                opts=self._options(ctx, [*ctx.namespace_ready(namespace), addons.keda.release, deployment]),
             )
             self.endpoints[workload.name] = f"http://{workload.name}.{namespace}.svc:{SERVING_PORT}/v1"
         self.register_outputs({"endpoints": self.endpoints})

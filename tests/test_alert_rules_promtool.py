@@ -96,3 +96,65 @@ def test_xid_does_not_fire_on_a_steady_value(tmp_path: Path) -> None:
     # An XID seen before the window (a code left from earlier) and no XID at all: no alert either way.
     promtool_test(tmp_path, "13x60", {"15m": [], "30m": [], "59m": []})
     promtool_test(tmp_path, "0x60", {"15m": [], "59m": []})
+
+
+# --------------------------------------------------------------------------------- the serving autoscaler's query
+POD = 'exported_namespace="inference",exported_pod="chat-5d9f7c6b8-abcde",gpu="0"'
+EXPORTER = f'DCGM_FI_DEV_GPU_UTIL{{job="dcgm-exporter",namespace="monitoring",{POD}}}'
+#: Another scrape target (in a tenant's namespace) exporting the same metric about the serving pod.
+FORGED = f'DCGM_FI_DEV_GPU_UTIL{{job="impostor",namespace="inference",{POD}}}'
+REPLICAS = 'kube_deployment_spec_replicas{job="kube-state-metrics",namespace="inference",deployment="chat"}'
+
+
+def shipped_scaling_query() -> str:
+    (scaler,) = [
+        r for r in shipped_plan("inference")["resources"] if r["type"] == "kubernetes:keda.sh/v1alpha1:ScaledObject"
+    ]
+    query: str = scaler["inputs"]["spec"]["triggers"][0]["metadata"]["query"]
+    return query
+
+
+def scaling_value(tmp_path: Path, exporter: str, forged: str | None, at: str = "40m") -> float:
+    """What the shipped inference stack's ScaledObject query returns at `at` for these series (one sample a
+    minute), by promtool's own engine: the expected value is found by trying the three the query can return."""
+    assert PROMTOOL is not None, "BLUEPRINT_REQUIRE_PROMTOOL is set but promtool is not installed"
+    series = [{"series": EXPORTER, "values": exporter}, {"series": REPLICAS, "values": "2+0x45"}]
+    if forged is not None:
+        series.append({"series": FORGED, "values": forged})
+    for value in (0.0, 1.0, 34.0):  # scale in, hold, scale out (1 + max replicas 32 + 1)
+        tests = {
+            "rule_files": [],
+            "evaluation_interval": "1m",
+            "tests": [
+                {
+                    "interval": "1m",
+                    "input_series": series,
+                    "promql_expr_test": [
+                        {
+                            "expr": shipped_scaling_query(),
+                            "eval_time": at,
+                            "exp_samples": [{"labels": "{}", "value": value}],
+                        }
+                    ],
+                }
+            ],
+        }
+        (tmp_path / "tests.yaml").write_text(yaml.safe_dump(tests))
+        result = subprocess.run(
+            [PROMTOOL, "test", "rules", "tests.yaml"], cwd=tmp_path, capture_output=True, text=True, check=False
+        )
+        if result.returncode == 0:
+            return value
+    raise AssertionError(f"the query returned none of 0, 1, 34: {result.stdout}{result.stderr}")
+
+
+def test_the_scaling_query_reads_the_exporter(tmp_path: Path) -> None:
+    """Half an hour under 30% on the exporter's own series scales in; an hour-long 90% scales out."""
+    assert scaling_value(tmp_path, "10+0x45", None) == 0.0
+    assert scaling_value(tmp_path, "90+0x45", None) == 34.0
+
+
+def test_another_target_cannot_forge_the_serving_pods_utilization(tmp_path: Path) -> None:
+    """A target in the tenant's namespace exporting 0% for the serving pod would pull the average of a busy pod
+    (50%) under the scale-in threshold; the query selects the exporter's own `job` and `namespace`, so it holds."""
+    assert scaling_value(tmp_path, "50+0x45", "0+0x45") == 1.0

@@ -11,8 +11,10 @@ from blueprint.plan.runner import ProgramRun
 from components import tags
 from components.catalog import versions
 from components.config import StackConfig
+from components.context import ClusterContext
 from components.errors import ConfigError
-from components.planning.stack_plan import plan_pools
+from components.namespaces import StackNamespaces
+from components.planning.stack_plan import plan_pools, plan_stack
 from components.planning.storage import storage_summary
 from components.storage import SharedStorage
 from components.storage.lustre import LustreStorage
@@ -402,7 +404,9 @@ def test_addon_pin_from_the_stack_is_used() -> None:
     assert build(spec).one(ADDON).inputs["addonVersion"] == "v1.8.0-eksbuild.1"
 
 
-def test_shared_storage_creates_claim_namespace_once() -> None:
+def test_claims_wait_for_their_namespace_created_once() -> None:
+    """Two file systems with claims in one namespace: the namespaces component creates it once, and both claims
+    wait for it (so they land in a namespace that already has its Pod Security labels)."""
     spec = training_spec(
         {"kubernetes": {"namespace": "ml"}},
         storage={
@@ -410,9 +414,16 @@ def test_shared_storage_creates_claim_namespace_once() -> None:
             "nfs": {"kind": "efs", "kubernetes": {"namespace": "ml"}},
         },
     )
-    run = run_with_context(spec, lambda ctx: SharedStorage("storage", ctx, spec.storage, plan_pools(spec)))
+    stack_plan = plan_stack(spec)
+
+    def build(ctx: ClusterContext) -> None:
+        ctx.namespaces.update(StackNamespaces("ns", ctx, stack_plan.namespaces, stack_plan.addons).namespaces)
+        SharedStorage("storage", ctx, spec.storage, stack_plan.pools)
+
+    run = run_with_context(spec, build)
     assert [r.inputs["metadata"]["name"] for r in run.of_type(NAMESPACE)] == ["ml"]
     namespace = run.one(NAMESPACE).urn
+    assert len(run.of_type(PVC)) == 2
     assert all(namespace in r.depends_on for r in run.of_type(PVC))
 
 

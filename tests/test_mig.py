@@ -14,6 +14,7 @@ import yaml
 from components import catalog
 from components.catalog import GPUS_PATH, MIG_COMPUTE_SLICES, MIG_MEMORY_SLICES, CatalogError, load_catalog
 from components.planning.addons.device_plugins import nvidia_device_plugin_values
+from components.planning.addons.mig_manager import NAMESPACE
 from components.planning.autoscaler_tags import NODE_TEMPLATE, autoscaler_tags
 from components.planning.hybrid import SsmActivation, hybrid_node_config
 from components.planning.mig import advertised_resources, mig_parted_config
@@ -241,8 +242,15 @@ def test_mig_manager_rbac_is_the_operators_not_the_examples_wildcard() -> None:
 
 
 def test_mig_manager_namespace_admits_its_privileged_pod() -> None:
-    namespace = _mig_manager_run().one("kubernetes:core/v1:Namespace", "gpu-addons-mig-manager-namespace")
-    assert namespace.inputs["metadata"]["labels"] == {"pod-security.kubernetes.io/enforce": "privileged"}
+    """The stack's namespaces component labels it `privileged` (its one pod needs the host), and the DaemonSet waits
+    for it."""
+    plan = file_plan(CORPUS / "mig-h100-pool.yaml")
+    (namespace,) = [
+        r for r in _resources(plan, "kubernetes:core/v1:Namespace") if r["inputs"]["metadata"]["name"] == NAMESPACE
+    ]
+    assert namespace["inputs"]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "privileged"
+    (daemon_set,) = _resources(plan, "kubernetes:apps/v1:DaemonSet")
+    assert namespace["urn"] in daemon_set["options"]["dependsOn"]
 
 
 def test_no_mig_manager_without_mig_pools() -> None:

@@ -154,7 +154,7 @@ def test_dcgm_prometheus_path():
         assert release["chart"] == chart and release["version"] == pin.version
         assert release["repositoryOpts"] == {"repo": pin.repository}
         assert release["namespace"] == "monitoring"
-    assert kps["createNamespace"] is True
+    assert kps["createNamespace"] is False, "the stack creates the namespace with its Pod Security labels"
     # DCGM exporter: every GPU node, GPU taints tolerated, ServiceMonitor on, ECC counters exported
     values = dcgm["values"]
     assert values["nodeSelector"] == {"nvidia.com/gpu.present": "true"}

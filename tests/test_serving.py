@@ -12,7 +12,7 @@ import pytest
 
 from components.config import ServingWorkload, StackConfig
 from components.planning.addons.keda import keda_values
-from components.planning.addons.monitoring import prometheus_url
+from components.planning.addons.monitoring import dcgm_exporter_target, prometheus_url
 from components.planning.serving import deployment_spec, disruption_budget_spec, service_spec
 from components.planning.serving_autoscaling import (
     HOLD,
@@ -58,7 +58,7 @@ def serving_stack(*pools: dict[str, Any], workload: dict[str, Any] | None = None
 def rule_of(spec: StackConfig) -> tuple[ServingWorkload, ServingRule]:
     workload = spec.workloads.serving[0]
     plan = next(p for p in plan_pools(spec) if p.name == workload.pool)
-    return workload, serving_rule(workload, plan)
+    return workload, serving_rule(workload, plan, dcgm_exporter_target(plan))
 
 
 @pytest.fixture(scope="module")
@@ -140,7 +140,8 @@ def test_serving_on_mig_devices_scales_on_graphics_engine_activity() -> None:
     assert rule.mig_devices
     query = scaled_object(rule, "inference", "chat", "http://p")["triggers"][0]["metadata"]["query"]
     assert "DCGM_FI_DEV_GPU_UTIL" not in query
-    pods = '{exported_namespace="inference",exported_pod=~"chat-[a-z0-9]+-[a-z0-9]+"}'
+    exporter = 'job="dcgm-exporter",namespace="monitoring"'
+    pods = f'{{{exporter},exported_namespace="inference",exported_pod=~"chat-[a-z0-9]+-[a-z0-9]+"}}'
     utilization = f"(avg(DCGM_FI_PROF_GR_ENGINE_ACTIVE{pods}) * 100)"
     assert f"min_over_time({utilization}[15m:1m]) > bool 85" in query
     assert f"max_over_time({utilization}[30m:1m]) < bool 30" in query
@@ -239,11 +240,13 @@ def test_scaled_object_is_the_rule(default_rule: ServingRule) -> None:
     assert meta["serverAddress"] == "http://kube-prometheus-stack-prometheus.monitoring.svc:9090"
     query = meta["query"]
     assert query.startswith("1 + 33 * (")
-    assert 'DCGM_FI_DEV_GPU_UTIL{exported_namespace="inference",exported_pod=~"chat-[a-z0-9]+-[a-z0-9]+"}' in query
+    selector = 'job="dcgm-exporter",namespace="monitoring",exported_namespace="inference"'
+    assert f'DCGM_FI_DEV_GPU_UTIL{{{selector},exported_pod=~"chat-[a-z0-9]+-[a-z0-9]+"}}' in query
     assert "min_over_time(" in query and "[15m:1m]) > bool 85)" in query
     assert "max_over_time(" in query and "[30m:1m]) < bool 30)" in query
     assert (
-        'max(changes(kube_deployment_spec_replicas{namespace="inference",deployment="chat"}[15m])) == bool 0' in query
+        'max(changes(kube_deployment_spec_replicas{job="kube-state-metrics",namespace="inference",deployment="chat"}'
+        "[15m])) == bool 0" in query
     )
     assert query.count("or vector(0)") == 2
     behavior = spec["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]

@@ -14,7 +14,6 @@ from components.planning.storage import (
     lustre_availability_zone,
     lustre_pools,
     lustre_security_rules,
-    namespaces_to_create,
     nfs_pools,
     path_slug,
     storage_summary,
@@ -162,13 +161,11 @@ def test_data_repository_paths_slugs_and_bucket_prefix() -> None:
     assert len(prefix) <= 37 and prefix.endswith("-") and prefix == prefix.lower() and "_" not in prefix
 
 
-def test_namespaces_and_tolerations() -> None:
+def test_tolerations() -> None:
     s = spec(
         [SYSTEM, P5, dict(L40S, taints=[{"key": "dedicated", "value": "serve", "effect": "NoExecute"}])],
         {"lustre": {"kubernetes": {"namespace": "ml"}}, "nfs": {"kind": "efs", "kubernetes": {"namespace": "ml"}}},
     )
-    assert namespaces_to_create(s.storage) == ["ml"]
-    assert namespaces_to_create(spec([SYSTEM], {"lustre": {}}).storage) == []
     assert key_tolerations(plan_pools(s)) == [
         {"key": "CriticalAddonsOnly", "operator": "Exists", "effect": "NoSchedule"},  # the system pool's taint
         {"key": "dedicated", "operator": "Exists", "effect": "NoExecute"},

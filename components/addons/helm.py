@@ -3,7 +3,8 @@
 Every release takes its chart, version and repository from the catalog's `ChartPin` (one place for versions), gets
 an explicit release name (Pulumi would otherwise add a random suffix, and chart-derived names such as service
 accounts would change with it), and waits for `ClusterContext.kubernetes_ready` (the CoreDNS add-on ACTIVE, so a
-system node is Ready) so it never lands in a cluster without a node to run on.
+system node is Ready) so it never lands in a cluster without a node to run on, and for its namespace, which the stack
+creates with its Pod Security labels (`ClusterContext.namespace_ready`).
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ def helm_release(
     ctx: ClusterContext,
     parent: pulumi.Resource,
     depends_on: Sequence[pulumi.Resource] = (),
-    create_namespace: bool = False,
     skip_await: bool = False,
 ) -> k8s.helm.v3.Release:
     """A `helm.v3.Release` of a pinned chart. OCI charts are referenced by their full `oci://` URL and take no
@@ -47,14 +47,15 @@ def helm_release(
         version=pin.version,
         repository_opts=None if pin.is_oci else k8s.helm.v3.RepositoryOptsArgs(repo=pin.repository),
         namespace=namespace,
-        create_namespace=create_namespace,
+        # The stack creates every namespace with its Pod Security labels (components.namespaces), never Helm.
+        create_namespace=False,
         values=values,
         skip_await=skip_await,
         timeout=RELEASE_TIMEOUT_SECONDS,
         opts=pulumi.ResourceOptions(
             provider=ctx.k8s_provider,
             parent=parent,
-            depends_on=[*ctx.kubernetes_ready, *depends_on],
+            depends_on=[*ctx.kubernetes_ready, *ctx.namespace_ready(namespace), *depends_on],
         ),
     )
 

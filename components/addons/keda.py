@@ -28,6 +28,5 @@ class Keda(pulumi.ComponentResource):
             keda_values(plans),
             ctx,
             parent=self,
-            create_namespace=True,
         )
         self.register_outputs({"release": self.release.name})

@@ -1,8 +1,8 @@
 """NVIDIA k8s-mig-manager: partitions the GPUs of the pools with `devicePlugin.migDevices`.
 
-A namespace of its own, a service account with the GPU Operator's RBAC, the mig-parted and GPU-clients ConfigMaps
-and a privileged DaemonSet on the MIG pools' nodes. What goes into them is computed in
-`components.planning.addons.mig_manager` (why standalone, which image, which permissions).
+A service account with the GPU Operator's RBAC, the mig-parted and GPU-clients ConfigMaps and a privileged DaemonSet
+on the MIG pools' nodes, in a namespace of their own (labelled privileged by `components.namespaces`). What goes into
+them is computed in `components.planning.addons.mig_manager` (why standalone, which image, which permissions).
 """
 
 from __future__ import annotations
@@ -37,10 +37,10 @@ class MigManager(pulumi.ComponentResource):
         super().__init__("gpu-clusters:index:MigManager", name, None, opts)
         k8s_opts = pulumi.ResourceOptions(provider=ctx.k8s_provider, parent=self, depends_on=list(ctx.kubernetes_ready))
         meta = k8s.meta.v1.ObjectMetaArgs
-        self.namespace = k8s.core.v1.Namespace(
-            f"{name}-namespace", metadata=meta(name=plan.NAMESPACE, labels=plan.NAMESPACE_LABELS), opts=k8s_opts
+        # Its namespace, labelled `privileged` with the reason, comes from components.namespaces.
+        ns_opts = pulumi.ResourceOptions.merge(
+            k8s_opts, pulumi.ResourceOptions(depends_on=ctx.namespace_ready(plan.NAMESPACE))
         )
-        ns_opts = pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[self.namespace]))
         labels = {"app": plan.NAME}
         account = k8s.core.v1.ServiceAccount(
             f"{name}-service-account", metadata=meta(name=plan.NAME, namespace=plan.NAMESPACE), opts=ns_opts

@@ -235,7 +235,6 @@ class Monitoring(pulumi.ComponentResource):
             ctx,
             parent=self,
             depends_on=depends,
-            create_namespace=True,
         )
         for dashboard in prometheus_dashboards(plans, file_systems):
             self.dashboards[dashboard.name] = self._dashboard_config_map(dashboard)
@@ -261,12 +260,11 @@ class Monitoring(pulumi.ComponentResource):
                 ctx,
                 parent=self,
                 depends_on=[self.prometheus, self._runtime_class],
-                create_namespace=True,
             )
 
     def _dashboard_config_map(self, dashboard: DashboardPlan) -> k8s.core.v1.ConfigMap:
         """A dashboard as a ConfigMap in `monitoring`, labelled for Grafana's dashboard sidecar (grafana.py). It
-        waits for kube-prometheus-stack, whose release creates the namespace."""
+        waits for the namespace and for kube-prometheus-stack, whose Grafana reads it."""
         ctx = self._ctx
         file_system = self._file_systems.present().get(dashboard.name)
         text: pulumi.Input[str] = (
@@ -284,6 +282,11 @@ class Monitoring(pulumi.ComponentResource):
             ),
             data={dashboard.file_name: text},
             opts=pulumi.ResourceOptions(
-                parent=self, provider=ctx.k8s_provider, depends_on=[r for r in [self.prometheus] if r is not None]
+                parent=self,
+                provider=ctx.k8s_provider,
+                depends_on=[
+                    *ctx.namespace_ready(MONITORING_NAMESPACE),
+                    *([self.prometheus] if self.prometheus else []),
+                ],
             ),
         )

@@ -24,6 +24,10 @@ GPU_UTILIZATION_METRIC = "DCGM_FI_DEV_GPU_UTIL"
 MIG_UTILIZATION_METRIC = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
 #: kube-state-metrics: a Deployment's `spec.replicas`, labelled `namespace` and `deployment`.
 REPLICAS_METRIC = "kube_deployment_spec_replicas"
+#: Its scrape job: kube-prometheus-stack's ServiceMonitor takes `job` from the Service's `app.kubernetes.io/name`
+#: ([KPS] 88.5.3 kube-state-metrics ServiceMonitor `jobLabel`). It honors the exporter's labels, so its `namespace`
+#: is the Deployment's, not the target's.
+REPLICAS_JOB = "kube-state-metrics"
 POD_LABEL = "exported_pod"
 NAMESPACE_LABEL = "exported_namespace"
 #: Resolution of the windows: one sample a minute, as the rule is written ("15 minutes above 85%").
@@ -31,6 +35,20 @@ SAMPLE_SECONDS = 60
 #: How often KEDA asks Prometheus (its default `pollingInterval`, seconds).
 POLLING_SECONDS = 30
 HOLD, SCALE_IN = 1, 0
+
+
+@dataclass(frozen=True)
+class ScrapeTarget:
+    """The `job` and `namespace` Prometheus gives every sample of one scrape target: its Service's name and
+    namespace. A target cannot set them itself (its own `namespace` label is renamed `exported_namespace`) unless its
+    ServiceMonitor honors its labels, so selecting them keeps another target's samples out of a query."""
+
+    job: str
+    namespace: str
+
+    @property
+    def selector(self) -> str:
+        return f'job="{self.job}",namespace="{self.namespace}"'
 
 
 @dataclass(frozen=True)
@@ -50,6 +68,8 @@ class ServingRule:
     #: The pool's own node bounds (the simulation's node count stays within them).
     min_nodes: int
     max_nodes: int
+    #: The DCGM exporter that reports the pool's GPUs: only its samples count.
+    exporter: ScrapeTarget
     #: The replicas hold MIG devices: their utilization is `MIG_UTILIZATION_METRIC`, not `GPU_UTILIZATION_METRIC`.
     mig_devices: bool = False
 
@@ -103,8 +123,9 @@ def rule_settings(workload: ServingWorkload, plan: PoolPlan) -> GpuUtilizationSc
     return workload.autoscaling or GpuUtilizationScaling()
 
 
-def serving_rule(workload: ServingWorkload, plan: PoolPlan) -> ServingRule:
-    """The rule of one serving workload on its pool; default max replicas: as many as the pool's nodes hold."""
+def serving_rule(workload: ServingWorkload, plan: PoolPlan, exporter: ScrapeTarget) -> ServingRule:
+    """The rule of one serving workload on its pool, read from the pool's DCGM exporter (`exporter`); default max
+    replicas: as many as the pool's nodes hold."""
     g = rule_settings(workload, plan)
     per_node = replicas_per_node(workload, plan)
     return ServingRule(
@@ -120,16 +141,19 @@ def serving_rule(workload: ServingWorkload, plan: PoolPlan) -> ServingRule:
         replicas_per_node=per_node,
         min_nodes=plan.min_nodes,
         max_nodes=plan.max_nodes,
+        exporter=exporter,
         mig_devices=bool(mig_devices(plan)),
     )
 
 
 # --------------------------------------------------------------------------------------------------- in cluster
-def utilization_query(namespace: str, deployment: str, mig: bool = False) -> str:
-    """Average GPU utilization in % of the Deployment's pods (`<deployment>-<replicaset hash>-<pod hash>`); on MIG
-    devices the graphics engine's active ratio x 100, in parentheses so a subquery range applies to the whole."""
+def utilization_query(namespace: str, deployment: str, exporter: ScrapeTarget, mig: bool = False) -> str:
+    """Average GPU utilization in % of the Deployment's pods (`<deployment>-<replicaset hash>-<pod hash>`) as the
+    pool's own exporter reports it (its `job` and `namespace`: a sample from any other target, claiming the same pod,
+    is not counted); on MIG devices the graphics engine's active ratio x 100, in parentheses so a subquery range
+    applies to the whole."""
     pods = f"{deployment}-[a-z0-9]+-[a-z0-9]+"
-    selector = f'{{{NAMESPACE_LABEL}="{namespace}",{POD_LABEL}=~"{pods}"}}'
+    selector = f'{{{exporter.selector},{NAMESPACE_LABEL}="{namespace}",{POD_LABEL}=~"{pods}"}}'
     if mig:
         return f"(avg({MIG_UTILIZATION_METRIC}{selector}) * 100)"
     return f"avg({GPU_UTILIZATION_METRIC}{selector})"
@@ -150,8 +174,8 @@ def _held(utilization: str, replicas: str, over: str, comparison: str, percent: 
 def scaling_query(rule: ServingRule, namespace: str, deployment: str) -> str:
     """`1 + (1 + max) * out - in`: 1 holds, `1 + max` scales out, 0 scales in (out and in exclude each other, as
     validation keeps the scale-in threshold below the scale-out one). Always one sample without labels."""
-    u = utilization_query(namespace, deployment, rule.mig_devices)
-    r = f'{REPLICAS_METRIC}{{namespace="{namespace}",deployment="{deployment}"}}'
+    u = utilization_query(namespace, deployment, rule.exporter, rule.mig_devices)
+    r = f'{REPLICAS_METRIC}{{job="{REPLICAS_JOB}",namespace="{namespace}",deployment="{deployment}"}}'
     out = _held(u, r, "min", ">", rule.scale_out_above_percent, rule.scale_out_after_minutes)
     scale_in = _held(u, r, "max", "<", rule.scale_in_below_percent, rule.scale_in_after_minutes)
     return f"{HOLD} + {rule.scale_out_value} * ({out} or vector(0)) - ({scale_in} or vector(0))"

@@ -13,9 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.config import StackConfig
+from components.planning.addons.monitoring import dcgm_exporter_target
 from components.planning.addons.selection import AddonSelection, select_addons
 from components.planning.hybrid import hybrid_plans
 from components.planning.lustre_clients import with_lustre_clients
+from components.planning.namespaces import NamespacePlan, plan_namespaces
 from components.planning.pools import PoolPlan, plan_each_pool
 from components.planning.serving_autoscaling import ServingRule, serving_rule, with_serving_scale_down
 from components.planning.storage import storage_summary
@@ -36,6 +38,9 @@ class StackPlan:
     serving: Mapping[str, ServingRule]
     #: The hybrid pools' plans.
     hybrid: list[PoolPlan]
+    #: Every namespace the stack creates or installs into, with its Pod Security level and, for a workload
+    #: namespace, its GPU quota.
+    namespaces: list[NamespacePlan]
 
     def pool(self, name: str) -> PoolPlan:
         return next(p for p in self.pools if p.name == name)
@@ -49,17 +54,21 @@ def plan_pools(spec: StackConfig) -> list[PoolPlan]:
 
 def serving_rules(spec: StackConfig, pools: Sequence[PoolPlan]) -> dict[str, ServingRule]:
     by_name = {p.name: p for p in pools}
-    return {w.name: serving_rule(w, by_name[w.pool]) for w in spec.workloads.serving}
+    return {
+        w.name: serving_rule(w, by_name[w.pool], dcgm_exporter_target(by_name[w.pool])) for w in spec.workloads.serving
+    }
 
 
 def plan_stack(spec: StackConfig) -> StackPlan:
     """The stack's plan from a validated config."""
     pools = plan_pools(spec)
+    addons = select_addons(spec.addons, pools, spec.workloads)
     return StackPlan(
         spec=spec,
         pools=pools,
-        addons=select_addons(spec.addons, pools, spec.workloads),
+        addons=addons,
         storage=storage_summary(spec.storage, spec.network.zones, pools),
         serving=serving_rules(spec, pools),
         hybrid=hybrid_plans(pools),
+        namespaces=plan_namespaces(spec, pools, addons),
     )

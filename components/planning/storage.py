@@ -57,8 +57,6 @@ NFS_TCP_PORT = 2049
 #: (S3 user guide, bucket naming rules; pulumi-aws `bucket_prefix`: "Must be lowercase and less than or equal to
 #: 37 characters in length").
 BUCKET_PREFIX_MAX = 37
-#: Namespaces that always exist, so the stack never creates them.
-BUILTIN_NAMESPACES = frozenset({"default", "kube-system", "kube-public", "kube-node-lease"})
 
 
 # ------------------------------------------------------------------------------------------------ who mounts what
@@ -238,12 +236,6 @@ def nfs_volume_handle(server: str, share: str) -> str:
     """The static PersistentVolume's `volumeHandle`: csi-driver-nfs's `{server}#{share}#{subdir}` with no sub-directory
     (docs/driver-parameters.md, "PV/PVC usage (static provisioning)": unique for every share in the cluster)."""
     return f"{server}#{share}#"
-
-
-def namespaces_to_create(storage: StorageConfig) -> list[str]:
-    """The claim namespaces the stack must create (the built-in ones always exist), sorted, without repeats."""
-    wanted = [fs.kubernetes.namespace for fs in (storage.lustre, storage.nfs) if fs is not None]
-    return sorted({ns for ns in wanted if ns not in BUILTIN_NAMESPACES})
 
 
 # --------------------------------------------------------------------------------------------------- throughput

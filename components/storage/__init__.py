@@ -1,9 +1,9 @@
 """Shared storage of a cluster: FSx for Lustre for training, EFS or an existing NFS server for inference.
 
 `SharedStorage` builds whatever `storage:` in the stack config asks for, and nothing when it asks for nothing.
-Each file system is its own component (`LustreStorage`, `EfsStorage`, `ExistingNfsStorage`); this one creates
-the claim namespaces once (two file systems may put their claims in the same namespace) and gathers the stack
-outputs: file system ids and the claims pods mount.
+Each file system is its own component (`LustreStorage`, `EfsStorage`, `ExistingNfsStorage`); this one gathers the
+stack outputs: file system ids and the claims pods mount. The claim namespaces are the stack's workload namespaces
+(`components.namespaces`), created before any claim.
 """
 
 from __future__ import annotations
@@ -16,11 +16,9 @@ import pulumi
 from components.config import StorageConfig
 from components.context import ClusterContext
 from components.planning.pools import PoolPlan
-from components.planning.storage import namespaces_to_create
 from components.storage.efs import EfsStorage
 from components.storage.lustre import LustreStorage
 from components.storage.nfs import ExistingNfsStorage
-from components.storage.volumes import create_namespaces
 
 __all__ = ["EfsStorage", "ExistingNfsStorage", "LustreStorage", "SharedStorage"]
 
@@ -38,7 +36,8 @@ class SharedStorage(pulumi.ComponentResource):
     ) -> None:
         super().__init__("gpu-clusters:index:SharedStorage", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        self.namespaces = create_namespaces(namespaces_to_create(storage), ctx, self)
+        # The claim namespaces are the stack's workload namespaces, created with their labels beforehand.
+        self.namespaces = ctx.namespaces
         self.lustre: LustreStorage | None = None
         if storage.lustre is not None:
             self.lustre = LustreStorage(

@@ -13,7 +13,6 @@ from typing import Any
 
 import pulumi
 import pulumi_aws as aws
-import pulumi_kubernetes as k8s
 
 from components import tags
 from components.addons.helm import service_account_role
@@ -63,7 +62,7 @@ class EfsStorage(pulumi.ComponentResource):
         ctx: ClusterContext,
         config: NfsConfig,
         pool_plans: Sequence[PoolPlan],
-        namespaces: Mapping[str, k8s.core.v1.Namespace] | None = None,
+        namespaces: Mapping[str, pulumi.Resource] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpu-clusters:index:EfsStorage", name, None, opts)

@@ -103,7 +103,7 @@ class LustreStorage(pulumi.ComponentResource):
         ctx: ClusterContext,
         config: LustreConfig,
         pool_plans: Sequence[PoolPlan],
-        namespaces: Mapping[str, k8s.core.v1.Namespace] | None = None,
+        namespaces: Mapping[str, pulumi.Resource] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpu-clusters:index:LustreStorage", name, None, opts)
@@ -346,7 +346,7 @@ class LustreStorage(pulumi.ComponentResource):
         )
 
     # ------------------------------------------------------------------------------------------------ Kubernetes
-    def _claim(self, ctx: ClusterContext, namespaces: Mapping[str, k8s.core.v1.Namespace]) -> None:
+    def _claim(self, ctx: ClusterContext, namespaces: Mapping[str, pulumi.Resource]) -> None:
         """A static PersistentVolume on the file system and the claim bound to it (storage class "", so no
         provisioner is involved), plus the optional StorageClass for more file systems on demand."""
         volume = self.config.kubernetes

@@ -56,7 +56,7 @@ class ExistingNfsStorage(pulumi.ComponentResource):
         ctx: ClusterContext,
         config: NfsConfig,
         pool_plans: Sequence[PoolPlan],
-        namespaces: Mapping[str, k8s.core.v1.Namespace] | None = None,
+        namespaces: Mapping[str, pulumi.Resource] | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpu-clusters:index:ExistingNfsStorage", name, None, opts)

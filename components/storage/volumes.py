@@ -1,4 +1,4 @@
-"""The Kubernetes side shared by every file system: namespaces, claims, storage classes and CSI driver add-ons.
+"""The Kubernetes side shared by every file system: claims, storage classes and CSI driver add-ons.
 
 Lustre, EFS and an existing NFS server differ in how the volume comes to be (a static PersistentVolume bound to a
 file system the stack created, or a StorageClass whose provisioner makes one per claim), but pods always see the
@@ -40,20 +40,6 @@ def k8s_options(
     return pulumi.ResourceOptions(
         provider=ctx.k8s_provider, parent=parent, depends_on=[*ctx.kubernetes_ready, *depends_on]
     )
-
-
-def create_namespaces(
-    names: Sequence[str], ctx: ClusterContext, parent: pulumi.Resource
-) -> dict[str, k8s.core.v1.Namespace]:
-    """One Namespace per name, created once even when several file systems put their claims there."""
-    return {
-        name: k8s.core.v1.Namespace(
-            f"{ctx.cluster_name_plain}-ns-{name}",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=name, labels={"app.kubernetes.io/managed-by": "gpu-clusters"}),
-            opts=k8s_options(ctx, parent),
-        )
-        for name in names
-    }
 
 
 def storage_labels(file_system: str) -> dict[str, str]:

@@ -15,6 +15,7 @@ from components.validation import (
     lustre_backups,
     lustre_clients,
     mig,
+    namespaces,
     network,
     node_images,
     offerings,
@@ -36,7 +37,7 @@ BY_CONCERN: dict[str, tuple[Rule, ...]] = {
     "hybrid": hybrid.RULES,
     "storage": (*storage.RULES, *lustre_backups.RULES, *lustre_clients.RULES),
     "addons": (*addons.RULES, *dcgm_exporters.RULES, *mig.RULES),
-    "workloads": workloads.RULES,
+    "workloads": (*workloads.RULES, *namespaces.RULES),
 }
 #: The one list every validation runs.
 RULES: tuple[Rule, ...] = tuple(rule for rules in BY_CONCERN.values() for rule in rules)

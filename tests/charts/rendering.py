@@ -358,12 +358,57 @@ def baseline_violations(spec: Mapping[str, Any]) -> list[str]:
     return found
 
 
+#: Pod Security Standards, `restricted` level: the only volume types a pod may use.
+RESTRICTED_VOLUMES = frozenset(
+    {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected", "secret"}
+)
+
+
+def restricted_violations(spec: Mapping[str, Any]) -> list[str]:
+    """What in a pod spec the `restricted` level forbids beyond `baseline`: volume types outside the allowed set,
+    privilege escalation not turned off, running as root (or not saying it runs as non-root), no `RuntimeDefault`
+    or `Localhost` seccomp profile, capabilities not all dropped or added beyond NET_BIND_SERVICE."""
+    found = [
+        f"volume {v['name']} of type {kind}"
+        for v in spec.get("volumes") or []
+        for kind in v
+        if kind != "name" and kind not in RESTRICTED_VOLUMES
+    ]
+    pod = spec.get("securityContext") or {}
+    for container in containers(spec):
+        context = container.get("securityContext") or {}
+        name = container.get("name")
+        if context.get("allowPrivilegeEscalation") is not False:
+            found.append(f"container {name} may escalate privileges")
+        if not context.get("runAsNonRoot", pod.get("runAsNonRoot")):
+            found.append(f"container {name} is not required to run as non-root")
+        if context.get("runAsUser", pod.get("runAsUser")) == 0:
+            found.append(f"container {name} runs as UID 0")
+        seccomp = (context.get("seccompProfile") or pod.get("seccompProfile") or {}).get("type")
+        if seccomp not in ("RuntimeDefault", "Localhost"):
+            found.append(f"container {name} has seccomp profile {seccomp}")
+        capabilities = context.get("capabilities") or {}
+        if "ALL" not in (capabilities.get("drop") or []):
+            found.append(f"container {name} does not drop ALL capabilities")
+        if set(capabilities.get("add") or []) - {"NET_BIND_SERVICE"}:
+            found.append(f"container {name} adds {sorted(capabilities['add'])}")
+    return found
+
+
+def level_violations(spec: Mapping[str, Any], level: str) -> list[str]:
+    """What in a pod spec its namespace's Pod Security `enforce` level refuses."""
+    if level == "privileged":
+        return []
+    found = baseline_violations(spec)
+    return found + restricted_violations(spec) if level == "restricted" else found
+
+
 def namespace_levels(resources: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     """The Pod Security `enforce` level the plan labels each of its namespaces with (namespaces without one are
     absent)."""
     levels = {}
     for resource in resources:
-        if resource["type"] == "kubernetes:core/v1:Namespace":
+        if resource["type"] in ("kubernetes:core/v1:Namespace", "kubernetes:core/v1:NamespacePatch"):
             meta = resource["inputs"]["metadata"]
             level = (meta.get("labels") or {}).get("pod-security.kubernetes.io/enforce")
             if level:

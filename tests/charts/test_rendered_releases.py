@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from components.planning.mig import MIG_CONFIG_STATE_LABEL, MIG_STATE_SUCCESS, mig_devices
+from components.planning.network_policies import ALERTMANAGER_PODS, GRAFANA_PODS, PROMETHEUS_PODS
 from tests.charts.conftest import Case
 from tests.charts.rendering import (
     Node,
@@ -25,6 +26,7 @@ from tests.charts.rendering import (
     fits,
     image_pinned,
     leaf_paths,
+    level_violations,
     namespace_levels,
     object_key,
     objects,
@@ -43,7 +45,9 @@ NO_SOURCE = {
 }
 
 #: Workloads that need the `privileged` Pod Security level (they do what `baseline` forbids), by chart folder and
-#: object name, with why. Every one of them runs in kube-system or monitoring, which the plan does not label.
+#: object name, with why. Each runs in a namespace the plan sets to `privileged` with its reason
+#: (components.planning.namespaces), or in kube-system or amazon-cloudwatch, which are privileged by the cluster's
+#: default (`UNLABELLED`).
 PRIVILEGED = {
     ("nvidia-device-plugin-0.20.0", "nvidia-device-plugin"): "reads the kubelet's device-plugin socket directory "
     "(hostPath /var/lib/kubelet/device-plugins) to register the GPUs",
@@ -75,6 +79,14 @@ PRIVILEGED = {
     ("nvidia-device-plugin-0.20.0", "nvidia-device-plugin-runtime-class-mps-control-daemon"): "as above",
     ("aws-node-termination-handler-0.27.6", "aws-node-termination-handler"): "in queue mode a Deployment; its "
     "DaemonSet template (IMDS mode) uses the host network",
+}
+
+
+#: Namespaces the plan does not label, and why their pods may be privileged: the cluster's default level applies,
+#: which EKS leaves at `privileged` (docs/security.md#pod-security-and-networkpolicy).
+UNLABELLED = {
+    "kube-system": "Kubernetes' own namespace",
+    "amazon-cloudwatch": "created and owned by the amazon-cloudwatch-observability EKS add-on",
 }
 
 
@@ -253,20 +265,51 @@ def test_every_image_is_pinned(case: Case) -> None:
 
 
 def test_pods_meet_their_namespaces_pod_security_level(case: Case) -> None:
-    """Where the plan labels a namespace with a Pod Security `enforce` level, its pods meet it; the plan labels
-    none of the charts' namespaces today, so every pod is held to `baseline`, and the ones that need `privileged`
-    are listed in `PRIVILEGED` with why (a new one fails here until it is listed)."""
+    """Every pod meets the Pod Security `enforce` level the plan labels its namespace with (`restricted`: non-root,
+    seccomp, no escalation, capabilities dropped; `baseline`: no host access), and lands only in a namespace the
+    plan labels or in one of `UNLABELLED`; a pod beyond `baseline` is also listed in `PRIVILEGED` with why (a new
+    one fails here until it is listed and its namespace's plan says so)."""
     levels = namespace_levels(case.resources)
-    unlisted = []
+    refused, unlisted, unplanned = [], [], set()
     for release in rendered(case):
         for obj in objects_of(release):
             spec = pod_spec(obj)
             if spec is None:
                 continue
             namespace = obj["metadata"].get("namespace") or release.namespace
-            if levels.get(namespace) == "privileged":
-                continue
-            found = baseline_violations(spec)
-            if found and (release.chart_dir, obj["metadata"]["name"]) not in PRIVILEGED:
-                unlisted.append(f"{release.name}: {obj['kind']} {namespace}/{obj['metadata']['name']}: {found}")
-    assert not unlisted, f"{case.name}: pods beyond `baseline`:\n  " + "\n  ".join(unlisted)
+            if namespace not in levels and namespace not in UNLABELLED:
+                unplanned.add(f"{release.name}: {namespace}")
+            where = f"{release.name}: {obj['kind']} {namespace}/{obj['metadata']['name']}"
+            found = level_violations(spec, levels.get(namespace, "privileged"))
+            if found:
+                refused.append(f"{where} ({levels.get(namespace)}): {found}")
+            if baseline_violations(spec) and (release.chart_dir, obj["metadata"]["name"]) not in PRIVILEGED:
+                unlisted.append(where)
+    assert not unplanned, f"{case.name}: pods in namespaces the plan neither labels nor names: {sorted(unplanned)}"
+    assert not refused, f"{case.name}: pods their namespace's level refuses:\n  " + "\n  ".join(refused)
+    assert not unlisted, f"{case.name}: pods beyond `baseline` not in PRIVILEGED:\n  " + "\n  ".join(unlisted)
+
+
+def test_the_monitoring_policies_select_the_pods_the_chart_runs(case: Case) -> None:
+    """The NetworkPolicies of `monitoring` select Prometheus, Alertmanager and Grafana by the labels the chart's own
+    Services select them by, so each policy guards the pods it names (and no policy is a no-op)."""
+    selectors = {
+        (obj["metadata"]["name"]): (obj.get("spec") or {}).get("selector")
+        for release in rendered(case)
+        if release.name == "kube-prometheus-stack"
+        for obj in objects_of(release)
+        if obj["kind"] == "Service"
+    }
+    guarded = {
+        r["inputs"]["metadata"]["name"]
+        for r in case.resources
+        if r["type"] == "kubernetes:networking.k8s.io/v1:NetworkPolicy"
+        and r["inputs"]["metadata"]["namespace"] == "monitoring"
+    }
+    if not selectors:
+        assert not guarded, f"{case.name}: policies in monitoring without kube-prometheus-stack: {guarded}"
+        return
+    assert guarded == {"prometheus-clients", "alertmanager-clients", "grafana-clients"}
+    assert selectors["kube-prometheus-stack-prometheus"] == PROMETHEUS_PODS
+    assert selectors["kube-prometheus-stack-alertmanager"] == ALERTMANAGER_PODS
+    assert selectors["kube-prometheus-stack-grafana"] == GRAFANA_PODS

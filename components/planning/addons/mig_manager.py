@@ -18,10 +18,8 @@ from components.planning.mig import mig_parted_config, mig_plans
 from components.planning.pools import GPU_PRESENT_LABEL, MIG_CONFIG_LABEL, PoolPlan
 
 NAMESPACE = "nvidia-mig-manager"
-#: The namespace runs one privileged, host-PID pod per MIG node and nothing else; it says so to Pod Security
-#: Admission, so a cluster-wide `baseline` or `restricted` default does not stop the manager
-#: (https://kubernetes.io/docs/concepts/security/pod-security-admission/, `pod-security.kubernetes.io/enforce`).
-NAMESPACE_LABELS = {"pod-security.kubernetes.io/enforce": "privileged"}
+#: A namespace of its own: it runs one privileged, host-PID pod per MIG node and nothing else, so it alone is
+#: labelled `privileged` for it (components.planning.namespaces).
 NAME = "nvidia-mig-manager"
 #: The manager image: v0.15.0 is the newest mig-parted release and the one GPU Operator v26.7.0 pins
 #: ([MIGPARTED] tag v0.15.0; [GPUOP] deployments/gpu-operator/values.yaml `migManager.version`). Pinned in the

@@ -25,6 +25,7 @@ from components.planning.addons.placement import (
 )
 from components.planning.gpu_runtime import NVIDIA_RUNTIME_CLASS, runtime_class_plans
 from components.planning.pools import GPU_PRESENT_LABEL, PoolPlan
+from components.planning.serving_autoscaling import ScrapeTarget
 
 #: Helm releases and service accounts of the Prometheus path. Pod Identity binds a role to a (namespace, service
 #: account) pair, so the charts are told these names explicitly instead of deriving them from the release name.
@@ -237,6 +238,16 @@ def dcgm_exporter_values(
     if image_tag:
         values["image"] = {"tag": image_tag}
     return values
+
+
+def dcgm_exporter_target(plan: PoolPlan) -> ScrapeTarget:
+    """The scrape target that reports a pool's GPUs: the runtime-class release on hybrid pools that name the
+    `nvidia` RuntimeClass, the main release elsewhere. Its ServiceMonitor sets no `jobLabel`, so `job` is its
+    Service's name ([PROMOP] ServiceMonitor `jobLabel`), the chart's fullname, which is the release name since it
+    contains the chart's ([DCGM] templates/_helpers.tpl, service.yaml, service-monitor.yaml)."""
+    if runtime_class_plans([plan]):
+        return ScrapeTarget(DCGM_EXPORTER_RUNTIME_CLASS_RELEASE, DCGM_EXPORTER_RUNTIME_CLASS_NAMESPACE)
+    return ScrapeTarget(DCGM_EXPORTER_RELEASE, MONITORING_NAMESPACE)
 
 
 XID_WINDOW_MINUTES = 10

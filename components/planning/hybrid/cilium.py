@@ -23,6 +23,11 @@ from components.planning.tolerations import toleration
 #: eks-workshop's), enough for kubelet's default 110 pods. Cilium cannot change it after the first install.
 CILIUM_NODE_MASK_SIZE = 25
 CILIUM_NAMESPACE = "kube-system"
+#: Cilium enforces the stack's NetworkPolicies on hybrid nodes in its `default` mode, stated rather than left to the
+#: chart: a pod no policy selects is open, a pod a policy selects admits only what a policy allows, as the VPC CNI
+#: does on EC2 nodes ([HYBRIDNP]: AWS supports upstream NetworkPolicies with Cilium on hybrid nodes; `always` would
+#: deny every unselected pod, `never` would enforce nothing).
+CILIUM_POLICY_ENFORCEMENT = "default"
 #: Taints the Cilium operator must tolerate to start on a hybrid node before that node is Ready: the node stays
 #: NotReady until a CNI runs (https://docs.aws.amazon.com/eks/latest/userguide/hybrid-nodes-cni.html), and Cilium
 #: taints nodes with `node.cilium.io/agent-not-ready` until its agent is up (Cilium "agentNotReadyTaintKey").
@@ -64,6 +69,7 @@ def cilium_values(plans: Sequence[PoolPlan]) -> dict[str, Any]:
     - with a BGP pool (`network.bgp`), `bgpControlPlane.enabled: true` and `operator.rollOutPods: true`, as AWS's
       hybrid-nodes-cilium-bgp page sets them (the operator must restart to pick BGP up); the BGP objects themselves
       are `cilium_bgp_manifests`;
+    - `policyEnforcementMode: default` (`CILIUM_POLICY_ENFORCEMENT`): NetworkPolicies enforced as on EC2 nodes;
     - `operator.unmanagedPodWatcher.restart: false`, `envoy.enabled: false`, `kubeProxyReplacement: "false"`
       (EKS installs kube-proxy on hybrid nodes) and `loadBalancer.serviceTopology: true` as AWS lists them;
     - tolerations: the agent is a CNI, so it tolerates every taint (a GPU taint it missed would leave the node
@@ -101,6 +107,7 @@ def cilium_values(plans: Sequence[PoolPlan]) -> dict[str, Any]:
             **({"rollOutPods": True} if bgp else {}),
         },
         "loadBalancer": {"serviceTopology": True},
+        "policyEnforcementMode": CILIUM_POLICY_ENFORCEMENT,
         "envoy": {"enabled": False},
         "kubeProxyReplacement": "false",
         **({"bgpControlPlane": {"enabled": True}} if bgp else {}),

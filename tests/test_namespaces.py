@@ -1,0 +1,339 @@
+"""Namespaces, Pod Security labels, NetworkPolicies and GPU quotas: planned once (components.planning.namespaces,
+network_policies, gpu_quotas), registered by components.namespaces before anything is installed into them, and
+refused by validation where a quota no pool can hold is asked for."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from components.errors import ConfigError
+from components.planning.namespaces import plan_namespaces
+from components.planning.stack_plan import plan_stack
+from tests.builders import (
+    INFERENCE_POOL,
+    SYSTEM_POOL,
+    TRAINING_POOL,
+    pool,
+    shipped_plan,
+    stack_config,
+)
+from tests.charts.rendering import level_violations
+
+NAMESPACE = "kubernetes:core/v1:Namespace"
+NAMESPACE_PATCH = "kubernetes:core/v1:NamespacePatch"
+NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
+QUOTA = "kubernetes:core/v1:ResourceQuota"
+RELEASE = "kubernetes:helm.sh/v3:Release"
+
+
+def _of(plan: dict[str, Any], type_token: str) -> list[dict[str, Any]]:
+    return [r for r in plan["resources"] if r["type"] == type_token]
+
+
+def _namespaces(plan: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {r["inputs"]["metadata"]["name"]: r for r in _of(plan, NAMESPACE) + _of(plan, NAMESPACE_PATCH)}
+
+
+def _labels(level: str, audit: str = "restricted") -> dict[str, str]:
+    return {
+        "app.kubernetes.io/managed-by": "gpu-clusters",
+        "pod-security.kubernetes.io/enforce": level,
+        "pod-security.kubernetes.io/enforce-version": "v1.35",
+        "pod-security.kubernetes.io/audit": audit,
+        "pod-security.kubernetes.io/audit-version": "v1.35",
+        "pod-security.kubernetes.io/warn": level,
+        "pod-security.kubernetes.io/warn-version": "v1.35",
+    }
+
+
+# ------------------------------------------------------------------------------------------------ Pod Security
+@pytest.mark.parametrize(
+    ("stack", "levels"),
+    [
+        ("training", {"training": "restricted"}),
+        ("smoke", {"smoke": "restricted"}),
+        ("inference", {"inference": "restricted", "keda": "restricted", "monitoring": "privileged"}),
+        (
+            "hybrid",
+            {"inference": "restricted", "training": "restricted", "keda": "restricted", "monitoring": "privileged"},
+        ),
+    ],
+)
+def test_every_namespace_the_stack_creates_carries_its_pod_security_labels(stack: str, levels: dict[str, str]) -> None:
+    namespaces = _namespaces(shipped_plan(stack))
+    assert {name: r["inputs"]["metadata"]["labels"] for name, r in namespaces.items()} == {
+        name: _labels(level) for name, level in levels.items()
+    }
+
+
+@pytest.mark.parametrize("stack", ["training", "inference", "hybrid", "smoke"])
+def test_releases_install_into_namespaces_the_stack_made_first(stack: str) -> None:
+    """No release creates its namespace (Helm would create it without labels); each waits for the stack's own
+    Namespace, except kube-system, which Kubernetes owns."""
+    plan = shipped_plan(stack)
+    namespaces = {name: r["urn"] for name, r in _namespaces(plan).items()}
+    for release in _of(plan, RELEASE):
+        inputs = release["inputs"]
+        assert not inputs.get("createNamespace"), release["name"]
+        if inputs["namespace"] == "kube-system":
+            continue
+        assert namespaces[inputs["namespace"]] in release["options"]["dependsOn"], release["name"]
+
+
+def test_every_namespace_an_object_lands_in_is_planned() -> None:
+    """Whatever the stack registers in a namespace, that namespace is in the plan's list (with its level)."""
+    for stack in ("training", "inference", "hybrid", "smoke"):
+        plan = shipped_plan(stack)
+        used = {r["inputs"]["namespace"] for r in _of(plan, RELEASE)}
+        used |= {
+            (r["inputs"].get("metadata") or {}).get("namespace")
+            for r in plan["resources"]
+            if r["type"].startswith("kubernetes:") and r["type"] not in (NAMESPACE, NAMESPACE_PATCH)
+        } - {None}
+        assert used <= set(_namespaces(plan)) | {"kube-system"}, stack
+
+
+def test_claims_in_default_label_it_by_patch_and_the_plan_names_every_privileged_namespace() -> None:
+    spec = stack_config(
+        SYSTEM_POOL,
+        TRAINING_POOL,
+        pool(TRAINING_POOL, name="mig", devicePlugin={"migDevices": {"1g.10gb": 7}}),
+        storage={"lustre": {}},
+        addons={"monitoring": {"containerInsights": True}},
+    )
+    stack_plan = plan_stack(spec)
+    by_name = {n.name: n for n in stack_plan.namespaces}
+    assert by_name["default"].ownership == "patched" and by_name["default"].level == "restricted"
+    privileged = {n.name for n in stack_plan.namespaces if n.level == "privileged"}
+    assert privileged == {"kube-system", "amazon-cloudwatch", "nvidia-mig-manager"}
+    assert all(by_name[name].reason for name in privileged)
+    assert not by_name["kube-system"].labelled and not by_name["amazon-cloudwatch"].labelled
+
+
+# ------------------------------------------------------------------------------------------------ NetworkPolicy
+def test_the_vpc_cni_enforces_network_policies_in_every_stack() -> None:
+    for stack in ("training", "inference", "hybrid", "smoke"):
+        (vpc_cni,) = [
+            r for r in _of(shipped_plan(stack), "aws:eks/addon:Addon") if r["inputs"]["addonName"] == "vpc-cni"
+        ]
+        assert json.loads(vpc_cni["inputs"]["configurationValues"])["enableNetworkPolicy"] == "true"
+
+
+def test_cilium_enforces_them_on_hybrid_nodes() -> None:
+    (cilium,) = [r for r in _of(shipped_plan("hybrid"), RELEASE) if r["inputs"]["name"] == "cilium"]
+    assert cilium["inputs"]["values"]["policyEnforcementMode"] == "default"
+
+
+def _policies(plan: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
+    return {
+        (r["inputs"]["metadata"]["namespace"], r["inputs"]["metadata"]["name"]): r["inputs"]["spec"]
+        for r in _of(plan, NETWORK_POLICY)
+    }
+
+
+def test_workload_namespaces_deny_ingress_but_from_themselves_and_prometheus() -> None:
+    policies = _policies(shipped_plan("inference"))
+    assert policies["inference", "default-deny-ingress"] == {"podSelector": {}, "policyTypes": ["Ingress"]}
+    assert policies["inference", "allow-same-namespace"] == {
+        "podSelector": {},
+        "policyTypes": ["Ingress"],
+        "ingress": [{"from": [{"podSelector": {}}]}],
+    }
+    assert policies["inference", "allow-prometheus-scrapes"]["ingress"] == [
+        {
+            "from": [
+                {
+                    "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}},
+                    "podSelector": {
+                        "matchLabels": {
+                            "app.kubernetes.io/name": "prometheus",
+                            "operator.prometheus.io/name": "kube-prometheus-stack-prometheus",
+                        }
+                    },
+                }
+            ]
+        }
+    ]
+    # Without Prometheus (training: Container Insights) there is nothing to admit from monitoring.
+    training = _policies(shipped_plan("training"))
+    assert set(training) == {("training", "default-deny-ingress"), ("training", "allow-same-namespace")}
+
+
+def test_monitoring_admits_only_its_clients() -> None:
+    policies = _policies(shipped_plan("inference"))
+    prometheus = policies["monitoring", "prometheus-clients"]
+    assert prometheus["podSelector"]["matchLabels"]["app.kubernetes.io/name"] == "prometheus"
+    assert prometheus["ingress"] == [
+        {"from": [{"podSelector": {}}]},
+        {
+            "from": [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "keda"}}}],
+            "ports": [{"protocol": "TCP", "port": 9090}],
+        },
+    ]
+    for name in ("alertmanager-clients", "grafana-clients"):
+        assert policies["monitoring", name]["ingress"] == [{"from": [{"podSelector": {}}]}]
+    assert not any(ns == "keda" for ns, _ in policies), "the API server calls KEDA's metrics server and webhooks"
+
+
+def test_policies_wait_for_their_namespace() -> None:
+    plan = shipped_plan("inference")
+    namespaces = {name: r["urn"] for name, r in _namespaces(plan).items()}
+    for policy in _of(plan, NETWORK_POLICY) + _of(plan, QUOTA):
+        assert namespaces[policy["inputs"]["metadata"]["namespace"]] in policy["options"]["dependsOn"]
+
+
+# --------------------------------------------------------------------------------------------------- GPU quotas
+@pytest.mark.parametrize(
+    ("stack", "hard"),
+    [
+        # 4 x p5.48xlarge: 32 GPUs, 32 EFA devices each
+        ("training", {"training": {"requests.nvidia.com/gpu": "32", "requests.vpc.amazonaws.com/efa": "128"}}),
+        # 8 x g6e.12xlarge: 4 GPUs each, no EFA wired
+        ("inference", {"inference": {"requests.nvidia.com/gpu": "32"}}),
+        # Lustre's clients: 2 x p5; the NFS claim and the serving workload: 4 A40 servers x 4
+        (
+            "hybrid",
+            {
+                "training": {"requests.nvidia.com/gpu": "16", "requests.vpc.amazonaws.com/efa": "64"},
+                "inference": {"requests.nvidia.com/gpu": "16"},
+            },
+        ),
+    ],
+)
+def test_each_workload_namespace_gets_a_gpu_quota_of_what_its_pools_hold(
+    stack: str, hard: dict[str, dict[str, str]]
+) -> None:
+    quotas = {r["inputs"]["metadata"]["namespace"]: r["inputs"] for r in _of(shipped_plan(stack), QUOTA)}
+    assert {ns: q["spec"]["hard"] for ns, q in quotas.items()} == hard
+    assert {q["metadata"]["name"] for q in quotas.values()} == {"gpus"}
+
+
+def _quota_stack(quotas: dict[str, Any], **storage: Any) -> Any:
+    return stack_config(
+        SYSTEM_POOL,
+        TRAINING_POOL,
+        INFERENCE_POOL,
+        validated=True,
+        storage=storage
+        or {
+            "lustre": {"kubernetes": {"namespace": "training"}},
+            "nfs": {"kind": "efs", "kubernetes": {"namespace": "inference"}},
+        },
+        addons={"monitoring": {"containerInsights": False, "dcgmPrometheus": True}},
+        workloads={
+            "serving": [{"name": "chat", "pool": "l40s", "model": "m", "replicas": {"min": 3}}],
+            "quotas": quotas,
+        },
+    )
+
+
+def test_a_configured_quota_lowers_the_default() -> None:
+    spec = _quota_stack({"training": {"gpus": 8, "efaDevices": 32}, "inference": {"gpus": 3}})
+    quotas = {n.name: n.quota for n in plan_stack(spec).namespaces if n.quota is not None}
+    assert quotas["training"] is not None and quotas["training"].hard == {
+        "requests.nvidia.com/gpu": "8",
+        "requests.vpc.amazonaws.com/efa": "32",
+    }
+    assert quotas["inference"] is not None and quotas["inference"].hard == {"requests.nvidia.com/gpu": "3"}
+
+
+def _problems(build: Any) -> dict[str, str]:
+    with pytest.raises(ConfigError) as caught:
+        build()
+    return {p.path: p.message for p in caught.value.problems}
+
+
+def test_validation_refuses_a_quota_no_pool_can_hold() -> None:
+    problems = _problems(
+        lambda: _quota_stack(
+            {
+                "training": {"gpus": 33, "efaDevices": 129},
+                "inference": {"gpus": 2, "efaDevices": 1},
+                "research": {"gpus": 1},
+            }
+        )
+    )
+    assert "no pool can hold that quota: at most 32" in problems["workloads.quotas.training.gpus"]
+    assert "at most 128" in problems["workloads.quotas.training.efaDevices"]
+    assert "need at their minimum replicas: at least 3" in problems["workloads.quotas.inference.gpus"]
+    assert "none of them wires EFA" in problems["workloads.quotas.inference.efaDevices"]
+    assert "not a workload namespace" in problems["workloads.quotas.research"]
+
+
+def test_validation_refuses_a_claim_in_a_system_or_add_on_namespace() -> None:
+    problems = _problems(
+        lambda: _quota_stack(
+            {},
+            lustre={"kubernetes": {"namespace": "kube-system"}},
+            nfs={"kind": "efs", "kubernetes": {"namespace": "monitoring"}},
+        )
+    )
+    assert "not a workload namespace" in problems["storage.lustre.kubernetes.namespace"]
+    assert "not a workload namespace" in problems["storage.nfs.kubernetes.namespace"]
+
+
+def test_the_plan_is_derived_once_from_the_stack_plan() -> None:
+    spec = _quota_stack({})
+    stack_plan = plan_stack(spec)
+    assert stack_plan.namespaces == plan_namespaces(spec, stack_plan.pools, stack_plan.addons)
+
+
+# ------------------------------------------------------------------------- the chart tests' Pod Security checks
+RESTRICTED_POD: dict[str, Any] = {
+    "securityContext": {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}},
+    "containers": [
+        {
+            "name": "app",
+            "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+        }
+    ],
+    "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "weights"}}],
+}
+
+
+def test_the_restricted_check_passes_a_restricted_pod_and_names_what_is_not() -> None:
+    assert level_violations(RESTRICTED_POD, "restricted") == []
+    loose = {
+        "containers": [{"name": "app", "securityContext": {"runAsUser": 0, "capabilities": {"add": ["NET_ADMIN"]}}}],
+        "volumes": [{"name": "host", "hostPath": {"path": "/"}}],
+    }
+    found = level_violations(loose, "restricted")
+    assert "hostPath volume host" in found  # baseline already refuses it
+    assert "container app adds ['NET_ADMIN']" in found
+    assert "container app may escalate privileges" in found
+    assert "container app runs as UID 0" in found
+    assert "container app has seccomp profile None" in found
+    assert "container app does not drop ALL capabilities" in found
+    assert level_violations(loose, "privileged") == []
+
+
+#: Pods the stack registers itself (not through a chart) that do not yet meet their namespace's level, by (stack,
+#: namespace, kind, name). The serving Deployment's restricted pod spec (non-root, seccomp `RuntimeDefault`, no
+#: privilege escalation, capabilities dropped) is the serving endpoint's own change; until it is merged the API server
+#: would refuse these pods in their `restricted` namespace. The test below fails as soon as one of them complies,
+#: so the entry is removed with that merge.
+NOT_YET_RESTRICTED = {
+    ("inference", "inference", "Deployment", "chat"),
+    ("hybrid", "inference", "Deployment", "chat"),
+}
+
+
+@pytest.mark.parametrize("stack", ["training", "inference", "hybrid", "smoke"])
+def test_the_stacks_own_pods_meet_their_namespaces_level(stack: str) -> None:
+    plan = shipped_plan(stack)
+    levels = {
+        name: r["inputs"]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"]
+        for name, r in _namespaces(plan).items()
+    }
+    refused = set()
+    for resource in plan["resources"]:
+        if resource["type"] not in ("kubernetes:apps/v1:Deployment", "kubernetes:apps/v1:DaemonSet"):
+            continue
+        meta = resource["inputs"]["metadata"]
+        spec = resource["inputs"]["spec"]["template"]["spec"]
+        if level_violations(spec, levels.get(meta["namespace"], "privileged")):
+            refused.add((stack, meta["namespace"], resource["type"].rsplit(":", 1)[1], meta["name"]))
+    assert refused == {entry for entry in NOT_YET_RESTRICTED if entry[0] == stack}
