@@ -310,17 +310,6 @@ def test_the_restricted_check_passes_a_restricted_pod_and_names_what_is_not() ->
     assert level_violations(loose, "privileged") == []
 
 
-#: Pods the stack registers itself (not through a chart) that do not yet meet their namespace's level, by (stack,
-#: namespace, kind, name). The serving Deployment's restricted pod spec (non-root, seccomp `RuntimeDefault`, no
-#: privilege escalation, capabilities dropped) is the serving endpoint's own change; until it is merged the API server
-#: would refuse these pods in their `restricted` namespace. The test below fails as soon as one of them complies,
-#: so the entry is removed with that merge.
-NOT_YET_RESTRICTED = {
-    ("inference", "inference", "Deployment", "chat"),
-    ("hybrid", "inference", "Deployment", "chat"),
-}
-
-
 @pytest.mark.parametrize("stack", ["training", "inference", "hybrid", "smoke"])
 def test_the_stacks_own_pods_meet_their_namespaces_level(stack: str) -> None:
     plan = shipped_plan(stack)
@@ -336,4 +325,4 @@ def test_the_stacks_own_pods_meet_their_namespaces_level(stack: str) -> None:
         spec = resource["inputs"]["spec"]["template"]["spec"]
         if level_violations(spec, levels.get(meta["namespace"], "privileged")):
             refused.add((stack, meta["namespace"], resource["type"].rsplit(":", 1)[1], meta["name"]))
-    assert refused == {entry for entry in NOT_YET_RESTRICTED if entry[0] == stack}
+    assert refused == set()
