@@ -45,11 +45,13 @@ def k8s_options(
 def create_namespaces(
     names: Sequence[str], ctx: ClusterContext, parent: pulumi.Resource
 ) -> dict[str, k8s.core.v1.Namespace]:
-    """One Namespace per name, created once even when several file systems put their claims there."""
+    """One Namespace per name, created once even when several file systems put their claims there. Pod Security
+    Admission enforces `baseline` in it: no pod there may use the host (docs/security.md)."""
+    labels = {"app.kubernetes.io/managed-by": "gpu-clusters", "pod-security.kubernetes.io/enforce": "baseline"}
     return {
         name: k8s.core.v1.Namespace(
             f"{ctx.cluster_name_plain}-ns-{name}",
-            metadata=k8s.meta.v1.ObjectMetaArgs(name=name, labels={"app.kubernetes.io/managed-by": "gpu-clusters"}),
+            metadata=k8s.meta.v1.ObjectMetaArgs(name=name, labels=labels),
             opts=k8s_options(ctx, parent),
         )
         for name in names
