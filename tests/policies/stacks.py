@@ -284,6 +284,24 @@ def good_stack() -> list[Record]:
             },
             refs={"bucket": [bucket], "rules": [key]},
         ),
+        record(
+            "aws:s3/bucketPolicy:BucketPolicy",
+            "good-checkpoints",
+            {
+                "bucket": "good-checkpoints-b",
+                "policy": policy_json(
+                    {
+                        "Sid": "DenyInsecureTransport",
+                        "Effect": "Deny",
+                        "Principal": "*",
+                        "Action": "s3:*",
+                        "Resource": ["arn:aws:s3:::good-checkpoints-b", "arn:aws:s3:::good-checkpoints-b/*"],
+                        "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+                    }
+                ),
+            },
+            refs={"bucket": [bucket]},
+        ),
     ]
     return [
         key, subnet_a, subnet_b, cluster, efa_sg, node_sg, *self_rules, group, train_lt, train_asg, infer_lt,
