@@ -140,7 +140,8 @@ PrincipalArn = Annotated[str, StringConstraints(pattern=r"^arn:aws[a-z-]*:iam::\
 
 
 class AdminAccess(Model):
-    """An IAM principal given cluster-admin through an EKS access entry (authentication mode API)."""
+    """An IAM principal given Kubernetes access through an EKS access entry (authentication mode API): cluster-wide,
+    or in named namespaces only (a team's admins and editors)."""
 
     principal_arn: PrincipalArn
     """ARN of the IAM role or user (`arn:aws:iam::<account>:role/...` or `:user/...`) that gets a `STANDARD` access
@@ -148,8 +149,12 @@ class AdminAccess(Model):
     policy: Literal[
         "AmazonEKSClusterAdminPolicy", "AmazonEKSAdminPolicy", "AmazonEKSEditPolicy", "AmazonEKSViewPolicy"
     ] = "AmazonEKSClusterAdminPolicy"
-    """EKS access policy associated with cluster scope: `AmazonEKSClusterAdminPolicy` (default),
-    `AmazonEKSAdminPolicy`, `AmazonEKSEditPolicy` or `AmazonEKSViewPolicy`."""
+    """EKS access policy: `AmazonEKSClusterAdminPolicy` (default, cluster-wide only), `AmazonEKSAdminPolicy`,
+    `AmazonEKSEditPolicy` or `AmazonEKSViewPolicy`."""
+    namespaces: list[str] | None = Field(None, min_length=1)
+    """Namespaces the policy applies in (access scope `namespace`): each a workload namespace of the stack (a claim
+    namespace under `storage`). Left out: the whole cluster (access scope `cluster`). `AmazonEKSClusterAdminPolicy`
+    takes no namespaces."""
 
 
 LogType = Literal["api", "audit", "authenticator", "controllerManager", "scheduler"]

@@ -240,6 +240,11 @@ def nfs_volume_handle(server: str, share: str) -> str:
     return f"{server}#{share}#"
 
 
+def workload_namespaces(storage: StorageConfig) -> set[str]:
+    """The namespaces where the stack's workloads run: those of its claims (built-in ones included)."""
+    return {fs.kubernetes.namespace for fs in (storage.lustre, storage.nfs) if fs is not None}
+
+
 def namespaces_to_create(storage: StorageConfig) -> list[str]:
     """The claim namespaces the stack must create (the built-in ones always exist), sorted, without repeats."""
     wanted = [fs.kubernetes.namespace for fs in (storage.lustre, storage.nfs) if fs is not None]

@@ -20,6 +20,7 @@ review (docs/security.md, "Raising an exception").
 from __future__ import annotations
 
 import difflib
+import fnmatch
 import json
 from collections import defaultdict
 from collections.abc import Callable, Collection, Sequence
@@ -70,8 +71,9 @@ APPROVALS_FILE = Path(__file__).parents[1] / "exceptions.json"
 
 @dataclass(frozen=True)
 class Approval:
-    """One approved exception: `policy` waived for the resource named `resource` (its Pulumi name; `*` for every
-    resource) of stack `stack` (None: every stack), for `reason`."""
+    """One approved exception: `policy` waived for the resources whose Pulumi name matches `resource` (a name, or a
+    glob such as `*-ns-monitoring` for that namespace in every stack) of stack `stack` (None: every stack), for
+    `reason`."""
 
     policy: str
     resource: str
@@ -79,7 +81,7 @@ class Approval:
     stack: str | None = None
 
     def covers(self, r: Resource) -> bool:
-        return self.resource in ("*", r.name) and self.stack in (None, stack_of(r.urn))
+        return fnmatch.fnmatchcase(r.name, self.resource) and self.stack in (None, stack_of(r.urn))
 
 
 def stack_of(urn: str) -> str:

@@ -509,6 +509,8 @@ def test_an_approval_in_the_exceptions_file_waives_a_security_rule(monkeypatch: 
         ("good-vpc", f"policy 'vpc-flow-logs' is waived for 'good-vpc': {reason} (approved in exceptions.json)")
     ]
     # An approval for another stack, or another resource, waives nothing here.
+    monkeypatch.setattr(pack, "APPROVALS", [Approval("vpc-flow-logs", "*-vpc", reason)])
+    assert validate_stack("vpc-flow-logs", changed(no_flow_log)) == []
     for other in (Approval("vpc-flow-logs", "good-vpc", reason, stack="prod"), Approval("vpc-flow-logs", "x", reason)):
         monkeypatch.setattr(pack, "APPROVALS", [other])
         assert [name for name, _ in validate_stack("vpc-flow-logs", changed(no_flow_log))] == ["good-vpc"]
