@@ -67,6 +67,8 @@ class ClusterContext:
     pod_identity_role: PodIdentityRoleFactory
     #: Resources a Kubernetes object must wait for (e.g. the system pool, so controllers have somewhere to run).
     kubernetes_ready: list[pulumi.Resource] = field(default_factory=list)
+    #: The group of the nodes that mount the Lustre file system (only they reach it); None without Lustre.
+    lustre_client_security_group_id: pulumi.Output[str] | None = None
 
 
 def stateful_options(
