@@ -53,6 +53,14 @@ SECURITY_POLICIES = [
     "no-world-admin-ports",
     "no-secrets-in-user-data",
     "policy-exceptions",
+    "no-public-ingress-combined",
+    "iam-no-escalation-on-any-resource",
+    "iam-cross-account-external-id",
+    "resource-policy-no-open-principal",
+    "s3-tls-only",
+    "k8s-service-exposure",
+    "k8s-pod-host-access",
+    "k8s-namespace-pod-security",
 ]
 
 
