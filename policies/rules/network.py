@@ -50,7 +50,7 @@ def world_covered(cidrs: Iterable[str]) -> list[str]:
         networks[network.version].append(network)
     covered = []
     for version, found in networks.items():
-        if any(n.prefixlen == 0 for n in ipaddress.collapse_addresses(found)):  # type: ignore[type-var]
+        if any(n.prefixlen == 0 for n in ipaddress.collapse_addresses(found)):
             covered.append("0.0.0.0/0" if version == 4 else "::/0")
     return covered
 
@@ -123,8 +123,8 @@ def no_public_ingress_combined(stack: Stack, config: Config) -> StackViolations:
             sources[group][_rule_key(rule)].update(cidrs)
     for group, by_key in sources.items():
         everything = by_key.get(("-1", None, None), set())
-        for key, cidrs in sorted(by_key.items(), key=lambda kv: str(kv[0])):
-            combined = cidrs | everything
+        for key, on_ports in sorted(by_key.items(), key=lambda kv: str(kv[0])):
+            combined = on_ports | everything
             if any(is_world(c) for c in combined):
                 continue  # one rule is world-open on its own: no-public-ingress reports it
             for world in world_covered(combined):

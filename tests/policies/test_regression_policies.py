@@ -240,7 +240,7 @@ def test_a_tls_statement_that_allows_or_checks_true_does_not_count() -> None:
 
 # ------------------------------------------------------------------------------------------ Kubernetes objects
 def test_a_load_balancer_service_needs_an_allow_list() -> None:
-    service = {"metadata": {"name": "chat"}, "spec": {"type": "LoadBalancer"}}
+    service: dict[str, Any] = {"metadata": {"name": "chat"}, "spec": {"type": "LoadBalancer"}}
     assert check("k8s-service-exposure", SERVICE, service) == [
         "Service 'chat' is of type LoadBalancer without loadBalancerSourceRanges, so it admits 0.0.0.0/0"
     ]
