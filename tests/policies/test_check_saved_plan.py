@@ -43,9 +43,11 @@ def test_a_plan_edited_after_planning_is_judged_as_saved(blueprint_cli: Cli, tmp
     plan = json.loads(blueprint_cli("plan", "--stack", "smoke", "--format", "json").stdout)
     namespace = next(r for r in plan["resources"] if r["type"] == "kubernetes:core/v1:Namespace")
     namespace["inputs"]["metadata"]["labels"].pop("pod-security.kubernetes.io/enforce")
-    result = blueprint_cli("check", "--plan", str(save(tmp_path, plan)))
+    result = blueprint_cli("check", "--plan", str(save(tmp_path, plan)), "--format", "json")
     assert result.returncode == 1
-    assert "k8s-namespace-pod-security" in result.stdout
+    assert [v["policy"] for v in json.loads(result.stdout) if v["level"] == "mandatory"] == [
+        "k8s-namespace-pod-security"
+    ]
 
 
 def test_a_file_that_is_no_plan_exits_2_with_every_problem(blueprint_cli: Cli, tmp_path: Path) -> None:
