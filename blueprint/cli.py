@@ -36,7 +36,11 @@ COMMANDS: dict[str, tuple[str, tuple[str, ...], dict[int, str]]] = {
     ),
     "check": (
         "the policy pack over a stack's plan",
-        ("blueprint check --stack training", "blueprint check --stack training --policy-config my-policy.json"),
+        (
+            "blueprint check --stack training",
+            "blueprint check --stack training --policy-config my-policy.json",
+            "blueprint check --plan training-plan.json",
+        ),
         {FAILED: "a mandatory policy violation", CONFIG: ""},
     ),
     "catalog": ("the instance and GPU catalog", ("blueprint catalog", "blueprint catalog --format json"), {}),
@@ -128,6 +132,12 @@ def _parser() -> argparse.ArgumentParser:
         cmd.add_argument("--config", type=Path, help="plan this stack file instead of stacks/Pulumi.<stack>.yaml")
         cmd.add_argument("--policy-config", type=Path, help="policy config (default policies/policy-config.json)")
         cmd.add_argument("--format", choices=("table", "json", "markdown"), default="table")
+        if name == "check":
+            cmd.add_argument(
+                "--plan",
+                type=Path,
+                help="check this saved plan (`blueprint plan --format json` output) instead of planning the stack",
+            )
     catalog = command("catalog")
     catalog.add_argument("--format", choices=("table", "json"), default="table")
     schema = command("schema")
@@ -223,6 +233,11 @@ def _run(argv: Sequence[str] | None) -> int:
         return _catalog(args.format)
     if args.command == "schema":
         return _schema(write=args.write, check=args.check)
+    if getattr(args, "plan", None) is not None:
+        if args.stack or args.config:
+            terminal.error("check: give --plan FILE, or --stack NAME / --config FILE, not both")
+            return USAGE
+        return _check_saved_plan(args.plan, args.policy_config, args.format)
     if not args.stack and not args.config:
         terminal.error(f"{args.command}: give --stack NAME or --config FILE")
         return USAGE
@@ -281,6 +296,25 @@ def _check_policy_config(path: Path) -> int:
         terminal.error(str(error))
         return CONFIG
     return OK
+
+
+def _check_saved_plan(path: Path, policy_config: Path | None, fmt: str) -> int:
+    """The pack over a saved plan, so a pipeline checks the very artifact it deploys: exit 1 on a mandatory
+    violation, 2 when the file is not a plan, 74 when it cannot be read."""
+    from blueprint.plan.check import check, has_mandatory, load_config, load_plan
+
+    try:
+        config = load_config(policy_config)
+        plan = load_plan(path)
+    except OSError as error:
+        terminal.error(terminal.os_error(error))
+        return IO
+    except ValueError as error:
+        terminal.error(str(error))
+        return CONFIG
+    plan["violations"] = check(plan["resources"], config)
+    _print_check(plan, fmt)
+    return FAILED if has_mandatory(plan["violations"]) else OK
 
 
 def _print_plan(plan: dict[str, Any], fmt: str) -> None:

@@ -22,7 +22,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.catalog import versions
-from components.config import ClusterConfig, EndpointAccess
+from components.config import AdminAccess, ClusterConfig, EndpointAccess
 from components.context import stateful_options
 from components.identity import aws_managed_policy_arn
 from components.network import Network
@@ -99,6 +99,14 @@ def admin_resource_name(cluster_name: str, principal_arn: str) -> str:
 def access_policy_arn(partition: pulumi.Input[str], policy: str) -> pulumi.Output[str]:
     """EKS access policy ARN, `arn:<partition>:eks::aws:cluster-access-policy/<Name>` (aws-gpu-facts.md §5e)."""
     return pulumi.Output.concat("arn:", partition, ":eks::aws:cluster-access-policy/", policy)
+
+
+def access_scope(admin: AdminAccess) -> aws.eks.AccessPolicyAssociationAccessScopeArgs:
+    """Access scope `namespace` with the admin's namespaces, else `cluster` (EKS API `AccessScope`: type `cluster` or
+    `namespace`, namespaces required for the latter)."""
+    if admin.namespaces:
+        return aws.eks.AccessPolicyAssociationAccessScopeArgs(type="namespace", namespaces=list(admin.namespaces))
+    return aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster")
 
 
 def deployer_sources(endpoint: EndpointAccess, vpc_cidr: str) -> list[tuple[str, str, str]]:
@@ -332,7 +340,7 @@ class EksCluster(pulumi.ComponentResource):
                 cluster_name=self.cluster.name,
                 principal_arn=entry.principal_arn,
                 policy_arn=access_policy_arn(self.partition, admin.policy),
-                access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"),
+                access_scope=access_scope(admin),
                 opts=pulumi.ResourceOptions(parent=self, aliases=[pulumi.Alias(name=deployer)] if takes_over else None),
             )
             self.admin_entries[resource] = entry

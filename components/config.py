@@ -140,7 +140,8 @@ PrincipalArn = Annotated[str, StringConstraints(pattern=r"^arn:aws[a-z-]*:iam::\
 
 
 class AdminAccess(Model):
-    """An IAM principal given cluster-admin through an EKS access entry (authentication mode API)."""
+    """An IAM principal given Kubernetes access through an EKS access entry (authentication mode API): cluster-wide,
+    or in named namespaces only (a team's admins and editors)."""
 
     principal_arn: PrincipalArn
     """ARN of the IAM role or user (`arn:aws:iam::<account>:role/...` or `:user/...`) that gets a `STANDARD` access
@@ -148,8 +149,12 @@ class AdminAccess(Model):
     policy: Literal[
         "AmazonEKSClusterAdminPolicy", "AmazonEKSAdminPolicy", "AmazonEKSEditPolicy", "AmazonEKSViewPolicy"
     ] = "AmazonEKSClusterAdminPolicy"
-    """EKS access policy associated with cluster scope: `AmazonEKSClusterAdminPolicy` (default),
-    `AmazonEKSAdminPolicy`, `AmazonEKSEditPolicy` or `AmazonEKSViewPolicy`."""
+    """EKS access policy: `AmazonEKSClusterAdminPolicy` (default, cluster-wide only), `AmazonEKSAdminPolicy`,
+    `AmazonEKSEditPolicy` or `AmazonEKSViewPolicy`."""
+    namespaces: list[str] | None = Field(None, min_length=1)
+    """Namespaces the policy applies in (access scope `namespace`): each a workload namespace of the stack (a claim
+    namespace under `storage`). Left out: the whole cluster (access scope `cluster`). `AmazonEKSClusterAdminPolicy`
+    takes no namespaces."""
 
 
 LogType = Literal["api", "audit", "authenticator", "controllerManager", "scheduler"]
@@ -618,6 +623,39 @@ class KubernetesVolume(Model):
     `false`."""
 
 
+#: FSx `RootSquash`: `UID:GID`, both non-zero (0 would be root, which disables squashing), at most 4294967294
+#: (FSx API reference, LustreRootSquashConfiguration).
+MAX_SQUASH_ID = 4294967294
+
+
+def _squash_ids_in_range(value: str) -> str:
+    if any(int(part) > MAX_SQUASH_ID for part in value.split(":")):
+        raise ValueError(f"UID and GID are at most {MAX_SQUASH_ID}")
+    return value
+
+
+SquashIds = Annotated[
+    str,
+    StringConstraints(pattern=r"^[1-9][0-9]{0,9}:[1-9][0-9]{0,9}$"),
+    AfterValidator(_squash_ids_in_range),
+]
+#: FSx `NoSquashNids`: a Lustre NID or a range of them over TCP, e.g. `10.0.1.6@tcp`, `10.0.[2-10].[1-255]@tcp`.
+LustreNid = Annotated[
+    str, StringConstraints(pattern=r"^([0-9\[\]\-]*\.){3}([0-9\[\]\-]*)@tcp$", min_length=11, max_length=43)
+]
+
+
+class LustreRootSquash(Model):
+    """Lustre root squash: root on a client acts as an unprivileged user on the file system, so a pod that became
+    root on its node cannot read or change every file (FSx guide, "Lustre root squash")."""
+
+    uid_gid: SquashIds
+    """`UID:GID` root is mapped to, both non-zero, e.g. `65534:65534` (nobody). Required."""
+    no_squash_nids: list[LustreNid] = Field(default_factory=list, max_length=64)
+    """Clients that keep root (Lustre NIDs, `10.0.1.6@tcp` or ranges `10.0.[2-10].[1-255]@tcp`), at most 64, e.g. an
+    administration host. Default none."""
+
+
 class LustreConfig(Model):
     name: PoolName = "lustre"
     """Names the file system, its resources and the default claim; same pattern as pool names. Default `lustre`."""
@@ -637,6 +675,9 @@ class LustreConfig(Model):
     """PERSISTENT_2 metadata configuration (required with `efaEnabled`). Default none."""
     compression: Literal["LZ4", "NONE"] = "LZ4"
     """Data compression: `LZ4` (default) or `NONE`."""
+    root_squash: LustreRootSquash | None = None
+    """Map root on every client to an unprivileged `UID:GID` (FSx `RootSquashConfiguration`). Default off: the
+    stacks' training jobs run as root in their containers; turn it on once they run as a user."""
     backup_retention_days: int = Field(7, ge=0, le=90)
     """Days of automatic daily backups, 0-90. Default 7; 0 on SCRATCH_2 and on a file system linked to S3
     (`dataRepositories`), which FSx does not back up (more days are refused there)."""

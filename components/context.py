@@ -77,6 +77,9 @@ class ClusterContext:
         """What an object in namespace `name` waits for: the namespace's own resource, when the stack makes one."""
         return [self.namespaces[name]] if name in self.namespaces else []
 
+    #: The group of the nodes that mount the Lustre file system (only they reach it); None without Lustre.
+    lustre_client_security_group_id: pulumi.Output[str] | None = None
+
 
 def stateful_options(
     protection: Protection, parent: pulumi.Resource, depends_on: Sequence[pulumi.Resource] = ()

@@ -28,6 +28,7 @@ from components.planning.pools import PoolPlan
 from components.planning.site_routes import site_cidrs
 from components.planning.stack_plan import StackPlan
 from components.planning.stateful import stateful_protection
+from components.security_groups import lustre_client_group
 from components.storage import EfsStorage, SharedStorage
 from components.workloads import ServingWorkloads
 
@@ -142,6 +143,11 @@ class GpuCluster(pulumi.ComponentResource):
             certificate_authority=self.eks.certificate_authority,
             cluster_security_group_id=self.eks.cluster_security_group_id,
             node_security_group_id=self.eks.node_security_group_id,
+            lustre_client_security_group_id=(
+                lustre_client_group(spec.cluster.name, self.network.vpc_id, self.tags, self._child()).id
+                if spec.storage.lustre is not None
+                else None
+            ),
             node_role_arn=self.node_identity.role_arn,
             node_instance_profile_arn=self.node_identity.instance_profile_arn,
             kms_key_arn=self.eks.kms_key.arn,

@@ -185,6 +185,8 @@ class NodePool(pulumi.ComponentResource):
         groups: list[pulumi.Input[str]] = [self._ctx.node_security_group_id]
         if self.efa_security_group is not None:
             groups.append(self.efa_security_group.id)
+        if self.plan.lustre_client is not None and self._ctx.lustre_client_security_group_id is not None:
+            groups.append(self._ctx.lustre_client_security_group_id)
         interfaces = self.plan.interfaces or (NetworkInterface(0, 0, "interface"),)
         return [
             aws.ec2.LaunchTemplateNetworkInterfaceArgs(

@@ -13,6 +13,26 @@ def cidr_resource_name(cidr: str) -> str:
     return cidr.replace(".", "-").replace("/", "-")
 
 
+def lustre_client_group(
+    cluster_name: str, vpc_id: pulumi.Input[str], tags: Mapping[str, str], opts: pulumi.ResourceOptions
+) -> aws.ec2.SecurityGroup:
+    """The group of the pools that mount the Lustre file system, and of no other: the file system's group admits
+    LNET (and, with EFA, all traffic) from this group only, so a node of another pool cannot reach it even though
+    all nodes share the node group (docs/security.md#tenants). Its rules are the file system's
+    (`components.storage.lustre`), plus all traffic among its members: it sits on EFA interfaces too, and every group
+    of an EFA interface must allow all traffic to and from itself (aws-gpu-facts.md §2; the members already talk
+    freely through the node group, so this widens nothing)."""
+    group = aws.ec2.SecurityGroup(
+        f"{cluster_name}-lustre-clients",
+        vpc_id=vpc_id,
+        description=f"Nodes of {cluster_name} that mount its FSx for Lustre file system",
+        tags={**tags, "Name": f"{cluster_name}-lustre-clients"},
+        opts=opts,
+    )
+    allow_all_within(f"{cluster_name}-lustre-clients", group.id, "Lustre clients", tags, opts)
+    return group
+
+
 def allow_all_within(
     name: str, group_id: pulumi.Input[str], purpose: str, tags: Mapping[str, str], opts: pulumi.ResourceOptions
 ) -> tuple[aws.vpc.SecurityGroupIngressRule, aws.vpc.SecurityGroupEgressRule]:

@@ -52,16 +52,20 @@ from policies.rules import (
     encryption,
     fabric,
     iam,
+    kubernetes,
     logs,
     network,
     nodes,
+    resource_policies,
     spot,
     supply_chain,
     user_data,
 )
-from policies.rules.exceptions import excepted, policy_exceptions
+from policies.rules.exceptions import Approval, excepted, load_approvals, policy_exceptions
 
 PACK_NAME = "gpu-clusters-guardrails"
+#: The approved exceptions to the security rules (`policies/exceptions.json`, owned through `.github/CODEOWNERS`).
+APPROVALS: list[Approval] = load_approvals()
 CONFIG_FILE = Path(__file__).with_name("policy-config.json")
 #: The shipped policy config: `{policy: {"enforcementLevel": ..., <parameter>: <default>}}`.
 DEFAULT_CONFIG: dict[str, Any] = json.loads(CONFIG_FILE.read_text())
@@ -184,7 +188,7 @@ def resource_policy(name: str, rule: ResourceRule, types: Collection[str] | None
         if types is not None and args.resource_type not in types:
             return
         resource = Resource.from_args(args)
-        if excepted(resource, name):
+        if excepted(resource, name, APPROVALS if name in APPROVAL_REQUIRED else None):
             return
         config = {**schema_defaults(policy), **args.get_config()}
         for message in rule(resource, config):
@@ -219,7 +223,9 @@ def stack_policy(name: str, rule: StackRule) -> StackValidationPolicy:
         config = {**schema_defaults(policy), **args.get_config()}
         stack = stack_view(args.resources)
         for message, urn in rule(stack, config):
-            if urn is not None and excepted(stack.by_urn.get(urn), name):
+            if urn is not None and excepted(
+                stack.by_urn.get(urn), name, APPROVALS if name in APPROVAL_REQUIRED else None
+            ):
                 continue
             report_violation(message, urn)
 
@@ -259,9 +265,22 @@ POLICIES: list[Policy] = [
     ),
     stack_policy("default-security-group-closed", network.default_security_group_closed),
     stack_policy("vpc-flow-logs", logs.vpc_flow_logs),
+    stack_policy("no-public-ingress-combined", network.no_public_ingress_combined),
     # Identity and access
     stack_policy("iam-no-unscoped-create-delete", iam.iam_no_unscoped_create_delete),
+    stack_policy("iam-no-escalation-on-any-resource", iam.iam_no_escalation_on_any_resource),
     resource_policy("iam-trust-source-conditions", iam.iam_trust_source_conditions, [iam.ROLE]),
+    stack_policy("iam-cross-account-external-id", iam.iam_cross_account_external_id),
+    resource_policy(
+        "resource-policy-no-open-principal",
+        resource_policies.resource_policy_no_open_principal,
+        resource_policies.RESOURCE_POLICY_TYPES,
+    ),
+    stack_policy("s3-tls-only", resource_policies.s3_tls_only),
+    # Kubernetes objects the stack declares
+    resource_policy("k8s-service-exposure", kubernetes.k8s_service_exposure, [kubernetes.SERVICE]),
+    resource_policy("k8s-pod-host-access", kubernetes.k8s_pod_host_access, kubernetes.POD_TEMPLATES.keys()),
+    resource_policy("k8s-namespace-pod-security", kubernetes.k8s_namespace_pod_security, [kubernetes.NAMESPACE]),
     # Encryption and logs
     resource_policy("kms-key-rotation", encryption.kms_key_rotation, [KMS_KEY]),
     resource_policy("sqs-queue-encrypted", encryption.sqs_queue_encrypted, [encryption.SQS_QUEUE]),
@@ -281,8 +300,45 @@ POLICIES: list[Policy] = [
     # Operations
     resource_policy("alarms-notify-someone", alerts.alarms_notify_someone, [alerts.METRIC_ALARM]),
 ]
+#: The security rules: a tag in the stack's own files cannot waive them; only an approval in `policies/exceptions.json`
+#: can, a file whose changes need its CODEOWNERS' review (docs/security.md, "Raising an exception").
+APPROVAL_REQUIRED: frozenset[str] = frozenset(
+    {
+        "imdsv2-required",
+        "imds-hop-limit-justified",
+        "no-secrets-in-user-data",
+        "no-public-ip",
+        "encrypted-root-volume",
+        "storage-encrypted",
+        "s3-bucket-hardened",
+        "eks-endpoint-private",
+        "eks-secrets-encryption",
+        "eks-control-plane-logging",
+        "no-public-ingress",
+        "no-public-ingress-combined",
+        "no-world-admin-ports",
+        "default-security-group-closed",
+        "vpc-flow-logs",
+        "iam-no-unscoped-create-delete",
+        "iam-no-escalation-on-any-resource",
+        "iam-trust-source-conditions",
+        "iam-cross-account-external-id",
+        "resource-policy-no-open-principal",
+        "s3-tls-only",
+        "kms-key-rotation",
+        "sqs-queue-encrypted",
+        "sns-topic-encrypted",
+        "k8s-service-exposure",
+        "k8s-pod-host-access",
+        "k8s-namespace-pod-security",
+    }
+)
 # Exceptions: every waiver and its reason, reported (advisory) so none is silent.
-POLICIES.append(stack_policy("policy-exceptions", policy_exceptions({p.name for p in POLICIES})))
+POLICIES.append(
+    stack_policy(
+        "policy-exceptions", policy_exceptions({p.name for p in POLICIES}, APPROVAL_REQUIRED, lambda: APPROVALS)
+    )
+)
 
 #: Policies by name.
 BY_NAME: dict[str, Policy] = {p.name: p for p in POLICIES}

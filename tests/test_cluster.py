@@ -538,3 +538,24 @@ def test_moving_the_deployer_in_or_out_of_admins_keeps_its_entry_state() -> None
 def test_other_admins_answer_to_no_old_name() -> None:
     run, _ = build(spec({"admins": [{"principalArn": "arn:aws:iam::123456789012:role/platform-admins"}]}))
     assert run.one(ENTRY, "demo-admin-role-platform-admins").aliases == []
+
+
+def test_team_admins_and_editors_get_their_policy_in_their_namespaces_only() -> None:
+    admins = [
+        {"principalArn": "arn:aws:iam::123456789012:role/team-a-admins", "policy": "AmazonEKSAdminPolicy",
+         "namespaces": ["team-a"]},
+        {"principalArn": "arn:aws:iam::123456789012:role/team-a-dev", "policy": "AmazonEKSEditPolicy",
+         "namespaces": ["team-a", "team-a-batch"]},
+        {"principalArn": "arn:aws:iam::123456789012:role/auditors", "policy": "AmazonEKSViewPolicy"},
+    ]  # fmt: skip
+    run, _ = build(spec({"admins": admins}))
+    scopes = {
+        a.inputs["principalArn"].rsplit("/", 1)[-1]: (a.inputs["policyArn"].rsplit("/", 1)[-1], a.inputs["accessScope"])
+        for a in run.of_type("aws:eks/accessPolicyAssociation:AccessPolicyAssociation")
+    }
+    assert scopes["team-a-admins"] == ("AmazonEKSAdminPolicy", {"type": "namespace", "namespaces": ["team-a"]})
+    assert scopes["team-a-dev"] == (
+        "AmazonEKSEditPolicy",
+        {"type": "namespace", "namespaces": ["team-a", "team-a-batch"]},
+    )
+    assert scopes["auditors"] == ("AmazonEKSViewPolicy", {"type": "cluster"})

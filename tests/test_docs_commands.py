@@ -32,6 +32,7 @@ PLACEHOLDER_FILES = {
     "stacks/Pulumi.mysmoke.yaml": ROOT / "stacks" / "Pulumi.smoke.yaml",  # the first deploy's copy (`cp stacks/...`)
     "path/to/Pulumi.other.yaml": ROOT / "stacks" / "Pulumi.training.yaml",  # "any stack file": one of the reader's
     "my-policy-config.json": ROOT / "policies" / "policy-config.json",  # the reader's policy config
+    "plan.json": ROOT / "tests" / "data" / "plans" / "training.json",  # a saved `plan --format json` (check --plan)
 }
 
 #: Subcommands whose documented exit here is not 0, with why. `verify` needs a cluster: it runs as written with no

@@ -32,6 +32,7 @@ from tests.builders import (
     ShippedStack,
     once_per_config,
     run_with_context,
+    shipped_plan,
     stack_config,
 )
 from tests.fakes import ACCOUNT_ID, KMS_KEY_ARN, NODE_SECURITY_GROUP_ID, subnet_id
@@ -480,3 +481,50 @@ def test_backups_of_a_file_system_linked_to_s3_are_refused() -> None:
     # 0, or no key at all, is accepted.
     for accepted in ({**lustre, "backupRetentionDays": 0}, {"dataRepositories": lustre["dataRepositories"]}):
         stack_config(*TRAINING_POOLS, zones=THREE_ZONES, storage={"lustre": accepted}, validated=True)
+
+
+def test_root_squash_is_off_by_default_and_maps_root_when_asked() -> None:
+    assert "rootSquashConfiguration" not in build(training_spec({})).one(LUSTRE).inputs
+    squashed = training_spec({"rootSquash": {"uidGid": "65534:65534", "noSquashNids": ["10.0.[2-3].[1-255]@tcp"]}})
+    assert build(squashed).one(LUSTRE).inputs["rootSquashConfiguration"] == {
+        "rootSquash": "65534:65534",
+        "noSquashNids": ["10.0.[2-3].[1-255]@tcp"],
+    }
+
+
+@pytest.mark.parametrize(
+    ("root_squash", "problem"),
+    [
+        ({"uidGid": "0:0"}, "storage.lustre.rootSquash.uidGid"),
+        ({"uidGid": "4294967295:1"}, "UID and GID are at most 4294967294"),
+        ({"uidGid": "1:1", "noSquashNids": ["10.0.1.6"]}, "storage.lustre.rootSquash.noSquashNids[0]"),
+    ],
+)
+def test_root_squash_ids_and_nids_are_checked(root_squash: dict[str, Any], problem: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        stack_config(
+            *TRAINING_POOLS, zones=THREE_ZONES, storage={"lustre": {"rootSquash": root_squash}}, validated=True
+        )
+    assert problem in str(raised.value)
+
+
+def test_only_the_pools_that_mount_lustre_reach_it() -> None:
+    """The hybrid stack's h100 pool mounts Lustre, its burst (inference) and system pools do not: the file system's
+    group admits its own servers and the clients' group, never the group every node shares."""
+    records = shipped_plan("hybrid")["resources"]
+    ids = {r["name"]: r.get("id") for r in records if r["type"] == SG}
+    clients, nodes, fs = ids["hybrid-lustre-clients"], ids["hybrid-node"], ids["hybrid-scratch-sg"]
+    peers = {
+        r["inputs"]["referencedSecurityGroupId"]
+        for r in records
+        if r["type"] in (INGRESS, EGRESS) and r["inputs"]["securityGroupId"] == fs
+    }
+    assert peers == {fs, clients}
+    groups = {
+        r["name"]: set(r["inputs"]["networkInterfaces"][0]["securityGroups"])
+        for r in records
+        if r["type"] == "aws:ec2/launchTemplate:LaunchTemplate"
+    }
+    assert clients in groups["hybrid-h100"]
+    assert clients not in groups["hybrid-burst"] | groups["hybrid-system"]
+    assert nodes in groups["hybrid-burst"]

@@ -53,6 +53,36 @@ def load_config(path: str | Path | None = None) -> dict[str, Any]:
     return loaded
 
 
+def load_plan(path: str | Path) -> dict[str, Any]:
+    """A saved plan (`blueprint plan --format json`): a JSON object whose
+    `resources` are records with a string `urn`, `type` and `name` and object `inputs` and `options` where present.
+
+    Raises ValueError naming every problem with its path (`resources[3].urn: ...`), OSError when unreadable.
+    """
+    file = Path(path)
+    try:
+        plan = json.loads(file.read_text())
+    except ValueError as error:  # not JSON, or not UTF-8
+        raise ValueError(f"{file}: not a JSON plan: {error}") from None
+    resources = plan.get("resources") if isinstance(plan, dict) else None
+    if not isinstance(resources, list):
+        raise ValueError(f"{file}: expected a plan object with a `resources` list (`blueprint plan --format json`)")
+    problems = []
+    for i, record in enumerate(resources):
+        if not isinstance(record, dict):
+            problems.append(f"resources[{i}]: expected an object")
+            continue
+        for key in ("urn", "type", "name"):
+            if not isinstance(record.get(key), str) or not record[key]:
+                problems.append(f"resources[{i}].{key}: expected a non-empty string")
+        for key in ("inputs", "options"):
+            if record.get(key) is not None and not isinstance(record[key], dict):
+                problems.append(f"resources[{i}].{key}: expected an object")
+    if problems:
+        raise ValueError(f"{file}: " + "; ".join(problems))
+    return plan
+
+
 def validate_config(config: Mapping[str, Any], source: str = "policy config") -> None:
     problems = []
     for name, entry in config.items():

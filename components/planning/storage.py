@@ -238,6 +238,11 @@ def nfs_volume_handle(server: str, share: str) -> str:
     return f"{server}#{share}#"
 
 
+def claim_namespaces(storage: StorageConfig) -> list[str]:
+    """The workload namespaces: those of the file systems' claims, sorted, without repeats."""
+    return sorted({fs.kubernetes.namespace for fs in (storage.lustre, storage.nfs) if fs is not None})
+
+
 # --------------------------------------------------------------------------------------------------- throughput
 def efs_throughput_mbps(config: NfsConfig) -> float | None:
     """Aggregate EFS read throughput the plan counts on: the provisioned figure, or the Elastic floor.

@@ -78,6 +78,15 @@ def addon_configuration(pool_plans: Sequence[PoolPlan]) -> dict[str, Any]:
     }
 
 
+def root_squash(config: LustreConfig) -> aws.fsx.LustreFileSystemRootSquashConfigurationArgs | None:
+    """FSx root squash from `rootSquash`, or None (off)."""
+    if config.root_squash is None:
+        return None
+    return aws.fsx.LustreFileSystemRootSquashConfigurationArgs(
+        root_squash=config.root_squash.uid_gid, no_squash_nids=list(config.root_squash.no_squash_nids) or None
+    )
+
+
 def s3_policies(repository: DataRepository) -> aws.fsx.DataRepositoryAssociationS3Args:
     """Auto-import (S3 -> Lustre) and auto-export (Lustre -> S3) events of one association."""
     return aws.fsx.DataRepositoryAssociationS3Args(
@@ -154,6 +163,7 @@ class LustreStorage(pulumi.ComponentResource):
             storage_capacity=config.storage_capacity_gib,
             data_compression_type=config.compression,
             file_system_type_version=LUSTRE_VERSION,
+            root_squash_configuration=root_squash(config),
             tags=stateful_tags,
             **persistent_only,
             # FSx checks the security group's rules when it creates the file system (§3c/3d).
@@ -196,7 +206,9 @@ class LustreStorage(pulumi.ComponentResource):
 
     # ------------------------------------------------------------------------------------------------ network
     def _security_rules(self, base: str, ctx: ClusterContext) -> list[pulumi.Resource]:
-        groups = {"filesystem": self.security_group.id, "nodes": ctx.node_security_group_id}
+        # The clients are the mounting pools' own group, not the group every node shares (docs/security.md#tenants).
+        clients = ctx.lustre_client_security_group_id or ctx.node_security_group_id
+        groups = {"filesystem": self.security_group.id, "nodes": clients}
         child = pulumi.ResourceOptions(parent=self)
         made: list[pulumi.Resource] = []
         for rule in lustre_security_rules(self.config.efa_enabled):

@@ -11,6 +11,7 @@ from components.catalog import regions, versions
 from components.cluster import admin_resource_name
 from components.errors import Problem
 from components.planning.key_policy import AUTOSCALING_ROLE_NAME, AUTOSCALING_SUFFIX_LIMIT, autoscaling_role_suffix
+from components.planning.storage import claim_namespaces
 from components.validation.parse import Parsed, did_you_mean, shown, shown_text
 
 #: EKS accepts a service CIDR inside 10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16, between /24 and /12, not
@@ -198,6 +199,32 @@ def admins_are_distinct(p: Parsed) -> Iterator[Problem]:
             seen[name] = i
 
 
+def admin_namespaces_are_the_stacks(p: Parsed) -> Iterator[Problem]:
+    """A namespace-scoped admin names workload namespaces the stack creates (its claim namespaces), and cluster admin
+    stays cluster-wide: `AmazonEKSClusterAdminPolicy` in a namespace would read as narrower than it is."""
+    if p.cluster is None:
+        return
+    known = claim_namespaces(p.storage) if p.storage is not None and "storage" not in p.damaged else None
+    for i, admin in enumerate(p.cluster.admins):
+        if not admin.namespaces:
+            continue
+        if admin.policy == "AmazonEKSClusterAdminPolicy":
+            yield Problem(
+                f"cluster.admins[{i}].namespaces",
+                "AmazonEKSClusterAdminPolicy is cluster-wide: leave out namespaces for a cluster admin, or give a "
+                "team AmazonEKSAdminPolicy, AmazonEKSEditPolicy or AmazonEKSViewPolicy in its namespaces",
+            )
+        if known is None:
+            continue
+        for j, namespace in enumerate(admin.namespaces):
+            if namespace not in known:
+                yield Problem(
+                    f"cluster.admins[{i}].namespaces[{j}]",
+                    f"{shown_text(namespace)} is not a namespace of this stack{did_you_mean(namespace, known)}; "
+                    f"its workload namespaces (storage.*.kubernetes.namespace): {', '.join(known) or 'none'}",
+                )
+
+
 RULES = (
     region_is_real,
     kubernetes_version_is_supported,
@@ -205,6 +232,7 @@ RULES = (
     endpoint_is_reachable_and_fenced,
     deployer_reaches_the_api,
     admins_are_distinct,
+    admin_namespaces_are_the_stacks,
     service_cidr_is_private_and_apart,
     tags_fit_aws_limits,
     tags_leave_the_project_tags_alone,

@@ -10,6 +10,7 @@ from components.errors import Problem
 from components.planning.gpu_quotas import GpuQuota, gpu_quotas
 from components.planning.namespaces import ADDON_NAMESPACES, KUBERNETES_NAMESPACES
 from components.planning.pools import PoolPlan, plan_pool
+from components.planning.storage import claim_namespaces
 from components.validation.parse import Parsed
 
 #: Namespaces a workload may not share: Kubernetes' own (but `default`, which the stack labels `restricted`) and
@@ -58,7 +59,7 @@ def gpu_quotas_name_workload_namespaces(p: Parsed) -> Iterator[Problem]:
     if p.workloads is None or not p.workloads.quotas:
         return
     storage = p.storage or StorageConfig()
-    known = sorted({fs.kubernetes.namespace for fs in (storage.lustre, storage.nfs) if fs is not None})
+    known = claim_namespaces(storage)
     for namespace in p.workloads.quotas:
         if namespace not in known:
             yield Problem(

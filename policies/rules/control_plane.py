@@ -11,7 +11,7 @@ from policies.resources import (
     strings,
     truthy,
 )
-from policies.rules.network import is_world
+from policies.rules.network import is_world, world_covered
 from policies.rules.signatures import Config
 
 
@@ -31,6 +31,12 @@ def eks_endpoint_private(cluster: Resource, config: Config) -> Iterator[str]:
         for cidr in cidrs:
             if is_world(cidr):
                 yield f"EKS cluster '{cluster.name}' opens its public API endpoint to {cidr}"
+        if not any(is_world(c) for c in cidrs):
+            for world in world_covered(cidrs):
+                yield (
+                    f"EKS cluster '{cluster.name}' opens its public API endpoint to {', '.join(cidrs)}, which "
+                    f"together cover {world}"
+                )
 
 
 def eks_secrets_encryption(cluster: Resource, config: Config) -> Iterator[str]:

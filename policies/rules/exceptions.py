@@ -1,4 +1,5 @@
-"""Exceptions: how an organisation waives one policy for one resource, with a reason everybody can read.
+"""Exceptions: how an organisation waives one policy for one resource, with a reason everybody can read, and who
+approves the waivers of security rules.
 
 A resource is excepted from policy `P` when it carries the tag `policy-exception/P` with a non-empty value; the
 value is the reason. Tags are the one place that travels with the resource into both `pulumi preview
@@ -9,13 +10,23 @@ provider's `defaultTags` count too, so the stack file's cluster-wide `tags` can 
 The wrappers in `policies.pack` drop a policy's violations on an excepted resource; `policy_exceptions_recorded`
 reports every exception and its reason (advisory), so no waiver is silent. A tag with an empty value, or naming a
 policy that does not exist, excepts nothing and is reported.
+
+A tag is written in the stack's own files, so the pull request that needs an exception could grant it too. The
+security rules (`policies.pack.APPROVAL_REQUIRED`) therefore ignore tags: their exceptions are approvals listed in
+`policies/exceptions.json`, a file `.github/CODEOWNERS` gives to the security owners, so a change to it needs their
+review (docs/security.md, "Raising an exception").
 """
 
 from __future__ import annotations
 
 import difflib
+import fnmatch
+import json
 from collections import defaultdict
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 from pulumi_policy.proxy import UnknownValueError
 
@@ -54,13 +65,84 @@ def exceptions_of(r: Resource) -> dict[str, str]:
     }
 
 
-def excepted(r: Resource | None, policy: str) -> bool:
-    """Whether `r` carries an exception from `policy` with a reason."""
-    return r is not None and bool(exceptions_of(r).get(policy))
+#: The approved exceptions to security rules; `.github/CODEOWNERS` names who must review a change to it.
+APPROVALS_FILE = Path(__file__).parents[1] / "exceptions.json"
 
 
-def policy_exceptions(policies: Collection[str]) -> Callable[[Stack, Config], StackViolations]:
-    """The advisory stack rule over exception tags, knowing the names of the pack's policies."""
+@dataclass(frozen=True)
+class Approval:
+    """One approved exception: `policy` waived for the resources whose Pulumi name matches `resource` (a name, or a
+    glob such as `*-ns-monitoring` for that namespace in every stack) of stack `stack` (None: every stack), for
+    `reason`."""
+
+    policy: str
+    resource: str
+    reason: str
+    stack: str | None = None
+
+    def covers(self, r: Resource) -> bool:
+        return fnmatch.fnmatchcase(r.name, self.resource) and self.stack in (None, stack_of(r.urn))
+
+
+def stack_of(urn: str) -> str:
+    """The stack of a URN, `urn:pulumi:<stack>::<project>::<type>::<name>`."""
+    return urn.split("::", 1)[0].removeprefix("urn:pulumi:")
+
+
+def parse_approvals(document: Any, source: str = str(APPROVALS_FILE)) -> list[Approval]:
+    """The approvals of an exceptions file (`{"exceptions": [{"policy", "resource", "reason", "stack"?}]}`); every
+    problem at once in one ValueError."""
+    entries = document.get("exceptions") if isinstance(document, dict) else None
+    if not isinstance(entries, list):
+        raise ValueError(f'{source}: expected {{"exceptions": [{{"policy", "resource", "reason", "stack"?}}, ...]}}')
+    problems: list[str] = []
+    approvals: list[Approval] = []
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            problems.append(f"exceptions[{i}]: expected an object")
+            continue
+        missing = [k for k in ("policy", "resource", "reason") if not str(entry.get(k) or "").strip()]
+        unknown = sorted(set(entry) - {"policy", "resource", "reason", "stack"})
+        if missing:
+            problems.append(f"exceptions[{i}]: {', '.join(missing)} missing or empty")
+        if unknown:
+            problems.append(f"exceptions[{i}]: unknown keys {', '.join(unknown)}")
+        if not missing and not unknown:
+            stack = entry.get("stack")
+            approvals.append(
+                Approval(str(entry["policy"]), str(entry["resource"]), str(entry["reason"]).strip(), stack)
+            )
+    if problems:
+        raise ValueError(f"{source}: " + "; ".join(problems))
+    return approvals
+
+
+def load_approvals(path: Path = APPROVALS_FILE) -> list[Approval]:
+    """The approvals in `path`; none when the file does not exist."""
+    if not path.exists():
+        return []
+    return parse_approvals(json.loads(path.read_text()), str(path))
+
+
+def approval_for(r: Resource, policy: str, approvals: Sequence[Approval]) -> Approval | None:
+    return next((a for a in approvals if a.policy == policy and a.covers(r)), None)
+
+
+def excepted(r: Resource | None, policy: str, approvals: Sequence[Approval] | None = None) -> bool:
+    """Whether `r` is excepted from `policy`: by an approval when `approvals` is given (a security rule, whose
+    tags count for nothing), else by an exception tag with a reason."""
+    if r is None:
+        return False
+    if approvals is not None:
+        return approval_for(r, policy, approvals) is not None
+    return bool(exceptions_of(r).get(policy))
+
+
+def policy_exceptions(
+    policies: Collection[str], approval_required: Collection[str], approvals: Callable[[], Sequence[Approval]]
+) -> Callable[[Stack, Config], StackViolations]:
+    """The advisory stack rule over exception tags and approvals, knowing the names of the pack's policies, which of
+    them take approvals only, and where to read the approvals."""
 
     def rule(stack: Stack, config: Config) -> StackViolations:
         """Every exception tag is reported with its reason; one with no reason or no such policy excepts nothing.
@@ -71,10 +153,23 @@ def policy_exceptions(policies: Collection[str]) -> Callable[[Stack, Config], St
         """
         granted: dict[tuple[str, str], list[Resource]] = defaultdict(list)
         refused: dict[str, list[Resource]] = defaultdict(list)
+        approved = approvals()
+        for approval in approved:
+            if approval.policy not in policies:
+                yield f"{APPROVALS_FILE.name}: approval for '{approval.policy}' names no policy", None
         for r in stack:
+            for approval in approved:
+                if approval.policy in policies and approval.covers(r):
+                    granted[(approval.policy, f"{approval.reason} (approved in {APPROVALS_FILE.name})")].append(r)
             for policy, reason in exceptions_of(r).items():
                 tag = exception_tag(policy)
-                if policy not in policies:
+                if policy in approval_required:
+                    if approval_for(r, policy, approved) is None:
+                        refused[
+                            f"tag '{tag}' excepts nothing: '{policy}' is a security rule, whose exceptions are "
+                            f"approved in policies/{APPROVALS_FILE.name} (reviewed by its CODEOWNERS)"
+                        ].append(r)
+                elif policy not in policies:
                     close = difflib.get_close_matches(policy, sorted(policies), n=1)
                     hint = f" (did you mean '{close[0]}'?)" if close else ""
                     refused[f"tag '{tag}' names no policy{hint}: nothing is excepted"].append(r)

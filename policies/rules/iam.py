@@ -8,6 +8,7 @@ docs/security.md).
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import re
 from collections.abc import Callable, Iterator, Mapping
@@ -16,7 +17,7 @@ from typing import Any
 
 from pulumi_policy.proxy import UnknownValueError
 
-from policies.resources import Resource, Stack, get, items, peek, strings
+from policies.resources import KMS_KEY, Resource, Stack, get, items, peek, strings
 from policies.rules.signatures import Config, StackViolations
 
 ROLE = "aws:iam/role:Role"
@@ -254,3 +255,134 @@ def iam_trust_source_conditions(role: Resource, config: Config) -> Iterator[str]
             continue
         for issue in _principal_issues(statement):
             yield f"role '{role.name}' {issue}"
+
+
+#: Actions that hand their holder more access than the policy names when granted on every resource ("*"): pass any
+#: role to a service, rewrite any role's or user's policies or trust, assume any role, run commands on any managed
+#: instance, decrypt with any key, read any object. IAM's own list of what PassRole and the policy-writing actions
+#: allow: https://docs.aws.amazon.com/IAM/latest/UserGuide/id_roles_use_passrole.html and
+#: https://docs.aws.amazon.com/service-authorization/latest/reference/list_awsidentityandaccessmanagementiam.html.
+ESCALATION_ACTIONS = (
+    "iam:PassRole",
+    "iam:PutRolePolicy",
+    "iam:AttachRolePolicy",
+    "iam:UpdateAssumeRolePolicy",
+    "iam:PutUserPolicy",
+    "iam:AttachUserPolicy",
+    "iam:PutGroupPolicy",
+    "iam:AttachGroupPolicy",
+    "iam:CreatePolicyVersion",
+    "sts:AssumeRole",
+    "ssm:SendCommand",
+    "kms:Decrypt",
+    "s3:GetObject",
+)
+
+
+def matches_action(pattern: str, action: str) -> bool:
+    """Whether an IAM action pattern (`*`, `iam:*`, `iam:Put*Policy`) matches `action`, case-insensitively as IAM
+    matches action names."""
+    return fnmatch.fnmatchcase(action.lower(), pattern.strip().lower())
+
+
+def escalations(document: Any) -> list[str]:
+    """The escalation actions an Allow statement grants on every resource, for a message. Conditions do not count:
+    `iam:PassedToService` still lets every role in the account be passed to that service."""
+    found: list[str] = []
+    for s in statements(document):
+        if get(s, "Effect") != "Allow":
+            continue
+        if not ("*" in strings(get(s, "Resource")) or get(s, "NotResource") is not None):
+            continue
+        patterns = strings(get(s, "Action"))
+        excluded = strings(get(s, "NotAction"))
+        for action in ESCALATION_ACTIONS:
+            granted = (
+                any(matches_action(p, action) for p in patterns)
+                if get(s, "NotAction") is None
+                else not any(matches_action(p, action) for p in excluded)
+            )
+            if granted and action not in found:
+                found.append(action)
+    return found
+
+
+def iam_no_escalation_on_any_resource(stack: Stack, config: Config) -> StackViolations:
+    """No identity policy grants an action that escalates privilege (`iam:PassRole`, `iam:PutRolePolicy`,
+    `iam:AttachRolePolicy`, `iam:UpdateAssumeRolePolicy`, `sts:AssumeRole`, `ssm:SendCommand`, `kms:Decrypt`,
+    `s3:GetObject` and the like) on every resource ("*").
+
+    Each of them on "*" turns one stolen credential into any role, key, object or instance of the account: PassRole
+    hands any role to a service (https://docs.aws.amazon.com/IAM/latest/UserGuide/id_roles_use_passrole.html), the
+    policy-writing actions grant anything, SendCommand runs as root on every managed node. Name the ARNs instead.
+    Wildcard patterns (`iam:*`, `iam:Put*`, `*`) and `NotAction` count; conditions do not exempt a statement.
+    """
+    unknown: UnknownValueError | None = None
+    for owner, label, read in _documents(stack):
+        try:
+            found = [action for document in read() for action in escalations(document)]
+        except UnknownValueError as error:
+            unknown = unknown or error
+            continue
+        if found:
+            yield (
+                f'{label} allows {", ".join(dict.fromkeys(found))} on every resource ("*"): name the roles, keys, '
+                "buckets or instances it needs by ARN",
+                owner.urn,
+            )
+    if unknown is not None:
+        raise unknown
+
+
+_ACCOUNT_IN_ARN = re.compile(r"^arn:aws[\w-]*:(?:iam|sts)::(\d{12}):")
+
+
+def principal_account(principal: str) -> str | None:
+    """The account an AWS principal names: a bare account id or the account field of an IAM/STS ARN."""
+    if re.fullmatch(r"\d{12}", principal):
+        return principal
+    match = _ACCOUNT_IN_ARN.match(principal)
+    return match.group(1) if match else None
+
+
+def home_accounts(stack: Stack) -> set[str]:
+    """The stack's own account(s): where its roles live (their ARNs, when known) and whose root administers its KMS
+    keys (every stack's cluster key policy names `arn:<partition>:iam::<account>:root`)."""
+    found: set[str] = set()
+    for role in stack.of_type(ROLE):
+        account = principal_account(str(peek(role.props, "arn", default="")))
+        if account:
+            found.add(account)
+    for key in stack.of_type(KMS_KEY):
+        for s in statements(peek(key.props, "policy")):
+            for principal in strings(get(get(s, "Principal"), "AWS")):
+                if principal.endswith(":root") and principal_account(principal):
+                    found.add(str(principal_account(principal)))
+    return found
+
+
+def iam_cross_account_external_id(stack: Stack, config: Config) -> StackViolations:
+    """A role that trusts a principal of another account requires `sts:ExternalId` in its trust policy.
+
+    Without the external id, anyone who can make that account's principal call `sts:AssumeRole` (a third-party
+    service acting for many customers) can be steered into this account ("confused deputy",
+    https://docs.aws.amazon.com/IAM/latest/UserGuide/id_roles_create_for-user_externalid.html). "Another account" is
+    one that is neither the account of the stack's roles nor the one whose root administers the stack's KMS keys.
+    """
+    home = home_accounts(stack)
+    for role in stack.of_type(ROLE):
+        for s in statements(role.get("assumeRolePolicy")):
+            if get(s, "Effect") != "Allow" or "sts:externalid" in condition_keys(s):
+                continue
+            foreign = sorted(
+                {
+                    str(principal_account(p))
+                    for p in strings(get(get(s, "Principal"), "AWS"))
+                    if principal_account(p) and principal_account(p) not in home
+                }
+            )
+            if foreign:
+                yield (
+                    f"role '{role.name}' trusts account {', '.join(foreign)} without an sts:ExternalId condition",
+                    role.urn,
+                )

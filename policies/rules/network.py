@@ -4,7 +4,8 @@ config, and every VPC's default security group closed."""
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterator
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from policies.resources import (
@@ -36,6 +37,24 @@ def is_world(cidr: str) -> bool:
         return False
 
 
+def world_covered(cidrs: Iterable[str]) -> list[str]:
+    """The whole address spaces (`0.0.0.0/0`, `::/0`) that `cidrs` cover together: `0.0.0.0/1` with `128.0.0.0/1` is
+    as open as `0.0.0.0/0`. The networks are merged (`ipaddress.collapse_addresses`) per IP version; text that is no
+    network is ignored."""
+    networks: dict[int, list[Any]] = {4: [], 6: []}
+    for cidr in cidrs:
+        try:
+            network = ipaddress.ip_network(cidr.strip(), strict=False)
+        except ValueError:
+            continue
+        networks[network.version].append(network)
+    covered = []
+    for version, found in networks.items():
+        if any(n.prefixlen == 0 for n in ipaddress.collapse_addresses(found)):
+            covered.append("0.0.0.0/0" if version == 4 else "::/0")
+    return covered
+
+
 def no_public_ingress(r: Resource, config: Config) -> Iterator[str]:
     """No security group accepts traffic from the whole internet (0.0.0.0/0 or ::/0).
 
@@ -44,9 +63,16 @@ def no_public_ingress(r: Resource, config: Config) -> Iterator[str]:
     """
     if r.type == SECURITY_GROUP:
         for rule in items(r.get("ingress")):
-            for cidr in strings(get(rule, "cidrBlocks")) + strings(get(rule, "ipv6CidrBlocks")):
+            cidrs = strings(get(rule, "cidrBlocks")) + strings(get(rule, "ipv6CidrBlocks"))
+            for cidr in cidrs:
                 if is_world(cidr):
                     yield f"security group '{r.name}' accepts ingress from {cidr} on {port_range(rule)}"
+            if not any(is_world(c) for c in cidrs):
+                for world in world_covered(cidrs):
+                    yield (
+                        f"security group '{r.name}' accepts ingress from {', '.join(cidrs)} on {port_range(rule)}, "
+                        f"which together cover {world}"
+                    )
     elif r.type == SG_INGRESS_RULE:
         for cidr in strings(r.get("cidrIpv4")) + strings(r.get("cidrIpv6")):
             if is_world(cidr):
@@ -66,6 +92,48 @@ def _ingress(r: Resource) -> Iterator[tuple[Any, list[str]]]:
         yield r.props, strings(r.get("cidrIpv4")) + strings(r.get("cidrIpv6"))
     elif r.type == SG_RULE and r.get("type") == "ingress":
         yield r.props, strings(r.get("cidrBlocks")) + strings(r.get("ipv6CidrBlocks"))
+
+
+def _rule_key(rule: Any) -> tuple[str, Any, Any]:
+    """(protocol, from port, to port) of a rule; protocol `-1` (all traffic) has no ports."""
+    protocol = str(get(rule, "ipProtocol", default=get(rule, "protocol", default=""))).lower()
+    if protocol in ("-1", "all"):
+        return ("-1", None, None)
+    return (protocol, peek(rule, "fromPort"), peek(rule, "toPort"))
+
+
+def no_public_ingress_combined(stack: Stack, config: Config) -> StackViolations:
+    """No security group admits the whole internet through several ingress rules whose sources together cover
+    0.0.0.0/0 or ::/0 (`0.0.0.0/1` plus `128.0.0.0/1`, say), each harmless-looking on its own.
+
+    `no-public-ingress` judges one rule at a time; a security group admits the union of its rules' sources
+    (https://docs.aws.amazon.com/vpc/latest/userguide/security-group-rules.html: "the rules are aggregated"), so
+    this rule merges the sources of every ingress rule on the same group and ports, an all-traffic rule counting
+    for every port, with `ipaddress.collapse_addresses`.
+    """
+    sources: dict[str, dict[tuple[str, Any, Any], set[str]]] = defaultdict(lambda: defaultdict(set))
+    names = {r.urn: r.name for r in stack}
+    for r in stack.of_type(SECURITY_GROUP, DEFAULT_SECURITY_GROUP, SG_INGRESS_RULE, SG_RULE):
+        for rule, cidrs in _ingress(r):
+            group = r.urn
+            if r.type in (SG_INGRESS_RULE, SG_RULE):
+                ids = strings(peek(r.props, "securityGroupId"))
+                groups = stack.referenced(r, "securityGroupId", ids, [SECURITY_GROUP, DEFAULT_SECURITY_GROUP])
+                group = groups[0].urn if len(groups) == 1 else r.urn
+            sources[group][_rule_key(rule)].update(cidrs)
+    for group, by_key in sources.items():
+        everything = by_key.get(("-1", None, None), set())
+        for key, on_ports in sorted(by_key.items(), key=lambda kv: str(kv[0])):
+            combined = on_ports | everything
+            if any(is_world(c) for c in combined):
+                continue  # one rule is world-open on its own: no-public-ingress reports it
+            for world in world_covered(combined):
+                ports = "all traffic" if key[0] == "-1" else f"{key[0]} {key[1]}-{key[2]}"
+                yield (
+                    f"security group '{names[group]}' admits {ports} from {', '.join(sorted(combined))}, which "
+                    f"together cover {world}: name the networks that need access",
+                    group,
+                )
 
 
 def opens_port(rule: Any, port: int) -> bool:
@@ -91,9 +159,9 @@ def no_world_admin_ports(r: Resource, config: Config) -> Iterator[str]:
     Session Manager, which needs no inbound port.
     """
     for rule, cidrs in _ingress(r):
-        for cidr in cidrs:
-            if not is_world(cidr):
-                continue
+        # Each world-open source on its own, or the rule's sources together when only their union is world-open.
+        sources = [c for c in cidrs if is_world(c)] or ([", ".join(cidrs)] if world_covered(cidrs) else [])
+        for cidr in sources:
             for port in ADMIN_PORTS:
                 if opens_port(rule, port):
                     yield f"'{r.name}' admits port {port} from {cidr} ({port_range(rule)})"

@@ -96,7 +96,15 @@ def helm_release(name: str, values: Mapping[str, Any]) -> Record:
 
 def good_stack() -> list[Record]:
     """Every record of the compliant stack, in registration order."""
-    key = record(KMS_KEY, "good-key", {"enableKeyRotation": True, "tags": TAGS}, id_="mrk-1", protect=True)
+    administers = {"Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{ACCOUNT}:root"}, "Action": "kms:*",
+                   "Resource": "*"}  # fmt: skip
+    key = record(
+        KMS_KEY,
+        "good-key",
+        {"enableKeyRotation": True, "policy": policy_json(administers), "tags": TAGS},
+        id_="mrk-1",
+        protect=True,
+    )
     subnet_a = record(SUBNET, "good-private-a", {"availabilityZone": "us-east-1a", "tags": TAGS}, id_="subnet-0a")
     subnet_b = record(SUBNET, "good-private-b", {"availabilityZone": "us-east-1b", "tags": TAGS}, id_="subnet-0b")
     cluster = record(
@@ -283,6 +291,24 @@ def good_stack() -> list[Record]:
                 ],
             },
             refs={"bucket": [bucket], "rules": [key]},
+        ),
+        record(
+            "aws:s3/bucketPolicy:BucketPolicy",
+            "good-checkpoints-policy",
+            {
+                "bucket": "good-checkpoints-b",
+                "policy": policy_json(
+                    {
+                        "Sid": "DenyInsecureTransport",
+                        "Effect": "Deny",
+                        "Principal": "*",
+                        "Action": "s3:*",
+                        "Resource": ["arn:aws:s3:::good-checkpoints-b", "arn:aws:s3:::good-checkpoints-b/*"],
+                        "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+                    }
+                ),
+            },
+            refs={"bucket": [bucket]},
         ),
     ]
     return [

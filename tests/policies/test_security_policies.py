@@ -53,6 +53,14 @@ SECURITY_POLICIES = [
     "no-world-admin-ports",
     "no-secrets-in-user-data",
     "policy-exceptions",
+    "no-public-ingress-combined",
+    "iam-no-escalation-on-any-resource",
+    "iam-cross-account-external-id",
+    "resource-policy-no-open-principal",
+    "s3-tls-only",
+    "k8s-service-exposure",
+    "k8s-pod-host-access",
+    "k8s-namespace-pod-security",
 ]
 
 
@@ -457,41 +465,103 @@ def test_secrets_are_found_through_gzip_and_base64_layers() -> None:
 
 
 # ---------------------------------------------------------------------------------------------- exceptions
-def test_an_exception_tag_with_a_reason_waives_one_policy_and_is_reported() -> None:
-    reason = "central flow logs at the transit gateway"
+def test_an_exception_tag_with_a_reason_waives_a_rule_outside_security_and_is_reported() -> None:
+    reason = "central log archive re-encrypts with its own key"
 
     def waived(records: list[Record]) -> None:
-        records[:] = without(records, "good-vpc-flow-log")
-        find(records, "good-vpc")["inputs"]["tags"]["policy-exception/vpc-flow-logs"] = reason
+        group = find(records, "good-flow-logs")
+        del group["inputs"]["kmsKeyId"]
+        group["inputs"]["tags"]["policy-exception/log-group-encrypted"] = reason
 
-    assert validate_stack("vpc-flow-logs", changed(waived)) == []
     assert validate_stack("policy-exceptions", changed(waived)) == [
-        ("good-vpc", f"policy 'vpc-flow-logs' is waived for 'good-vpc': {reason}")
+        ("good-flow-logs", f"policy 'log-group-encrypted' is waived for 'good-flow-logs': {reason}")
+    ]
+    props = inputs("good-flow-logs")
+    del props["kmsKeyId"]
+    assert check("log-group-encrypted", LOG_GROUP, props) == [
+        "log group 'r' is not encrypted with a KMS key of the stack: set kmsKeyId"
+    ]
+    props["tags"]["policy-exception/log-group-encrypted"] = reason
+    assert check("log-group-encrypted", LOG_GROUP, props) == []
+
+
+def test_a_tag_cannot_waive_a_security_rule_and_says_where_approvals_go() -> None:
+    def tagged(records: list[Record]) -> None:
+        records[:] = without(records, "good-vpc-flow-log")
+        find(records, "good-vpc")["inputs"]["tags"]["policy-exception/vpc-flow-logs"] = "flow logs at the TGW"
+
+    assert [name for name, _ in validate_stack("vpc-flow-logs", changed(tagged))] == ["good-vpc"]
+    assert validate_stack("policy-exceptions", changed(tagged)) == [
+        (
+            "good-vpc",
+            "'good-vpc': tag 'policy-exception/vpc-flow-logs' excepts nothing: 'vpc-flow-logs' is a security rule, "
+            "whose exceptions are approved in policies/exceptions.json (reviewed by its CODEOWNERS)",
+        )
     ]
     props = inputs("good-key") | {"enableKeyRotation": False}
     props["tags"]["policy-exception/kms-key-rotation"] = "imported key material"
-    assert check("kms-key-rotation", KEY, props) == []
-    assert len(check("sqs-queue-encrypted", QUEUE, {"sqsManagedSseEnabled": False, "tags": props["tags"]})) == 1
+    assert len(check("kms-key-rotation", KEY, props)) == 1
+
+
+def test_an_approval_in_the_exceptions_file_waives_a_security_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    from policies import pack
+    from policies.rules.exceptions import Approval
+
+    def no_flow_log(records: list[Record]) -> None:
+        records[:] = without(records, "good-vpc-flow-log")
+
+    reason = "flow logs at the transit gateway"
+    monkeypatch.setattr(pack, "APPROVALS", [Approval("vpc-flow-logs", "good-vpc", reason, stack="test")])
+    assert validate_stack("vpc-flow-logs", changed(no_flow_log)) == []
+    assert validate_stack("policy-exceptions", changed(no_flow_log)) == [
+        ("good-vpc", f"policy 'vpc-flow-logs' is waived for 'good-vpc': {reason} (approved in exceptions.json)")
+    ]
+    # An approval for another stack, or another resource, waives nothing here.
+    monkeypatch.setattr(pack, "APPROVALS", [Approval("vpc-flow-logs", "*-vpc", reason)])
+    assert validate_stack("vpc-flow-logs", changed(no_flow_log)) == []
+    for other in (Approval("vpc-flow-logs", "good-vpc", reason, stack="prod"), Approval("vpc-flow-logs", "x", reason)):
+        monkeypatch.setattr(pack, "APPROVALS", [other])
+        assert [name for name, _ in validate_stack("vpc-flow-logs", changed(no_flow_log))] == ["good-vpc"]
+    monkeypatch.setattr(pack, "APPROVALS", [Approval("vpc-flowlogs", "*", reason)])
+    assert ("", "exceptions.json: approval for 'vpc-flowlogs' names no policy") in validate_stack(
+        "policy-exceptions", good_stack()
+    )
+
+
+def test_the_exceptions_file_is_read_and_checked(tmp_path: Any) -> None:
+    from policies.rules.exceptions import APPROVALS_FILE, Approval, load_approvals, parse_approvals
+
+    assert load_approvals(APPROVALS_FILE) == parse_approvals(json.loads(APPROVALS_FILE.read_text()))
+    assert load_approvals(tmp_path / "absent.json") == []
+    assert parse_approvals({"exceptions": [{"policy": "p", "resource": "r", "reason": " why ", "stack": "s"}]}) == [
+        Approval("p", "r", "why", "s")
+    ]
+    with pytest.raises(ValueError) as raised:
+        parse_approvals({"exceptions": [{"policy": "p", "reason": ""}, {"policy": "p", "resource": "r", "why": 1}]})
+    assert str(raised.value).endswith(
+        "exceptions[0]: resource, reason missing or empty; exceptions[1]: reason missing or empty; "
+        "exceptions[1]: unknown keys why"
+    )
+    with pytest.raises(ValueError, match="expected"):
+        parse_approvals([])
 
 
 def test_an_exception_without_a_reason_or_policy_excepts_nothing() -> None:
     def bad_tags(records: list[Record]) -> None:
-        records[:] = without(records, "good-vpc-flow-log")
-        tags = find(records, "good-vpc")["inputs"]["tags"]
-        tags["policy-exception/vpc-flow-logs"] = " "
-        tags["policy-exception/vpc-flowlogs"] = "typo"
+        tags = find(records, "good-flow-logs")["inputs"]["tags"]
+        tags["policy-exception/log-group-encrypted"] = " "
+        tags["policy-exception/log-group-encrypt"] = "typo"
 
-    assert [name for name, _ in validate_stack("vpc-flow-logs", changed(bad_tags))] == ["good-vpc"]
     assert validate_stack("policy-exceptions", changed(bad_tags)) == [
         (
-            "good-vpc",
-            "'good-vpc': tag 'policy-exception/vpc-flow-logs' gives no reason, so it excepts nothing: give it as the "
-            "value",
+            "good-flow-logs",
+            "'good-flow-logs': tag 'policy-exception/log-group-encrypt' names no policy (did you mean "
+            "'log-group-encrypted'?): nothing is excepted",
         ),
         (
-            "good-vpc",
-            "'good-vpc': tag 'policy-exception/vpc-flowlogs' names no policy (did you mean 'vpc-flow-logs'?): nothing "
-            "is excepted",
+            "good-flow-logs",
+            "'good-flow-logs': tag 'policy-exception/log-group-encrypted' gives no reason, so it excepts nothing: "
+            "give it as the value",
         ),
     ]
 
@@ -500,12 +570,12 @@ def test_one_reason_on_many_resources_is_reported_once() -> None:
     def everywhere(records: list[Record]) -> None:
         for r in records:
             if isinstance(r["inputs"].get("tags"), dict):
-                r["inputs"]["tags"]["policy-exception/sns-topic-encrypted"] = "alerts carry no data"
+                r["inputs"]["tags"]["policy-exception/log-group-encrypted"] = "central archive"
 
     [(where, message)] = validate_stack("policy-exceptions", changed(everywhere))
     assert where == ""  # the stack: many resources
-    assert message.startswith("policy 'sns-topic-encrypted' is waived for 'good-key', ")
-    assert message.endswith(" more: alerts carry no data")
+    assert message.startswith("policy 'log-group-encrypted' is waived for 'good-key', ")
+    assert message.endswith(" more: central archive")
 
 
 # ---------------------------------------------------------------------------------------------- shipped stacks
