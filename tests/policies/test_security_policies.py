@@ -581,4 +581,6 @@ def test_one_reason_on_many_resources_is_reported_once() -> None:
 # ---------------------------------------------------------------------------------------------- shipped stacks
 @pytest.mark.parametrize("policy", SECURITY_POLICIES)
 def test_shipped_stacks_break_no_security_rule(each_shipped_plan: dict[str, Any], policy: str) -> None:
-    assert [v["message"] for v in each_shipped_plan["violations"] if v["policy"] == policy] == []
+    """Nothing broken, and nothing waived but by an approval in exceptions.json (the privileged namespaces)."""
+    found = [v["message"] for v in each_shipped_plan["violations"] if v["policy"] == policy]
+    assert [m for m in found if not m.endswith("(approved in exceptions.json)")] == []
