@@ -177,6 +177,12 @@ def test_activation_expiry_is_not_replaced_on_every_run(ssm: tuple[ProgramRun, d
     assert {p.urn for p in policies} <= set(activation.depends_on)
 
 
+def test_activation_code_is_a_secret_output_in_the_state(ssm: tuple[ProgramRun, dict[str, Any]]) -> None:
+    # The provider reports the code in plain text; whoever reads the state could register servers with it.
+    activation = ssm[0].one(ACTIVATION, "gpu-a40-hybrid-node")
+    assert activation.additional_secret_outputs == ["activationCode"]
+
+
 def test_activation_limit_and_expiry_follow_config() -> None:
     run, _ = build(stack({**A40, "nodes": 4, "credentials": {"activationLimit": 6, "activationExpiryHours": 72}}))
     activation = run.one(ACTIVATION, "gpu-a40-hybrid-node")
