@@ -201,6 +201,10 @@ class ClusterConfig(Model):
     policy pack requires `team` and `cost-center` by default. Default none."""
     protect_stateful: bool = True
     """Protect stateful resources (KMS keys, file systems, buckets) from `pulumi destroy` and replacement."""
+    deletion_protection: bool = True
+    """EKS deletion protection: EKS refuses to delete the cluster until it is turned off, so a stray `pulumi destroy`
+    or replacement stops before the cluster goes. Default `true`; to delete the cluster, set `false` and run
+    `pulumi up` first (docs/operations.md, "Stateful resources and `pulumi destroy`")."""
     ami_release: Al2023Release = "v20260714"
     """The EKS-optimized Amazon Linux 2023 AMI release every `al2023` pool boots, e.g. `v20260714` (releases:
     https://github.com/awslabs/amazon-eks-ami/releases). Read from its own SSM parameter, so a new AWS release changes
