@@ -285,6 +285,13 @@ class NetworkConfig(Model):
     (components/catalog/offerings.yaml) and an AZ whose ID EKS refuses for cluster subnets (`use1-az3`, `usw1-az2`,
     `cac1-az3`). The names stay the keys; this maps them. Without it, the cluster's subnets leave out those zones by
     the account's mapping at deploy time. Optional."""
+    s3_endpoint_buckets: list[Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9*]$")]] = (
+        Field(default_factory=list)
+    )
+    """More buckets (names, or a prefix ending in `*`) that workloads in a new VPC reach through its S3 gateway
+    endpoint, whose policy admits only the stack's own buckets and the AWS buckets nodes read (ECR layers, AL2023
+    repositories, the SSM agent's, registry.k8s.io's): datasets elsewhere, another registry serving layers from S3
+    in the Region, the Pulumi state bucket when `pulumi up` runs in the VPC. Default none."""
     nat_gateways: Literal["one-per-az", "single"] = "one-per-az"
     """One NAT gateway per AZ (survives an AZ outage) or a single shared one (cheaper, for dev stacks)."""
     private_subnet_cidrs: list[Cidr] | None = None
