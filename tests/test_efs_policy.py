@@ -4,7 +4,6 @@ request the way IAM evaluates a resource policy (an explicit deny wins; otherwis
 from __future__ import annotations
 
 import fnmatch
-from typing import Any
 
 import pytest
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import fnmatch
-
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -170,7 +169,9 @@ def test_ssm_node_policy_denies_every_parameter_store_read() -> None:
     it for every parameter, and nothing in the inline policy allows a read back."""
     policy = hybrid.hybrid_node_policy(CLUSTER_ARN, "ssm")
     denies = [s for s in policy["Statement"] if s["Effect"] == "Deny"]
-    assert denies == [{"Sid": "NoParameterStoreReads", "Effect": "Deny", "Action": "ssm:GetParameter*", "Resource": "*"}]
+    assert denies == [
+        {"Sid": "NoParameterStoreReads", "Effect": "Deny", "Action": "ssm:GetParameter*", "Resource": "*"}
+    ]
     allowed = {a for s in policy["Statement"] if s["Effect"] == "Allow" for a in _actions({"Statement": [s]})}
     assert not any(fnmatch.fnmatchcase(action, "ssm:GetParameter*") for action in allowed)
     for action in ("ssm:GetParameter", "ssm:GetParameters", "ssm:GetParametersByPath", "ssm:GetParameterHistory"):
