@@ -105,6 +105,16 @@ MANUAL: dict[str, dict[str, Any]] = {
         "calls the resource makes (create, describe, update, delete, tags) and what FSx checks on the caller (the "
         "subnets and security groups named, the KMS key's grant, FSx's service-linked role)",
     },
+    "aws:efs/fileSystemPolicy:FileSystemPolicy": {
+        "actions": [
+            "elasticfilesystem:PutFileSystemPolicy",
+            "elasticfilesystem:DescribeFileSystemPolicy",
+            "elasticfilesystem:DeleteFileSystemPolicy",
+        ],
+        "source": "SAREFS",
+        "note": "the file system policy is a property of AWS::EFS::FileSystem in CloudFormation; these are the three "
+        "calls",
+    },
     "aws:iam/rolePolicyAttachment:RolePolicyAttachment": {
         "actions": ["iam:AttachRolePolicy", "iam:DetachRolePolicy", "iam:ListAttachedRolePolicies"],
         "source": "SARIAM",
@@ -183,6 +193,12 @@ SOURCES = {
         "title": "Service Authorization Reference: actions, resources and condition keys for AWS Key Management "
         "Service",
         "url": "https://docs.aws.amazon.com/service-authorization/latest/reference/list_awskeymanagementservice.html",
+        "snapshot": "2025-2026",
+    },
+    "SAREFS": {
+        "title": "Service Authorization Reference: actions, resources and condition keys for Amazon Elastic File "
+        "System",
+        "url": "https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonelasticfilesystem.html",
         "snapshot": "2025-2026",
     },
     "SARSSM": {

@@ -295,6 +295,9 @@ class EksCluster(pulumi.ComponentResource):
                 ip_family="ipv4", service_ipv4_cidr=str(cfg.service_cidr)
             ),
             remote_network_config=remote_network_args(remote_network),
+            # EKS refuses DeleteCluster while this is on ("Protect EKS clusters from accidental deletion",
+            # https://docs.aws.amazon.com/eks/latest/userguide/deletion-protection.html).
+            deletion_protection=cfg.deletion_protection,
             tags=self.tags,
             # EKS reads the creator-admin switch at creation only, and the provider replaces the cluster when it
             # changes (pulumi/pulumi-aws#3997): a cluster created with it on keeps it (docs/operations.md, "Clusters

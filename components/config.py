@@ -206,6 +206,10 @@ class ClusterConfig(Model):
     policy pack requires `team` and `cost-center` by default. Default none."""
     protect_stateful: bool = True
     """Protect stateful resources (KMS keys, file systems, buckets) from `pulumi destroy` and replacement."""
+    deletion_protection: bool = True
+    """EKS deletion protection: EKS refuses to delete the cluster until it is turned off, so a stray `pulumi destroy`
+    or replacement stops before the cluster goes. Default `true`; to delete the cluster, set `false` and run
+    `pulumi up` first (docs/operations.md, "Stateful resources and `pulumi destroy`")."""
     ami_release: Al2023Release = "v20260714"
     """The EKS-optimized Amazon Linux 2023 AMI release every `al2023` pool boots, e.g. `v20260714` (releases:
     https://github.com/awslabs/amazon-eks-ami/releases). Read from its own SSM parameter, so a new AWS release changes
@@ -281,6 +285,13 @@ class NetworkConfig(Model):
     (components/catalog/offerings.yaml) and an AZ whose ID EKS refuses for cluster subnets (`use1-az3`, `usw1-az2`,
     `cac1-az3`). The names stay the keys; this maps them. Without it, the cluster's subnets leave out those zones by
     the account's mapping at deploy time. Optional."""
+    s3_endpoint_buckets: list[Annotated[str, StringConstraints(pattern=r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9*]$")]] = (
+        Field(default_factory=list)
+    )
+    """More buckets (names, or a prefix ending in `*`) that workloads in a new VPC reach through its S3 gateway
+    endpoint, whose policy admits only the stack's own buckets and the AWS buckets nodes read (ECR layers, AL2023
+    repositories, the SSM agent's, registry.k8s.io's): datasets elsewhere, another registry serving layers from S3
+    in the Region, the Pulumi state bucket when `pulumi up` runs in the VPC. Default none."""
     nat_gateways: Literal["one-per-az", "single"] = "one-per-az"
     """One NAT gateway per AZ (survives an AZ outage) or a single shared one (cheaper, for dev stacks)."""
     private_subnet_cidrs: list[Cidr] | None = None

@@ -25,6 +25,7 @@ from components.network import Network
 from components.node_pool import NodePool
 from components.planning.hybrid import remote_network_config
 from components.planning.pools import PoolPlan
+from components.planning.s3_endpoint import stack_buckets
 from components.planning.site_routes import site_cidrs
 from components.planning.stack_plan import StackPlan
 from components.planning.stateful import stateful_protection
@@ -82,6 +83,7 @@ class GpuCluster(pulumi.ComponentResource):
             spec.region,
             self.tags,
             site_cidrs(spec.network.vpc_cidr, spec.cluster.endpoint.private_access_cidrs, spec.hybrid_pools),
+            s3_buckets=stack_buckets(spec),
             opts=self._child(),
         )
         self.eks = EksCluster(

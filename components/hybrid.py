@@ -253,7 +253,14 @@ class HybridNodes(pulumi.ComponentResource):
             tags={**pool_tags, SSM_DEREGISTER_TAG_KEY: ctx.cluster_arn},
             # The expiry is computed from the clock: without this, every `pulumi up` would replace the
             # activation (a new code for servers that already joined). Replace it on purpose to re-issue.
-            opts=pulumi.ResourceOptions(parent=self, depends_on=list(role_policies), ignore_changes=["expirationDate"]),
+            # The provider does not mark the code secret: without this it would sit in the state in plain text, and
+            # anyone who reads the state could register servers into the cluster until the activation expires.
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                depends_on=list(role_policies),
+                ignore_changes=["expirationDate"],
+                additional_secret_outputs=["activation_code"],
+            ),
         )
         credentials: pulumi.Output[SsmActivation | RolesAnywhere] = pulumi.Output.all(
             activation.id, activation.activation_code

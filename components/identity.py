@@ -22,7 +22,9 @@ from components.planning.trust_policies import EC2_SERVICE, pod_identity_trust_p
 
 #: Managed policies of the node role (EKS user guide, "Amazon EKS node IAM role",
 #: https://docs.aws.amazon.com/eks/latest/userguide/create-node-role.html): worker node (DescribeCluster,
-#: eks-auth:AssumeRoleForPodIdentity), ECR pull-only (images), VPC CNI (ENIs and IPs for pods); and the SSM agent's
+#: eks-auth:AssumeRoleForPodIdentity), ECR pull-only (images); not the VPC CNI's `AmazonEKS_CNI_Policy`, which the
+#: `aws-node` service account gets through Pod Identity (`components.managed_addons`), so a pod that reads the
+#: node's credentials cannot change the account's network interfaces; and the SSM agent's
 #: minimum, so nodes can be reached with Session Manager instead of SSH keys and open ports. That minimum is
 #: `AmazonSSMManagedEC2InstanceDefaultPolicy` (the policy of Systems Manager's Default Host Management Configuration:
 #: the agent's core calls, `ssmmessages` and `ec2messages`,
@@ -33,7 +35,6 @@ NODE_SSM_POLICY = "AmazonSSMManagedEC2InstanceDefaultPolicy"
 NODE_MANAGED_POLICIES: tuple[str, ...] = (
     "AmazonEKSWorkerNodePolicy",
     "AmazonEC2ContainerRegistryPullOnly",
-    "AmazonEKS_CNI_Policy",
     NODE_SSM_POLICY,
 )
 #: Access entry type for EC2 Linux nodes; EKS maps it to `system:node:{{EC2PrivateDNSName}}` in `system:nodes`

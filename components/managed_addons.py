@@ -68,6 +68,15 @@ COREDNS_SPREAD = (("kubernetes.io/hostname", 100), (ZONE_LABEL, 50))
 #: programmed; strict mode would deny every pod's traffic, CoreDNS's included, until a policy allows it.
 VPC_CNI_NETWORK_POLICY = "true"
 
+#: The VPC CNI's service account and the AWS managed policy its IPv4 cluster needs ("Configure Amazon VPC CNI plugin
+#: to use IRSA", https://docs.aws.amazon.com/eks/latest/userguide/cni-iam-role.html: the plugin runs as `aws-node`
+#: and "also supports Amazon EKS Pod Identities"; AWS recommends a separate role over the node role). Through Pod
+#: Identity the permissions (every network interface of the account) stay with the `aws-node` pods: a pod that
+#: reaches the node's instance credentials gets no CNI rights. The cluster is IPv4 only (`components.cluster`).
+VPC_CNI_NAMESPACE = "kube-system"
+VPC_CNI_SERVICE_ACCOUNT = "aws-node"
+VPC_CNI_MANAGED_POLICY = "AmazonEKS_CNI_Policy"
+
 #: The EBS CSI controller's service account and the AWS managed policy it needs
 #: (https://docs.aws.amazon.com/eks/latest/userguide/ebs-csi.html).
 EBS_CSI_NAMESPACE = "kube-system"
@@ -209,6 +218,8 @@ class ManagedAddons(pulumi.ComponentResource):
             wait_for: list[pulumi.Resource] = list(after)
             if addon == "aws-ebs-csi-driver":
                 wait_for.extend(self._ebs_csi_identity(ctx))
+            if addon == "vpc-cni":
+                wait_for.extend(self._vpc_cni_identity(ctx))
             config = addon_configuration(addon, hybrid_pools)
             self.addons[addon] = aws.eks.Addon(
                 f"{ctx.cluster_name_plain}-{addon}",
@@ -222,6 +233,21 @@ class ManagedAddons(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self, depends_on=wait_for),
             )
         self.register_outputs({name: a.addon_version for name, a in self.addons.items()})
+
+    def _vpc_cni_identity(self, ctx: ClusterContext) -> list[pulumi.Resource]:
+        """The VPC CNI's Pod Identity role (`AmazonEKS_CNI_Policy`, off the node role); returns what to wait for.
+
+        The add-on waits for the association, so the first `aws-node` pod is admitted with Pod Identity credentials
+        (EKS injects them when a pod is created). Nodes join only after the node agents, and the Pod Identity agent
+        runs on the host network (`hostNetwork: true` in aws/eks-pod-identity-agent's chart), so it serves the
+        `aws-node` pods of a node before that node has pod networking."""
+        role = ctx.pod_identity_role(
+            "vpc-cni", VPC_CNI_NAMESPACE, VPC_CNI_SERVICE_ACCOUNT, None, [VPC_CNI_MANAGED_POLICY], self
+        )
+        self.roles["vpc-cni"] = role
+        if isinstance(ctx.pod_identity_role, PodIdentityRoles):
+            return [role, ctx.pod_identity_role.associations["vpc-cni"]]
+        return [role]
 
     def _ebs_csi_identity(self, ctx: ClusterContext) -> list[pulumi.Resource]:
         """The EBS CSI controller's Pod Identity role (managed policy + the cluster key); returns what to wait for."""

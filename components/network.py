@@ -28,13 +28,16 @@ already reach the site.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from ipaddress import IPv4Network
 
 import pulumi
 import pulumi_aws as aws
 
+from components.catalog.regions import partition_of
 from components.config import ExistingVpc, NetworkConfig, SiteConnection
+from components.planning.s3_endpoint import s3_endpoint_policy
 from components.planning.subnets import cluster_subnet_zones, nat_gateway_zones, subnet_layout
 from components.tags import SHARED, kubernetes_cluster
 
@@ -77,15 +80,18 @@ class Network(pulumi.ComponentResource):
         region: str,
         tags: Mapping[str, str],
         site_cidrs: Sequence[str] = (),
+        s3_buckets: Sequence[str] = (),
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         """`site_cidrs` are the CIDRs a new VPC routes to `network.site_connection`
-        (`components.planning.site_routes.site_cidrs`)."""
+        (`components.planning.site_routes.site_cidrs`); `s3_buckets` the buckets its S3 endpoint admits
+        (`components.planning.s3_endpoint.stack_buckets`)."""
         super().__init__("gpu-clusters:index:Network", name, None, opts)
         self.network = network
         self.cluster_name = cluster_name
         self.region = region
         self.tags = dict(tags)
+        self.s3_buckets = list(s3_buckets)
         self.vpc_cidr = str(network.vpc_cidr)
         self.zones: list[str] = network.zones
         self.private_subnet_ids: dict[str, pulumi.Input[str]] = {}
@@ -332,13 +338,16 @@ class Network(pulumi.ComponentResource):
 
     def _s3_endpoint(self, vpc: aws.ec2.Vpc, route_table_ids: Sequence[pulumi.Input[str]]) -> None:
         """An S3 gateway endpoint on every route table: gateway endpoints are free, S3 traffic through NAT is billed
-        per GB (https://docs.aws.amazon.com/vpc/latest/privatelink/vpc-endpoints-s3.html)."""
+        per GB (https://docs.aws.amazon.com/vpc/latest/privatelink/vpc-endpoints-s3.html). Its policy admits the
+        stack's buckets and the AWS buckets nodes read, nothing else."""
         self.s3_endpoint = aws.ec2.VpcEndpoint(
             self._named("s3"),
             vpc_id=vpc.id,
             service_name=f"com.amazonaws.{self.region}.s3",
             vpc_endpoint_type="Gateway",
             route_table_ids=list(route_table_ids),
+            # Only the stack's buckets and the AWS buckets nodes read (`components.planning.s3_endpoint`).
+            policy=json.dumps(s3_endpoint_policy(self.region, self.s3_buckets, partition_of(self.region))),
             tags=self._tags("s3"),
             opts=pulumi.ResourceOptions(parent=self),
         )

@@ -219,6 +219,11 @@ def test_version_access_mode_upgrade_policy_and_service_cidr_from_config() -> No
     assert inputs["bootstrapSelfManagedAddons"] is False
 
 
+def test_deletion_protection_is_on_unless_the_stack_turns_it_off() -> None:
+    assert cluster_inputs(build(spec())[0])["deletionProtection"] is True
+    assert cluster_inputs(build(spec({"deletionProtection": False}))[0])["deletionProtection"] is False
+
+
 def test_unsupported_kubernetes_version_is_refused() -> None:
     config = spec({"kubernetesVersion": "1.20"})
     assert "1.20" not in versions.supported_kubernetes_versions()

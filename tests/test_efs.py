@@ -26,6 +26,7 @@ from tests.builders import (
 from tests.fakes import KMS_KEY_ARN, NODE_SECURITY_GROUP_ID, subnet_id
 
 MOUNT_TARGET = "aws:efs/mountTarget:MountTarget"
+FILE_SYSTEM_POLICY = "aws:efs/fileSystemPolicy:FileSystemPolicy"
 INGRESS = SG_INGRESS_RULE
 ADDON = EKS_ADDON
 SC = "kubernetes:storage.k8s.io/v1:StorageClass"
@@ -121,6 +122,26 @@ def test_storage_class_with_access_points_and_claim() -> None:
     waits = set(pvc.depends_on)
     assert {r.urn for r in run.of_type(MOUNT_TARGET)} <= waits
     assert run.one(ADDON).urn in waits
+
+
+def test_the_file_system_policy_admits_tls_mounts_through_mount_targets_and_no_root() -> None:
+    run = build(inference_spec())
+    fs_id = run.one(MOUNT_TARGET, "serve-models-us-east-1a").inputs["fileSystemId"]
+    policy_resource = run.one(FILE_SYSTEM_POLICY, "serve-models-policy")
+    assert policy_resource.inputs["fileSystemId"] == fs_id
+    policy = json.loads(policy_resource.inputs["policy"])
+    (allow,) = [s for s in policy["Statement"] if s["Effect"] == "Allow"]
+    assert sorted(allow["Action"]) == ["elasticfilesystem:ClientMount", "elasticfilesystem:ClientWrite"]
+    assert allow["Condition"] == {"Bool": {"elasticfilesystem:AccessedViaMountTarget": "true"}}
+    (deny,) = [s for s in policy["Statement"] if s["Effect"] == "Deny"]
+    assert deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+    assert deny["Action"] == "*"
+    assert {s["Resource"] for s in policy["Statement"]} == {allow["Resource"]}
+    assert ":elasticfilesystem:" in allow["Resource"]
+    # The driver mounts with TLS unless a volume turns encryptInTransit off; ours never does.
+    sc = run.one(SC).inputs
+    assert "encryptInTransit" not in sc["parameters"]
+    assert "tls" not in (sc.get("mountOptions") or [])
 
 
 def test_csi_addon_role_and_gpu_tolerations() -> None:

@@ -129,6 +129,17 @@ def test_inline_policy_describes_this_cluster_only(ssm: tuple[ProgramRun, dict[s
     assert deregister["Condition"] == {"StringEquals": {"ssm:resourceTag/EKSClusterARN": CLUSTER_ARN}}
 
 
+def test_the_ssm_role_reads_no_parameter_despite_its_managed_policy(ssm: tuple[ProgramRun, dict[str, Any]]) -> None:
+    """The role carries AmazonSSMManagedInstanceCore (GetParameter/GetParameters on "*"); its own inline policy,
+    on the same role, denies every Parameter Store read, and an explicit deny wins."""
+    inline = ssm[0].one(ROLE_POLICY, "gpu-a40-hybrid-node")
+    assert inline.inputs["role"] == "gpu-a40-hybrid-node"
+    policy = json.loads(inline.inputs["policy"])
+    assert {"Sid": "NoParameterStoreReads", "Effect": "Deny", "Action": "ssm:GetParameter*", "Resource": "*"} in (
+        policy["Statement"]
+    )
+
+
 def test_roles_anywhere_role_trusts_the_pools_trust_anchor(
     roles_anywhere: tuple[ProgramRun, dict[str, Any]],
 ) -> None:
@@ -175,6 +186,12 @@ def test_activation_expiry_is_not_replaced_on_every_run(ssm: tuple[ProgramRun, d
     policies += ssm[0].of_type(ROLE_POLICY)
     assert len(policies) == 3
     assert {p.urn for p in policies} <= set(activation.depends_on)
+
+
+def test_activation_code_is_a_secret_output_in_the_state(ssm: tuple[ProgramRun, dict[str, Any]]) -> None:
+    # The provider reports the code in plain text; whoever reads the state could register servers with it.
+    activation = ssm[0].one(ACTIVATION, "gpu-a40-hybrid-node")
+    assert activation.additional_secret_outputs == ["activationCode"]
 
 
 def test_activation_limit_and_expiry_follow_config() -> None:

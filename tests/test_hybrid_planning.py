@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -161,6 +162,25 @@ def test_ssm_node_policy_deregisters_only_this_clusters_instances() -> None:
     assert deregister["Condition"] == {"StringEquals": {"ssm:resourceTag/EKSClusterARN": CLUSTER_ARN}}
     # nodeadm uninstall looks its instance up first; Describe* takes no resource-level scoping
     assert actions["ssm:DescribeInstanceInformation"]["Resource"] == "*"
+
+
+def test_ssm_node_policy_denies_every_parameter_store_read() -> None:
+    """AmazonSSMManagedInstanceCore allows ssm:GetParameter(s) on "*"; the inline policy's explicit deny wins over
+    it for every parameter, and nothing in the inline policy allows a read back."""
+    policy = hybrid.hybrid_node_policy(CLUSTER_ARN, "ssm")
+    denies = [s for s in policy["Statement"] if s["Effect"] == "Deny"]
+    assert denies == [
+        {"Sid": "NoParameterStoreReads", "Effect": "Deny", "Action": "ssm:GetParameter*", "Resource": "*"}
+    ]
+    allowed = {a for s in policy["Statement"] if s["Effect"] == "Allow" for a in _actions({"Statement": [s]})}
+    assert not any(fnmatch.fnmatchcase(action, "ssm:GetParameter*") for action in allowed)
+    for action in ("ssm:GetParameter", "ssm:GetParameters", "ssm:GetParametersByPath", "ssm:GetParameterHistory"):
+        assert fnmatch.fnmatchcase(action, denies[0]["Action"])
+
+
+def test_roles_anywhere_role_has_no_ssm_policy_to_deny() -> None:
+    assert "ssm:GetParameter*" not in _actions(hybrid.hybrid_node_policy(CLUSTER_ARN, "iam-roles-anywhere"))
+    assert hybrid.SSM_CORE_POLICY not in hybrid.managed_policy_names("iam-roles-anywhere")
 
 
 # ----------------------------------------------------------------------------------------------------- Cilium

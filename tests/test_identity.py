@@ -43,10 +43,16 @@ def test_node_role_is_assumed_by_ec2_and_has_the_node_policies() -> None:
     assert attached == {
         "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
         "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryPullOnly",
-        "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy",
         "arn:aws:iam::aws:policy/AmazonSSMManagedEC2InstanceDefaultPolicy",
     }
     assert len(NODE_MANAGED_POLICIES) == len(attached)
+
+
+def test_the_node_role_cannot_manage_the_accounts_network_interfaces() -> None:
+    """The VPC CNI's rights are on its own Pod Identity role (tests/test_managed_addons.py), not on the role a pod
+    that reaches the instance credentials would get."""
+    attached = {a.inputs["policyArn"] for a in build_nodes()[0].of_type(ROLE_POLICY_ATTACHMENT)}
+    assert not any(arn.endswith("/AmazonEKS_CNI_Policy") for arn in attached)
 
 
 def test_nodes_get_the_ssm_agents_minimum_not_every_parameter_of_the_account() -> None:

@@ -23,6 +23,7 @@ from components.planning.stack_plan import plan_pools
 from tests.builders import (
     AUTOSCALING_GROUP,
     EKS_ADDON,
+    IAM_ROLE,
     ROLE_POLICY,
     ROLE_POLICY_ATTACHMENT,
     SYSTEM_DEFAULT_SCALING,
@@ -165,13 +166,42 @@ def test_ebs_csi_gets_its_pod_identity_role_with_the_managed_policy_and_the_clus
     assert association.urn in run.one(EKS_ADDON, "demo-aws-ebs-csi-driver").depends_on
 
 
+def test_vpc_cni_gets_the_cni_policy_through_pod_identity_on_aws_node() -> None:
+    run = build(spec(), NODE_AGENT_ADDONS)
+    association = run.one("aws:eks/podIdentityAssociation:PodIdentityAssociation", "demo-vpc-cni")
+    assert (association.inputs["namespace"], association.inputs["serviceAccount"]) == ("kube-system", "aws-node")
+    role = run.one(IAM_ROLE, "demo-vpc-cni")
+    assert association.property_dependencies["roleArn"] == [role.urn]
+    (statement,) = json.loads(role.inputs["assumeRolePolicy"])["Statement"]
+    assert statement["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+    assert sorted(statement["Action"]) == ["sts:AssumeRole", "sts:TagSession"]
+    conditions = statement["Condition"]["StringEquals"]
+    assert conditions["aws:SourceAccount"] == "123456789012"
+    assert conditions["aws:RequestTag/kubernetes-namespace"] == "kube-system"
+    assert conditions["aws:RequestTag/kubernetes-service-account"] == "aws-node"
+    (attachment,) = run.of_type(ROLE_POLICY_ATTACHMENT)
+    assert attachment.inputs["policyArn"] == "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy"
+    # The first aws-node pods are admitted with Pod Identity credentials: the add-on waits for the association.
+    assert association.urn in run.one(EKS_ADDON, "demo-vpc-cni").depends_on
+    # The other node agents have no role.
+    assert {a.name for a in run.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")} == {"demo-vpc-cni"}
+
+
 def test_system_addons_wait_for_what_they_are_given() -> None:
     run = build(spec(), SYSTEM_ADDONS, with_system_pool=True)
     pool = run.one(AUTOSCALING_GROUP, "system-pool").urn
     for name in SYSTEM_ADDONS:
         assert pool in run.one(EKS_ADDON, f"demo-{name}").depends_on
     agents = build(spec(), NODE_AGENT_ADDONS)
-    assert all(a.depends_on == [] for a in agents.of_type(EKS_ADDON))
+    # No node agent waits for a node; the VPC CNI waits only for its own Pod Identity role and association.
+    identity = {r.urn for r in agents.of_type(IAM_ROLE)} | {
+        r.urn for r in agents.of_type("aws:eks/podIdentityAssociation:PodIdentityAssociation")
+    }
+    assert {a.name: set(a.depends_on) for a in agents.of_type(EKS_ADDON)} == {
+        "demo-vpc-cni": identity,
+        "demo-kube-proxy": set(),
+        "demo-eks-pod-identity-agent": set(),
+    }
 
 
 def test_unknown_addon_names_are_refused() -> None:

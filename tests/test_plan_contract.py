@@ -21,7 +21,7 @@ POOL_KEYS = {
     "fabricGbpsPerNode",
     "hourlyUsdPerNode",
 }
-OPTION_KEYS = {"protect", "retainOnDelete", "dependsOn", "ignoreChanges", "aliases"}
+OPTION_KEYS = {"protect", "retainOnDelete", "dependsOn", "ignoreChanges", "aliases", "additionalSecretOutputs"}
 
 
 @pytest.fixture

@@ -16,7 +16,10 @@ ACTIVATION_CODE = "offline-activation-code"  # what the offline mocks answer for
 
 def test_the_activation_code_is_nowhere_in_the_hybrid_plan(hybrid_stack: ShippedStack) -> None:
     assert ACTIVATION_CODE not in json.dumps(hybrid_stack.plan)
-    assert "activationCode" not in json.dumps(hybrid_stack.plan["resources"])
+    # No resource takes the code as an input; the activation names it only among its secret outputs.
+    assert "activationCode" not in json.dumps([r["inputs"] for r in hybrid_stack.plan["resources"]])
+    named = {r["name"] for r in hybrid_stack.plan["resources"] if "activationCode" in json.dumps(r)}
+    assert named == {r["name"] for r in hybrid_stack.plan["resources"] if r["type"] == "aws:ssm/activation:Activation"}
 
 
 def test_only_the_secret_outputs_carry_credentials(hybrid_stack: ShippedStack) -> None:

@@ -304,6 +304,12 @@ def test_keda_runs_on_the_system_pool() -> None:
     assert {"key": "CriticalAddonsOnly", "operator": "Exists"} in values["tolerations"]
 
 
+def test_keda_reads_secrets_only_in_its_own_namespace() -> None:
+    permissions = keda_values(plan_pools(serving_stack()))["permissions"]
+    assert permissions["operator"]["restrict"]["secret"] is True
+    assert permissions["metricServer"]["restrict"]["secret"] is True
+
+
 # ----------------------------------------------------------------------------------------------- shipped stacks
 @pytest.mark.parametrize(
     ("stack", "prefix", "pool_name", "claim"),

@@ -346,6 +346,8 @@ class Registration:
     property_dependencies: dict[str, list[str]] = field(default_factory=dict)
     #: Earlier names or URNs this resource answers to (`ResourceOptions.aliases`): a rename that keeps its state.
     aliases: list[str] = field(default_factory=list)
+    #: Output properties the program marks secret beyond the provider's own (`additional_secret_outputs`).
+    additional_secret_outputs: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -362,6 +364,7 @@ class Registration:
                 "dependsOn": self.depends_on,
                 "ignoreChanges": self.ignore_changes,
                 "aliases": self.aliases,
+                "additionalSecretOutputs": self.additional_secret_outputs,
             },
             "propertyDependencies": self.property_dependencies,
         }
@@ -431,6 +434,7 @@ class RecordingMonitor(MockMonitor):
                     key: sorted(request.propertyDependencies[key].urns) for key in sorted(request.propertyDependencies)
                 },
                 aliases=_aliases(request),
+                additional_secret_outputs=sorted(request.additionalSecretOutputs),
             )
         )
         return response

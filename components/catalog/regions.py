@@ -17,6 +17,11 @@ def partitions() -> dict[str, tuple[str, ...]]:
     return {partition: tuple(names) for partition, names in data["regions"].items()}
 
 
+def partition_of(region: str) -> str:
+    """The partition of a region (`aws` for one the catalog does not list: validation refuses those)."""
+    return next((partition for partition, names in partitions().items() if region in names), "aws")
+
+
 def regions() -> tuple[str, ...]:
     """Every region, the commercial partition first."""
     return tuple(name for names in partitions().values() for name in names)

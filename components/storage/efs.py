@@ -8,6 +8,7 @@ docs/storage.md#efs-storagenfs-kind-efs.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -18,6 +19,7 @@ from components import tags
 from components.addons.helm import service_account_role
 from components.config import NfsConfig
 from components.context import ClusterContext, stateful_options
+from components.planning.efs_policy import efs_file_system_policy
 from components.planning.pools import PoolPlan
 from components.planning.storage import EFS_CSI_DRIVER, NFS_TCP_PORT, claim_name, nfs_pools
 from components.planning.tolerations import key_tolerations
@@ -105,6 +107,13 @@ class EfsStorage(pulumi.ComponentResource):
             opts=stateful_options(ctx.stateful["file-system"], self),
         )
         self.file_system_id: pulumi.Output[str] = self.file_system.id
+        # TLS only, through the mount targets only, and no client as root (`components.planning.efs_policy`).
+        self.file_system_policy = aws.efs.FileSystemPolicy(
+            f"{base}-policy",
+            file_system_id=self.file_system.id,
+            policy=self.file_system.arn.apply(lambda arn: json.dumps(efs_file_system_policy(arn))),
+            opts=child,
+        )
         self.mount_targets = {
             zone: aws.efs.MountTarget(
                 f"{base}-{zone}",

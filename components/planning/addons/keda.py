@@ -18,6 +18,22 @@ KEDA_RELEASE = "keda"
 KEDA_NAMESPACE = "keda"
 
 
+#: Secret reads of the operator and the metrics API server limited to KEDA's own namespace ([KEDA] chart 2.20.2,
+#: values.yaml `permissions.operator.restrict.secret`: "KEDA operator will be able to read only secrets in
+#: {{ .Release.Namespace }} namespace"; templates/manager/clusterrole.yaml drops the cluster-wide `secrets`
+#: list/watch rule and minimal-rbac.yaml grants them in the release namespace instead; both set
+#: KEDA_RESTRICT_SECRET_ACCESS). The stack's triggers read Prometheus without credentials, so nothing needs more.
+RESTRICTED_SECRET_ACCESS: dict[str, Any] = {
+    "operator": {"restrict": {"secret": True}},
+    "metricServer": {"restrict": {"secret": True}},
+}
+
+
 def keda_values(plans: Sequence[PoolPlan]) -> dict[str, Any]:
-    """Helm values: every KEDA pod on the system pool, tolerating its CriticalAddonsOnly taint."""
-    return {"nodeSelector": dict(SYSTEM_NODE_SELECTOR), "tolerations": tolerations_for(system_plans(plans))}
+    """Helm values: every KEDA pod on the system pool, tolerating its CriticalAddonsOnly taint; Secret reads only in
+    KEDA's namespace, so a compromised operator cannot read every Secret of the cluster."""
+    return {
+        "nodeSelector": dict(SYSTEM_NODE_SELECTOR),
+        "tolerations": tolerations_for(system_plans(plans)),
+        "permissions": RESTRICTED_SECRET_ACCESS,
+    }

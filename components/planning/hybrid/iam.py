@@ -20,6 +20,16 @@ ACCESS_ENTRY_TYPE = "HYBRID_LINUX"
 ECR_PULL_ONLY_POLICY = "AmazonEC2ContainerRegistryPullOnly"
 SSM_CORE_POLICY = "AmazonSSMManagedInstanceCore"
 
+#: Parameter Store reads the hybrid role refuses, whatever a managed policy allows. `AmazonSSMManagedInstanceCore`
+#: (required for SSM hybrid activations, [EKSUG] hybrid-nodes-creds) allows `ssm:GetParameter` and
+#: `ssm:GetParameters` on every parameter of the account
+#: (https://docs.aws.amazon.com/aws-managed-policy/latest/reference/AmazonSSMManagedInstanceCore.html), which anyone
+#: with the servers' credentials could read. Neither nodeadm nor joining needs one: nodeadm's only SSM calls are
+#: `DescribeInstanceInformation` and `DeregisterManagedInstance` (aws/eks-hybrid internal/ssm/aws.go, for
+#: `nodeadm uninstall`), and the agent registers with the activation code and id, not a parameter. The wildcard
+#: also covers `GetParametersByPath` and `GetParameterHistory`.
+PARAMETER_READS_DENIED = "ssm:GetParameter*"
+
 #: The activation tag the role's `ssm:DeregisterManagedInstance` permission is conditioned on, so a node can only
 #: deregister instances of this cluster's activations (default key of AWS's template, facts §5f).
 SSM_DEREGISTER_TAG_KEY = "EKSClusterARN"
@@ -124,7 +134,8 @@ def hybrid_node_policy(cluster_arn: str, provider: Provider) -> dict[str, Any]:
     - `eks-auth:AssumeRoleForPodIdentity`: the Pod Identity agent on hybrid nodes fetches pod credentials with it
       (same page, optional); our add-ons use Pod Identity.
     - SSM only: `ssm:DescribeInstanceInformation` and `ssm:DeregisterManagedInstance` for `nodeadm uninstall`,
-      the latter only on managed instances tagged with this cluster's ARN (the activation's tag).
+      the latter only on managed instances tagged with this cluster's ARN (the activation's tag); and an explicit
+      deny of every Parameter Store read (`PARAMETER_READS_DENIED`), which `AmazonSSMManagedInstanceCore` allows.
     """
     statements: list[dict[str, Any]] = [
         {
@@ -154,6 +165,12 @@ def hybrid_node_policy(cluster_arn: str, provider: Provider) -> dict[str, Any]:
                 "Action": "ssm:DeregisterManagedInstance",
                 "Resource": "*",
                 "Condition": {"StringEquals": {f"ssm:resourceTag/{SSM_DEREGISTER_TAG_KEY}": cluster_arn}},
+            },
+            {
+                "Sid": "NoParameterStoreReads",
+                "Effect": "Deny",
+                "Action": PARAMETER_READS_DENIED,
+                "Resource": "*",
             },
         ]
     return {"Version": "2012-10-17", "Statement": statements}
