@@ -4,9 +4,9 @@
 - `run_with_context` registers a component on a `tests.fakes.fake_context` under fresh mocks (`run_mocked` sets
   fresh mocks per call: a module-level `set_mocks` leaks across files, pulumi-testing-notes §1.5).
 - `addon_stack` and `run_addons` do the same for the `Addons` component, with pools as stack-file dicts.
-- `shipped_stack` and `shipped_plan` build each stack in `stacks/` once per session, in one run (`plan_stack`): the
-  whole program under mocks and the offline plan (what `blueprint plan` prints) are the slowest things a test can
-  ask for, and every test of a shipped stack only reads them.
+- `shipped_stack` and `shipped_plan` build each stack in `stacks/` once per session, in one run
+  (`run_stack_under_mocks`): the whole program under mocks and the offline plan (what `blueprint plan` prints) are
+  the slowest things a test can ask for, and every test of a shipped stack only reads them.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from functools import cache, wraps
 from pathlib import Path
 from typing import Any, NamedTuple, TypeAlias, TypeVar
 
-from blueprint.plan.plan import PlannedStack, make_plan, plan_stack
+from blueprint.plan.plan import PlannedStack, make_plan, run_stack_under_mocks
 from blueprint.plan.runner import ProgramRun, run_mocked
 from components.addons import Addons
 from components.config import StackConfig
@@ -241,8 +241,8 @@ def releases(run: ProgramRun) -> dict[str, dict[str, Any]]:
 
 
 # ----------------------------------------------------------------------------------------------- shipped stacks
-#: A stack in `stacks/` through the real program under mocks (`blueprint.plan.plan.plan_stack`): its files, every
-#: registration, the resolved stack outputs and the offline plan, all from one run.
+#: A stack in `stacks/` through the real program under mocks (`blueprint.plan.plan.run_stack_under_mocks`): its
+#: files, every registration, the resolved stack outputs and the offline plan, all from one run.
 ShippedStack: TypeAlias = PlannedStack
 
 
@@ -250,7 +250,7 @@ ShippedStack: TypeAlias = PlannedStack
 def shipped_stack(stack: str) -> ShippedStack:
     """`stacks/Pulumi.<stack>.yaml` through `components.program.main`, as `pulumi up` runs it, and planned as
     `blueprint plan` plans it: one run per stack and session. Callers only read it."""
-    return plan_stack(stack)
+    return run_stack_under_mocks(stack)
 
 
 class CliResult(NamedTuple):

@@ -444,7 +444,7 @@ def _stub_everything(stack: str, healthy: bool) -> Callable[[str], Any]:
 def test_preflight_end_to_end_with_stubbed_clients(
     healthy: bool, code: int, monkeypatch: pytest.MonkeyPatch, blueprint_cli: Callable[..., CliResult]
 ) -> None:
-    monkeypatch.setattr(plan_module, "plan_stack", lambda stack, config_file: shipped_stack(stack))
+    monkeypatch.setattr(plan_module, "run_stack_under_mocks", lambda stack, config_file: shipped_stack(stack))
     clients = _stub_everything("training", healthy)
     monkeypatch.setattr(command, "session_clients", lambda region: clients)
     result = blueprint_cli("preflight", "--stack", "training", "--format", "json")
@@ -466,7 +466,7 @@ def shipped_addon(stack: str, name: str) -> str:
 
 
 def test_preflight_table_output(monkeypatch: pytest.MonkeyPatch, blueprint_cli: Callable[..., CliResult]) -> None:
-    monkeypatch.setattr(plan_module, "plan_stack", lambda stack, config_file: shipped_stack(stack))
+    monkeypatch.setattr(plan_module, "run_stack_under_mocks", lambda stack, config_file: shipped_stack(stack))
     clients = _stub_everything("training", True)
     monkeypatch.setattr(command, "session_clients", lambda region: clients)
     monkeypatch.setenv("COLUMNS", "400")  # one line per row, so the cells can be read whole
@@ -494,7 +494,7 @@ def without_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
 def test_without_credentials_preflight_stops_with_one_line(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Any, blueprint_cli: Callable[..., CliResult]
 ) -> None:
-    monkeypatch.setattr(plan_module, "plan_stack", lambda stack, config_file: shipped_stack(stack))
+    monkeypatch.setattr(plan_module, "run_stack_under_mocks", lambda stack, config_file: shipped_stack(stack))
     without_credentials(monkeypatch, tmp_path)
     result = blueprint_cli("preflight", "--stack", "training")
     assert result.returncode == 74
