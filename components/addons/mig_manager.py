@@ -32,10 +32,17 @@ class MigManager(pulumi.ComponentResource):
     """The mig-manager DaemonSet and what it needs, on the nodes of MIG pools only."""
 
     def __init__(
-        self, name: str, ctx: ClusterContext, plans: Sequence[PoolPlan], opts: pulumi.ResourceOptions | None = None
+        self,
+        name: str,
+        *,
+        context: ClusterContext,
+        plans: Sequence[PoolPlan],
+        opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpu-clusters:index:MigManager", name, None, opts)
-        k8s_opts = pulumi.ResourceOptions(provider=ctx.k8s_provider, parent=self, depends_on=list(ctx.kubernetes_ready))
+        k8s_opts = pulumi.ResourceOptions(
+            provider=context.k8s_provider, parent=self, depends_on=list(context.kubernetes_ready)
+        )
         meta = k8s.meta.v1.ObjectMetaArgs
         self.namespace = k8s.core.v1.Namespace(
             f"{name}-namespace", metadata=meta(name=plan.NAMESPACE, labels=plan.NAMESPACE_LABELS), opts=k8s_opts
