@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from functools import cache
 from datetime import UTC, datetime
 from typing import Any
 
@@ -186,8 +187,15 @@ def test_the_site_gateway_and_its_routes() -> None:
 
 
 # ---------------------------------------------------------------------------------------- the calls, stubbed
+@cache
+def _session() -> botocore.session.Session:
+    """One session for the module: it loads each service's model once (a new session reads it again from disk);
+    each test still gets fresh clients, whose event hooks (and so their Stubbers) are their own."""
+    return botocore.session.get_session()
+
+
 def _client(service: str) -> Any:
-    return botocore.session.get_session().create_client(
+    return _session().create_client(
         service, region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing"
     )
 
