@@ -11,14 +11,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Sequence
 from functools import cache, wraps
 from pathlib import Path
 from typing import Any, NamedTuple, TypeAlias, TypeVar
 
-from blueprint.plan.plan import PlannedStack, make_plan, run_stack_under_mocks
-from blueprint.plan.runner import ProgramRun, run_mocked
+from blueprint.plan.plan import PlannedStack, run_stack_under_mocks
+from blueprint.plan.runner import ProgramRun, list_stacks, load_stack, run_mocked
 from components.addons import Addons
 from components.config import StackConfig
 from components.context import ClusterContext
@@ -268,10 +269,27 @@ def shipped_plan(stack: str) -> dict[str, Any]:
 
 
 def file_plan(config_file: Path) -> dict[str, Any]:
-    """The offline plan of a stack file, once per session and content; a file that does not plan raises each time."""
-    return _plan_of_content(config_file, config_file.read_bytes())
+    """The offline plan of a stack file, once per session and content (`stack_run`); a file that does not plan
+    raises each time."""
+    return stack_run(config_file=config_file).plan
 
 
-@cache
-def _plan_of_content(config_file: Path, content: bytes) -> dict[str, Any]:
-    return make_plan(config_file=config_file)
+#: The session's runs of `run_stack_under_mocks` by (project, stack name, merged config, policy config bytes).
+_RUNS: dict[tuple[str, str, str, bytes | None], PlannedStack] = {}
+
+
+def stack_run(
+    stack: str | None = None, config_file: Path | None = None, policy_config: Path | None = None
+) -> PlannedStack:
+    """`run_stack_under_mocks`, run once per session for each stack name, config and policy config, by content: a
+    run depends on nothing else (mock ids come from names, the clock is pinned), so `blueprint plan`, `check`,
+    `deployer-policy` and `preflight` of the same stack in several tests share one run. A stack file that does not
+    load, or a config that does not validate, raises each time, as the real run does. Callers only read it."""
+    if config_file is None and policy_config is None and stack in list_stacks():
+        return shipped_stack(stack)
+    files = load_stack(stack, config_file)
+    policy = policy_config.read_bytes() if policy_config is not None else None
+    key = (files.project, files.stack, json.dumps(files.config, sort_keys=True, default=repr), policy)
+    if key not in _RUNS:
+        _RUNS[key] = run_stack_under_mocks(stack, config_file, policy_config)
+    return dataclasses.replace(_RUNS[key], files=files)
