@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
-from functools import cache
 from datetime import UTC, datetime
+from functools import cache
 from typing import Any
 
 import botocore.session
