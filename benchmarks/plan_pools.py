@@ -59,7 +59,9 @@ def synthetic_pools(count: int) -> list[dict[str, Any]]:
                     "role": "inference",
                     "instanceType": "g6e.12xlarge",
                     "capacity": {"type": "spot", "spotInstanceTypes": ["g6e.24xlarge"], "onDemandBaseCapacity": 1},
-                    "scaling": {"min": 1, "max": 8},
+                    # fixed: cluster-autoscaler sizes a mixed group by its first type, so an autoscaled spot pool
+                    # may mix only types of the same vCPUs and memory (none in the catalog for g6e.12xlarge)
+                    "scaling": {"min": 1, "max": 8, "mode": "fixed"},
                 }
             )
         else:

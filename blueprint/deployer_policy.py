@@ -334,9 +334,9 @@ def policy_path(stack: str) -> Path:
 
 def stack_policy_text(stack: str | None = None, config_file: Path | None = None) -> str:
     """Plan the stack offline (raises ConfigError on an invalid config) and render its deployer policy."""
-    from blueprint.plan.plan import plan_stack  # imports pulumi and the providers: only when planning
+    from blueprint.plan.plan import run_stack_under_mocks  # imports pulumi and the providers: only when planning
 
-    planned = plan_stack(stack, config_file)
+    planned = run_stack_under_mocks(stack, config_file)
     return policy_text(planned.files.stack, planned.plan, planned.run.invokes)
 
 

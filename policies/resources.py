@@ -116,9 +116,12 @@ def get(value: Any, *path: str | int, default: Any = None) -> Any:
                 return default
             value = value[key]
         else:
-            if not isinstance(value, Mapping) or key not in value:
+            if not isinstance(value, Mapping):
                 return default
-            value = value[key]
+            try:  # one lookup: `key in value` on the SDK's proxy is itself a lookup
+                value = value[key]
+            except KeyError:
+                return default
         if value is None:
             return default
     return value
@@ -156,8 +159,13 @@ def tag_map(tags: Any) -> dict[str, str]:
         return {str(k): str(v) for k, v in tags.items() if v is not None}
     out: dict[str, str] = {}
     for tag in items(tags):
-        if isinstance(tag, Mapping) and "key" in tag:
-            out[str(tag["key"])] = str(get(tag, "value", default=""))
+        if not isinstance(tag, Mapping):
+            continue
+        try:
+            key = tag["key"]
+        except KeyError:
+            continue
+        out[str(key)] = str(get(tag, "value", default=""))
     return out
 
 

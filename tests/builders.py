@@ -4,21 +4,22 @@
 - `run_with_context` registers a component on a `tests.fakes.fake_context` under fresh mocks (`run_mocked` sets
   fresh mocks per call: a module-level `set_mocks` leaks across files, pulumi-testing-notes §1.5).
 - `addon_stack` and `run_addons` do the same for the `Addons` component, with pools as stack-file dicts.
-- `shipped_stack` and `shipped_plan` build each stack in `stacks/` once per session, in one run (`plan_stack`): the
-  whole program under mocks and the offline plan (what `blueprint plan` prints) are the slowest things a test can
-  ask for, and every test of a shipped stack only reads them.
+- `shipped_stack` and `shipped_plan` build each stack in `stacks/` once per session, in one run
+  (`run_stack_under_mocks`): the whole program under mocks and the offline plan (what `blueprint plan` prints) are
+  the slowest things a test can ask for, and every test of a shipped stack only reads them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable, Sequence
 from functools import cache, wraps
 from pathlib import Path
 from typing import Any, NamedTuple, TypeAlias, TypeVar
 
-from blueprint.plan.plan import PlannedStack, make_plan, plan_stack
-from blueprint.plan.runner import ProgramRun, run_mocked
+from blueprint.plan.plan import PlannedStack, run_stack_under_mocks
+from blueprint.plan.runner import ProgramRun, list_stacks, load_stack, run_mocked
 from components.addons import Addons
 from components.config import StackConfig
 from components.context import ClusterContext
@@ -241,8 +242,8 @@ def releases(run: ProgramRun) -> dict[str, dict[str, Any]]:
 
 
 # ----------------------------------------------------------------------------------------------- shipped stacks
-#: A stack in `stacks/` through the real program under mocks (`blueprint.plan.plan.plan_stack`): its files, every
-#: registration, the resolved stack outputs and the offline plan, all from one run.
+#: A stack in `stacks/` through the real program under mocks (`blueprint.plan.plan.run_stack_under_mocks`): its
+#: files, every registration, the resolved stack outputs and the offline plan, all from one run.
 ShippedStack: TypeAlias = PlannedStack
 
 
@@ -250,7 +251,7 @@ ShippedStack: TypeAlias = PlannedStack
 def shipped_stack(stack: str) -> ShippedStack:
     """`stacks/Pulumi.<stack>.yaml` through `components.program.main`, as `pulumi up` runs it, and planned as
     `blueprint plan` plans it: one run per stack and session. Callers only read it."""
-    return plan_stack(stack)
+    return run_stack_under_mocks(stack)
 
 
 class CliResult(NamedTuple):
@@ -268,10 +269,27 @@ def shipped_plan(stack: str) -> dict[str, Any]:
 
 
 def file_plan(config_file: Path) -> dict[str, Any]:
-    """The offline plan of a stack file, once per session and content; a file that does not plan raises each time."""
-    return _plan_of_content(config_file, config_file.read_bytes())
+    """The offline plan of a stack file, once per session and content (`stack_run`); a file that does not plan
+    raises each time."""
+    return stack_run(config_file=config_file).plan
 
 
-@cache
-def _plan_of_content(config_file: Path, content: bytes) -> dict[str, Any]:
-    return make_plan(config_file=config_file)
+#: The session's runs of `run_stack_under_mocks` by (project, stack name, merged config, policy config bytes).
+_RUNS: dict[tuple[str, str, str, bytes | None], PlannedStack] = {}
+
+
+def stack_run(
+    stack: str | None = None, config_file: Path | None = None, policy_config: Path | None = None
+) -> PlannedStack:
+    """`run_stack_under_mocks`, run once per session for each stack name, config and policy config, by content: a
+    run depends on nothing else (mock ids come from names, the clock is pinned), so `blueprint plan`, `check`,
+    `deployer-policy` and `preflight` of the same stack in several tests share one run. A stack file that does not
+    load, or a config that does not validate, raises each time, as the real run does. Callers only read it."""
+    if config_file is None and policy_config is None and stack in list_stacks():
+        return shipped_stack(stack)
+    files = load_stack(stack, config_file)
+    policy = policy_config.read_bytes() if policy_config is not None else None
+    key = (files.project, files.stack, json.dumps(files.config, sort_keys=True, default=repr), policy)
+    if key not in _RUNS:
+        _RUNS[key] = run_stack_under_mocks(stack, config_file, policy_config)
+    return dataclasses.replace(_RUNS[key], files=files)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import gc
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -69,26 +68,15 @@ def each_shipped_plan(request: pytest.FixtureRequest) -> dict[str, Any]:
 def blueprint_cli(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> Callable[..., CliResult]:
     """`blueprint ARGS...` in this process: exit code and output as the console script gives them.
 
-    Plans with the default policy config come from the session's shared ones (`shipped_plan` for `--stack NAME`,
-    `file_plan` for `--config FILE`), so a test of the CLI's formats pays for rendering only; a file that does not
-    plan, or a `--policy-config`, plans for real.
+    The stack's program runs under mocks once per session for each stack, config and policy config
+    (`tests.builders.stack_run`), so a test of the CLI's formats, `check`, `deployer-policy` or `preflight` pays for
+    its own command only; a file that does not load or validate raises each time, as without the cache.
     """
     from blueprint import cli
     from blueprint.plan import plan as plan_module
-    from tests.builders import CliResult, file_plan, shipped_plan
+    from tests.builders import CliResult, stack_run
 
-    make_plan = plan_module.make_plan
-
-    def plan_once(
-        stack: str | None = None, config_file: Path | None = None, policy_config: Path | None = None
-    ) -> dict[str, Any]:
-        if policy_config is None and config_file is None and stack in list_stacks():
-            return shipped_plan(stack)
-        if policy_config is None and stack is None and config_file is not None and config_file.is_file():
-            return file_plan(config_file)
-        return make_plan(stack, config_file, policy_config)
-
-    monkeypatch.setattr(plan_module, "make_plan", plan_once)
+    monkeypatch.setattr(plan_module, "run_stack_under_mocks", stack_run)
 
     def run(*args: str) -> CliResult:
         capsys.readouterr()

@@ -42,9 +42,9 @@ def select(*pools, **addons):
 # ---------------------------------------------------------------------------------------------- selection
 def test_training_stack_gets_both_device_plugins_and_the_autoscaler():
     s = select(SYSTEM_POOL, TRAINING_POOL)
-    assert s.nvidia_device_plugin and s.efa_device_plugin and s.cluster_autoscaler
-    assert s.node_termination_handler  # every Auto Scaling group drains through it, on-demand ones too
-    assert not s.keda  # no serving workload
+    assert s.on("nvidia-device-plugin") and s.on("efa-device-plugin") and s.on("cluster-autoscaler")
+    assert s.on("node-termination-handler")  # every Auto Scaling group drains through it, on-demand ones too
+    assert not s.on("keda")  # no serving workload
     assert s.enabled == [
         "nvidia-device-plugin",
         "efa-device-plugin",
@@ -56,9 +56,9 @@ def test_training_stack_gets_both_device_plugins_and_the_autoscaler():
 
 def test_a_gpu_utilization_pool_is_sized_by_the_autoscaler_and_drained_by_the_handler():
     s = select(SYSTEM_POOL, INFERENCE_POOL)
-    assert s.node_termination_handler
-    assert s.cluster_autoscaler  # l40s nodes follow the serving replicas
-    assert not s.efa_device_plugin  # inference pools wire no EFA by default
+    assert s.on("node-termination-handler")
+    assert s.on("cluster-autoscaler")  # l40s nodes follow the serving replicas
+    assert not s.on("efa-device-plugin")  # inference pools wire no EFA by default
 
 
 def test_auto_switches_follow_explicit_on_and_off():
@@ -69,18 +69,18 @@ def test_auto_switches_follow_explicit_on_and_off():
         clusterAutoscaler={"enabled": "off"},
         nodeTerminationHandler={"enabled": "on"},
     )
-    assert not s.efa_device_plugin and not s.cluster_autoscaler and s.node_termination_handler
+    assert not s.on("efa-device-plugin") and not s.on("cluster-autoscaler") and s.on("node-termination-handler")
 
 
 def test_autoscaler_auto_ignores_pools_that_cannot_scale():
     fixed_range = pool(TRAINING_POOL, scaling={"min": 2, "max": 2, "mode": "cluster-autoscaler"})
-    assert not select(SYSTEM_POOL, fixed_range).cluster_autoscaler
+    assert not select(SYSTEM_POOL, fixed_range).on("cluster-autoscaler")
 
 
 def test_nvidia_plugin_needs_gpus_and_its_switch():
-    assert not select(SYSTEM_POOL).nvidia_device_plugin
-    assert not select(SYSTEM_POOL, TRAINING_POOL, nvidiaDevicePlugin={"enabled": False}).nvidia_device_plugin
-    assert select(SYSTEM_POOL, HYBRID_POOL).nvidia_device_plugin  # on-prem A40s need it too
+    assert not select(SYSTEM_POOL).on("nvidia-device-plugin")
+    assert not select(SYSTEM_POOL, TRAINING_POOL, nvidiaDevicePlugin={"enabled": False}).on("nvidia-device-plugin")
+    assert select(SYSTEM_POOL, HYBRID_POOL).on("nvidia-device-plugin")  # on-prem A40s need it too
 
 
 def test_alerts_topic_mode():

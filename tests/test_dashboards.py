@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from blueprint.plan.plan import plan_stack
+from blueprint.plan.plan import run_stack_under_mocks
 from components.addons.monitoring import MonitoredFileSystems
 from components.catalog import dashboards
 from components.catalog.metrics import cloudwatch_metrics, efa_metric_name, efa_port_counters, prometheus_metrics
@@ -330,7 +330,7 @@ def _efs_stack_on_container_insights(tmp_path: Path) -> Any:
             pool["scaling"] = {"min": 1, "max": 8, "mode": "cluster-autoscaler"}
     path = tmp_path / "Pulumi.efs-container-insights.yaml"
     path.write_text(yaml.safe_dump(raw))
-    return plan_stack(config_file=path)
+    return run_stack_under_mocks(config_file=path)
 
 
 def test_no_efa_sidecar_and_no_file_system_dashboards_without_them():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
+from functools import cache
 from typing import Any
 
 import botocore.session
@@ -253,8 +254,15 @@ def test_the_site_gateway_and_its_routes() -> None:
 
 
 # ---------------------------------------------------------------------------------------- the calls, stubbed
+@cache
+def _session() -> botocore.session.Session:
+    """One session for the module: it loads each service's model once (a new session reads it again from disk);
+    each test still gets fresh clients, whose event hooks (and so their Stubbers) are their own."""
+    return botocore.session.get_session()
+
+
 def _client(service: str) -> Any:
-    return botocore.session.get_session().create_client(
+    return _session().create_client(
         service, region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing"
     )
 
@@ -613,7 +621,7 @@ def _stub_everything(stack: str, healthy: bool) -> Callable[[str], Any]:
 def test_preflight_end_to_end_with_stubbed_clients(
     healthy: bool, code: int, monkeypatch: pytest.MonkeyPatch, blueprint_cli: Callable[..., CliResult]
 ) -> None:
-    monkeypatch.setattr(plan_module, "plan_stack", lambda stack, config_file: shipped_stack(stack))
+    monkeypatch.setattr(plan_module, "run_stack_under_mocks", lambda stack, config_file: shipped_stack(stack))
     clients = _stub_everything("training", healthy)
     monkeypatch.setattr(command, "session_clients", lambda region: clients)
     result = blueprint_cli("preflight", "--stack", "training", "--format", "json")
@@ -640,7 +648,7 @@ def shipped_addon(stack: str, name: str) -> str:
 
 
 def test_preflight_table_output(monkeypatch: pytest.MonkeyPatch, blueprint_cli: Callable[..., CliResult]) -> None:
-    monkeypatch.setattr(plan_module, "plan_stack", lambda stack, config_file: shipped_stack(stack))
+    monkeypatch.setattr(plan_module, "run_stack_under_mocks", lambda stack, config_file: shipped_stack(stack))
     clients = _stub_everything("training", True)
     monkeypatch.setattr(command, "session_clients", lambda region: clients)
     monkeypatch.setenv("COLUMNS", "400")  # one line per row, so the cells can be read whole
@@ -668,7 +676,7 @@ def without_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
 def test_without_credentials_preflight_stops_with_one_line(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Any, blueprint_cli: Callable[..., CliResult]
 ) -> None:
-    monkeypatch.setattr(plan_module, "plan_stack", lambda stack, config_file: shipped_stack(stack))
+    monkeypatch.setattr(plan_module, "run_stack_under_mocks", lambda stack, config_file: shipped_stack(stack))
     without_credentials(monkeypatch, tmp_path)
     result = blueprint_cli("preflight", "--stack", "training")
     assert result.returncode == 74

@@ -29,12 +29,12 @@ def test_serving_workloads_set_their_pool_threshold_keda_and_their_rule() -> Non
     plan = plan_stack(spec)
     # g6e.12xlarge holds 4 one-GPU replicas: a node is removed below 3/4 of its GPUs requested, plus 0.01.
     assert plan.pool("l40s").scale_down_gpu_utilization == 0.76
-    assert plan.addons.keda and "keda" in plan.addons.enabled
+    assert plan.addons.on("keda") and "keda" in plan.addons.enabled
     assert plan.serving["chat"].replicas_per_node == 4
 
 
 def test_a_stack_without_workloads_gets_no_keda() -> None:
-    assert not plan_stack(stack_config(SYSTEM_POOL, P5, validated=True)).addons.keda
+    assert not plan_stack(stack_config(SYSTEM_POOL, P5, validated=True)).addons.on("keda")
 
 
 def test_the_default_system_pool_comes_from_the_plan_not_the_config() -> None:
@@ -66,7 +66,7 @@ def test_each_registered_addon_is_built_exactly_when_the_plan_enables_it() -> No
         names = {r.name for r in shipped_stack(stack).run.registrations}
         for addon in ADDONS:
             built = f"{spec.cluster.name}-addons-{addon.name}" in names
-            assert built == addon.enabled(selection), (stack, addon.name)
+            assert built == addon.wanted(selection), (stack, addon.name)
 
 
 def test_addon_names_are_unique() -> None:

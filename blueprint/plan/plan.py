@@ -27,7 +27,7 @@ class PlannedStack:
     plan: dict[str, Any]
 
 
-def plan_stack(
+def run_stack_under_mocks(
     stack: str | None = None, config_file: Path | None = None, policy_config: Path | None = None
 ) -> PlannedStack:
     """Run the stack's program under mocks once; keep its registrations and outputs beside the plan (`make_plan`).
@@ -69,4 +69,4 @@ def make_plan(
 
     Raises ConfigError (before anything is registered) when the stack's config is invalid.
     """
-    return plan_stack(stack, config_file, policy_config).plan
+    return run_stack_under_mocks(stack, config_file, policy_config).plan

@@ -112,7 +112,7 @@ def alerts_summary(stack_plan: StackPlan) -> dict[str, Any]:
     alerts = stack_plan.spec.addons.monitoring.alerts
     selection = stack_plan.addons
     return {
-        "alarms": selection.container_insights or selection.dcgm_prometheus,
+        "alarms": selection.on("container-insights") or selection.on("dcgm-prometheus"),
         "destination": {"existing": alerts.sns_topic_arn, "create": alerts.email, "none": None}[selection.alerts_topic],
     }
 

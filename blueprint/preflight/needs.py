@@ -211,11 +211,11 @@ def needs_of(
 def stack_needs(stack: str | None, config_file: Any) -> Needs:
     """Plan the stack offline (ConfigError on an invalid config, OSError on an unreadable file) and derive its needs."""
     from blueprint.deployer_policy import service_linked_role_services
-    from blueprint.plan.plan import plan_stack  # imports pulumi and the providers: only here
+    from blueprint.plan.plan import run_stack_under_mocks  # imports pulumi and the providers: only here
     from components.planning.stack_plan import plan_pools
     from components.validation import validate_config
 
-    planned = plan_stack(stack, config_file)
+    planned = run_stack_under_mocks(stack, config_file)
     spec = validate_config(planned.files.config, planned.files.project)
     resources = planned.plan["resources"]
     return needs_of(spec, plan_pools(spec), resources, service_linked_role_services(resources))

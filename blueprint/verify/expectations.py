@@ -184,15 +184,15 @@ def mig_layout(plan: PoolPlan) -> str | None:
 def _daemons(plan: PoolPlan, selection: AddonSelection) -> tuple[Daemon, ...]:
     found: list[Daemon] = []
     bundled = plan.kind == "aws" and plan.pool.ami_family == "bottlerocket"
-    if plan.is_gpu and selection.nvidia_device_plugin and not bundled:
+    if plan.is_gpu and selection.on("nvidia-device-plugin") and not bundled:
         found.append(Daemon("NVIDIA device plugin", KUBE_SYSTEM, NVIDIA_DEVICE_PLUGIN_DAEMONSETS))
-    if plan.efa and selection.efa_device_plugin:
+    if plan.efa and selection.on("efa-device-plugin"):
         found.append(Daemon("EFA device plugin", KUBE_SYSTEM, EFA_DEVICE_PLUGIN_DAEMONSETS))
-    if plan.is_gpu and selection.dcgm_prometheus:
+    if plan.is_gpu and selection.on("dcgm-prometheus"):
         by_class = plan.kind == "hybrid" and plan.pool.gpu_runtime == "runtime-class"
         namespace = DCGM_EXPORTER_RUNTIME_CLASS_NAMESPACE if by_class else MONITORING_NAMESPACE
         found.append(Daemon("DCGM exporter", namespace, PROMETHEUS_EXPORTER_DAEMONSETS))
-    elif plan.is_gpu and plan.kind == "aws" and selection.container_insights:
+    elif plan.is_gpu and plan.kind == "aws" and selection.on("container-insights"):
         found.append(Daemon("DCGM exporter (Container Insights)", CLOUDWATCH_NAMESPACE, CLOUDWATCH_EXPORTER_DAEMONSETS))
     return tuple(found)
 

@@ -1,11 +1,11 @@
 """GPU platform add-ons: device plugins, cluster-autoscaler, drains before terminations (the node termination
 handler), KEDA (serving autoscaling), monitoring and alerts.
 
-`ADDONS` is the registry: one `AddonSpec` per add-on, with its name, whether the stack's plan enables it (the
-`AddonSelection` of `components.planning.stack_plan.StackPlan`, where every `auto` switch is resolved) and how to
-build it. `Addons` builds exactly the enabled ones, in registry order; nothing is built for an add-on that is off.
-Each add-on is its own component in this package, and every value it installs with is computed in
-`components.planning.addons`.
+`ADDONS` is the registry: one `AddonSpec` per add-on component, with its name and how to build it. Whether the stack
+gets it is the plan's switch of the same name (`components.planning.addons.selection.ADDON_SWITCHES`, where every
+`auto` switch is resolved), unless the spec says otherwise (monitoring, which several switches feed). `Addons` builds
+exactly the enabled ones, in registry order; nothing is built for an add-on that is off. Each add-on is its own
+component in this package, and every value it installs with is computed in `components.planning.addons`.
 
     Addons(f"{name}-addons", context=ctx, stack_plan=stack_plan, asg_names={pool: asg.name, ...},
            file_systems=MonitoredFileSystems(...), opts=ResourceOptions(parent=self))
@@ -73,55 +73,69 @@ class AddonBuild:
 
 @dataclass(frozen=True)
 class AddonSpec:
-    """One add-on: its name (the component's name suffix), whether the plan enables it, and how to build it."""
+    """One add-on component: its name (the component's name suffix and, by default, its switch in the plan) and how
+    to build it."""
 
     name: str
-    enabled: Callable[[AddonSelection], bool]
     build: Callable[[AddonBuild], pulumi.ComponentResource]
+    #: When to build it, if not exactly when the plan's switch of the same name is on.
+    enabled: Callable[[AddonSelection], bool] | None = None
+
+    def wanted(self, selection: AddonSelection) -> bool:
+        return self.enabled(selection) if self.enabled is not None else selection.on(self.name)
 
 
 def _nvidia_device_plugin(b: AddonBuild) -> NvidiaDevicePlugin:
     return NvidiaDevicePlugin(
-        b.name, b.context, b.settings.nvidia_device_plugin, b.pools, runtime_class=b.runtime_class, opts=b.opts
+        b.name,
+        context=b.context,
+        settings=b.settings.nvidia_device_plugin,
+        plans=b.pools,
+        runtime_class=b.runtime_class,
+        opts=b.opts,
     )
 
 
 def _cluster_autoscaler(b: AddonBuild) -> ClusterAutoscaler:
-    return ClusterAutoscaler(b.name, b.context, b.settings.cluster_autoscaler, b.pools, opts=b.opts)
+    return ClusterAutoscaler(
+        b.name, context=b.context, settings=b.settings.cluster_autoscaler, plans=b.pools, opts=b.opts
+    )
 
 
 def _interruption_handler(b: AddonBuild) -> InterruptionHandler:
     return InterruptionHandler(
-        b.name, b.context, b.settings.node_termination_handler, b.pools, b.asg_names, opts=b.opts
+        b.name,
+        context=b.context,
+        settings=b.settings.node_termination_handler,
+        plans=b.pools,
+        asg_names=b.asg_names,
+        opts=b.opts,
     )
 
 
 def _monitoring(b: AddonBuild) -> Monitoring:
     return Monitoring(
         b.name,
-        b.context,
-        b.settings.monitoring.alerts,
-        b.pools,
-        b.selection,
+        context=b.context,
+        alerts=b.settings.monitoring.alerts,
+        plans=b.pools,
+        selection=b.selection,
         runtime_class=b.runtime_class,
-        opts=b.opts,
         file_systems=b.file_systems,
+        opts=b.opts,
     )
 
 
-#: Every add-on, in build order (monitoring last: its dashboards and alarms cover the others).
+#: Every add-on component, in build order (monitoring last: its dashboards and alarms cover the others).
 ADDONS: tuple[AddonSpec, ...] = (
-    AddonSpec("nvidia-device-plugin", lambda s: s.nvidia_device_plugin, _nvidia_device_plugin),
-    AddonSpec("mig-manager", lambda s: s.mig_manager, lambda b: MigManager(b.name, b.context, b.pools, opts=b.opts)),
-    AddonSpec(
-        "efa-device-plugin",
-        lambda s: s.efa_device_plugin,
-        lambda b: EfaDevicePlugin(b.name, b.context, b.pools, opts=b.opts),
-    ),
-    AddonSpec("cluster-autoscaler", lambda s: s.cluster_autoscaler, _cluster_autoscaler),
-    AddonSpec("node-termination-handler", lambda s: s.node_termination_handler, _interruption_handler),
-    AddonSpec("keda", lambda s: s.keda, lambda b: Keda(b.name, b.context, b.pools, opts=b.opts)),
-    AddonSpec("monitoring", lambda s: s.monitoring, _monitoring),
+    AddonSpec("nvidia-device-plugin", _nvidia_device_plugin),
+    AddonSpec("mig-manager", lambda b: MigManager(b.name, context=b.context, plans=b.pools, opts=b.opts)),
+    AddonSpec("efa-device-plugin", lambda b: EfaDevicePlugin(b.name, context=b.context, plans=b.pools, opts=b.opts)),
+    AddonSpec("cluster-autoscaler", _cluster_autoscaler),
+    AddonSpec("node-termination-handler", _interruption_handler),
+    AddonSpec("keda", lambda b: Keda(b.name, context=b.context, plans=b.pools, opts=b.opts)),
+    # container insights, DCGM metrics and the alerts topic are switches of this one component
+    AddonSpec("monitoring", _monitoring, enabled=lambda s: s.monitoring),
 )
 
 
@@ -147,7 +161,7 @@ class Addons(pulumi.ComponentResource):
         )
         self.built: dict[str, pulumi.ComponentResource] = {}
         for addon in ADDONS:
-            if addon.enabled(self.selection):
+            if addon.wanted(self.selection):
                 build = AddonBuild(
                     name=f"{name}-{addon.name}",
                     context=context,

@@ -34,19 +34,20 @@ class ClusterAutoscaler(pulumi.ComponentResource):
     def __init__(
         self,
         name: str,
-        ctx: ClusterContext,
+        *,
+        context: ClusterContext,
         settings: config.ClusterAutoscaler,
         plans: Sequence[PoolPlan],
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpu-clusters:index:ClusterAutoscaler", name, None, opts)
-        pin = versions.cluster_autoscaler_chart(ctx.kubernetes_version)
-        cluster = ctx.cluster_name_plain
-        self.policy: pulumi.Output[dict[str, Any]] = pulumi.Output.all(ctx.partition, ctx.account_id).apply(
-            lambda v: cluster_autoscaler_policy(cluster, nodegroup_arn_pattern(v[0], ctx.region, v[1], cluster))
+        pin = versions.cluster_autoscaler_chart(context.kubernetes_version)
+        cluster = context.cluster_name_plain
+        self.policy: pulumi.Output[dict[str, Any]] = pulumi.Output.all(context.partition, context.account_id).apply(
+            lambda v: cluster_autoscaler_policy(cluster, nodegroup_arn_pattern(v[0], context.region, v[1], cluster))
         )
         self.identity = service_account_role(
-            ctx,
+            context,
             "cluster-autoscaler",
             KUBE_SYSTEM,
             CLUSTER_AUTOSCALER_SERVICE_ACCOUNT,
@@ -54,14 +55,16 @@ class ClusterAutoscaler(pulumi.ComponentResource):
             (),
             self,
         )
-        self.values = cluster_autoscaler_values(settings, ctx.cluster_name_plain, ctx.region, plans, pin.image_tag)
+        self.values = cluster_autoscaler_values(
+            settings, context.cluster_name_plain, context.region, plans, pin.image_tag
+        )
         self.release: k8s.helm.v3.Release = helm_release(
             name,
             CLUSTER_AUTOSCALER_RELEASE,
             pin,
             KUBE_SYSTEM,
             self.values,
-            ctx,
+            context,
             parent=self,
             depends_on=self.identity,
         )

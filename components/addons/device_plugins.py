@@ -29,7 +29,7 @@ from components.planning.gpu_runtime import NVIDIA_RUNTIME_CLASS, NVIDIA_RUNTIME
 from components.planning.pools import PoolPlan
 
 
-def nvidia_runtime_class(name: str, ctx: ClusterContext, parent: pulumi.Resource) -> k8s.node.v1.RuntimeClass:
+def nvidia_runtime_class(name: str, context: ClusterContext, parent: pulumi.Resource) -> k8s.node.v1.RuntimeClass:
     """The `nvidia` RuntimeClass: pods naming it run under containerd's `nvidia` handler, which `nvidia-ctk` adds
     on hybrid servers (`components.planning.gpu_runtime`) and the EKS NVIDIA AMIs have. Releases whose pods name it
     wait for it: the API server refuses a pod whose RuntimeClass does not exist."""
@@ -37,7 +37,9 @@ def nvidia_runtime_class(name: str, ctx: ClusterContext, parent: pulumi.Resource
         name,
         metadata=k8s.meta.v1.ObjectMetaArgs(name=NVIDIA_RUNTIME_CLASS),
         handler=NVIDIA_RUNTIME_HANDLER,
-        opts=pulumi.ResourceOptions(provider=ctx.k8s_provider, parent=parent, depends_on=list(ctx.kubernetes_ready)),
+        opts=pulumi.ResourceOptions(
+            provider=context.k8s_provider, parent=parent, depends_on=list(context.kubernetes_ready)
+        ),
     )
 
 
@@ -48,7 +50,8 @@ class NvidiaDevicePlugin(pulumi.ComponentResource):
     def __init__(
         self,
         name: str,
-        ctx: ClusterContext,
+        *,
+        context: ClusterContext,
         settings: config.NvidiaDevicePlugin,
         plans: Sequence[PoolPlan],
         runtime_class: k8s.node.v1.RuntimeClass | None = None,
@@ -62,7 +65,7 @@ class NvidiaDevicePlugin(pulumi.ComponentResource):
             versions.chart("nvidia-device-plugin"),
             KUBE_SYSTEM,
             self.values,
-            ctx,
+            context,
             parent=self,
         )
         self.runtime_class_values: dict[str, Any] | None = None
@@ -75,7 +78,7 @@ class NvidiaDevicePlugin(pulumi.ComponentResource):
                 versions.chart("nvidia-device-plugin"),
                 KUBE_SYSTEM,
                 self.runtime_class_values,
-                ctx,
+                context,
                 parent=self,
                 depends_on=[runtime_class],
             )
@@ -90,7 +93,12 @@ class EfaDevicePlugin(pulumi.ComponentResource):
     """
 
     def __init__(
-        self, name: str, ctx: ClusterContext, plans: Sequence[PoolPlan], opts: pulumi.ResourceOptions | None = None
+        self,
+        name: str,
+        *,
+        context: ClusterContext,
+        plans: Sequence[PoolPlan],
+        opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpu-clusters:index:EfaDevicePlugin", name, None, opts)
         self.values = efa_device_plugin_values(plans)
@@ -100,7 +108,7 @@ class EfaDevicePlugin(pulumi.ComponentResource):
             versions.chart("aws-efa-k8s-device-plugin"),
             KUBE_SYSTEM,
             self.values,
-            ctx,
+            context,
             parent=self,
         )
         self.register_outputs({"release": self.release.name})

@@ -42,7 +42,8 @@ class InterruptionHandler(pulumi.ComponentResource):
     def __init__(
         self,
         name: str,
-        ctx: ClusterContext,
+        *,
+        context: ClusterContext,
         settings: NodeTerminationHandler,
         plans: Sequence[PoolPlan],
         asg_names: Mapping[str, pulumi.Input[str]],
@@ -50,7 +51,7 @@ class InterruptionHandler(pulumi.ComponentResource):
     ) -> None:
         super().__init__("gpu-clusters:index:InterruptionHandler", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        cluster = ctx.cluster_name_plain
+        cluster = context.cluster_name_plain
         drained = drained_plans(plans)
         missing = [p.name for p in drained if p.name not in asg_names]
         if missing:
@@ -61,7 +62,7 @@ class InterruptionHandler(pulumi.ComponentResource):
             f"{cluster}-interruptions",
             message_retention_seconds=interruption_queue_retention_seconds(settings.drain_timeout_seconds),
             sqs_managed_sse_enabled=True,
-            tags=dict(ctx.tags),
+            tags=dict(context.tags),
             opts=child,
         )
         self.rules: dict[str, aws.cloudwatch.EventRule] = {}
@@ -71,7 +72,7 @@ class InterruptionHandler(pulumi.ComponentResource):
                 f"{cluster}-nth-{key}",
                 description=f"{key} events for the node termination handler of cluster {cluster}",
                 event_pattern=as_json(pattern),
-                tags=dict(ctx.tags),
+                tags=dict(context.tags),
                 opts=child,
             )
             self.rules[key] = rule
@@ -99,24 +100,24 @@ class InterruptionHandler(pulumi.ComponentResource):
         }
 
         policy = pulumi.Output.all(
-            ctx.partition, ctx.account_id, self.queue.arn, *[asg_names[p.name] for p in drained]
+            context.partition, context.account_id, self.queue.arn, *[asg_names[p.name] for p in drained]
         ).apply(
             lambda v: as_json(
                 node_termination_handler_policy(
-                    v[2], [asg_arn_pattern(ctx.region, v[1], group, v[0]) for group in v[3:]]
+                    v[2], [asg_arn_pattern(context.region, v[1], group, v[0]) for group in v[3:]]
                 )
             )
         )
         self.identity = service_account_role(
-            ctx, "node-termination-handler", KUBE_SYSTEM, NTH_SERVICE_ACCOUNT, policy, (), self
+            context, "node-termination-handler", KUBE_SYSTEM, NTH_SERVICE_ACCOUNT, policy, (), self
         )
         self.release: k8s.helm.v3.Release = helm_release(
             name,
             NTH_RELEASE,
             versions.chart("aws-node-termination-handler"),
             KUBE_SYSTEM,
-            self.queue.url.apply(lambda url: node_termination_handler_values(settings, ctx.region, plans, url)),
-            ctx,
+            self.queue.url.apply(lambda url: node_termination_handler_values(settings, context.region, plans, url)),
+            context,
             parent=self,
             depends_on=[*self.identity, self.queue_policy, *self.targets.values()],
         )

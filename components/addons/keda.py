@@ -17,7 +17,12 @@ from components.planning.pools import PoolPlan
 
 class Keda(pulumi.ComponentResource):
     def __init__(
-        self, name: str, ctx: ClusterContext, plans: Sequence[PoolPlan], opts: pulumi.ResourceOptions | None = None
+        self,
+        name: str,
+        *,
+        context: ClusterContext,
+        plans: Sequence[PoolPlan],
+        opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpu-clusters:index:Keda", name, None, opts)
         self.release: k8s.helm.v3.Release = helm_release(
@@ -26,7 +31,7 @@ class Keda(pulumi.ComponentResource):
             versions.chart("keda"),
             KEDA_NAMESPACE,
             keda_values(plans),
-            ctx,
+            context,
             parent=self,
         )
         self.register_outputs({"release": self.release.name})

@@ -32,14 +32,21 @@ class MigManager(pulumi.ComponentResource):
     """The mig-manager DaemonSet and what it needs, on the nodes of MIG pools only."""
 
     def __init__(
-        self, name: str, ctx: ClusterContext, plans: Sequence[PoolPlan], opts: pulumi.ResourceOptions | None = None
+        self,
+        name: str,
+        *,
+        context: ClusterContext,
+        plans: Sequence[PoolPlan],
+        opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpu-clusters:index:MigManager", name, None, opts)
-        k8s_opts = pulumi.ResourceOptions(provider=ctx.k8s_provider, parent=self, depends_on=list(ctx.kubernetes_ready))
+        k8s_opts = pulumi.ResourceOptions(
+            provider=context.k8s_provider, parent=self, depends_on=list(context.kubernetes_ready)
+        )
         meta = k8s.meta.v1.ObjectMetaArgs
         # Its namespace, labelled `privileged` with the reason, comes from components.namespaces.
         ns_opts = pulumi.ResourceOptions.merge(
-            k8s_opts, pulumi.ResourceOptions(depends_on=ctx.namespace_ready(plan.NAMESPACE))
+            k8s_opts, pulumi.ResourceOptions(depends_on=context.namespace_ready(plan.NAMESPACE))
         )
         labels = {"app": plan.NAME}
         account = k8s.core.v1.ServiceAccount(

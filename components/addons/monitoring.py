@@ -72,16 +72,17 @@ class Monitoring(pulumi.ComponentResource):
     def __init__(
         self,
         name: str,
-        ctx: ClusterContext,
+        *,
+        context: ClusterContext,
         alerts: Alerts,
         plans: Sequence[PoolPlan],
         selection: AddonSelection,
         runtime_class: k8s.node.v1.RuntimeClass | None = None,
-        opts: pulumi.ResourceOptions | None = None,
         file_systems: MonitoredFileSystems | None = None,
+        opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpu-clusters:index:Monitoring", name, None, opts)
-        self._ctx = ctx
+        self._ctx = context
         self._alerts = alerts
         self.topic_arn: pulumi.Output[str] | None = None
         self.topic_key: aws.kms.Key | None = None
@@ -96,18 +97,18 @@ class Monitoring(pulumi.ComponentResource):
         self.cloudwatch_dashboard: aws.cloudwatch.Dashboard | None = None
 
         self._alerts_topic(selection.alerts_topic)
-        if selection.container_insights:
+        if selection.on("container-insights"):
             self._container_insights(plans)
-        if selection.dcgm_prometheus:
+        if selection.on("dcgm-prometheus"):
             self._dcgm_prometheus(plans)
         self.register_outputs({"alertsTopicArn": self.topic_arn})
 
     # ------------------------------------------------------------------------------------------------ SNS topic
     def _alerts_topic(self, mode: AlertsTopic) -> None:
-        ctx = self._ctx
+        context = self._ctx
         alerts = self._alerts
         child = pulumi.ResourceOptions(parent=self)
-        cluster = ctx.cluster_name_plain
+        cluster = context.cluster_name_plain
         if mode == "existing" and alerts.sns_topic_arn:
             self.topic_arn = pulumi.Output.from_input(alerts.sns_topic_arn)
         elif mode == "create":
@@ -116,16 +117,16 @@ class Monitoring(pulumi.ComponentResource):
                 description=f"Encrypts the GPU alerts topic of cluster {cluster}",
                 enable_key_rotation=True,
                 deletion_window_in_days=30,
-                policy=pulumi.Output.all(ctx.account_id, ctx.partition).apply(
+                policy=pulumi.Output.all(context.account_id, context.partition).apply(
                     lambda v: as_json(
-                        alerts_key_policy(v[0], alerts_topic_arn_pattern(v[1], ctx.region, v[0], cluster), v[1])
+                        alerts_key_policy(v[0], alerts_topic_arn_pattern(v[1], context.region, v[0], cluster), v[1])
                     )
                 ),
-                tags=dict(ctx.tags),
-                opts=stateful_options(ctx.stateful["kms-key"], self),
+                tags=dict(context.tags),
+                opts=stateful_options(context.stateful["kms-key"], self),
             )
             topic = aws.sns.Topic(
-                f"{cluster}-alerts", kms_master_key_id=self.topic_key.arn, tags=dict(ctx.tags), opts=child
+                f"{cluster}-alerts", kms_master_key_id=self.topic_key.arn, tags=dict(context.tags), opts=child
             )
             self.topic_arn = topic.arn
         if self.topic_arn is not None and alerts.email:
@@ -139,10 +140,10 @@ class Monitoring(pulumi.ComponentResource):
 
     # ---------------------------------------------------------------------------------------- Container Insights
     def _container_insights(self, plans: Sequence[PoolPlan]) -> None:
-        ctx = self._ctx
-        cluster = ctx.cluster_name_plain
+        context = self._ctx
+        cluster = context.cluster_name_plain
         identity = service_account_role(
-            ctx,
+            context,
             "cloudwatch-agent",
             CLOUDWATCH_NAMESPACE,
             CLOUDWATCH_SERVICE_ACCOUNT,
@@ -152,44 +153,44 @@ class Monitoring(pulumi.ComponentResource):
         )
         self.addon = aws.eks.Addon(
             f"{cluster}-{CLOUDWATCH_ADDON}",
-            cluster_name=ctx.cluster_name,
+            cluster_name=context.cluster_name,
             addon_name=CLOUDWATCH_ADDON,
-            addon_version=addon_version(CLOUDWATCH_ADDON, ctx.kubernetes_version, ctx.managed_addon_pins),
+            addon_version=addon_version(CLOUDWATCH_ADDON, context.kubernetes_version, context.managed_addon_pins),
             configuration_values=as_json(cloudwatch_addon_configuration(plans)),
             resolve_conflicts_on_create=RESOLVE_CONFLICTS,
             resolve_conflicts_on_update=RESOLVE_CONFLICTS,
-            tags=dict(ctx.tags),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[*ctx.kubernetes_ready, *identity]),
+            tags=dict(context.tags),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[*context.kubernetes_ready, *identity]),
         )
         for alarm in container_insights_alarms(self._alerts):
             self.alarms[alarm.suffix] = metric_alarm(
                 f"{cluster}-{alarm.suffix}",
                 alarm,
-                {CLUSTER_NAME: ctx.cluster_name},
+                {CLUSTER_NAME: context.cluster_name},
                 actions=self._actions,
                 ok_actions=self._actions,
-                tags=ctx.tags,
+                tags=context.tags,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[self.addon]),
             )
         self._cloudwatch_dashboard(plans)
 
     def _cloudwatch_dashboard(self, plans: Sequence[PoolPlan]) -> None:
         """GPUs, EFA, file systems and nodes on one CloudWatch dashboard (`cloudwatch_dashboard`)."""
-        ctx = self._ctx
+        context = self._ctx
         fs = self._file_systems
-        body = pulumi.Output.all(ctx.cluster_name, fs.lustre, fs.efs).apply(
-            lambda v: as_json(cloudwatch_dashboard(v[0], ctx.region, plans, v[1], v[2]))
+        body = pulumi.Output.all(context.cluster_name, fs.lustre, fs.efs).apply(
+            lambda v: as_json(cloudwatch_dashboard(v[0], context.region, plans, v[1], v[2]))
         )
         self.cloudwatch_dashboard = aws.cloudwatch.Dashboard(
-            dashboard_name(ctx.cluster_name_plain),
-            dashboard_name=dashboard_name(ctx.cluster_name_plain),
+            dashboard_name(context.cluster_name_plain),
+            dashboard_name=dashboard_name(context.cluster_name_plain),
             dashboard_body=body,
             opts=pulumi.ResourceOptions(parent=self),
         )
 
     # --------------------------------------------------------------------------------- DCGM + Prometheus stack
     def _dcgm_prometheus(self, plans: Sequence[PoolPlan]) -> None:
-        ctx = self._ctx
+        context = self._ctx
         alerts = self._alerts
         depends: list[pulumi.Resource] = []
         if self.topic_arn is not None:
@@ -198,7 +199,7 @@ class Monitoring(pulumi.ComponentResource):
                 lambda v: as_json(alertmanager_sns_policy(v[0], v[1]))
             )
             depends = service_account_role(
-                ctx,
+                context,
                 "alertmanager",
                 MONITORING_NAMESPACE,
                 ALERTMANAGER_SERVICE_ACCOUNT,
@@ -211,7 +212,7 @@ class Monitoring(pulumi.ComponentResource):
         if cloudwatch:
             # Grafana's CloudWatch data source reads the file systems' metrics with this role ([GFCW], grafana.py).
             depends += service_account_role(
-                ctx,
+                context,
                 "grafana",
                 MONITORING_NAMESPACE,
                 GRAFANA_SERVICE_ACCOUNT,
@@ -221,18 +222,18 @@ class Monitoring(pulumi.ComponentResource):
             )
         values = (
             pulumi.Output.from_input(self.topic_arn).apply(
-                lambda arn: kube_prometheus_stack_values(alerts, ctx.region, plans, arn, cloudwatch)
+                lambda arn: kube_prometheus_stack_values(alerts, context.region, plans, arn, cloudwatch)
             )
             if self.topic_arn is not None
-            else kube_prometheus_stack_values(alerts, ctx.region, plans, None, cloudwatch)
+            else kube_prometheus_stack_values(alerts, context.region, plans, None, cloudwatch)
         )
         self.prometheus = helm_release(
-            f"{ctx.cluster_name_plain}-{KUBE_PROMETHEUS_STACK_RELEASE}",
+            f"{context.cluster_name_plain}-{KUBE_PROMETHEUS_STACK_RELEASE}",
             KUBE_PROMETHEUS_STACK_RELEASE,
             versions.chart("kube-prometheus-stack"),
             MONITORING_NAMESPACE,
             values,
-            ctx,
+            context,
             parent=self,
             depends_on=depends,
         )
@@ -240,24 +241,24 @@ class Monitoring(pulumi.ComponentResource):
             self.dashboards[dashboard.name] = self._dashboard_config_map(dashboard)
         dcgm = versions.chart("dcgm-exporter")
         self.dcgm_exporter = helm_release(
-            f"{ctx.cluster_name_plain}-{DCGM_EXPORTER_RELEASE}",
+            f"{context.cluster_name_plain}-{DCGM_EXPORTER_RELEASE}",
             DCGM_EXPORTER_RELEASE,
             dcgm,
             MONITORING_NAMESPACE,
             dcgm_exporter_values(plans, dcgm.image_tag),
-            ctx,
+            context,
             parent=self,
             # The chart's ServiceMonitor needs the Prometheus Operator CRDs that kube-prometheus-stack installs.
             depends_on=[self.prometheus],
         )
         if self._runtime_class is not None and runtime_class_plans(plans):
             self.dcgm_exporter_runtime_class = helm_release(
-                f"{ctx.cluster_name_plain}-{DCGM_EXPORTER_RUNTIME_CLASS_RELEASE}",
+                f"{context.cluster_name_plain}-{DCGM_EXPORTER_RUNTIME_CLASS_RELEASE}",
                 DCGM_EXPORTER_RUNTIME_CLASS_RELEASE,
                 dcgm,
                 DCGM_EXPORTER_RUNTIME_CLASS_NAMESPACE,
                 dcgm_exporter_values(plans, dcgm.image_tag, runtime_class=True),
-                ctx,
+                context,
                 parent=self,
                 depends_on=[self.prometheus, self._runtime_class],
             )
@@ -265,7 +266,7 @@ class Monitoring(pulumi.ComponentResource):
     def _dashboard_config_map(self, dashboard: DashboardPlan) -> k8s.core.v1.ConfigMap:
         """A dashboard as a ConfigMap in `monitoring`, labelled for Grafana's dashboard sidecar (grafana.py). It
         waits for the namespace and for kube-prometheus-stack, whose Grafana reads it."""
-        ctx = self._ctx
+        context = self._ctx
         file_system = self._file_systems.present().get(dashboard.name)
         text: pulumi.Input[str] = (
             pulumi.Output.from_input(file_system).apply(lambda fs: render_dashboard(dashboard, {"filesystem": fs}))
@@ -273,7 +274,7 @@ class Monitoring(pulumi.ComponentResource):
             else render_dashboard(dashboard, {})
         )
         return k8s.core.v1.ConfigMap(
-            f"{ctx.cluster_name_plain}-{dashboard.config_map}",
+            f"{context.cluster_name_plain}-{dashboard.config_map}",
             metadata=k8s.meta.v1.ObjectMetaArgs(
                 name=dashboard.config_map,
                 namespace=MONITORING_NAMESPACE,
@@ -283,9 +284,9 @@ class Monitoring(pulumi.ComponentResource):
             data={dashboard.file_name: text},
             opts=pulumi.ResourceOptions(
                 parent=self,
-                provider=ctx.k8s_provider,
+                provider=context.k8s_provider,
                 depends_on=[
-                    *ctx.namespace_ready(MONITORING_NAMESPACE),
+                    *context.namespace_ready(MONITORING_NAMESPACE),
                     *([self.prometheus] if self.prometheus else []),
                 ],
             ),

@@ -336,7 +336,7 @@ def _monitoring(
         return _monthly(kind, spec.cluster.name, count, rate, what, region, source)
 
     out = [monthly("kms-keys", kms_key_count(selection), "kms_key_usd_per_month", "KMS key")]
-    if selection.container_insights:
+    if selection.on("container-insights"):
         alarms = len(container_insights_alarms(spec.addons.monitoring.alerts))
         out.append(monthly("cloudwatch-alarms", alarms, "cloudwatch_alarm_usd_per_month", "standard-resolution alarm"))
         out.append(monthly("cloudwatch-dashboard", 1, "cloudwatch_dashboard_usd_per_month", "CloudWatch dashboard"))
@@ -365,7 +365,7 @@ def _not_counted(spec: StackConfig, selection: AddonSelection, nat: int, tgw: bo
     flow_logs = spec.network.existing_vpc is None and spec.network.flow_logs.enabled
     logs = "control-plane logs" + (", VPC flow logs" if flow_logs else "")
     out.append(NotCounted("logs", name, f"billed by use: CloudWatch Logs ingestion and storage per GB ({logs})"))
-    if selection.container_insights:
+    if selection.on("container-insights"):
         out.append(
             NotCounted(
                 "container-insights",
@@ -380,7 +380,7 @@ def _not_counted(spec: StackConfig, selection: AddonSelection, nat: int, tgw: bo
     lustre = spec.storage.lustre
     if lustre is not None and lustre.data_repositories:
         out.append(NotCounted("s3", lustre.name, "billed by use: S3 storage and requests of the data repositories"))
-    if selection.node_termination_handler:
+    if selection.on("node-termination-handler"):
         out.append(NotCounted("interruption-queue", name, "billed by use: SQS requests and EventBridge events"))
     return out
 

@@ -115,19 +115,19 @@ def pod_security_labels(level: Level, kubernetes_version: str) -> dict[str, str]
 def plan_namespaces(spec: StackConfig, plans: Sequence[PoolPlan], addons: AddonSelection) -> list[NamespacePlan]:
     """The stack's namespaces: kube-system first, then the add-ons' and the workload namespaces by name."""
     planned = [NamespacePlan(KUBE_SYSTEM, "privileged", KUBE_SYSTEM_REASON, "unlabelled")]
-    if addons.keda:
+    if addons.on("keda"):
         # Every KEDA pod runs as non-root with all capabilities dropped, no privilege escalation and the runtime's
         # seccomp profile ([KEDA] chart 2.20.2 values `podSecurityContext`, `securityContext`; the chart tests check).
         planned.append(NamespacePlan(KEDA_NAMESPACE, "restricted", None, "created"))
-    if addons.dcgm_prometheus:
+    if addons.on("dcgm-prometheus"):
         planned.append(NamespacePlan(MONITORING_NAMESPACE, "privileged", MONITORING_REASON, "created"))
         if runtime_class_plans(plans):
             planned.append(
                 NamespacePlan(DCGM_EXPORTER_RUNTIME_CLASS_NAMESPACE, "privileged", DCGM_RUNTIME_CLASS_REASON, "created")
             )
-    if addons.container_insights:
+    if addons.on("container-insights"):
         planned.append(NamespacePlan(CLOUDWATCH_NAMESPACE, "privileged", CLOUDWATCH_REASON, "unlabelled"))
-    if addons.mig_manager:
+    if addons.on("mig-manager"):
         planned.append(NamespacePlan(MIG_MANAGER_NAMESPACE, "privileged", MIG_MANAGER_REASON, "created"))
     for quota in gpu_quotas(spec.storage, spec.workloads, plans):
         ownership: Ownership = "patched" if quota.namespace in KUBERNETES_NAMESPACES else "created"

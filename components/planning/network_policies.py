@@ -75,7 +75,7 @@ def workload_policies(namespace: str, addons: AddonSelection) -> list[NetworkPol
         NetworkPolicyPlan(namespace, DEFAULT_DENY, _ingress(None, [])),
         NetworkPolicyPlan(namespace, SAME_NAMESPACE, _ingress(None, [{"from": [{"podSelector": {}}]}])),
     ]
-    if addons.dcgm_prometheus:
+    if addons.on("dcgm-prometheus"):
         scrapes = [{"from": [_in_namespace(MONITORING_NAMESPACE, PROMETHEUS_PODS)]}]
         policies.append(NetworkPolicyPlan(namespace, PROMETHEUS_SCRAPES, _ingress(None, scrapes)))
     return policies
@@ -87,7 +87,7 @@ def monitoring_policies(addons: AddonSelection) -> list[NetworkPolicyPlan]:
     server calls; kube-state-metrics; the exporters) are selected by none and stay reachable."""
     same: dict[str, Any] = {"from": [{"podSelector": {}}]}
     prometheus = [same]
-    if addons.keda:
+    if addons.on("keda"):
         prometheus.append(
             {"from": [_in_namespace(KEDA_NAMESPACE)], "ports": [{"protocol": "TCP", "port": PROMETHEUS_PORT}]}
         )
@@ -101,6 +101,6 @@ def monitoring_policies(addons: AddonSelection) -> list[NetworkPolicyPlan]:
 def network_policies(namespaces: Sequence[NamespacePlan], addons: AddonSelection) -> list[NetworkPolicyPlan]:
     """Every NetworkPolicy of the stack, by namespace."""
     policies = [p for ns in workload_namespaces(namespaces) for p in workload_policies(ns.name, addons)]
-    if addons.dcgm_prometheus:
+    if addons.on("dcgm-prometheus"):
         policies += monitoring_policies(addons)
     return policies

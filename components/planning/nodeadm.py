@@ -103,6 +103,13 @@ def node_config(
     return {"apiVersion": NODEADM_API_VERSION, "kind": "NodeConfig", "spec": spec}
 
 
+#: How user data is written, chosen for speed with the same bytes out (a large plan renders it once per pool):
+#: libyaml's safe emitter where PyYAML has it, and the email package's compat32 policy, which writes these fixed
+#: ASCII headers exactly as the modern policy does without building its header objects.
+_YAML_DUMPER: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+_MIME_POLICY = email.policy.compat32
+
+
 def user_data(
     node_config: Mapping[str, Any], kernel_settings: Mapping[str, str] | None = None, scripts: Sequence[str] = ()
 ) -> str:
@@ -114,14 +121,16 @@ def user_data(
     user data is "a MIME multi-part file", https://docs.aws.amazon.com/eks/latest/userguide/launch-templates.html).
     Launch templates take user data base64-encoded; the caller encodes this text.
     """
-    document = "---\n" + yaml.safe_dump(dict(node_config), sort_keys=False, default_flow_style=False, width=1 << 20)
-    message = MIMEMultipart("mixed", boundary=MIME_BOUNDARY, policy=email.policy.default)
+    document = "---\n" + yaml.dump(
+        dict(node_config), Dumper=_YAML_DUMPER, sort_keys=False, default_flow_style=False, width=1 << 20
+    )
+    message = MIMEMultipart("mixed", boundary=MIME_BOUNDARY, policy=_MIME_POLICY)
     message.attach(_mime_part(NODEADM_CONTENT_TYPE, document))
     if kernel_settings:
         message.attach(_mime_part(SHELL_SCRIPT_CONTENT_TYPE, sysctl_script(kernel_settings)))
     for script in scripts:
         message.attach(_mime_part(SHELL_SCRIPT_CONTENT_TYPE, script))
-    return message.as_string(policy=email.policy.default)
+    return message.as_string(policy=_MIME_POLICY)
 
 
 def pool_user_data(node_config: Mapping[str, Any], plan: PoolPlan) -> str:
@@ -140,7 +149,7 @@ def sysctl_script(kernel_settings: Mapping[str, str]) -> str:
 
 def _mime_part(content_type: str, payload: str) -> MIMENonMultipart:
     maintype, subtype = content_type.split("/")
-    part = MIMENonMultipart(maintype, subtype, policy=email.policy.default)
+    part = MIMENonMultipart(maintype, subtype, policy=_MIME_POLICY)
     part.set_payload(payload)
     return part
 

@@ -1,11 +1,13 @@
 """Which GPU platform add-ons a stack gets (pure, no Pulumi): the `auto` switches resolved from the pool plans.
 
-`components.addons.Addons` builds exactly the add-ons an `AddonSelection` switches on.
+`ADDON_SWITCHES` is the one list of add-on switches: a name and the rule that decides it. `AddonSelection` is derived
+from it (a switch per name, in list order), and `components.addons.ADDONS` builds the add-on whose switch is on, so
+a new add-on is one `AddonSwitch` here and one `AddonSpec` beside its component.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -20,63 +22,78 @@ AlertsTopic = Literal["create", "existing", "none"]
 
 
 @dataclass(frozen=True)
-class AddonSelection:
-    """Which add-ons a stack gets. `auto` switches are resolved from the pool plans, once, here."""
+class AddonFacts:
+    """What a switch may read: the stack's add-on settings, its pool plans and its workloads."""
 
-    nvidia_device_plugin: bool
-    efa_device_plugin: bool
-    cluster_autoscaler: bool
-    node_termination_handler: bool
-    #: KEDA, which scales the serving workloads' replicas on their GPU utilization (`workloads.serving`).
-    keda: bool
-    container_insights: bool
-    dcgm_prometheus: bool
-    alerts_topic: AlertsTopic
-    #: NVIDIA's mig-manager, which partitions the GPUs of pools with `devicePlugin.migDevices`.
-    mig_manager: bool = False
+    settings: AddonsConfig
+    plans: Sequence[PoolPlan]
+    workloads: WorkloadsConfig | None
 
-    @property
-    def monitoring(self) -> bool:
-        """Anything for the monitoring component to build: a metrics pipeline or an alerts topic."""
-        return self.container_insights or self.dcgm_prometheus or self.alerts_topic != "none"
 
-    @property
-    def enabled(self) -> list[str]:
-        """Names of the add-ons that will be deployed (for the stack outputs and the plan)."""
-        names = {
-            "nvidia-device-plugin": self.nvidia_device_plugin,
-            "mig-manager": self.mig_manager,
-            "efa-device-plugin": self.efa_device_plugin,
-            "cluster-autoscaler": self.cluster_autoscaler,
-            "node-termination-handler": self.node_termination_handler,
-            "keda": self.keda,
-            "container-insights": self.container_insights,
-            "dcgm-prometheus": self.dcgm_prometheus,
-        }
-        return [name for name, on in names.items() if on]
+@dataclass(frozen=True)
+class AddonSwitch:
+    """One add-on the plan turns on or off: its name (in the plan's `addons` list) and the rule that decides it."""
+
+    name: str
+    wanted: Callable[[AddonFacts], bool]
 
 
 def _switch(value: str, auto: bool) -> bool:
     return auto if value == "auto" else value == "on"
 
 
+#: Every add-on switch, in the order the plan lists the enabled ones. `auto`: EFA plugin when a pool wires EFA,
+#: cluster-autoscaler when a pool is in cluster-autoscaler or gpu-utilization mode with room to scale, termination
+#: handler when an `aws` pool exists (every Auto Scaling group drains through it); the mig-manager whenever a pool
+#: partitions its GPUs; KEDA when a serving workload exists.
+ADDON_SWITCHES: tuple[AddonSwitch, ...] = (
+    AddonSwitch("nvidia-device-plugin", lambda f: f.settings.nvidia_device_plugin.enabled and bool(gpu_plans(f.plans))),
+    AddonSwitch("mig-manager", lambda f: bool(mig_plans(f.plans))),
+    AddonSwitch(
+        "efa-device-plugin", lambda f: _switch(f.settings.efa_device_plugin.enabled, any(p.efa for p in f.plans))
+    ),
+    AddonSwitch(
+        "cluster-autoscaler", lambda f: _switch(f.settings.cluster_autoscaler.enabled, bool(autoscaled_plans(f.plans)))
+    ),
+    AddonSwitch(
+        "node-termination-handler",
+        lambda f: _switch(f.settings.node_termination_handler.enabled, bool(drained_plans(f.plans))),
+    ),
+    #: KEDA scales the serving workloads' replicas on their GPU utilization (`workloads.serving`).
+    AddonSwitch("keda", lambda f: bool(f.workloads is not None and f.workloads.serving)),
+    AddonSwitch("container-insights", lambda f: f.settings.monitoring.container_insights),
+    AddonSwitch("dcgm-prometheus", lambda f: f.settings.monitoring.dcgm_prometheus),
+)
+
+
+@dataclass(frozen=True)
+class AddonSelection:
+    """Which add-ons a stack gets: each switch of `ADDON_SWITCHES` by name, resolved from the pool plans once, here,
+    and where the alerts go."""
+
+    switches: Mapping[str, bool]
+    alerts_topic: AlertsTopic
+
+    def on(self, name: str) -> bool:
+        """Whether the add-on `name` is deployed; a name no switch has raises KeyError (a typo is not "off")."""
+        return self.switches[name]
+
+    @property
+    def monitoring(self) -> bool:
+        """Anything for the monitoring component to build: a metrics pipeline or an alerts topic."""
+        return self.on("container-insights") or self.on("dcgm-prometheus") or self.alerts_topic != "none"
+
+    @property
+    def enabled(self) -> list[str]:
+        """Names of the add-ons that will be deployed (for the stack outputs and the plan), in switch order."""
+        return [name for name, on in self.switches.items() if on]
+
+
 def select_addons(
     addons: AddonsConfig, plans: Sequence[PoolPlan], workloads: WorkloadsConfig | None = None
 ) -> AddonSelection:
-    """Resolve every switch. `auto`: EFA plugin when a pool wires EFA, cluster-autoscaler when a pool is in
-    cluster-autoscaler or gpu-utilization mode with room to scale, termination handler when an `aws` pool exists
-    (every Auto Scaling group drains through it); the mig-manager whenever a pool partitions its GPUs; KEDA when a
-    serving workload exists."""
+    """Resolve every switch of `ADDON_SWITCHES` and the alerts destination."""
+    facts = AddonFacts(addons, plans, workloads)
     alerts = addons.monitoring.alerts
     topic: AlertsTopic = "existing" if alerts.sns_topic_arn else ("create" if alerts.email else "none")
-    return AddonSelection(
-        nvidia_device_plugin=addons.nvidia_device_plugin.enabled and bool(gpu_plans(plans)),
-        efa_device_plugin=_switch(addons.efa_device_plugin.enabled, any(p.efa for p in plans)),
-        cluster_autoscaler=_switch(addons.cluster_autoscaler.enabled, bool(autoscaled_plans(plans))),
-        node_termination_handler=_switch(addons.node_termination_handler.enabled, bool(drained_plans(plans))),
-        keda=bool(workloads is not None and workloads.serving),
-        container_insights=addons.monitoring.container_insights,
-        dcgm_prometheus=addons.monitoring.dcgm_prometheus,
-        alerts_topic=topic,
-        mig_manager=bool(mig_plans(plans)),
-    )
+    return AddonSelection({s.name: bool(s.wanted(facts)) for s in ADDON_SWITCHES}, topic)
