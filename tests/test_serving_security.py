@@ -201,7 +201,10 @@ def test_a_non_root_server_has_a_writable_home_caches_and_tmp() -> None:
     (server,) = pod["containers"]
     env = {e["name"]: e.get("value") for e in server["env"]}
     assert env["HOME"] == "/home/vllm"
-    assert env["HF_HOME"].startswith("/home/vllm/") and env["VLLM_CACHE_ROOT"].startswith("/home/vllm/")
+    for cache in ("HF_HOME", "VLLM_CACHE_ROOT", "TORCHINDUCTOR_CACHE_DIR"):
+        assert env[cache].startswith("/home/vllm/")
+    # No passwd entry for the UID: getpass.getuser() must find a name in the environment.
+    assert env["USER"]
     mounts = {m["mountPath"]: m["name"] for m in server["volumeMounts"]}
     volumes = {v["name"]: v for v in pod["volumes"]}
     for path in ("/home/vllm", "/tmp"):

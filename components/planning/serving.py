@@ -89,14 +89,18 @@ CONTAINER_SECURITY: dict[str, Any] = {
 
 
 def server_env(workload: ServingWorkload) -> list[dict[str, Any]]:
-    """Offline, no usage reports, caches under the pod's own home, and the API key from its Secret when set
+    """Offline, no usage reports, a user name and caches under the pod's own home, and the API key from its Secret when set
     (`VLLM_API_KEY`, which vLLM reads like `--api-key` [VLLMSEC]; an env var keeps the key out of the args)."""
     env: list[dict[str, Any]] = [
         {"name": "HF_HUB_OFFLINE", "value": "1"},
         *NO_USAGE_STATS,
         {"name": "HOME", "value": HOME_PATH},
+        # The image has no passwd entry for SERVER_UID: without USER, getpass.getuser() in torch's compile cache
+        # raises at import and the server never starts [VLLMUSER].
+        {"name": "USER", "value": "vllm"},
         {"name": "HF_HOME", "value": f"{HOME_PATH}/.cache/huggingface"},
         {"name": "VLLM_CACHE_ROOT", "value": f"{HOME_PATH}/.cache/vllm"},
+        {"name": "TORCHINDUCTOR_CACHE_DIR", "value": f"{HOME_PATH}/.cache/torchinductor"},
     ]
     if workload.api_key is not None:
         secret = {"name": workload.api_key.secret_name, "key": workload.api_key.key}
