@@ -165,13 +165,14 @@ def deployer_policy(plan: dict[str, Any], invokes: Iterable[str]) -> dict[str, A
         )
     if own:
         # A group given a custom-suffix role needs the caller to pass it (Amazon EC2 Auto Scaling User Guide,
-        # identity-based policy examples, "Restrict which service-linked role can be passed").
+        # identity-based policy examples, "Restrict which service-linked role can be passed": the role's exact ARN,
+        # no condition; whether Auto Scaling sets `iam:PassedToService` there is not documented, and only that
+        # service can assume a service-linked role anyway).
         statements.append(
             _statement(
                 "PassTheStacksServiceLinkedRolesToTheirServices",
                 ["iam:PassRole"],
                 [arn for arns in own.values() for arn in arns],
-                {"StringEquals": {"iam:PassedToService": sorted(own)}},
             )
         )
     if FSX_S3_SERVICE in linked:

@@ -110,6 +110,7 @@ def test_quotas_hold_or_fail_with_the_request_command() -> None:
     (full,) = [f for f in evaluate.quotas(lustre, {**room, "L-8F1B9C74": 2400.0}, 0) if f.status == "fail"]
     assert "Lustre Persistent_2 storage capacity (L-8F1B9C74)" in full.subject
     assert "--service-code fsx --quota-code L-8F1B9C74 --desired-value 4800" in full.fix
+    assert "storage.lustre.storageCapacityGib" in full.fix and "scaling.max" not in full.fix
 
 
 def test_elastic_ips_count_those_already_allocated() -> None:

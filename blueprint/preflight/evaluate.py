@@ -150,11 +150,12 @@ def _quota(
         f"request {total} or more: `aws service-quotas request-service-quota-increase --service-code "
         f"{quota.service} --quota-code {quota.code} --desired-value {total}`"
     )
-    other = (
-        "release unused Elastic IPs or set network.natGateways: single"
-        if quota.code == ELASTIC_IPS
-        else "lower the pools' scaling.max"
-    )
+    if quota.code == ELASTIC_IPS:
+        other = "release unused Elastic IPs or set network.natGateways: single"
+    elif quota.service == "fsx":
+        other = "lower storage.lustre.storageCapacityGib or delete unused file systems"
+    else:
+        other = "lower the pools' scaling.max"
     return Finding("quotas", "fail", subject, detail, f"{request}, or {other}")
 
 
