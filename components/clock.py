@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 
 _PINNED: ContextVar[datetime | None] = ContextVar("pinned_utc_now", default=None)
+_TODAY: ContextVar[date | None] = ContextVar("pinned_today", default=None)
 
 
 def utc_now() -> datetime:
@@ -30,3 +31,21 @@ def pinned(at: datetime) -> Iterator[None]:
         yield
     finally:
         _PINNED.reset(token)
+
+
+def today() -> date:
+    """Today's date in UTC, for the support calendars (which Kubernetes versions EKS still supports): the pinned day
+    inside `calendar_pinned`, the real one otherwise. Apart from `pinned`, which offline plans set to a fixed past
+    time: a plan must still refuse a version whose support has ended by the day it runs."""
+    return _TODAY.get() or datetime.now(UTC).date()
+
+
+@contextmanager
+def calendar_pinned(day: date) -> Iterator[None]:
+    """Make `today` return `day` for the code run inside the block (tests whose expected output names the
+    versions supported on the day it was written)."""
+    token = _TODAY.set(day)
+    try:
+        yield
+    finally:
+        _TODAY.reset(token)

@@ -8,14 +8,16 @@ The builders are imported inside the fixtures, so a test module that needs none 
 
 from __future__ import annotations
 
+import datetime as dt
 import gc
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from blueprint.plan.runner import list_stacks
+from components import clock
 
 if TYPE_CHECKING:
     from tests.builders import CliResult, ShippedStack
@@ -33,6 +35,18 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     are still freed."""
     gc.freeze()
     gc.set_threshold(100_000, 50, 1000)
+
+
+#: The day the support calendars read in tests: which Kubernetes versions EKS supports moves with the date, and the
+#: docs' examples print the list of that day. Pinned so that a fresh clone passes on any day; tests of the calendar
+#: itself pass their own days (tests/test_versions.py).
+SUPPORT_CALENDAR_DAY = dt.date(2026, 11, 26)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def support_calendar_pinned() -> Iterator[None]:
+    with clock.calendar_pinned(SUPPORT_CALENDAR_DAY):
+        yield
 
 
 @pytest.fixture(scope="session")

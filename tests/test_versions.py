@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from components import clock
 from components.catalog.versions import (
     EKS_ADDON_VERSION,
     EXACT_VERSION,
@@ -310,3 +311,11 @@ def test_loader_rejects_an_addon_with_both_or_neither_version_form(tmp_path: Pat
     del _addon_entry(data, "vpc-cni")["by_kubernetes_minor"], _addon_entry(data, "vpc-cni")["version"]
     with pytest.raises(VersionsError, match="exactly one of"):
         load_versions(_write(tmp_path, data))
+
+
+def test_the_support_calendar_reads_the_one_clock() -> None:
+    """Without a day, the calendar reads `clock.today()`: the real UTC date, or the pinned one (the tests pin it)."""
+    with clock.calendar_pinned(dt.date(2026, 11, 27)):
+        assert "1.31" not in supported_kubernetes_versions()
+    with clock.calendar_pinned(dt.date(2026, 11, 26)):
+        assert "1.31" in supported_kubernetes_versions()

@@ -20,6 +20,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from components import clock
 from components.catalog.citations import CatalogError, citation_texts, read_sources
 from components.yaml_loader import parse_yaml
 
@@ -105,7 +106,7 @@ class KubernetesVersionSupport(BaseModel):
 
     def status(self, on: dt.date | None = None) -> SupportStatus:
         """Support status on a day (default today). Unknown end dates mean "not ended yet"."""
-        day = on or dt.date.today()
+        day = on or clock.today()
         if self.standard_support_end is None and self.extended_support_end is None:
             return "standard"
         if self.standard_support_end is not None and day <= self.standard_support_end:
