@@ -176,9 +176,10 @@ class Encryption(Model):
     """One KMS key per data domain instead of the one cluster key: `cluster` (Kubernetes secrets, node and CSI EBS
     volumes), `logs` (control-plane and flow log groups), `training-data` (the Lustre file system and its S3 bucket,
     with Lustre) and `inference-data` (the EFS file system, with EFS), each key's policy naming only the services of
-    its domain (docs/security.md, "Keys and encryption"). Set it when the stack is created: turning it on or off later
-    replaces the Lustre and EFS file systems (their key is fixed at creation), which `protectStateful` refuses.
-    Default `false`."""
+    its domain (docs/security.md, "Keys and encryption"). Set it when the stack is created, never later: turning it
+    on or off on a deployed stack re-encrypts nothing, replaces the Lustre and EFS file systems (their key is fixed at
+    creation; with `protectStateful` the preview fails instead) and leaves earlier log events under a key that no
+    longer admits CloudWatch Logs. Default `false`."""
 
 
 class ClusterConfig(Model):

@@ -3,8 +3,8 @@
 A data domain is data that one set of services reads and writes and one set of people is responsible for: the
 cluster's own secrets and node disks, the audit and network logs, the training data, the inference data. With
 `cluster.encryption.keyPerDomain` each domain gets its own key, whose policy names only that domain's services
-(`components.planning.key_policy`, [KEYDOMAINS]), so disabling or revoking one key cuts off one domain and a key policy change for one
-service cannot reach another's data. docs/security.md, "Keys and encryption", justifies the split.
+(`components.planning.key_policy`, [KEYDOMAINS]), so disabling or revoking one key cuts off one domain and a key
+policy change for one service cannot reach another's data. docs/security.md, "Keys and encryption", justifies the split.
 """
 
 from __future__ import annotations
