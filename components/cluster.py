@@ -26,12 +26,20 @@ from components.config import AdminAccess, ClusterConfig, EndpointAccess
 from components.context import stateful_options
 from components.identity import aws_managed_policy_arn
 from components.network import Network
+from components.planning.key_domains import (
+    DOMAIN_DATA,
+    KeyDomain,
+    key_alias,
+    key_of,
+    key_resource_name,
+    served_domains,
+)
 from components.planning.key_policy import (
     AUTOSCALING_SERVICE,
     autoscaling_role_description,
     autoscaling_role_suffix,
-    cluster_key_policy,
     control_plane_key_policy,
+    domain_key_policy,
 )
 from components.planning.log_groups import control_plane_log_group
 from components.planning.stateful import Protection
@@ -131,7 +139,8 @@ class EksCluster(pulumi.ComponentResource):
 
     `remote_network` is the planned `remoteNetworkConfig` of the hybrid pools
     (`components.planning.hybrid.remote_network_config`), None without hybrid pools; `key_protection` the
-    options of the cluster's KMS key (`components.planning.stateful`).
+    options of the cluster's KMS keys (`components.planning.stateful`); `key_domains` the domains that get a key of
+    their own (`components.planning.key_domains`; `keys` holds them, `key_arn(domain)` names the key of any domain).
     """
 
     def __init__(
@@ -145,6 +154,7 @@ class EksCluster(pulumi.ComponentResource):
         account_id: pulumi.Input[str],
         partition: pulumi.Input[str],
         region: str,
+        key_domains: tuple[KeyDomain, ...] = ("cluster",),
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpu-clusters:index:EksCluster", name, None, opts)
@@ -155,7 +165,8 @@ class EksCluster(pulumi.ComponentResource):
         self.partition = partition
         self.region = region
         cluster_policy = self._cluster_role()
-        self._kms_key(key_protection, account_id)
+        self.key_domains = key_domains
+        self._kms_keys(key_protection, account_id)
         encryption_policy = self._encryption_policy()
         self._control_plane_log_group(key_protection)
         self._control_plane(
@@ -193,28 +204,46 @@ class EksCluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self),
         )
 
-    def _kms_key(self, protection: Protection, account_id: pulumi.Input[str]) -> None:
-        """The key for secrets envelope encryption, reused for volumes and file systems. Losing it makes every
-        object encrypted with it unreadable, so it gets the stateful protection."""
-        cluster_name = self.cluster_name
+    def _kms_keys(self, protection: Protection, account_id: pulumi.Input[str]) -> None:
+        """The cluster key (secrets envelope encryption, node volumes, and every domain without a key of its own) and
+        one key per other domain in `key_domains`. Losing a key makes everything encrypted with it unreadable, so each
+        gets the stateful protection."""
         self.autoscaling_role = self._autoscaling_service_linked_role()
-        self.kms_key = aws.kms.Key(
-            f"{cluster_name}-eks",
-            description=f"EKS secrets and data encryption for cluster {cluster_name}",
+        self.keys: dict[KeyDomain, aws.kms.Key] = {}
+        for domain in self.key_domains:
+            self.keys[domain] = self._kms_key(domain, protection, account_id)
+        self.kms_key = self.keys["cluster"]
+
+    def _kms_key(self, domain: KeyDomain, protection: Protection, account_id: pulumi.Input[str]) -> aws.kms.Key:
+        """One key, its policy naming only the services of the domains it serves, and its alias."""
+        cluster_name, serves = self.cluster_name, served_domains(domain, self.key_domains)
+        name = key_resource_name(cluster_name, domain)
+        if len(self.key_domains) == 1:
+            description = f"EKS secrets and data encryption for cluster {cluster_name}"
+        else:
+            description = f"EKS cluster {cluster_name}, {domain} data: {DOMAIN_DATA[domain]}"
+        key = aws.kms.Key(
+            name,
+            description=description,
             enable_key_rotation=True,
             deletion_window_in_days=KMS_DELETION_WINDOW_DAYS,
             policy=pulumi.Output.all(account_id, self.partition, self.autoscaling_role.arn).apply(
-                lambda v: json.dumps(cluster_key_policy(v[0], v[1], self.region, cluster_name, v[2]))
+                lambda v: json.dumps(domain_key_policy(serves, v[0], v[1], self.region, cluster_name, v[2]))
             ),
             tags={**self.tags, STATEFUL: "true"},
-            opts=stateful_options(protection, self, depends_on=[self.autoscaling_role]),
+            opts=stateful_options(protection, self, depends_on=[self.autoscaling_role] if "cluster" in serves else []),
         )
         aws.kms.Alias(
-            f"{cluster_name}-eks",
-            name=f"alias/{cluster_name}-eks",
-            target_key_id=self.kms_key.key_id,
+            name,
+            name=key_alias(cluster_name, domain),
+            target_key_id=key.key_id,
             opts=pulumi.ResourceOptions(parent=self),
         )
+        return key
+
+    def key_arn(self, domain: KeyDomain) -> pulumi.Output[str]:
+        """The ARN of the key that encrypts `domain`'s data."""
+        return self.keys[key_of(domain, self.key_domains)].arn
 
     def _autoscaling_service_linked_role(self) -> aws.iam.ServiceLinkedRole:
         """This stack's own EC2 Auto Scaling service-linked role, `AWSServiceRoleForAutoScaling_<cluster>.<region>`,
@@ -251,7 +280,7 @@ class EksCluster(pulumi.ComponentResource):
             f"{self.cluster_name}-control-plane",
             name=control_plane_log_group(self.cluster_name),
             retention_in_days=self.config.log_retention_days,
-            kms_key_id=self.kms_key.arn,
+            kms_key_id=self.key_arn("logs"),
             tags=self.tags,
             opts=pulumi.ResourceOptions(parent=self, retain_on_delete=key_protection.retain_on_delete),
         )

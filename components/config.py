@@ -171,6 +171,17 @@ MAX_IMDS_HOP_LIMIT = 64
 DEFAULT_LOG_RETENTION_DAYS: LogRetentionDays = 365
 
 
+class Encryption(Model):
+    key_per_domain: bool = False
+    """One KMS key per data domain instead of the one cluster key: `cluster` (Kubernetes secrets, node and CSI EBS
+    volumes), `logs` (control-plane and flow log groups), `training-data` (the Lustre file system and its S3 bucket,
+    with Lustre) and `inference-data` (the EFS file system, with EFS), each key's policy naming only the services of
+    its domain (docs/security.md, "Keys and encryption"). Set it when the stack is created, never later: turning it
+    on or off on a deployed stack re-encrypts nothing, replaces the Lustre and EFS file systems (their key is fixed at
+    creation; with `protectStateful` the preview fails instead) and leaves earlier log events under a key that no
+    longer admits CloudWatch Logs. Default `false`."""
+
+
 class ClusterConfig(Model):
     name: ClusterName
     """EKS cluster name: 1 to 100 letters, digits, `-` and `_`, starting with a letter or digit. Every resource name
@@ -206,6 +217,8 @@ class ClusterConfig(Model):
     policy pack requires `team` and `cost-center` by default. Default none."""
     protect_stateful: bool = True
     """Protect stateful resources (KMS keys, file systems, buckets) from `pulumi destroy` and replacement."""
+    encryption: Encryption = Encryption()
+    """The stack's customer-managed KMS keys: one for the cluster (default) or one per data domain."""
     deletion_protection: bool = True
     """EKS deletion protection: EKS refuses to delete the cluster until it is turned off, so a stray `pulumi destroy`
     or replacement stops before the cluster goes. Default `true`; to delete the cluster, set `false` and run

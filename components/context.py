@@ -16,6 +16,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
+from components.planning.key_domains import KeyDomain
 from components.planning.stateful import Protection, StatefulKind
 
 #: Builds an IAM role that one Kubernetes service account assumes through EKS Pod Identity:
@@ -61,7 +62,8 @@ class ClusterContext:
     node_security_group_id: pulumi.Output[str]
     node_role_arn: pulumi.Output[str]
     node_instance_profile_arn: pulumi.Output[str]
-    #: The customer-managed KMS key of the cluster (secrets envelope encryption; reused for EBS/FSx/EFS/S3/SQS).
+    #: The customer-managed KMS key of the cluster (secrets envelope encryption, node volumes; with one key, reused
+    #: for every domain: `key_arn`).
     kms_key_arn: pulumi.Output[str]
     #: The stack's own EC2 Auto Scaling service-linked role, the one the key policy names: every group uses it.
     autoscaling_role_arn: pulumi.Output[str]
@@ -79,6 +81,12 @@ class ClusterContext:
 
     #: The group of the nodes that mount the Lustre file system (only they reach it); None without Lustre.
     lustre_client_security_group_id: pulumi.Output[str] | None = None
+    #: The keys of the data domains that have one of their own (`cluster.encryption.keyPerDomain`), by domain.
+    domain_key_arns: Mapping[KeyDomain, pulumi.Output[str]] = field(default_factory=dict)
+
+    def key_arn(self, domain: KeyDomain) -> pulumi.Output[str]:
+        """The ARN of the key that encrypts `domain`'s data: its own key, else the cluster key."""
+        return self.domain_key_arns.get(domain, self.kms_key_arn)
 
 
 def stateful_options(

@@ -24,6 +24,7 @@ from components.namespaces import StackNamespaces
 from components.network import Network
 from components.node_pool import NodePool
 from components.planning.hybrid import remote_network_config
+from components.planning.key_domains import stack_key_domains
 from components.planning.pools import PoolPlan
 from components.planning.s3_endpoint import stack_buckets
 from components.planning.site_routes import site_cidrs
@@ -96,6 +97,7 @@ class GpuCluster(pulumi.ComponentResource):
             self.account_id,
             self.partition,
             spec.region,
+            key_domains=stack_key_domains(spec),
             opts=self._child(),
         )
         self.node_identity = NodeIdentity(
@@ -108,7 +110,7 @@ class GpuCluster(pulumi.ComponentResource):
                 spec.cluster.name,
                 self.network.vpc.id,
                 spec.network.flow_logs,
-                self.eks.kms_key.arn,
+                self.eks.key_arn("logs"),
                 self.account_id,
                 self.partition,
                 spec.region,
@@ -153,6 +155,7 @@ class GpuCluster(pulumi.ComponentResource):
             node_role_arn=self.node_identity.role_arn,
             node_instance_profile_arn=self.node_identity.instance_profile_arn,
             kms_key_arn=self.eks.kms_key.arn,
+            domain_key_arns={domain: key.arn for domain, key in self.eks.keys.items() if domain != "cluster"},
             autoscaling_role_arn=self.eks.autoscaling_role.arn,
             # Kubernetes objects go through the private endpoint from the site: not before the routes there exist.
             k8s_provider=kubernetes_access.kubernetes_provider(
@@ -192,6 +195,8 @@ class GpuCluster(pulumi.ComponentResource):
                 "kmsKeyArn": self.eks.kms_key.arn,
             }
         )
+        if len(self.eks.keys) > 1:
+            self._exports["kmsKeyArns"] = {domain: key.arn for domain, key in self.eks.keys.items()}
 
     def _node_pools(self) -> None:
         """One launch template and Auto Scaling group per `aws` pool, the system pool included."""

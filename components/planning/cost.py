@@ -17,6 +17,7 @@ from components.catalog.versions import kubernetes_version_support
 from components.config import StackConfig
 from components.planning.addons.monitoring import container_insights_alarms
 from components.planning.addons.selection import AddonSelection
+from components.planning.key_domains import stack_key_domains
 from components.planning.lustre import per_unit_throughput
 from components.planning.pools import PoolPlan
 from components.planning.stack_plan import StackPlan
@@ -318,10 +319,11 @@ def _monthly(
     return CostItem(kind, name, hourly, hourly, f"{count} x {what} at ${rate:g}/month / {hours:g} h", source)
 
 
-def kms_key_count(selection: AddonSelection) -> int:
-    """The cluster's key (secrets, volumes, file systems, logs), and the alerts topic's key when the stack creates
-    the topic (components/cluster.py, components/addons/monitoring.py)."""
-    return 1 + (selection.alerts_topic == "create")
+def kms_key_count(spec: StackConfig, selection: AddonSelection) -> int:
+    """The cluster's key (secrets, volumes, and every data domain without a key of its own), one per other data domain
+    (`cluster.encryption.keyPerDomain`), and the alerts topic's key when the stack creates the topic
+    (components/cluster.py, components/addons/monitoring.py)."""
+    return len(stack_key_domains(spec)) + (selection.alerts_topic == "create")
 
 
 def _monitoring(
@@ -335,7 +337,7 @@ def _monitoring(
         source = services.sources.get(key) if services else None
         return _monthly(kind, spec.cluster.name, count, rate, what, region, source)
 
-    out = [monthly("kms-keys", kms_key_count(selection), "kms_key_usd_per_month", "KMS key")]
+    out = [monthly("kms-keys", kms_key_count(spec, selection), "kms_key_usd_per_month", "KMS key")]
     if selection.on("container-insights"):
         alarms = len(container_insights_alarms(spec.addons.monitoring.alerts))
         out.append(monthly("cloudwatch-alarms", alarms, "cloudwatch_alarm_usd_per_month", "standard-resolution alarm"))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from components.planning.key_domains import KEY_DOMAINS, KeyDomain
 from components.planning.log_groups import cluster_log_group_arns
 
 #: The EC2 Auto Scaling service-linked role: it launches the nodes, so the key that encrypts their volumes must let it
@@ -71,51 +72,75 @@ def autoscaling_role_arn(partition: str, account_id: str, cluster_name: str, reg
 def cluster_key_policy(
     account_id: str, partition: str, region: str, cluster_name: str, autoscaling: str
 ) -> dict[str, Any]:
-    """Key policy: the account administers the key through IAM (the default key policy,
-    https://docs.aws.amazon.com/kms/latest/developerguide/key-policy-default.html); the EC2 Auto Scaling
-    service-linked role the stack's groups use (`autoscaling`, its ARN) may use it, which it must to launch nodes whose
-    EBS volumes use this key; and CloudWatch Logs of the stack's region may use it for this cluster's log groups only
-    (encryption context `aws:logs:arn`, `components.planning.log_groups`)."""
+    """Key policy of the one cluster key (`cluster.encryption.keyPerDomain` off): it serves every domain, so it holds
+    every statement of `domain_key_policy`."""
+    return domain_key_policy(frozenset(KEY_DOMAINS), account_id, partition, region, cluster_name, autoscaling)
+
+
+def domain_key_policy(
+    serves: frozenset[KeyDomain], account_id: str, partition: str, region: str, cluster_name: str, autoscaling: str
+) -> dict[str, Any]:
+    """Key policy of a key that encrypts the domains `serves` (`components.planning.key_domains`): the account
+    administers the key through IAM (the default key policy,
+    https://docs.aws.amazon.com/kms/latest/developerguide/key-policy-default.html); on the key of `cluster` data, the
+    EC2 Auto Scaling service-linked role the stack's groups use (`autoscaling`, its ARN) may use it, which it must to
+    launch nodes whose EBS volumes use this key; on the key of `logs`, CloudWatch Logs of the stack's region may use it
+    for this cluster's log groups only (encryption context `aws:logs:arn`, `components.planning.log_groups`). The data
+    domains need no statement of their own: FSx, EFS and S3 use the key on behalf of the principal that calls them,
+    through the account's IAM statement, and FSx's S3 role through a grant (`components.storage.lustre`)."""
+    statements = [
+        {
+            "Sid": "AccountAdministersKeyThroughIam",
+            "Effect": "Allow",
+            "Principal": {"AWS": f"arn:{partition}:iam::{account_id}:root"},
+            "Action": "kms:*",
+            "Resource": "*",
+        }
+    ]
+    if "cluster" in serves:
+        statements += autoscaling_statements(autoscaling)
+    if "logs" in serves:
+        statements.append(logs_statement(account_id, partition, region, cluster_name))
+    return {"Version": "2012-10-17", "Statement": statements}
+
+
+def autoscaling_statements(autoscaling: str) -> list[dict[str, Any]]:
+    """The Auto Scaling service-linked role uses the key for the EBS volumes of the nodes it launches, and creates
+    grants for them (attached volumes only)."""
+    return [
+        {
+            "Sid": "AutoScalingUsesKeyForEncryptedVolumes",
+            "Effect": "Allow",
+            "Principal": {"AWS": autoscaling},
+            "Action": list(EBS_VOLUME_KEY_ACTIONS),
+            "Resource": "*",
+        },
+        {
+            "Sid": "AutoScalingGrantsForAttachedVolumes",
+            "Effect": "Allow",
+            "Principal": {"AWS": autoscaling},
+            "Action": "kms:CreateGrant",
+            "Resource": "*",
+            "Condition": grants_for_aws_resources_only(),
+        },
+    ]
+
+
+def logs_statement(account_id: str, partition: str, region: str, cluster_name: str) -> dict[str, Any]:
+    """CloudWatch Logs of the stack's region uses the key for this cluster's log groups only."""
     return {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Sid": "AccountAdministersKeyThroughIam",
-                "Effect": "Allow",
-                "Principal": {"AWS": f"arn:{partition}:iam::{account_id}:root"},
-                "Action": "kms:*",
-                "Resource": "*",
-            },
-            {
-                "Sid": "AutoScalingUsesKeyForEncryptedVolumes",
-                "Effect": "Allow",
-                "Principal": {"AWS": autoscaling},
-                "Action": list(EBS_VOLUME_KEY_ACTIONS),
-                "Resource": "*",
-            },
-            {
-                "Sid": "AutoScalingGrantsForAttachedVolumes",
-                "Effect": "Allow",
-                "Principal": {"AWS": autoscaling},
-                "Action": "kms:CreateGrant",
-                "Resource": "*",
-                "Condition": grants_for_aws_resources_only(),
-            },
-            {
-                "Sid": "CloudWatchLogsEncryptsTheClustersLogGroups",
-                "Effect": "Allow",
-                "Principal": {"Service": f"logs.{region}.amazonaws.com"},
-                "Action": list(LOGS_KEY_ACTIONS),
-                "Resource": "*",
-                "Condition": {
-                    "ArnEquals": {
-                        "kms:EncryptionContext:aws:logs:arn": cluster_log_group_arns(
-                            partition, region, account_id, cluster_name
-                        )
-                    }
-                },
-            },
-        ],
+        "Sid": "CloudWatchLogsEncryptsTheClustersLogGroups",
+        "Effect": "Allow",
+        "Principal": {"Service": f"logs.{region}.amazonaws.com"},
+        "Action": list(LOGS_KEY_ACTIONS),
+        "Resource": "*",
+        "Condition": {
+            "ArnEquals": {
+                "kms:EncryptionContext:aws:logs:arn": cluster_log_group_arns(
+                    partition, region, account_id, cluster_name
+                )
+            }
+        },
     }
 
 

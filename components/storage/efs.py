@@ -96,7 +96,7 @@ class EfsStorage(pulumi.ComponentResource):
         self.file_system = aws.efs.FileSystem(
             base,
             encrypted=True,
-            kms_key_id=ctx.kms_key_arn,
+            kms_key_id=ctx.key_arn("inference-data"),
             performance_mode=PERFORMANCE_MODE,
             throughput_mode=config.throughput_mode,
             provisioned_throughput_in_mibps=(

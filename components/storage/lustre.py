@@ -144,7 +144,7 @@ class LustreStorage(pulumi.ComponentResource):
         if self.persistent:
             persistent_only = {
                 "per_unit_storage_throughput": config.per_unit_storage_throughput,
-                "kms_key_id": ctx.kms_key_arn,
+                "kms_key_id": ctx.key_arn("training-data"),
                 "automatic_backup_retention_days": automatic_backup_retention_days(config),
                 # Not available on file systems linked to S3 ([BC] fsx CopyTagsToBackups), which have no backups.
                 "copy_tags_to_backups": automatic_backup_retention_days(config) > 0,
@@ -267,7 +267,7 @@ class LustreStorage(pulumi.ComponentResource):
             rules=[
                 aws.s3.BucketServerSideEncryptionConfigurationRuleArgs(
                     apply_server_side_encryption_by_default=aws.s3.BucketServerSideEncryptionConfigurationRuleApplyServerSideEncryptionByDefaultArgs(
-                        sse_algorithm="aws:kms", kms_master_key_id=ctx.kms_key_arn
+                        sse_algorithm="aws:kms", kms_master_key_id=ctx.key_arn("training-data")
                     ),
                     bucket_key_enabled=True,
                 )
@@ -347,7 +347,7 @@ class LustreStorage(pulumi.ComponentResource):
         )
         return aws.kms.Grant(
             f"{base}-s3-access",
-            key_id=ctx.kms_key_arn,
+            key_id=ctx.key_arn("training-data"),
             grantee_principal=grantee,
             operations=list(S3_ACCESS_KEY_OPERATIONS),
             constraints=[
@@ -428,7 +428,7 @@ class LustreStorage(pulumi.ComponentResource):
         if self.persistent:
             params |= {
                 "perUnitStorageThroughput": str(per_unit_throughput(config)),
-                "kmsKeyId": ctx.kms_key_arn,
+                "kmsKeyId": ctx.key_arn("training-data"),
                 "automaticBackupRetentionDays": str(config.backup_retention_days),
                 "copyTagsToBackups": "true",
             }
