@@ -89,8 +89,9 @@ CONTAINER_SECURITY: dict[str, Any] = {
 
 
 def server_env(workload: ServingWorkload) -> list[dict[str, Any]]:
-    """Offline, no usage reports, a user name and caches under the pod's own home, and the API key from its Secret when set
-    (`VLLM_API_KEY`, which vLLM reads like `--api-key` [VLLMSEC]; an env var keeps the key out of the args)."""
+    """Offline, no usage reports, a user name and caches under the pod's own home, and the API key from its Secret
+    when set (`VLLM_API_KEY`, which vLLM reads like `--api-key` [VLLMSEC]; an env var keeps the key out of the
+    args)."""
     env: list[dict[str, Any]] = [
         {"name": "HF_HUB_OFFLINE", "value": "1"},
         *NO_USAGE_STATS,
