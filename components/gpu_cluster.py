@@ -25,6 +25,7 @@ from components.network import Network
 from components.node_pool import NodePool
 from components.planning.hybrid import remote_network_config
 from components.planning.key_domains import stack_key_domains
+from components.planning.network_policies import cross_cni_sources
 from components.planning.pools import PoolPlan
 from components.planning.s3_endpoint import stack_buckets
 from components.planning.site_routes import site_cidrs
@@ -239,6 +240,7 @@ class GpuCluster(pulumi.ComponentResource):
             self.context,
             self.stack_plan.namespaces,
             self.stack_plan.addons,
+            cross_cni_sources(self.spec.network, self.stack_plan.pools),
             opts=self._child(),
         )
         self.context.namespaces.update(self.namespaces.namespaces)

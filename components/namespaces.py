@@ -18,7 +18,7 @@ from components.context import ClusterContext
 from components.planning.addons.selection import AddonSelection
 from components.planning.gpu_quotas import GpuQuota
 from components.planning.namespaces import NamespacePlan, pod_security_labels
-from components.planning.network_policies import network_policies
+from components.planning.network_policies import CrossCniSources, network_policies
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "gpu-clusters"}
 #: The ResourceQuota of a workload namespace.
@@ -26,7 +26,8 @@ GPU_QUOTA_NAME = "gpus"
 
 
 class StackNamespaces(pulumi.ComponentResource):
-    """`namespaces`: the Namespace (or, for `default`, the NamespacePatch) of each labelled namespace, by name."""
+    """`namespaces`: the Namespace (or, for `default`, the NamespacePatch) of each labelled namespace, by name.
+    `across`: the stack's cross-network sources when it has hybrid pools (`cross_cni_sources`)."""
 
     def __init__(
         self,
@@ -34,6 +35,7 @@ class StackNamespaces(pulumi.ComponentResource):
         ctx: ClusterContext,
         plans: Sequence[NamespacePlan],
         addons: AddonSelection,
+        across: CrossCniSources | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpu-clusters:index:StackNamespaces", name, None, opts)
@@ -61,7 +63,7 @@ class StackNamespaces(pulumi.ComponentResource):
             plan.name: self._quota(prefix, plan.quota, k8s_opts) for plan in plans if plan.quota is not None
         }
         self.network_policies: dict[str, k8s.networking.v1.NetworkPolicy] = {}
-        for policy in network_policies(plans, addons):
+        for policy in network_policies(plans, addons, across):
             self.network_policies[f"{policy.namespace}/{policy.name}"] = k8s.networking.v1.NetworkPolicy(
                 f"{prefix}-{policy.namespace}-{policy.name}",
                 metadata=k8s.meta.v1.ObjectMetaArgs(name=policy.name, namespace=policy.namespace, labels=MANAGED_BY),

@@ -20,6 +20,7 @@ from components.addons import Addons
 from components.config import ServingWorkload
 from components.context import ClusterContext
 from components.planning.addons.monitoring import MONITORING_NAMESPACE, prometheus_url
+from components.planning.network_policies import cross_cni_sources
 from components.planning.serving import (
     SERVING_PORT,
     deployment_spec,
@@ -60,6 +61,7 @@ class ServingWorkloads(pulumi.ComponentResource):
             storage.nfs.claim,
             *([prometheus] if prometheus else []),
         ]
+        across = cross_cni_sources(stack_plan.spec.network, stack_plan.pools)
         self.endpoints: dict[str, str] = {}
         for workload in workloads:
             plan = stack_plan.pool(workload.pool)
@@ -76,11 +78,13 @@ class ServingWorkloads(pulumi.ComponentResource):
                 spec=cast(Any, service_spec(workload)),
                 opts=self._options(ctx, waits),
             )
-            # Who may reach the server: its namespace, the configured sources and Prometheus, nothing else.
+            # Who may reach the server: its namespace, the configured sources and Prometheus, nothing else; on a
+            # hybrid pool, EC2 pods by address (Cilium cannot match them by selector).
+            ec2_pods = across.ec2_pods if across is not None and across.reaches([workload.pool]) else ()
             k8s.networking.v1.NetworkPolicy(
                 prefix,
                 metadata=cast(Any, self._metadata(workload, namespace)),
-                spec=cast(Any, network_policy_spec(workload, MONITORING_NAMESPACE)),
+                spec=cast(Any, network_policy_spec(workload, MONITORING_NAMESPACE, ec2_pods)),
                 opts=self._options(ctx, waits),
             )
             k8s.policy.v1.PodDisruptionBudget(

@@ -9,9 +9,11 @@ from typing import Any
 
 import pytest
 
+from components.config import NetworkConfig
 from components.errors import ConfigError
 from components.planning.namespaces import plan_namespaces
 from components.planning.stack_plan import plan_stack
+from components.planning.subnets import pod_address_ranges
 from tests.builders import (
     INFERENCE_POOL,
     SYSTEM_POOL,
@@ -176,6 +178,48 @@ def test_monitoring_admits_only_its_clients() -> None:
     for name in ("alertmanager-clients", "grafana-clients"):
         assert policies["monitoring", name]["ingress"] == [{"from": [{"podSelector": {}}]}]
     assert not any(ns == "keda" for ns, _ in policies), "the API server calls KEDA's metrics server and webhooks"
+
+
+#: The hybrid stack's EC2 pod addresses: its private subnets (10.0.0.0/16 in two AZs, a /19 each), and its A40
+#: servers' node network, the address Cilium masquerades their pods' connections to.
+HYBRID_EC2_PODS = [{"ipBlock": {"cidr": "10.0.0.0/19"}}, {"ipBlock": {"cidr": "10.0.32.0/19"}}]
+HYBRID_NODES = [{"ipBlock": {"cidr": "192.168.100.0/24"}}]
+
+
+def test_a_namespace_on_a_hybrid_pool_admits_the_other_network_by_address() -> None:
+    """Cilium cannot match an EC2 pod by selector, nor the VPC CNI a masqueraded hybrid pod: `inference` holds the
+    A40 servers' pods, so its own pods and Prometheus are admitted by address too; `training` (p5 only) is not."""
+    policies = _policies(shipped_plan("hybrid"))
+    same = policies["inference", "allow-same-namespace"]["ingress"]
+    assert same == [{"from": [{"podSelector": {}}, *HYBRID_EC2_PODS, *HYBRID_NODES]}]
+    scrapes = policies["inference", "allow-prometheus-scrapes"]["ingress"]
+    assert scrapes[0]["from"][1:] == HYBRID_EC2_PODS
+    for name in ("allow-same-namespace", "allow-prometheus-scrapes"):
+        assert not any("ipBlock" in peer for rule in policies["training", name]["ingress"] for peer in rule["from"])
+    for (ns, name), spec in policies.items():
+        if ns == "monitoring":  # Prometheus, Alertmanager and Grafana run on the system pool
+            assert not any("ipBlock" in peer for rule in spec["ingress"] for peer in rule["from"]), name
+
+
+@pytest.mark.parametrize("stack", ["training", "inference", "smoke"])
+def test_ec2_only_stacks_admit_nothing_by_address(stack: str) -> None:
+    for (ns, name), spec in _policies(shipped_plan(stack)).items():
+        peers = [peer for rule in spec.get("ingress", []) for peer in rule["from"]]
+        assert not any("ipBlock" in peer for peer in peers), (ns, name)
+
+
+def test_an_existing_vpc_is_admitted_by_its_cidr() -> None:
+    """The stack knows an existing VPC's subnets only by id: its pods are anywhere in the VPC CIDR."""
+    existing = NetworkConfig.model_validate(
+        {
+            "vpcCidr": "10.20.0.0/16",
+            "existingVpc": {
+                "vpcId": "vpc-0123456789abcdef0",
+                "privateSubnetIds": {"us-east-1a": "subnet-0000000a", "us-east-1b": "subnet-0000000b"},
+            },
+        }
+    )
+    assert pod_address_ranges(existing) == ["10.20.0.0/16"]
 
 
 def test_policies_wait_for_their_namespace() -> None:

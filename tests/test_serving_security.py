@@ -238,16 +238,27 @@ def test_the_policy_admits_only_the_namespace_the_configured_sources_and_prometh
     ]
 
 
-@pytest.mark.parametrize(("stack", "prefix"), [("inference", "serve"), ("hybrid", "hybrid")])
-def test_shipped_stacks_register_the_policy_and_a_restricted_deployment(stack: str, prefix: str) -> None:
-    """On the hybrid stack the pod network is routed from the site: the default admits no CIDR at all."""
+@pytest.mark.parametrize(
+    ("stack", "prefix", "cidrs"),
+    [
+        ("inference", "serve", []),
+        # On the A40 servers Cilium enforces the policy and cannot match EC2 pods (Prometheus, clients) by selector:
+        # they are admitted by the addresses EC2 pods take, the hybrid stack's private subnets. No site network.
+        ("hybrid", "hybrid", ["10.0.0.0/19", "10.0.32.0/19"]),
+    ],
+)
+def test_shipped_stacks_register_the_policy_and_a_restricted_deployment(
+    stack: str, prefix: str, cidrs: list[str]
+) -> None:
     run = shipped_stack(stack).run
     policy = run.one(NETWORK_POLICY, f"{prefix}-chat").inputs
     deployment = run.one(DEPLOYMENT, f"{prefix}-chat").inputs
     assert policy["metadata"]["namespace"] == deployment["metadata"]["namespace"] == "inference"
     assert policy["spec"]["podSelector"]["matchLabels"] == deployment["spec"]["selector"]["matchLabels"]
-    sources = policy["spec"]["ingress"][0]["from"]
-    assert not any("ipBlock" in source for source in sources)
+    (rule,) = policy["spec"]["ingress"]
+    assert rule["ports"] == [{"protocol": "TCP", "port": 8000}]
+    sources = rule["from"]
+    assert [source["ipBlock"]["cidr"] for source in sources if "ipBlock" in source] == cidrs
     assert {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}} in sources
     pod = deployment["spec"]["template"]["spec"]
     assert pod["securityContext"]["runAsNonRoot"] is True

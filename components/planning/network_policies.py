@@ -11,6 +11,13 @@ docs/security.md#pod-security-and-networkpolicy.
 
 Another helper's allow (the serving endpoint's clients) is additive: NetworkPolicies are a union, so any policy that
 selects a pod and admits a source lets it through the default deny.
+
+Across the two enforcers a selector peer does not match: Cilium knows only the pods it runs (an EC2 pod's address is
+outside the cluster to it, [CILIUMCIDR]), and Cilium masquerades a hybrid pod's connection to an EC2 pod to its
+server's address ([HYBRIDCNI]), which the VPC CNI cannot map to the pod its selector resolved. So in a namespace
+whose pods can run on a hybrid pool, each selector allow gets `ipBlock` peers: the EC2 pods' address ranges (for
+Cilium) and, for the namespace's own pods, the hybrid servers' node CIDRs (for the VPC CNI). The cost, an allow that
+admits any pod of the VPC or of those servers: docs/security.md#pod-security-and-networkpolicy.
 """
 
 from __future__ import annotations
@@ -19,10 +26,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from components.config import NetworkConfig
 from components.planning.addons.keda import KEDA_NAMESPACE
 from components.planning.addons.monitoring import MONITORING_NAMESPACE
 from components.planning.addons.selection import AddonSelection
+from components.planning.hybrid.networks import hybrid_plans, remote_node_cidrs
 from components.planning.namespaces import NamespacePlan, workload_namespaces
+from components.planning.pools import PoolPlan
+from components.planning.subnets import pod_address_ranges
 
 #: The label the API server sets on every namespace to its name, which nobody can change ([NETPOL], "Targeting a
 #: Namespace by its name").
@@ -54,6 +65,39 @@ class NetworkPolicyPlan:
     spec: dict[str, Any]
 
 
+@dataclass(frozen=True)
+class CrossCniSources:
+    """Where connections between the two pod networks come from, as the enforcer on the far side sees them."""
+
+    #: The hybrid pools, by name: a namespace or workload placed on one gets the `ipBlock` peers.
+    hybrid_pools: frozenset[str]
+    #: EC2 pods' addresses (`components.planning.subnets.pod_address_ranges`), as Cilium sees them.
+    ec2_pods: tuple[str, ...]
+    #: The hybrid servers' node CIDRs: a hybrid pod's connection to an EC2 pod, masqueraded, as the VPC CNI sees it.
+    hybrid_nodes: tuple[str, ...]
+
+    def reaches(self, pools: Sequence[str]) -> bool:
+        """Whether pods placed on these pools can land on a hybrid node."""
+        return not self.hybrid_pools.isdisjoint(pools)
+
+
+def cross_cni_sources(network: NetworkConfig, pools: Sequence[PoolPlan]) -> CrossCniSources | None:
+    """The stack's cross-network sources, or None without a hybrid pool (one enforcer, selectors suffice)."""
+    hybrid = hybrid_plans(pools)
+    if not hybrid:
+        return None
+    return CrossCniSources(
+        hybrid_pools=frozenset(plan.name for plan in hybrid),
+        ec2_pods=tuple(pod_address_ranges(network)),
+        hybrid_nodes=tuple(remote_node_cidrs(plan.pool for plan in hybrid)),
+    )
+
+
+def ip_blocks(cidrs: Sequence[str]) -> list[dict[str, Any]]:
+    """`ipBlock` peers, one per CIDR."""
+    return [{"ipBlock": {"cidr": cidr}} for cidr in cidrs]
+
+
 def _in_namespace(namespace: str, pods: dict[str, str] | None = None) -> dict[str, Any]:
     peer: dict[str, Any] = {"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: namespace}}}
     if pods is not None:
@@ -68,16 +112,24 @@ def _ingress(pods: dict[str, str] | None, rules: list[dict[str, Any]]) -> dict[s
     return spec
 
 
-def workload_policies(namespace: str, addons: AddonSelection) -> list[NetworkPolicyPlan]:
+def workload_policies(
+    namespace: str, addons: AddonSelection, across: CrossCniSources | None = None
+) -> list[NetworkPolicyPlan]:
     """A workload namespace: nothing comes in but from its own pods (a job's ranks, a client beside its server) and,
-    on the Prometheus path, Prometheus's scrapes of the targets its users add there."""
+    on the Prometheus path, Prometheus's scrapes of the targets its users add there. `across`: the namespace's pods
+    can run on a hybrid pool, so its own pods on the other network and Prometheus (on the system pool, EC2) are
+    admitted by address too."""
+    same: list[dict[str, Any]] = [{"podSelector": {}}]
+    scrapes = [_in_namespace(MONITORING_NAMESPACE, PROMETHEUS_PODS)]
+    if across is not None:
+        same += ip_blocks([*across.ec2_pods, *across.hybrid_nodes])
+        scrapes += ip_blocks(across.ec2_pods)
     policies = [
         NetworkPolicyPlan(namespace, DEFAULT_DENY, _ingress(None, [])),
-        NetworkPolicyPlan(namespace, SAME_NAMESPACE, _ingress(None, [{"from": [{"podSelector": {}}]}])),
+        NetworkPolicyPlan(namespace, SAME_NAMESPACE, _ingress(None, [{"from": same}])),
     ]
     if addons.on("dcgm-prometheus"):
-        scrapes = [{"from": [_in_namespace(MONITORING_NAMESPACE, PROMETHEUS_PODS)]}]
-        policies.append(NetworkPolicyPlan(namespace, PROMETHEUS_SCRAPES, _ingress(None, scrapes)))
+        policies.append(NetworkPolicyPlan(namespace, PROMETHEUS_SCRAPES, _ingress(None, [{"from": scrapes}])))
     return policies
 
 
@@ -98,9 +150,21 @@ def monitoring_policies(addons: AddonSelection) -> list[NetworkPolicyPlan]:
     ]
 
 
-def network_policies(namespaces: Sequence[NamespacePlan], addons: AddonSelection) -> list[NetworkPolicyPlan]:
-    """Every NetworkPolicy of the stack, by namespace."""
-    policies = [p for ns in workload_namespaces(namespaces) for p in workload_policies(ns.name, addons)]
+def _namespace_across(namespace: NamespacePlan, across: CrossCniSources | None) -> CrossCniSources | None:
+    pools = namespace.quota.pools if namespace.quota is not None else ()
+    return across if across is not None and across.reaches(pools) else None
+
+
+def network_policies(
+    namespaces: Sequence[NamespacePlan], addons: AddonSelection, across: CrossCniSources | None = None
+) -> list[NetworkPolicyPlan]:
+    """Every NetworkPolicy of the stack, by namespace. `across`: the stack's cross-network sources
+    (`cross_cni_sources`), applied to the workload namespaces whose pools include a hybrid one."""
+    policies = [
+        p
+        for ns in workload_namespaces(namespaces)
+        for p in workload_policies(ns.name, addons, _namespace_across(ns, across))
+    ]
     if addons.on("dcgm-prometheus"):
         policies += monitoring_policies(addons)
     return policies

@@ -8,6 +8,7 @@ Invariant: scale-in never drops a request: readiness on `/health` ([VLLM]), a `p
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from math import floor
 from typing import Any
 
@@ -196,14 +197,19 @@ def disruption_budget_spec(workload: ServingWorkload) -> dict[str, Any]:
     return {"maxUnavailable": 1, "selector": {"matchLabels": serving_labels(workload)}}
 
 
-def network_policy_spec(workload: ServingWorkload, monitoring_namespace: str) -> dict[str, Any]:
+def network_policy_spec(
+    workload: ServingWorkload, monitoring_namespace: str, ec2_pods: Sequence[str] = ()
+) -> dict[str, Any]:
     """Ingress to the server's port only from its own namespace, the configured namespaces and CIDRs, and Prometheus's
-    namespace (vLLM serves `/metrics` on the same port). Additive to any default-deny: it selects only these pods."""
+    namespace (vLLM serves `/metrics` on the same port). Additive to any default-deny: it selects only these pods.
+    `ec2_pods`: on a hybrid pool, where EC2 pods take their addresses, which Cilium's selectors cannot match
+    (`components.planning.network_policies.CrossCniSources`); those pods are admitted by address instead."""
     namespaces = sorted({monitoring_namespace, *workload.allow_from.namespaces})
+    cidrs = list(dict.fromkeys([*workload.allow_from.cidrs, *ec2_pods]))
     sources: list[dict[str, Any]] = [
         {"podSelector": {}},
         *({"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: name}}} for name in namespaces),
-        *({"ipBlock": {"cidr": cidr}} for cidr in workload.allow_from.cidrs),
+        *({"ipBlock": {"cidr": cidr}} for cidr in cidrs),
     ]
     return {
         "podSelector": {"matchLabels": serving_labels(workload)},

@@ -64,3 +64,13 @@ def cluster_subnet_zones(zones: tuple[str, ...] | list[str], zone_ids: dict[str,
             "add AZs to network.availabilityZones (`blueprint preflight` lists this account's zone IDs)"
         )
     return kept
+
+
+def pod_address_ranges(network: NetworkConfig) -> list[str]:
+    """Where pods on EC2 nodes take their addresses, as CIDRs: the VPC CNI gives a pod an address of its node's
+    subnet (a secondary IP, or one of a /28 prefix with prefix delegation, [EKSCNI]; the stack tags no subnet for
+    the CNI's subnet discovery), and nodes run in the private subnets. In an existing VPC, whose subnets the stack
+    knows only by id, the VPC CIDR."""
+    if network.existing_vpc is not None:
+        return [str(network.vpc_cidr)]
+    return [str(cidr) for cidr in subnet_layout(network).private]
