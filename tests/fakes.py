@@ -87,10 +87,16 @@ def fake_context(spec: StackConfig, stack: str = "test") -> ClusterContext:
         certificate_authority=pulumi.Output.from_input(CERTIFICATE_AUTHORITY),
         cluster_security_group_id=pulumi.Output.from_input(CLUSTER_SECURITY_GROUP_ID),
         node_security_group_id=pulumi.Output.from_input(NODE_SECURITY_GROUP_ID),
-        node_role_arn=pulumi.Output.from_input(f"arn:aws:iam::{ACCOUNT_ID}:role/{spec.cluster.name}-node"),
-        node_instance_profile_arn=pulumi.Output.from_input(
-            f"arn:aws:iam::{ACCOUNT_ID}:instance-profile/{spec.cluster.name}-node"
-        ),
+        node_role_arns={
+            pool.name: pulumi.Output.from_input(f"arn:aws:iam::{ACCOUNT_ID}:role/{spec.cluster.name}-{pool.name}-node")
+            for pool in spec.node_pools
+        },
+        node_instance_profile_arns={
+            pool.name: pulumi.Output.from_input(
+                f"arn:aws:iam::{ACCOUNT_ID}:instance-profile/{spec.cluster.name}-{pool.name}-node"
+            )
+            for pool in spec.node_pools
+        },
         kms_key_arn=pulumi.Output.from_input(KMS_KEY_ARN),
         autoscaling_role_arn=pulumi.Output.from_input(
             autoscaling_role_arn("aws", ACCOUNT_ID, spec.cluster.name, spec.region)
