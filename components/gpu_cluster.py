@@ -23,13 +23,13 @@ from components.managed_addons import DNS_ADDON, NODE_AGENT_ADDONS, SYSTEM_ADDON
 from components.namespaces import StackNamespaces
 from components.network import Network
 from components.node_pool import NodePool
-from components.pool_identity import PoolIdentityAdmission
 from components.planning.hybrid import remote_network_config
 from components.planning.pools import PoolPlan
 from components.planning.s3_endpoint import stack_buckets
 from components.planning.site_routes import site_cidrs
 from components.planning.stack_plan import StackPlan
 from components.planning.stateful import stateful_protection
+from components.pool_identity import PoolIdentityAdmission
 from components.security_groups import lustre_client_group
 from components.storage import EfsStorage, SharedStorage
 from components.workloads import ServingWorkloads

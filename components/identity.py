@@ -20,8 +20,8 @@ from collections.abc import Mapping, Sequence
 import pulumi
 import pulumi_aws as aws
 
-from components.tags import POOL as POOL_TAG
 from components.planning.trust_policies import EC2_SERVICE, pod_identity_trust_policy, service_trust_policy
+from components.tags import POOL as POOL_TAG
 
 #: Managed policies of the node role (EKS user guide, "Amazon EKS node IAM role",
 #: https://docs.aws.amazon.com/eks/latest/userguide/create-node-role.html): worker node (DescribeCluster,
