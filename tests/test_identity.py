@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -25,13 +26,17 @@ def build_nodes() -> tuple[ProgramRun, dict[str, Any]]:
 
     def program() -> None:
         nodes = NodeIdentity("demo", POOLS, pulumi.Output.from_input("demo"), pulumi.Output.from_input("aws"), TAGS)
+
+        def record(pool: str, values: dict[str, Any]) -> None:
+            seen[pool] = values
+
         for pool in POOLS:
             pulumi.Output.all(
                 role=nodes.roles[pool].arn,
                 role_arn=nodes.role_arns[pool],
                 profile=nodes.instance_profiles[pool].arn,
                 profile_arn=nodes.instance_profile_arns[pool],
-            ).apply(lambda v, pool=pool: seen.update({pool: v}))
+            ).apply(functools.partial(record, pool))
 
     return run_mocked(program), seen
 
