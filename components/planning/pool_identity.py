@@ -21,7 +21,7 @@ from components import tags
 
 #: Name of the policy and of its binding.
 POLICY_NAME = "gpu-clusters-pool-identity"
-#: The user extra key aws-iam-authenticator sets to the caller's role ARN (pkg/server/server.go, `canonicalArn`).
+#: The user extra key aws-iam-authenticator sets to the caller's role ARN ([IAMAUTH], `pkg/server/server.go`).
 ROLE_EXTRA_KEY = "canonicalArn"
 #: Usernames of node identities: EKS maps `EC2_LINUX` and `HYBRID_LINUX` access entries to `system:node:<name>`.
 NODE_USER_PREFIX = "system:node:"
