@@ -60,8 +60,9 @@ class ClusterContext:
     cluster_security_group_id: pulumi.Output[str]
     #: Security group shared by every `aws` node: node-to-node and control-plane rules.
     node_security_group_id: pulumi.Output[str]
-    node_role_arn: pulumi.Output[str]
-    node_instance_profile_arn: pulumi.Output[str]
+    #: Each `aws` pool's node role and instance profile, by pool name (components.identity.NodeIdentity).
+    node_role_arns: Mapping[str, pulumi.Output[str]]
+    node_instance_profile_arns: Mapping[str, pulumi.Output[str]]
     #: The customer-managed KMS key of the cluster (secrets envelope encryption, node volumes; with one key, reused
     #: for every domain: `key_arn`).
     kms_key_arn: pulumi.Output[str]

@@ -31,6 +31,7 @@ from components.planning.s3_endpoint import stack_buckets
 from components.planning.site_routes import site_cidrs
 from components.planning.stack_plan import StackPlan
 from components.planning.stateful import stateful_protection
+from components.pool_identity import PoolIdentityAdmission
 from components.security_groups import lustre_client_group
 from components.storage import EfsStorage, SharedStorage
 from components.workloads import ServingWorkloads
@@ -63,6 +64,7 @@ class GpuCluster(pulumi.ComponentResource):
         self._addons()
         self._workloads()
         self._hybrid_nodes()
+        self._pool_identity()
         self.register_outputs({})
 
     def exports(self) -> dict[str, Any]:
@@ -102,7 +104,12 @@ class GpuCluster(pulumi.ComponentResource):
             opts=self._child(),
         )
         self.node_identity = NodeIdentity(
-            spec.cluster.name, self.eks.name, self.partition, self.tags, opts=self._child()
+            spec.cluster.name,
+            [plan.name for plan in self.pool_plans if plan.kind == "aws"],
+            self.eks.name,
+            self.partition,
+            self.tags,
+            opts=self._child(),
         )
         self.flow_logs: VpcFlowLogs | None = None
         if self.network.vpc is not None and spec.network.flow_logs.enabled:
@@ -153,8 +160,8 @@ class GpuCluster(pulumi.ComponentResource):
                 if spec.storage.lustre is not None
                 else None
             ),
-            node_role_arn=self.node_identity.role_arn,
-            node_instance_profile_arn=self.node_identity.instance_profile_arn,
+            node_role_arns=self.node_identity.role_arns,
+            node_instance_profile_arns=self.node_identity.instance_profile_arns,
             kms_key_arn=self.eks.kms_key.arn,
             domain_key_arns={domain: key.arn for domain, key in self.eks.keys.items() if domain != "cluster"},
             autoscaling_role_arn=self.eks.autoscaling_role.arn,
@@ -192,7 +199,7 @@ class GpuCluster(pulumi.ComponentResource):
                 "clusterEndpoint": self.eks.endpoint,
                 "clusterSecurityGroupId": self.eks.cluster_security_group_id,
                 "nodeSecurityGroupId": self.eks.node_security_group_id,
-                "nodeRoleArn": self.node_identity.role_arn,
+                "nodeRoleArns": self.node_identity.role_arns,
                 "kmsKeyArn": self.eks.kms_key.arn,
             }
         )
@@ -291,3 +298,13 @@ class GpuCluster(pulumi.ComponentResource):
                 f"{self.base_name}-hybrid", self.context, self.stack_plan.hybrid, opts=self._child()
             )
             self._exports.update(self.hybrid.exports())
+
+    def _pool_identity(self) -> None:
+        """The admission policy holding each node's pool label to its pool's IAM role: every pool, EC2 and hybrid,
+        has a role of its own (docs/security.md, "Tenants")."""
+        roles: dict[str, pulumi.Output[str]] = dict(self.node_identity.role_arns)
+        if self.hybrid is not None:
+            roles.update({pool: hybrid.role.arn for pool, hybrid in self.hybrid.pools.items()})
+        self.pool_identity = PoolIdentityAdmission(
+            f"{self.base_name}-pool-identity", self.context, roles, opts=self._child()
+        )

@@ -1,8 +1,10 @@
-"""IAM identities of the cluster: the node role every `aws` pool shares, and one Pod Identity role per controller.
+"""IAM identities of the cluster: one node role per `aws` pool, and one Pod Identity role per controller.
 
-Nodes: one IAM role and instance profile for every `aws` node pool, with the managed policies an EKS node needs and
-an `EC2_LINUX` access entry, so nodes authenticate to the API without the deprecated `aws-auth` ConfigMap (the
-cluster runs authentication mode `API`). Pools differ in hardware, not in what the node itself may call.
+Nodes: each `aws` node pool gets its own IAM role and instance profile, with the same managed policies (what an EKS
+node needs) and an `EC2_LINUX` access entry, so nodes authenticate to the API without the deprecated `aws-auth`
+ConfigMap (the cluster runs authentication mode `API`). Pools differ in hardware, not in what the node itself may
+call; the role is per pool so the API server knows a node's pool from its credentials, which the node cannot forge:
+the pool-identity admission policy (`components.planning.pool_identity`) holds each node's pool label to it.
 
 Controllers (EBS CSI driver, cluster-autoscaler, node termination handler, ...): each gets its own role through
 EKS Pod Identity, never the node role. `PodIdentityRoles` is the one helper that builds them; its trust policy is
@@ -19,6 +21,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components.planning.trust_policies import EC2_SERVICE, pod_identity_trust_policy, service_trust_policy
+from components.tags import POOL as POOL_TAG
 
 #: Managed policies of the node role (EKS user guide, "Amazon EKS node IAM role",
 #: https://docs.aws.amazon.com/eks/latest/userguide/create-node-role.html): worker node (DescribeCluster,
@@ -48,15 +51,16 @@ def aws_managed_policy_arn(partition: pulumi.Input[str], policy: str) -> pulumi.
 
 
 class NodeIdentity(pulumi.ComponentResource):
-    """The node role, its instance profile and its `EC2_LINUX` access entry, shared by every `aws` pool.
+    """One node role, instance profile and `EC2_LINUX` access entry per `aws` pool, keyed by pool name.
 
-    `role_arn` and `instance_profile_arn` resolve only once the access entry exists: a launch template or node
-    group that reads them therefore waits for the entry, and nodes never boot into a cluster that rejects them.
+    `role_arns[pool]` and `instance_profile_arns[pool]` resolve only once that pool's access entry exists: a launch
+    template that reads them therefore waits for the entry, and nodes never boot into a cluster that rejects them.
     """
 
     def __init__(
         self,
         name: str,
+        pools: Sequence[str],
         cluster_name: pulumi.Input[str],
         partition: pulumi.Input[str],
         tags: Mapping[str, str],
@@ -64,39 +68,44 @@ class NodeIdentity(pulumi.ComponentResource):
     ) -> None:
         super().__init__("gpu-clusters:index:NodeIdentity", name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
-        self.role = aws.iam.Role(
-            f"{name}-node",
-            assume_role_policy=json.dumps(service_trust_policy(EC2_SERVICE)),
-            description=f"EKS nodes of cluster {name}",
-            tags=dict(tags),
-            opts=child,
-        )
-        self.policy_attachments = [
-            aws.iam.RolePolicyAttachment(
-                f"{name}-node-{policy}",
-                role=self.role.name,
-                policy_arn=aws_managed_policy_arn(partition, policy),
+        self.roles: dict[str, aws.iam.Role] = {}
+        self.instance_profiles: dict[str, aws.iam.InstanceProfile] = {}
+        self.access_entries: dict[str, aws.eks.AccessEntry] = {}
+        self.role_arns: dict[str, pulumi.Output[str]] = {}
+        self.instance_profile_arns: dict[str, pulumi.Output[str]] = {}
+        for pool in pools:
+            prefix = f"{name}-{pool}-node"
+            pool_tags = {**tags, POOL_TAG: pool}
+            role = aws.iam.Role(
+                prefix,
+                assume_role_policy=json.dumps(service_trust_policy(EC2_SERVICE)),
+                description=f"EKS nodes of pool {pool} in cluster {name}",
+                tags=pool_tags,
                 opts=child,
             )
-            for policy in NODE_MANAGED_POLICIES
-        ]
-        self.instance_profile = aws.iam.InstanceProfile(
-            f"{name}-node", role=self.role.name, tags=dict(tags), opts=child
-        )
-        self.access_entry = aws.eks.AccessEntry(
-            f"{name}-node",
-            cluster_name=cluster_name,
-            principal_arn=self.role.arn,
-            type=NODE_ACCESS_ENTRY_TYPE,
-            tags=dict(tags),
-            opts=child,
-        )
-        ready = pulumi.Output.all(self.access_entry.access_entry_arn, *[a.id for a in self.policy_attachments])
-        self.role_arn: pulumi.Output[str] = pulumi.Output.all(self.role.arn, ready).apply(lambda v: v[0])
-        self.instance_profile_arn: pulumi.Output[str] = pulumi.Output.all(self.instance_profile.arn, ready).apply(
-            lambda v: v[0]
-        )
-        self.register_outputs({"roleArn": self.role.arn, "instanceProfileArn": self.instance_profile.arn})
+            attachments = [
+                aws.iam.RolePolicyAttachment(
+                    f"{prefix}-{policy}",
+                    role=role.name,
+                    policy_arn=aws_managed_policy_arn(partition, policy),
+                    opts=child,
+                )
+                for policy in NODE_MANAGED_POLICIES
+            ]
+            profile = aws.iam.InstanceProfile(prefix, role=role.name, tags=pool_tags, opts=child)
+            entry = aws.eks.AccessEntry(
+                prefix,
+                cluster_name=cluster_name,
+                principal_arn=role.arn,
+                type=NODE_ACCESS_ENTRY_TYPE,
+                tags=pool_tags,
+                opts=child,
+            )
+            ready = pulumi.Output.all(entry.access_entry_arn, *[a.id for a in attachments])
+            self.roles[pool], self.instance_profiles[pool], self.access_entries[pool] = role, profile, entry
+            self.role_arns[pool] = pulumi.Output.all(role.arn, ready).apply(lambda v: v[0])
+            self.instance_profile_arns[pool] = pulumi.Output.all(profile.arn, ready).apply(lambda v: v[0])
+        self.register_outputs({"roleArns": {pool: role.arn for pool, role in self.roles.items()}})
 
 
 class PodIdentityRoles:

@@ -122,7 +122,9 @@ class NodePool(pulumi.ComponentResource):
             image_id=ami.value,
             instance_type=plan.instance.name,
             user_data=self._user_data(),
-            iam_instance_profile=aws.ec2.LaunchTemplateIamInstanceProfileArgs(arn=ctx.node_instance_profile_arn),
+            iam_instance_profile=aws.ec2.LaunchTemplateIamInstanceProfileArgs(
+                arn=ctx.node_instance_profile_arns[plan.name]
+            ),
             network_interfaces=self._network_interfaces(),
             metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
                 http_endpoint="enabled",

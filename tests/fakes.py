@@ -63,6 +63,17 @@ def fake_pod_identity_role(
     )
 
 
+class PerPool(dict[str, pulumi.Output[str]]):
+    """A pool's node role or instance profile ARN, for any pool asked for (the default system pool included)."""
+
+    def __init__(self, pattern: str) -> None:
+        super().__init__()
+        self.pattern = pattern
+
+    def __missing__(self, pool: str) -> pulumi.Output[str]:
+        return pulumi.Output.from_input(self.pattern.format(pool=pool))
+
+
 def fake_context(spec: StackConfig, stack: str = "test") -> ClusterContext:
     """A ClusterContext for `spec` whose outputs are known plain values."""
     zones = spec.network.zones or [f"{spec.region}{suffix}" for suffix in "abc"]
@@ -87,9 +98,9 @@ def fake_context(spec: StackConfig, stack: str = "test") -> ClusterContext:
         certificate_authority=pulumi.Output.from_input(CERTIFICATE_AUTHORITY),
         cluster_security_group_id=pulumi.Output.from_input(CLUSTER_SECURITY_GROUP_ID),
         node_security_group_id=pulumi.Output.from_input(NODE_SECURITY_GROUP_ID),
-        node_role_arn=pulumi.Output.from_input(f"arn:aws:iam::{ACCOUNT_ID}:role/{spec.cluster.name}-node"),
-        node_instance_profile_arn=pulumi.Output.from_input(
-            f"arn:aws:iam::{ACCOUNT_ID}:instance-profile/{spec.cluster.name}-node"
+        node_role_arns=PerPool(f"arn:aws:iam::{ACCOUNT_ID}:role/{spec.cluster.name}-{{pool}}-node"),
+        node_instance_profile_arns=PerPool(
+            f"arn:aws:iam::{ACCOUNT_ID}:instance-profile/{spec.cluster.name}-{{pool}}-node"
         ),
         kms_key_arn=pulumi.Output.from_input(KMS_KEY_ARN),
         autoscaling_role_arn=pulumi.Output.from_input(

@@ -393,7 +393,7 @@ def run_gpu_cluster(config: StackConfig) -> tuple[ProgramRun, dict[str, Any]]:
             kubeconfig=exports["kubeconfig"],
             endpoint=exports["clusterEndpoint"],
             vpc=exports["vpcId"],
-            role=cluster.context.node_role_arn,
+            role=cluster.context.node_role_arns["system"],
             node_sg=cluster.context.node_security_group_id,
         ).apply(seen.update)
 
@@ -407,7 +407,7 @@ def test_gpu_cluster_exports_the_kubeconfig_as_a_secret_and_the_core_outputs() -
     assert kubeconfig["clusters"][0]["cluster"]["server"] == seen["endpoint"]
     assert seen["endpoint"].startswith("https://")
     assert seen["vpc"].startswith("vpc-")
-    assert seen["role"] == "arn:aws:iam::123456789012:role/demo-node"
+    assert seen["role"] == "arn:aws:iam::123456789012:role/demo-system-node"
     assert {"vpcId", "clusterEndpoint", "clusterArn", "nodeSecurityGroupId", "kmsKeyArn"} <= set(seen["exports"])
 
 

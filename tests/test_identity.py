@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from typing import Any
 
@@ -17,35 +18,46 @@ ATTACHMENT = ROLE_POLICY_ATTACHMENT
 CLUSTER_ARN = "arn:aws:eks:us-east-1:123456789012:cluster/demo"
 
 
+POOLS = ("system", "train", "infer")
+
+
 def build_nodes() -> tuple[ProgramRun, dict[str, Any]]:
     seen: dict[str, Any] = {}
 
     def program() -> None:
-        nodes = NodeIdentity("demo", pulumi.Output.from_input("demo"), pulumi.Output.from_input("aws"), TAGS)
-        pulumi.Output.all(
-            role=nodes.role.arn,
-            role_arn=nodes.role_arn,
-            profile=nodes.instance_profile.arn,
-            profile_arn=nodes.instance_profile_arn,
-        ).apply(seen.update)
+        nodes = NodeIdentity("demo", POOLS, pulumi.Output.from_input("demo"), pulumi.Output.from_input("aws"), TAGS)
+
+        def record(pool: str, values: dict[str, Any]) -> None:
+            seen[pool] = values
+
+        for pool in POOLS:
+            pulumi.Output.all(
+                role=nodes.roles[pool].arn,
+                role_arn=nodes.role_arns[pool],
+                profile=nodes.instance_profiles[pool].arn,
+                profile_arn=nodes.instance_profile_arns[pool],
+            ).apply(functools.partial(record, pool))
 
     return run_mocked(program), seen
 
 
-def test_node_role_is_assumed_by_ec2_and_has_the_node_policies() -> None:
+def test_each_pool_gets_its_own_node_role_assumed_by_ec2_with_the_node_policies() -> None:
     run, _ = build_nodes()
-    role = run.one(IAM_ROLE, "demo-node")
-    trust = json.loads(role.inputs["assumeRolePolicy"])
-    assert trust["Statement"] == [
-        {"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}
-    ]
-    attached = {a.inputs["policyArn"] for a in run.of_type(ROLE_POLICY_ATTACHMENT)}
-    assert attached == {
-        "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
-        "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryPullOnly",
-        "arn:aws:iam::aws:policy/AmazonSSMManagedEC2InstanceDefaultPolicy",
-    }
-    assert len(NODE_MANAGED_POLICIES) == len(attached)
+    assert sorted(r.name for r in run.of_type(IAM_ROLE)) == sorted(f"demo-{pool}-node" for pool in POOLS)
+    for pool in POOLS:
+        role = run.one(IAM_ROLE, f"demo-{pool}-node")
+        assert role.inputs["tags"]["gpu-clusters/pool"] == pool
+        trust = json.loads(role.inputs["assumeRolePolicy"])
+        assert trust["Statement"] == [
+            {"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}
+        ]
+        attached = {a.inputs["policyArn"] for a in run.of_type(ROLE_POLICY_ATTACHMENT) if a.inputs["role"] == role.name}
+        assert attached == {
+            "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy",
+            "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryPullOnly",
+            "arn:aws:iam::aws:policy/AmazonSSMManagedEC2InstanceDefaultPolicy",
+        }
+    assert len(run.of_type(ROLE_POLICY_ATTACHMENT)) == len(NODE_MANAGED_POLICIES) * len(POOLS)
 
 
 def test_the_node_role_cannot_manage_the_accounts_network_interfaces() -> None:
@@ -62,17 +74,20 @@ def test_nodes_get_the_ssm_agents_minimum_not_every_parameter_of_the_account() -
     assert not any(arn.endswith("/AmazonSSMManagedInstanceCore") for arn in attached)
 
 
-def test_instance_profile_and_ec2_linux_access_entry_for_the_node_role() -> None:
+def test_one_instance_profile_and_ec2_linux_access_entry_per_pool_role() -> None:
     run, seen = build_nodes()
-    profile = run.one("aws:iam/instanceProfile:InstanceProfile")
-    assert profile.inputs["role"] == "demo-node"
-    entry = run.one(ACCESS_ENTRY)
-    assert entry.inputs["type"] == "EC2_LINUX"
-    assert entry.inputs["principalArn"] == seen["role"]
-    assert entry.inputs["clusterName"] == "demo"
-    # What pools read resolves to the same role and profile (after the access entry exists).
-    assert seen["role_arn"] == seen["role"]
-    assert seen["profile_arn"] == seen["profile"]
+    profiles = {p.name: p for p in run.of_type("aws:iam/instanceProfile:InstanceProfile")}
+    entries = {e.inputs["principalArn"]: e for e in run.of_type(ACCESS_ENTRY)}
+    assert len(profiles) == len(entries) == len(POOLS)
+    for pool in POOLS:
+        assert profiles[f"demo-{pool}-node"].inputs["role"] == f"demo-{pool}-node"
+        entry = entries[seen[pool]["role"]]
+        assert entry.inputs["type"] == "EC2_LINUX"
+        assert entry.inputs["clusterName"] == "demo"
+        # What the pool reads resolves to its own role and profile (after the access entry exists).
+        assert seen[pool]["role_arn"] == seen[pool]["role"]
+        assert seen[pool]["profile_arn"] == seen[pool]["profile"]
+    assert len({seen[pool]["role"] for pool in POOLS}) == len(POOLS)
 
 
 def build_pod_roles(calls: list[tuple[str, str, str, str | None, list[str]]]) -> tuple[ProgramRun, PodIdentityRoles]:

@@ -159,7 +159,7 @@ def test_imds_v2_required_encrypted_gp3_root_and_latest_template_version(p5_run:
         }
     ]
     assert lt.inputs["updateDefaultVersion"] is True
-    assert lt.inputs["iamInstanceProfile"] == {"arn": "arn:aws:iam::123456789012:instance-profile/t-node"}
+    assert lt.inputs["iamInstanceProfile"] == {"arn": "arn:aws:iam::123456789012:instance-profile/t-h100-node"}
     assert lt.inputs["imageId"].startswith("ami-")
     assert "instanceMarketOptions" not in lt.inputs
     assert "capacityReservationSpecification" not in lt.inputs

@@ -64,13 +64,16 @@ def test_nodes_keep_imds_at_hop_limit_1_and_carry_no_broad_ssm_policy(each_shipp
         assert template["inputs"]["metadataOptions"]["httpTokens"] == "required"
         assert template["inputs"]["metadataOptions"]["httpPutResponseHopLimit"] == 1
     cluster = plan["summary"]["cluster"]
-    node_policies = [
-        a["inputs"]["policyArn"]
-        for a in of_type(plan, ROLE_POLICY_ATTACHMENT)
-        if a["inputs"]["role"] == f"{cluster}-node"
-    ]
-    assert any(p.endswith("/AmazonSSMManagedEC2InstanceDefaultPolicy") for p in node_policies)
-    assert not any(p.endswith("/AmazonSSMManagedInstanceCore") for p in node_policies)
+    pools = [p for p in plan["summary"]["nodePools"] if p["kind"] == "aws"]
+    assert pools
+    for pool in pools:
+        node_policies = [
+            a["inputs"]["policyArn"]
+            for a in of_type(plan, ROLE_POLICY_ATTACHMENT)
+            if a["inputs"]["role"] == f"{cluster}-{pool['name']}-node"
+        ]
+        assert any(p.endswith("/AmazonSSMManagedEC2InstanceDefaultPolicy") for p in node_policies), pool["name"]
+        assert not any(p.endswith("/AmazonSSMManagedInstanceCore") for p in node_policies)
 
 
 def test_every_pod_identity_role_names_this_account_and_this_cluster(each_shipped_plan: dict[str, Any]) -> None:
