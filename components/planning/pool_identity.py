@@ -84,7 +84,10 @@ def pool_identity_policy(pool_roles: Mapping[str, Sequence[str]]) -> PoolIdentit
         "kind": "ValidatingAdmissionPolicy",
         "metadata": {"name": POLICY_NAME},
         "spec": {
-            "failurePolicy": "Fail",
+            # Ignore: an expression the API server cannot compile or evaluate admits the request (and the binding's
+            # Audit action still records it) instead of refusing every node's status updates, which would take the
+            # whole cluster NotReady. The expressions are checked by reading, not by a CEL engine (docs/security.md).
+            "failurePolicy": "Ignore",
             "matchConstraints": {
                 "resourceRules": [
                     {
