@@ -153,8 +153,8 @@ class AdminAccess(Model):
     `AmazonEKSEditPolicy` or `AmazonEKSViewPolicy`."""
     namespaces: list[str] | None = Field(None, min_length=1)
     """Namespaces the policy applies in (access scope `namespace`): each a workload namespace of the stack (a claim
-    namespace under `storage`). Left out: the whole cluster (access scope `cluster`). `AmazonEKSClusterAdminPolicy`
-    takes no namespaces."""
+    namespace under `storage` or a team namespace under `workloads.namespaces`). Left out: the whole cluster (access
+    scope `cluster`). `AmazonEKSClusterAdminPolicy` takes no namespaces."""
 
 
 LogType = Literal["api", "audit", "authenticator", "controllerManager", "scheduler"]
@@ -1006,12 +1006,35 @@ class NamespaceQuota(Model):
     their maximum size (no EFA quota when none of them wires EFA)."""
 
 
+#: A Kubernetes namespace name: a DNS-1123 label, 1-63 lowercase letters, digits and `-`, starting and ending
+#: alphanumeric (Kubernetes, "Namespaces": names follow RFC 1123 labels).
+NamespaceName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")]
+
+
+class TeamNamespace(Model):
+    """A namespace of its own for a team sharing the cluster (docs/security.md#tenants): created at Pod Security
+    `restricted`, behind the default-deny NetworkPolicy, with a GPU ResourceQuota; `cluster.admins[].namespaces` and
+    `workloads.quotas` may name it."""
+
+    name: NamespaceName
+    """The namespace: a DNS-1123 label (1-63 lowercase letters, digits and `-`), not a file system's claim
+    namespace (that is a workload namespace already), not Kubernetes' or an add-on's own. Required."""
+    pools: list[str] | None = Field(None, min_length=1)
+    """GPU pools whose GPUs the namespace's default quota counts (and a configured quota may reach): every GPU the
+    named pools hold at their maximum size. Left out: every GPU pool of the stack. The quota caps what the team's
+    pods request; it does not pin them to these pools (tolerations and node selectors do)."""
+
+
 class WorkloadsConfig(Model):
     serving: list[ServingWorkload] = Field(default_factory=list)
     """Inference servers the stack deploys, each with its autoscaler. Default none."""
+    namespaces: list[TeamNamespace] = Field(default_factory=list)
+    """Team namespaces besides the file systems' claim namespaces, each a workload namespace like them
+    (docs/security.md#tenants). Default none."""
     quotas: dict[str, NamespaceQuota] = Field(default_factory=dict)
-    """GPU ResourceQuotas by workload namespace (a claim namespace of `storage`). Every workload namespace gets
-    one; a namespace not named here gets the default, everything its pools hold. Default none named."""
+    """GPU ResourceQuotas by workload namespace (a claim namespace of `storage` or a team namespace under
+    `namespaces`). Every workload namespace gets one; a namespace not named here gets the default, everything its
+    pools hold. Default none named."""
 
 
 # ------------------------------------------------------------------------------------------------------------ stack

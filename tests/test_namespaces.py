@@ -5,6 +5,7 @@ refused by validation where a quota no pool can hold is asked for."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,12 +19,14 @@ from tests.builders import (
     INFERENCE_POOL,
     SYSTEM_POOL,
     TRAINING_POOL,
+    file_plan,
     pool,
     shipped_plan,
     stack_config,
 )
 from tests.charts.rendering import level_violations
 
+CORPUS = Path(__file__).parent / "corpus"
 NAMESPACE = "kubernetes:core/v1:Namespace"
 NAMESPACE_PATCH = "kubernetes:core/v1:NamespacePatch"
 NETWORK_POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
@@ -370,3 +373,85 @@ def test_the_stacks_own_pods_meet_their_namespaces_level(stack: str) -> None:
         if level_violations(spec, levels.get(meta["namespace"], "privileged")):
             refused.add((stack, meta["namespace"], resource["type"].rsplit(":", 1)[1], meta["name"]))
     assert refused == set()
+
+
+# ----------------------------------------------------------------------------------------------- team namespaces
+TEAMS = CORPUS / "good" / "team-namespaces.yaml"
+ACCESS_SCOPE = "aws:eks/accessPolicyAssociation:AccessPolicyAssociation"
+
+
+def test_a_team_namespace_is_created_restricted_with_its_policies_and_quota() -> None:
+    """`workloads.namespaces` gives a second team what a claim namespace has: the restricted labels, default-deny
+    with the same-namespace and Prometheus allows, and a GPU quota over the pools it names, lowered as configured."""
+    plan = file_plan(TEAMS)
+    namespaces = _namespaces(plan)
+    assert namespaces["research"]["inputs"]["metadata"]["labels"] == _labels("restricted")
+    policies = _policies(plan)
+    assert {name for ns, name in policies if ns == "research"} == {
+        "default-deny-ingress",
+        "allow-same-namespace",
+        "allow-prometheus-scrapes",
+    }
+    assert policies["research", "default-deny-ingress"] == {"podSelector": {}, "policyTypes": ["Ingress"]}
+    quotas = {r["inputs"]["metadata"]["namespace"]: r for r in _of(plan, QUOTA)}
+    # 8 configured of the 16 GPUs 4 x g6e.12xlarge hold; no EFA on that pool, so no EFA quota
+    assert quotas["research"]["inputs"]["spec"]["hard"] == {"requests.nvidia.com/gpu": "8"}
+    assert namespaces["research"]["urn"] in quotas["research"]["options"]["dependsOn"]
+    # The claim namespace keeps its own quota: 2 x p5.48xlarge
+    assert quotas["training"]["inputs"]["spec"]["hard"] == {
+        "requests.nvidia.com/gpu": "16",
+        "requests.vpc.amazonaws.com/efa": "64",
+    }
+
+
+def test_a_team_namespace_takes_a_namespace_scoped_access_entry() -> None:
+    (association,) = [
+        r for r in _of(file_plan(TEAMS), ACCESS_SCOPE) if r["inputs"]["principalArn"].endswith(":role/research-dev")
+    ]
+    assert association["inputs"]["accessScope"] == {"type": "namespace", "namespaces": ["research"]}
+
+
+def test_a_team_namespace_without_pools_counts_every_gpu_pool() -> None:
+    spec = stack_config(
+        SYSTEM_POOL,
+        TRAINING_POOL,
+        pool(INFERENCE_POOL, scaling={"min": 0, "max": 8, "mode": "cluster-autoscaler"}),
+        validated=True,
+        workloads={"namespaces": [{"name": "research"}]},
+    )
+    quotas = {n.name: n.quota for n in plan_stack(spec).namespaces if n.quota is not None}
+    research = quotas["research"]
+    assert research is not None and research.pools == ("h100", "l40s")
+    # 4 x p5.48xlarge (8 GPUs, 32 EFA devices) + 8 x g6e.12xlarge (4 GPUs)
+    assert research.hard == {"requests.nvidia.com/gpu": "64", "requests.vpc.amazonaws.com/efa": "128"}
+
+
+def test_validation_lets_admins_and_quotas_name_team_namespaces_and_nothing_else() -> None:
+    problems = _problems(
+        lambda: stack_config(
+            SYSTEM_POOL,
+            TRAINING_POOL,
+            validated=True,
+            cluster={
+                "admins": [
+                    {
+                        "principalArn": "arn:aws:iam::123456789012:role/research",
+                        "policy": "AmazonEKSEditPolicy",
+                        "namespaces": ["research", "reserch-b"],
+                    }
+                ]
+            },
+            workloads={
+                "namespaces": [{"name": "research"}, {"name": "research-b", "pools": ["h100"]}],
+                "quotas": {"research": {"gpus": 8}, "research-b": {"gpus": 33}, "reserch": {"gpus": 1}},
+            },
+        )
+    )
+    assert set(problems) == {
+        "cluster.admins[0].namespaces[1]",
+        "workloads.quotas.research-b.gpus",
+        "workloads.quotas.reserch",
+    }
+    assert "(did you mean research-b?)" in problems["cluster.admins[0].namespaces[1]"]
+    assert "at most 32" in problems["workloads.quotas.research-b.gpus"]
+    assert "(did you mean research?)" in problems["workloads.quotas.reserch"]

@@ -1,8 +1,9 @@
 """The GPU ResourceQuota of each workload namespace (pure, no Pulumi): how many `nvidia.com/gpu` (and EFA devices)
 the pods of one namespace may request at once, so one team cannot take every GPU of the cluster.
 
-A namespace can use the pools that mount its file systems' claims (a pod mounting the claim lands only there) and
-the pools its serving workloads run on; by default its quota is everything those pools hold at their maximum size,
+A claim namespace can use the pools that mount its file systems' claims (a pod mounting the claim lands only there)
+and the pools its serving workloads run on, a team namespace the pools it names (default every GPU pool,
+components.planning.tenants); by default its quota is everything those pools hold at their maximum size,
 and `workloads.quotas.<namespace>` lowers it. Why and how: docs/security.md#pod-security-and-networkpolicy.
 """
 
@@ -16,6 +17,7 @@ from components.planning.autoscaler_tags import EFA_RESOURCE
 from components.planning.mig import advertised_gpus
 from components.planning.pools import GPU_RESOURCE, PoolPlan
 from components.planning.storage import lustre_pools, nfs_pools
+from components.planning.tenants import team_pools, workload_namespace_names
 
 
 def quota_key(resource: str) -> str:
@@ -49,18 +51,17 @@ class GpuQuota:
 def namespace_pools(
     storage: StorageConfig, workloads: WorkloadsConfig, plans: Sequence[PoolPlan]
 ) -> dict[str, list[PoolPlan]]:
-    """Each workload namespace (a claim namespace of the stack's file systems) with the pools its pods can use, in
-    config order."""
-    by_namespace: dict[str, set[str]] = {}
+    """Each workload namespace (a claim namespace of the stack's file systems or a team namespace) with the pools its
+    pods can use, in config order."""
+    by_namespace: dict[str, set[str]] = {ns: set() for ns in workload_namespace_names(storage, workloads)}
     if storage.lustre is not None:
-        names = {p.name for p in lustre_pools(storage.lustre, plans)}
-        by_namespace.setdefault(storage.lustre.kubernetes.namespace, set()).update(names)
+        by_namespace[storage.lustre.kubernetes.namespace] |= {p.name for p in lustre_pools(storage.lustre, plans)}
     if storage.nfs is not None:
-        names = {p.name for p in nfs_pools(storage.nfs, plans)}
-        namespace = storage.nfs.kubernetes.namespace
-        names |= {w.pool for w in workloads.serving}
-        by_namespace.setdefault(namespace, set()).update(names)
-    return {ns: [p for p in plans if p.name in names] for ns, names in sorted(by_namespace.items())}
+        names = {p.name for p in nfs_pools(storage.nfs, plans)} | {w.pool for w in workloads.serving}
+        by_namespace[storage.nfs.kubernetes.namespace] |= names
+    for team in workloads.namespaces:
+        by_namespace[team.name] |= {p.name for p in team_pools(team, plans)}
+    return {ns: [p for p in plans if p.name in pools] for ns, pools in by_namespace.items()}
 
 
 def gpu_quotas(storage: StorageConfig, workloads: WorkloadsConfig, plans: Sequence[PoolPlan]) -> list[GpuQuota]:

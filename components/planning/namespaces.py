@@ -1,7 +1,8 @@
 """Every namespace the stack creates or installs into, with its Pod Security level (pure, no Pulumi).
 
 Planned once from the stack's config, pools and add-on selection: the workload namespaces (the claim namespaces of
-the file systems, where the serving workloads run too) at `restricted`, each add-on's namespace at the lowest level
+the file systems, where the serving workloads run too, and the team namespaces: components.planning.tenants) at
+`restricted`, each add-on's namespace at the lowest level
 its pods meet (the chart tests render every pod and hold it to its namespace's level), `privileged` only where a
 pod needs the host, with the reason. `components.namespaces` creates them with their labels before anything is
 installed into them. The list and the reasons: docs/security.md#pod-security-and-networkpolicy.
@@ -91,7 +92,8 @@ class NamespacePlan:
     level: Level
     reason: str | None
     ownership: Ownership
-    #: A tenant's namespace (a file system's claim namespace): default-deny ingress and a GPU quota.
+    #: A tenant's namespace (a file system's claim namespace or a team namespace): default-deny ingress and a GPU
+    #: quota.
     workload: bool = False
     quota: GpuQuota | None = None
 

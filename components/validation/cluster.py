@@ -11,7 +11,7 @@ from components.catalog import regions, versions
 from components.cluster import admin_resource_name
 from components.errors import Problem
 from components.planning.key_policy import AUTOSCALING_ROLE_NAME, AUTOSCALING_SUFFIX_LIMIT, autoscaling_role_suffix
-from components.planning.storage import claim_namespaces
+from components.planning.tenants import workload_namespace_names
 from components.validation.parse import Parsed, did_you_mean, shown, shown_text
 
 #: EKS accepts a service CIDR inside 10.0.0.0/8, 172.16.0.0/12 or 192.168.0.0/16, between /24 and /12, not
@@ -200,11 +200,15 @@ def admins_are_distinct(p: Parsed) -> Iterator[Problem]:
 
 
 def admin_namespaces_are_the_stacks(p: Parsed) -> Iterator[Problem]:
-    """A namespace-scoped admin names workload namespaces the stack creates (its claim namespaces), and cluster admin
-    stays cluster-wide: `AmazonEKSClusterAdminPolicy` in a namespace would read as narrower than it is."""
+    """A namespace-scoped admin names workload namespaces the stack creates (its claim and team namespaces), and
+    cluster admin stays cluster-wide: `AmazonEKSClusterAdminPolicy` in a namespace would read as narrower than it is."""
     if p.cluster is None:
         return
-    known = claim_namespaces(p.storage) if p.storage is not None and "storage" not in p.damaged else None
+    known = (
+        workload_namespace_names(p.storage, p.workloads)
+        if p.storage is not None and p.workloads is not None and not {"storage", "workloads"} & p.damaged
+        else None
+    )
     for i, admin in enumerate(p.cluster.admins):
         if not admin.namespaces:
             continue
@@ -221,7 +225,8 @@ def admin_namespaces_are_the_stacks(p: Parsed) -> Iterator[Problem]:
                 yield Problem(
                     f"cluster.admins[{i}].namespaces[{j}]",
                     f"{shown_text(namespace)} is not a namespace of this stack{did_you_mean(namespace, known)}; "
-                    f"its workload namespaces (storage.*.kubernetes.namespace): {', '.join(known) or 'none'}",
+                    "its workload namespaces (storage.*.kubernetes.namespace and workloads.namespaces): "
+                    f"{', '.join(known) or 'none'}",
                 )
 
 

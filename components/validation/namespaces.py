@@ -1,4 +1,5 @@
-"""Rules on the workload namespaces: each is a namespace of its own, and its GPU quota (`workloads.quotas`) names it
+"""Rules on the workload namespaces (the claim namespaces and the team namespaces): each is a namespace of its own,
+and its GPU quota (`workloads.quotas`) names it
 and fits what its pools hold (components.planning.gpu_quotas, docs/security.md#pod-security-and-networkpolicy)."""
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from components.planning.gpu_quotas import GpuQuota, gpu_quotas
 from components.planning.namespaces import ADDON_NAMESPACES, KUBERNETES_NAMESPACES
 from components.planning.pools import PoolPlan, plan_pool
 from components.planning.storage import claim_namespaces
-from components.validation.parse import Parsed
+from components.planning.tenants import workload_namespace_names
+from components.validation.parse import Parsed, did_you_mean, shown_text
 
 #: Namespaces a workload may not share: Kubernetes' own (but `default`, which the stack labels `restricted`) and
 #: the add-ons', which run pods beyond `restricted` or hold the monitoring that the NetworkPolicies guard.
@@ -31,6 +33,60 @@ def workload_namespaces_are_their_own(p: Parsed) -> Iterator[Problem]:
                 f"{fs.kubernetes.namespace} is not a workload namespace (Kubernetes' or an add-on's own); give the "
                 "claim a namespace of its own, e.g. `training` or `inference`",
             )
+
+
+def team_namespaces_are_their_own(p: Parsed) -> Iterator[Problem]:
+    """Each team namespace (`workloads.namespaces`) is listed once, is not Kubernetes' or an add-on's own, is not a
+    file system's claim namespace (that one is a workload namespace already, with the pools that mount the claim),
+    and names pools of the stack that have GPUs, since only their GPUs make up its quota."""
+    if p.workloads is None or not p.workloads.namespaces:
+        return
+    claims = set(claim_namespaces(p.storage)) if p.storage is not None and not p.damaged_at("storage") else set()
+    seen: dict[str, int] = {}
+    for i, team in enumerate(p.workloads.namespaces):
+        path = f"workloads.namespaces[{i}].name"
+        first = seen.get(team.name)
+        if first is not None:
+            yield Problem(path, f"{team.name} is listed already (workloads.namespaces[{first}]): list it once")
+            continue
+        seen[team.name] = i
+        if team.name in RESERVED_NAMESPACES:
+            yield Problem(
+                path,
+                f"{team.name} is Kubernetes' or an add-on's own namespace, whose pods need more than `restricted`; "
+                "give the team a namespace of its own, e.g. `team-a`",
+            )
+        elif team.name in claims:
+            yield Problem(
+                path,
+                f"{team.name} is a file system's claim namespace (storage.*.kubernetes.namespace), a workload "
+                "namespace already; list only other teams' namespaces here",
+            )
+    yield from _team_pools_are_gpu_pools(p)
+
+
+def _team_pools_are_gpu_pools(p: Parsed) -> Iterator[Problem]:
+    if p.workloads is None or not p.pools_complete:
+        return
+    names = [pool.name for _, pool in p.pools]
+    plans = _plans(p)
+    gpus = {plan.name: plan.gpus_per_node for plan in plans} if plans is not None else {}
+    for i, team in enumerate(p.workloads.namespaces):
+        for j, name in enumerate(team.pools or []):
+            path = f"workloads.namespaces[{i}].pools[{j}]"
+            if name not in names:
+                yield Problem(
+                    path,
+                    f"{shown_text(name)} is not a node pool of this stack{did_you_mean(name, names)}; its pools: "
+                    f"{', '.join(names) or 'none'}",
+                )
+            elif gpus.get(name) == 0:
+                with_gpus = [n for n in names if gpus.get(n)]
+                yield Problem(
+                    path,
+                    f"{name} has no GPUs, so it adds nothing to the namespace's GPU quota; name GPU pools "
+                    f"({', '.join(with_gpus) or 'none here'}) or leave `pools` out for all of them",
+                )
 
 
 def _plans(p: Parsed) -> list[PoolPlan] | None:
@@ -55,17 +111,17 @@ def _quotas(p: Parsed) -> list[GpuQuota] | None:
 
 def gpu_quotas_name_workload_namespaces(p: Parsed) -> Iterator[Problem]:
     """`workloads.quotas` names workload namespaces only: the claim namespaces of `storage.lustre` and
-    `storage.nfs`, the only namespaces the stack gives a quota."""
+    `storage.nfs` and the team namespaces of `workloads.namespaces`, the only namespaces the stack gives a quota."""
     if p.workloads is None or not p.workloads.quotas:
         return
-    storage = p.storage or StorageConfig()
-    known = claim_namespaces(storage)
+    known = workload_namespace_names(p.storage or StorageConfig(), p.workloads)
     for namespace in p.workloads.quotas:
         if namespace not in known:
             yield Problem(
                 f"workloads.quotas.{namespace}",
-                f"{namespace} is not a workload namespace of this stack; quotas apply to the claim namespaces of "
-                f"`storage` ({', '.join(known) or 'none here'})",
+                f"{namespace} is not a workload namespace of this stack{did_you_mean(namespace, known)}; quotas "
+                "apply to the claim namespaces of `storage` and the team namespaces of `workloads.namespaces` "
+                f"({', '.join(known) or 'none here'})",
             )
 
 
@@ -105,4 +161,9 @@ def gpu_quotas_fit_the_pools(p: Parsed) -> Iterator[Problem]:
             )
 
 
-RULES = (workload_namespaces_are_their_own, gpu_quotas_name_workload_namespaces, gpu_quotas_fit_the_pools)
+RULES = (
+    workload_namespaces_are_their_own,
+    team_namespaces_are_their_own,
+    gpu_quotas_name_workload_namespaces,
+    gpu_quotas_fit_the_pools,
+)

@@ -25,6 +25,7 @@ from components.config import (
     ClusterConfig,
     LabelKey,
     LabelValue,
+    NamespaceName,
     NetworkConfig,
     NodePool,
     StorageConfig,
@@ -344,6 +345,8 @@ PATTERN_MEANINGS = {
     r"^subnet-[0-9a-f]{8,17}$": "a subnet id looks like subnet-0123456789abcdef0",
     r"^\d+[smh]$": "a duration like 10m, 30s or 1h",
     r"^v\d+\.\d+\.\d+-eksbuild\.\d+$": "an EKS add-on version like v1.20.4-eksbuild.1",
+    get_args(NamespaceName)[1].pattern: "not a Kubernetes namespace name: 1-63 lowercase letters, digits and `-`, "
+    "starting and ending with a letter or digit (a DNS-1123 label)",
     get_args(LabelKey)[1].pattern: "not a Kubernetes label key: an optional DNS prefix and `/`, then 1-63 letters, "
     "digits, `-`, `_` or `.`, starting and ending alphanumeric (Kubernetes, Labels and Selectors)",
     get_args(LabelValue)[1].pattern: "not a Kubernetes label value: at most 63 letters, digits, `-`, `_` or `.`, "
