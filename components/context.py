@@ -79,6 +79,10 @@ class ClusterContext:
 
     #: The group of the nodes that mount the Lustre file system (only they reach it); None without Lustre.
     lustre_client_security_group_id: pulumi.Output[str] | None = None
+    #: The boot script of the Lustre client nodes that makes the workload directories
+    #: (components.planning.lustre_directories); None without Lustre. It names the file system, which is created
+    #: after the node pools are declared, so it is a deferred output that the storage step resolves.
+    lustre_boot_script: pulumi.Output[str] | None = None
 
 
 def stateful_options(
