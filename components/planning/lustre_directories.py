@@ -54,7 +54,9 @@ def workload_directories(config: LustreConfig) -> list[WorkloadDirectory]:
     return [WorkloadDirectory(config.kubernetes.namespace, settings.uid, settings.gid, settings.mode)]
 
 
-def workload_directory_script(dns_name: str, mount_name: str, directories: list[WorkloadDirectory]) -> str:
+def workload_directory_script(
+    dns_name: str, mount_name: str, directories: list[WorkloadDirectory], mount_point: str = BOOT_MOUNT_POINT
+) -> str:
     """The cloud-init script of a Lustre client node: mount, create each directory that is absent, unmount.
 
     A directory is built under a temporary name, given its owner and mode, then renamed into place with `mv -T`,
@@ -68,7 +70,7 @@ def workload_directory_script(dns_name: str, mount_name: str, directories: list[
         "#!/bin/bash",
         "# Workload directories on FSx for Lustre, one per namespace (docs/storage.md#writable-directories-on-lustre).",
         "set -uo pipefail",
-        f"mnt={shlex.quote(BOOT_MOUNT_POINT)}",
+        f"mnt={shlex.quote(mount_point)}",
         'mkdir -p "$mnt"',
         f"command -v mount.lustre >/dev/null || dnf install -y {CLIENT_PACKAGE}",
         f"if ! timeout {MOUNT_TIMEOUT_SECONDS} mount -t lustre -o {','.join(BOOT_MOUNT_OPTIONS)} "
