@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import email
+import email.message
 import os
 import stat
 import subprocess
@@ -35,7 +36,9 @@ def user_data_parts(plan: dict[str, Any]) -> dict[str, list[str]]:
     for r in plan["resources"]:
         if r["type"] == "aws:ec2/launchTemplate:LaunchTemplate":
             message = email.message_from_string(base64.b64decode(r["inputs"]["userData"]).decode())
-            out[r["name"]] = [str(part.get_payload()) for part in message.get_payload()]
+            parts = message.get_payload()
+            assert isinstance(parts, list)
+            out[r["name"]] = [str(part.get_payload()) for part in parts if isinstance(part, email.message.Message)]
     return out
 
 

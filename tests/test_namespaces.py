@@ -333,9 +333,9 @@ def test_the_stacks_own_pods_meet_their_namespaces_level(stack: str) -> None:
     expect = expectations(load_spec(stack, None))
     session = PodSession(api=None, run_id="r1", namespace="default")  # type: ignore[arg-type]  # builds, never calls
     for fs in expect.storage:
-        for pool in (p for p in expect.pools if p.name in fs.pools):
+        for mounting in (p for p in expect.pools if p.name in fs.pools):
             for read_only in (False, True):
-                body = probe_pod(session, Options(), fs, pool, read_only)
+                body = probe_pod(session, Options(), fs, mounting, read_only)
                 if level_violations(body["spec"], levels.get(fs.namespace, "privileged")):
-                    refused.add((stack, fs.namespace, "blueprint verify storage probe", pool.name))
+                    refused.add((stack, fs.namespace, "blueprint verify storage probe", mounting.name))
     assert refused == set()
