@@ -5,9 +5,9 @@ A new file system's root, and directories imported from S3 without POSIX metadat
 (FSx for Lustre guide, https://docs.aws.amazon.com/fsx/latest/LustreGuide/posix-metadata-support.html), so a pod
 held to Pod Security `restricted` (never root) cannot write anywhere. Every Lustre client node therefore runs, as
 root and before its kubelet starts, a script that mounts the file system at a temporary path, creates `/<namespace>`
-owned by the configured numeric `uid:gid` with the configured mode when it is absent, and unmounts. A deploy-time Job could not
-do this: the client pools scale from zero, so it might find no node and hold `pulumi up`. Why and how pods use it:
-docs/storage.md#writable-directories-on-lustre.
+owned by the configured numeric `uid:gid` with the configured mode when it is absent, and unmounts. A deploy-time
+Job could not do this: the client pools scale from zero, so it might find no node and hold `pulumi up`. Why and how
+pods use it: docs/storage.md#writable-directories-on-lustre.
 """
 
 from __future__ import annotations
