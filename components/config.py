@@ -680,6 +680,23 @@ class LustreRootSquash(Model):
     administration host. Default none."""
 
 
+class LustreWorkloadDirectories(Model):
+    """The directory each Lustre client node creates at boot for the claim's namespace, `/<namespace>` in the file
+    system, so pods that run as a user (Pod Security `restricted`) can write: the file system's root is owned by
+    root with mode 0755 (docs/storage.md#writable-directories-on-lustre)."""
+
+    enabled: bool = True
+    """Create the directory when a Lustre client node boots, if it is absent. Default `true`."""
+    uid: int = Field(1000, ge=1, le=MAX_SQUASH_ID)
+    """Numeric owner of the directory, the `runAsUser` of the namespace's pods; not 0. Default 1000."""
+    gid: int = Field(1000, ge=1, le=MAX_SQUASH_ID)
+    """Numeric group of the directory, the `runAsGroup` or a `supplementalGroups` entry of the namespace's pods; not
+    0. Default 1000."""
+    mode: Annotated[str, StringConstraints(pattern=r"^[0-7]?[0-7]{3}$")] = "2770"
+    """Octal mode of the directory, e.g. `2770` (default): owner and group read, write and enter, nobody else;
+    setgid, so files made inside belong to the group and a team shares them."""
+
+
 class LustreConfig(Model):
     name: PoolName = "lustre"
     """Names the file system, its resources and the default claim; same pattern as pool names. Default `lustre`."""
@@ -716,6 +733,8 @@ class LustreConfig(Model):
     kubernetes: KubernetesVolume = KubernetesVolume()
     """Namespace and claim pods mount the file system through (a static PersistentVolume with `reclaimPolicy:
     Retain`)."""
+    workload_directories: LustreWorkloadDirectories = LustreWorkloadDirectories()
+    """The directory `/<namespace>` the client nodes create at boot for the claim's namespace, its owner and mode."""
 
 
 class NfsMount(Model):

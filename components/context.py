@@ -84,6 +84,10 @@ class ClusterContext:
     lustre_client_security_group_id: pulumi.Output[str] | None = None
     #: The keys of the data domains that have one of their own (`cluster.encryption.keyPerDomain`), by domain.
     domain_key_arns: Mapping[KeyDomain, pulumi.Output[str]] = field(default_factory=dict)
+    #: The boot script of the Lustre client nodes that makes the workload directories
+    #: (components.planning.lustre_directories); None without Lustre. It names the file system, which is created
+    #: after the node pools are declared, so it is a deferred output that the storage step resolves.
+    lustre_boot_script: pulumi.Output[str] | None = None
 
     def key_arn(self, domain: KeyDomain) -> pulumi.Output[str]:
         """The ARN of the key that encrypts `domain`'s data: its own key, else the cluster key."""

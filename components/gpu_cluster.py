@@ -134,6 +134,10 @@ class GpuCluster(pulumi.ComponentResource):
         self.kubeconfig = kubernetes_access.kubeconfig(
             spec.cluster.name, self.eks.endpoint, self.eks.certificate_authority, spec.region
         )
+        # The Lustre client pools' boot script names the file system, which `_storage` creates after the pools.
+        self._lustre_boot_script: tuple[pulumi.Output[str], Any] | None = (
+            pulumi.deferred_output() if spec.storage.lustre is not None else None
+        )
         self.context = ClusterContext(
             stack=self.stack,
             cluster_name_plain=spec.cluster.name,
@@ -160,6 +164,7 @@ class GpuCluster(pulumi.ComponentResource):
                 if spec.storage.lustre is not None
                 else None
             ),
+            lustre_boot_script=self._lustre_boot_script[0] if self._lustre_boot_script is not None else None,
             node_role_arns=self.node_identity.role_arns,
             node_instance_profile_arns=self.node_identity.instance_profile_arns,
             kms_key_arn=self.eks.kms_key.arn,
@@ -257,6 +262,8 @@ class GpuCluster(pulumi.ComponentResource):
         self.storage = SharedStorage(
             f"{self.base_name}-storage", self.context, self.spec.storage, self.pool_plans, opts=self._child()
         )
+        if self._lustre_boot_script is not None and self.storage.lustre is not None:
+            self._lustre_boot_script[1](self.storage.lustre.boot_script())
         self._exports.update(self.storage.exports())
 
     def _addons(self) -> None:

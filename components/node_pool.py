@@ -163,19 +163,23 @@ class NodePool(pulumi.ComponentResource):
         plan, ctx = self.plan, self._ctx
         service_cidr = ctx.service_cidr
 
+        lustre_script = ctx.lustre_boot_script if plan.lustre_client is not None else None
+
         def render(values: list[str]) -> str:
-            cluster_name, endpoint, certificate_authority = values
+            cluster_name, endpoint, certificate_authority, boot_script = values
             if plan.pool.ami_family == "bottlerocket":
                 text = nodeadm.bottlerocket_user_data(
                     nodeadm.bottlerocket_settings(cluster_name, endpoint, certificate_authority, service_cidr, plan)
                 )
             else:
                 text = nodeadm.pool_user_data(
-                    nodeadm.node_config(cluster_name, endpoint, certificate_authority, service_cidr, plan), plan
+                    nodeadm.node_config(cluster_name, endpoint, certificate_authority, service_cidr, plan),
+                    plan,
+                    boot_script,
                 )
             return base64.b64encode(text.encode()).decode()
 
-        return pulumi.Output.all(ctx.cluster_name, ctx.endpoint, ctx.certificate_authority).apply(render)
+        return pulumi.Output.all(ctx.cluster_name, ctx.endpoint, ctx.certificate_authority, lustre_script).apply(render)
 
     def _network_interfaces(self) -> list[aws.ec2.LaunchTemplateNetworkInterfaceArgs]:
         """Every EFA device of the type in AWS's layout (`plan.interfaces`), or one plain ENA for other pools.

@@ -37,6 +37,7 @@ PROJECT = "gpu-clusters"
 
 #: ```yaml blocks that are not stack files, by document and first key: what each is.
 NOT_STACK_FILES = {
+    ("storage.md", "spec"): "a pod spec that writes in its namespace's directory on Lustre (runAsUser, subPath)",
     ("node-pools.md", "capacity"): "a pool's `capacity` key, four alternatives side by side (not one mapping)",
     ("node-pools.md", "instanceRefresh"): "a pool's `instanceRefresh` key",
     ("operations.md", "apiVersion"): "a Kubernetes Deployment the reader applies with kubectl",

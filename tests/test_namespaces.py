@@ -10,6 +10,10 @@ from typing import Any
 
 import pytest
 
+from blueprint.verify.context import Options
+from blueprint.verify.expectations import expectations, load_spec
+from blueprint.verify.pods import PodSession
+from blueprint.verify.storage import probe_pod
 from components.config import NetworkConfig
 from components.errors import ConfigError
 from components.planning.namespaces import plan_namespaces
@@ -372,6 +376,15 @@ def test_the_stacks_own_pods_meet_their_namespaces_level(stack: str) -> None:
         spec = resource["inputs"]["spec"]["template"]["spec"]
         if level_violations(spec, levels.get(meta["namespace"], "privileged")):
             refused.add((stack, meta["namespace"], resource["type"].rsplit(":", 1)[1], meta["name"]))
+    # and `blueprint verify`'s storage probe, which runs in each claim's namespace
+    expect = expectations(load_spec(stack, None))
+    session = PodSession(api=None, run_id="r1", namespace="default")  # type: ignore[arg-type]  # builds, never calls
+    for fs in expect.storage:
+        for mounting in (p for p in expect.pools if p.name in fs.pools):
+            for read_only in (False, True):
+                body = probe_pod(session, Options(), fs, mounting, read_only)
+                if level_violations(body["spec"], levels.get(fs.namespace, "privileged")):
+                    refused.add((stack, fs.namespace, "blueprint verify storage probe", mounting.name))
     assert refused == set()
 
 

@@ -18,9 +18,11 @@ from blueprint.verify.expectations import Expectations, expectations, load_spec
 from blueprint.verify.kube import KubeError, KubernetesApi, kubeconfig_source
 from blueprint.verify.nccl import expected_busbw, judge_two_node
 from blueprint.verify.parsers import ParseError, dcgm_failures, parse_dcgm, parse_nccl, parse_storage, parse_topology
-from blueprint.verify.pods import RUN_LABEL, PodSession
+from blueprint.verify.pods import RUN_LABEL, PodSession, pod_spec
 from blueprint.verify.runner import run_checks, selected
 from blueprint.verify.topology import judge
+from tests.builders import TRAINING_POOL, stack_config
+from tests.charts.rendering import level_violations
 from tests.verify_fakes import FakeApi, daemon_pod, node, sample, workload_pod
 
 CORPUS = Path(__file__).parent / "corpus" / "good"
@@ -728,3 +730,44 @@ def test_nodes_whose_gpus_another_pod_holds_are_skipped_not_failed(monkeypatch, 
         b for b in api.created.values() if b["spec"]["nodeSelector"].get("kubernetes.io/hostname") == "ip-10-0-1-1"
     ]
     assert on_busy_node == [] and code == 0
+
+
+# ------------------------------------------------------------------------------------------- Pod Security of the pods
+def test_the_storage_probe_runs_restricted_as_the_directory_owner_inside_its_namespace_directory(
+    monkeypatch, capsys, kubeconfig: Path
+) -> None:
+    api = training_api()
+    code, _, _ = run_cli(monkeypatch, capsys, api, "--kubeconfig", str(kubeconfig), "--only", "storage")
+    assert code == 0
+    (namespace, _), body = next(
+        (key, b) for key, b in api.created.items() if b["metadata"]["labels"]["blueprint-verify/check"] == "storage"
+    )
+    assert namespace == "training"
+    spec = body["spec"]
+    assert spec["securityContext"] == {
+        "runAsNonRoot": True,
+        "runAsUser": 1000,
+        "runAsGroup": 1000,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    container = spec["containers"][0]
+    assert container["securityContext"] == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    assert container["command"][3].startswith("/mnt/claim/training/.blueprint-verify-")
+    assert level_violations(spec, "restricted") == []
+
+
+def test_the_probe_follows_the_configured_directory_owner() -> None:
+    lustre = {"kubernetes": {"namespace": "team-a"}, "workloadDirectories": {"uid": 4242, "gid": 777}}
+    spec = stack_config(TRAINING_POOL, storage={"lustre": lustre}, validated=True)
+    fs = next(s for s in expectations(spec).storage if s.kind == "lustre")
+    assert (fs.namespace, fs.run_as, fs.directory) == ("team-a", (4242, 777), "team-a")
+    off = stack_config(TRAINING_POOL, storage={"lustre": {"workloadDirectories": {"enabled": False}}}, validated=True)
+    assert next(iter(expectations(off).storage)).directory is None
+
+
+def test_probes_that_need_root_or_capabilities_stay_out_of_restricted_pods() -> None:
+    with pytest.raises(ValueError, match="cannot add capabilities"):
+        pod_spec("p", {}, "img", ["true"], {}, [], capabilities=("SYS_ADMIN",), run_as=(1000, 1000))
+    root = pod_spec("p", {}, "img", ["true"], {}, [], run_as=None)
+    assert "securityContext" not in root["spec"]
+    assert level_violations(root["spec"], "restricted")

@@ -32,6 +32,7 @@ def check(ctx: Context) -> list[Result]:
                 pool.tolerations,
                 gpu_resources(pool.gpus_per_node),
                 capabilities=("SYS_ADMIN",),
+                run_as=None,
             )
             started.append((pool.name, name, ctx.session.create_pod(body)))
     if started:

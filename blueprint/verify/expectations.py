@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from blueprint.verify.pods import DEFAULT_RUN_AS
 from components import catalog, tags
-from components.config import StackConfig
+from components.config import LustreConfig, StackConfig
 from components.planning.addons.device_plugins import (
     EFA_DEVICE_PLUGIN_RELEASE,
     NVIDIA_DEVICE_PLUGIN_RELEASE,
@@ -28,6 +29,7 @@ from components.planning.addons.monitoring import (
 )
 from components.planning.addons.placement import KUBE_SYSTEM
 from components.planning.addons.selection import AddonSelection
+from components.planning.lustre_directories import workload_directories
 from components.planning.mig import advertised_gpus, advertised_resources, mig_devices
 from components.planning.pools import GPU_RESOURCE, PoolPlan
 from components.planning.stack_plan import plan_stack
@@ -122,6 +124,10 @@ class StorageExpectation:
     #: The file system's throughput (plan summary `throughputMBps`), and what one client can reach at most.
     throughput_mbps: float | None
     per_client_mbps: float | None
+    #: The (uid, gid) the probe runs as, and the directory under the claim's root it writes in: for Lustre the
+    #: namespace's workload directory and its owner (`storage.lustre.workloadDirectories`), else the root.
+    run_as: tuple[int, int] = DEFAULT_RUN_AS
+    directory: str | None = None
 
 
 @dataclass(frozen=True)
@@ -220,7 +226,9 @@ def pool_expectation(plan: PoolPlan, selection: AddonSelection) -> PoolExpectati
     )
 
 
-def _storage(entry: dict[str, Any], pools: dict[str, PoolExpectation]) -> StorageExpectation:
+def _storage(
+    entry: dict[str, Any], pools: dict[str, PoolExpectation], lustre: LustreConfig | None = None
+) -> StorageExpectation:
     """One file system: what one client may reach is the least of the file system's throughput, the mounting
     nodes' network bandwidth and, for EFS, its per-client limit (components.planning.storage)."""
     namespace, _, claim = str(entry["claim"]).partition("/")
@@ -238,12 +246,23 @@ def _storage(entry: dict[str, Any], pools: dict[str, PoolExpectation]) -> Storag
         pools=mounted,
         throughput_mbps=entry.get("throughputMBps"),
         per_client_mbps=min(limits) if limits else None,
+        **_probe_user(entry, lustre),
     )
+
+
+def _probe_user(entry: dict[str, Any], lustre: LustreConfig | None) -> dict[str, Any]:
+    """Lustre: the namespace's workload directory and its owner, so the probe writes where a workload pod can."""
+    if entry["kind"] != "lustre" or lustre is None:
+        return {}
+    directories = workload_directories(lustre)
+    if not directories:
+        return {}
+    return {"run_as": (directories[0].uid, directories[0].gid), "directory": directories[0].namespace}
 
 
 def expectations(spec: StackConfig) -> Expectations:
     stack_plan = plan_stack(spec)
     pools = tuple(pool_expectation(p, stack_plan.addons) for p in stack_plan.pools)
     by_name = {p.name: p for p in pools}
-    storage = tuple(_storage(e, by_name) for e in stack_plan.storage)
+    storage = tuple(_storage(e, by_name, spec.storage.lustre) for e in stack_plan.storage)
     return Expectations(cluster=spec.cluster.name, pools=pools, storage=storage)

@@ -147,6 +147,7 @@ def _two_node(ctx: Context, pool: PoolExpectation, nodes: list[str]) -> Result:
             resources,
             volumes=volumes,
             mounts=mounts,
+            run_as=None,  # sshd and mpirun run as root
         )
         # Ready only once sshd listens: the launcher's mpirun connects as soon as the workers are Ready
         body["spec"]["containers"][0]["readinessProbe"] = {
@@ -180,6 +181,7 @@ def _two_node(ctx: Context, pool: PoolExpectation, nodes: list[str]) -> Result:
         env={"PATH": PATH, "NVIDIA_VISIBLE_DEVICES": "void"},
         volumes=volumes[:1],
         mounts=mounts[:1],
+        run_as=None,
     )
     outcome = session.run(launcher, ctx.deadline)
     target = f"{pool.name}/{'+'.join(nodes)}"
@@ -204,6 +206,7 @@ def _one_node(ctx: Context, pool: PoolExpectation, node: str) -> Result:
         pool.tolerations,
         gpu_resources(pool.gpus_per_node),
         env={"PATH": PATH, "NCCL_DEBUG": "INFO"},
+        run_as=None,  # the image's mpirun, as in the two-node run
     )
     outcome = ctx.session.run(body, ctx.deadline)
     target = f"{pool.name}/{node}"

@@ -15,6 +15,7 @@ from typing import Any
 
 from blueprint.verify.kube import KubeApi, KubeError
 from blueprint.verify.model import CheckTimeout
+from components.config import LustreWorkloadDirectories
 from components.planning.pools import GPU_RESOURCE
 
 MANAGED_BY_LABEL = "app.kubernetes.io/managed-by"
@@ -137,6 +138,24 @@ def describe(pod: Mapping[str, Any]) -> str:
     return _phase(pod) + (f" ({'; '.join(reasons)})" if reasons else "")
 
 
+#: The user and group verify's pods run as when they need no root: the defaults of
+#: `storage.lustre.workloadDirectories`, the owner of each namespace's directory on Lustre.
+DEFAULT_RUN_AS = (
+    int(LustreWorkloadDirectories.model_fields["uid"].default),
+    int(LustreWorkloadDirectories.model_fields["gid"].default),
+)
+
+
+def restricted_security(run_as: tuple[int, int]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The pod and container security contexts Pod Security `restricted` admits: a non-root user and group, the
+    runtime's default seccomp profile, no privilege escalation and every capability dropped (Kubernetes, "Pod
+    Security Standards", https://kubernetes.io/docs/concepts/security/pod-security-standards/#restricted)."""
+    uid, gid = run_as
+    pod = {"runAsNonRoot": True, "runAsUser": uid, "runAsGroup": gid, "seccompProfile": {"type": "RuntimeDefault"}}
+    container = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+    return pod, container
+
+
 def pod_spec(
     name: str,
     labels: Mapping[str, str],
@@ -150,9 +169,17 @@ def pod_spec(
     mounts: Sequence[Mapping[str, Any]] = (),
     capabilities: Sequence[str] = (),
     active_deadline_seconds: int | None = None,
+    *,
+    run_as: tuple[int, int] | None,
 ) -> dict[str, Any]:
     """A run-once pod on the selected nodes: tolerations of the pool's taints, limits equal to requests (extended
-    resources such as GPUs, EFA devices and huge pages must be given as limits, and requests must equal them)."""
+    resources such as GPUs, EFA devices and huge pages must be given as limits, and requests must equal them).
+
+    `run_as` (uid, gid) gives it the `restricted` security context, which a workload namespace admits; None leaves
+    it root, for the probes that need root or capabilities (NCCL's sshd, DCGM's SYS_ADMIN), which then need a
+    namespace that admits them (`--namespace`)."""
+    if run_as is not None and capabilities:
+        raise ValueError("a restricted pod cannot add capabilities")
     container: dict[str, Any] = {"name": "check", "image": image, "command": list(command)}
     if resources:
         container["resources"] = {"limits": dict(resources), "requests": dict(resources)}
@@ -162,6 +189,9 @@ def pod_spec(
         container["volumeMounts"] = list(mounts)
     if capabilities:
         container["securityContext"] = {"capabilities": {"add": list(capabilities)}}
+    pod_security: dict[str, Any] | None = None
+    if run_as is not None:
+        pod_security, container["securityContext"] = restricted_security(run_as)
     spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "nodeSelector": dict(node_selector),
@@ -169,6 +199,8 @@ def pod_spec(
         "containers": [container],
         "terminationGracePeriodSeconds": 0,
     }
+    if pod_security is not None:
+        spec["securityContext"] = pod_security
     if volumes:
         spec["volumes"] = list(volumes)
     if active_deadline_seconds:

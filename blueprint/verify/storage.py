@@ -8,11 +8,13 @@ mount works at a plausible speed, not a benchmark. See docs/operations.md#verify
 
 from __future__ import annotations
 
-from blueprint.verify.context import Context
-from blueprint.verify.expectations import StorageExpectation
+from typing import Any
+
+from blueprint.verify.context import Context, Options
+from blueprint.verify.expectations import PoolExpectation, StorageExpectation
 from blueprint.verify.model import Result
 from blueprint.verify.parsers import ParseError, parse_storage
-from blueprint.verify.pods import pod_spec
+from blueprint.verify.pods import PodSession, pod_spec
 from components import tags
 
 CHECK = "storage"
@@ -56,6 +58,38 @@ finally:
 """
 
 
+def probe_pod(
+    session: PodSession, options: Options, fs: StorageExpectation, pool: PoolExpectation, read_only: bool
+) -> dict[str, Any]:
+    """The probe pod: in the claim's namespace, held to Pod Security `restricted` as the file system's workload
+    user, writing in the namespace's own directory (on Lustre, the one the client nodes make at boot; the root,
+    which belongs to root, admits no one else)."""
+    within = f"{MOUNT}/{fs.directory}" if fs.directory else MOUNT
+    command = (
+        ["ls", within]
+        if read_only
+        else [
+            "python3",
+            "-c",
+            PROBE,
+            f"{within}/.blueprint-verify-{session.run_id}",
+            str(options.probe_streams),
+            str(options.probe_mib_per_stream),
+        ]
+    )
+    return pod_spec(
+        session.name(CHECK, fs.name),
+        session.labels(CHECK),
+        options.probe_image,
+        command,
+        {tags.POOL: pool.name},
+        pool.tolerations,
+        volumes=[{"name": "claim", "persistentVolumeClaim": {"claimName": fs.claim, "readOnly": read_only}}],
+        mounts=[{"name": "claim", "mountPath": MOUNT}],
+        run_as=fs.run_as,
+    )
+
+
 def _one(ctx: Context, fs: StorageExpectation) -> Result:
     target = f"{fs.name} ({fs.namespace}/{fs.claim})"
     claim = ctx.api.read_claim(fs.namespace, fs.claim)
@@ -71,22 +105,7 @@ def _one(ctx: Context, fs: StorageExpectation) -> Result:
     if pool is None:
         return Result(CHECK, target, "skip", f"no Ready node in the pools that mount it ({', '.join(fs.pools) or '-'})")
     read_only = (claim.get("spec") or {}).get("accessModes") == ["ReadOnlyMany"]
-    directory = f"{MOUNT}/.blueprint-verify-{ctx.session.run_id}"
-    command = (
-        ["ls", MOUNT]
-        if read_only
-        else ["python3", "-c", PROBE, directory, str(ctx.options.probe_streams), str(ctx.options.probe_mib_per_stream)]
-    )
-    body = pod_spec(
-        ctx.session.name(CHECK, fs.name),
-        ctx.session.labels(CHECK),
-        ctx.options.probe_image,
-        command,
-        {tags.POOL: pool.name},
-        pool.tolerations,
-        volumes=[{"name": "claim", "persistentVolumeClaim": {"claimName": fs.claim, "readOnly": read_only}}],
-        mounts=[{"name": "claim", "mountPath": MOUNT}],
-    )
+    body = probe_pod(ctx.session, ctx.options, fs, pool, read_only)
     outcome = ctx.session.run(body, ctx.deadline, namespace=fs.namespace)
     where = f"{pool.name}/{outcome.node or '?'}"
     if outcome.phase != "Succeeded":

@@ -13,7 +13,7 @@ from blueprint.verify.context import Context, node_name, whole_gpu_pools
 from blueprint.verify.expectations import Interconnect
 from blueprint.verify.model import Result
 from blueprint.verify.parsers import PCIE_LINKS, ParseError, Topology, nvlink_count, parse_topology
-from blueprint.verify.pods import NODE_NAME_LABEL, gpu_resources, pod_spec
+from blueprint.verify.pods import DEFAULT_RUN_AS, NODE_NAME_LABEL, gpu_resources, pod_spec
 
 CHECK = "topology"
 
@@ -56,6 +56,7 @@ def check(ctx: Context) -> list[Result]:
             {NODE_NAME_LABEL: node},
             pool.tolerations,
             gpu_resources(pool.gpus_per_node),
+            run_as=DEFAULT_RUN_AS,
         )
         outcome = ctx.session.run(body, ctx.deadline)
         if outcome.phase != "Succeeded":

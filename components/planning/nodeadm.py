@@ -133,10 +133,13 @@ def user_data(
     return message.as_string(policy=_MIME_POLICY)
 
 
-def pool_user_data(node_config: Mapping[str, Any], plan: PoolPlan) -> str:
-    """The AL2023 user data of a pool: its NodeConfig, the kernel settings its nodes need (EFA huge pages) and, on
-    FSx for Lustre EFA clients, the Lustre EFA setup (components.planning.lustre_clients)."""
+def pool_user_data(node_config: Mapping[str, Any], plan: PoolPlan, lustre_boot_script: str | None = None) -> str:
+    """The AL2023 user data of a pool: its NodeConfig, the kernel settings its nodes need (EFA huge pages), on FSx
+    for Lustre EFA clients the Lustre EFA setup (components.planning.lustre_clients) and, on every Lustre client,
+    the script that makes the workload directories (components.planning.lustre_directories), after the EFA setup."""
     scripts = [efa_client_setup_script()] if plan.lustre_client == "efa" else []
+    if plan.lustre_client is not None and lustre_boot_script:
+        scripts.append(lustre_boot_script)
     return user_data(node_config, sysctls(plan), scripts)
 
 

@@ -22,6 +22,7 @@ from components.config import DataRepository, LustreConfig
 from components.context import ClusterContext, stateful_options
 from components.planning import compute_types
 from components.planning.lustre import automatic_backup_retention_days, per_unit_throughput
+from components.planning.lustre_directories import workload_directories, workload_directory_script
 from components.planning.lustre_policies import (
     S3_ACCESS_KEY_OPERATIONS,
     bucket_key_grant_context,
@@ -202,6 +203,13 @@ class LustreStorage(pulumi.ComponentResource):
         self._claim(ctx, namespaces or {})
         self.register_outputs(
             {"fileSystemId": self.file_system_id, "claimName": self.claim_name, "namespace": self.namespace}
+        )
+
+    def boot_script(self) -> pulumi.Output[str]:
+        """The script every client node runs at boot to make the workload directories (empty when switched off)."""
+        directories = workload_directories(self.config)
+        return pulumi.Output.all(self.dns_name, self.mount_name).apply(
+            lambda names: workload_directory_script(names[0], names[1], directories) if directories else ""
         )
 
     # ------------------------------------------------------------------------------------------------ network
