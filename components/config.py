@@ -717,8 +717,10 @@ class LustreConfig(Model):
     compression: Literal["LZ4", "NONE"] = "LZ4"
     """Data compression: `LZ4` (default) or `NONE`."""
     root_squash: LustreRootSquash | None = None
-    """Map root on every client to an unprivileged `UID:GID` (FSx `RootSquashConfiguration`). Default off: the
-    stacks' training jobs run as root in their containers; turn it on once they run as a user."""
+    """Map root on every client to an unprivileged `UID:GID` (FSx `RootSquashConfiguration`). Default off. Workload
+    pods already run as non-root users (their namespaces enforce Pod Security `restricted`); root squash guards
+    against root on a client itself: a node, a host-access pod, another mount of the file system. Recommended on
+    for clusters shared by several teams."""
     backup_retention_days: int = Field(7, ge=0, le=90)
     """Days of automatic daily backups, 0-90. Default 7; 0 on SCRATCH_2 and on a file system linked to S3
     (`dataRepositories`), which FSx does not back up (more days are refused there)."""

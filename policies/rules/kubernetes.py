@@ -1,6 +1,7 @@
 """Kubernetes rules: what the stack itself declares in the cluster (not what Helm charts render, which the plan
 does not hold): no Service open to everyone, no pod with host access outside a named exception, and every namespace
-under a Pod Security level other than privileged.
+the stack creates or labels (a Namespace, a NamespacePatch, a Helm release's `createNamespace`) under a Pod Security
+level other than privileged.
 """
 
 from __future__ import annotations
@@ -8,11 +9,17 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from policies.resources import Resource, get, items, strings
+from policies.resources import HELM_RELEASE, Resource, get, items, strings
 from policies.rules.network import is_world, world_covered
 from policies.rules.signatures import Config
 
 NAMESPACE = "kubernetes:core/v1:Namespace"
+#: Server-side apply of some fields of a namespace that exists already (`default`, which Kubernetes creates).
+NAMESPACE_PATCH = "kubernetes:core/v1:NamespacePatch"
+#: The resource types through which the stack makes or labels a namespace. A `helm.sh/v3:Release` creates its
+#: namespace, unlabelled, when `createNamespace` is true; a `helm.sh/v4:Chart` has no such option (pulumi-kubernetes
+#: 4 SDK, `ChartArgs`) and registers what the chart renders as resources, a Namespace among them judged as one.
+NAMESPACE_SOURCES = (NAMESPACE, NAMESPACE_PATCH, HELM_RELEASE)
 SERVICE = "kubernetes:core/v1:Service"
 #: Kinds that carry a pod template, and where it sits.
 POD_TEMPLATES: Mapping[str, tuple[str, ...]] = {
@@ -90,18 +97,30 @@ def k8s_pod_host_access(r: Resource, config: Config) -> Iterator[str]:
         yield f"{kind} '{r.get('metadata', 'name', default=r.name)}' uses {', '.join(found)}"
 
 
-def k8s_namespace_pod_security(namespace: Resource, config: Config) -> Iterator[str]:
-    """Every namespace the stack creates enforces a Pod Security level (`pod-security.kubernetes.io/enforce`), and not
-    `privileged` outside a named exception.
+def k8s_namespace_pod_security(r: Resource, config: Config) -> Iterator[str]:
+    """Every namespace the stack creates or labels enforces a Pod Security level (`pod-security.kubernetes.io/enforce`),
+    and not `privileged` outside a named exception.
 
     Without the label the cluster's default applies, which on EKS is `privileged`: any pod may run privileged, on
     the host network or with the host's `/` mounted (https://kubernetes.io/docs/concepts/security/pod-security-admission/;
     EKS Best Practices, "Pod Security"). `privileged` is for namespaces of components that need the host, each
-    named with its reason in an approved exception.
+    named with its reason in an approved exception. Judged on a Namespace and on a NamespacePatch (the labels the
+    stack applies to a namespace Kubernetes made), and a Helm release may not create its namespace
+    (`createNamespace`), which Helm does without labels.
     """
-    labels = namespace.get("metadata", "labels", default={})
+    if r.type == HELM_RELEASE:
+        if r.get("createNamespace") is True:
+            release = r.get("name", default=r.name)
+            namespace = r.get("namespace", default="default")
+            yield (
+                f"Helm release '{release}' creates namespace '{namespace}' (createNamespace) without a "
+                f"{ENFORCE_LABEL} label, so it is privileged: create the namespace with its labels and set "
+                "createNamespace false"
+            )
+        return
+    labels = r.get("metadata", "labels", default={})
     level = labels.get(ENFORCE_LABEL) if isinstance(labels, Mapping) else None
-    name = namespace.get("metadata", "name", default=namespace.name)
+    name = r.get("metadata", "name", default=r.name)
     if level is None:
         yield f"namespace '{name}' has no {ENFORCE_LABEL} label: set restricted, or baseline where a component needs it"
     elif level not in LEVELS:

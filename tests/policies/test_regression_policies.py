@@ -7,16 +7,20 @@ from __future__ import annotations
 
 import copy
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.builders import EKS_CLUSTER, IAM_ROLE, KMS_KEY, ROLE_POLICY, SECURITY_GROUP, SG_INGRESS_RULE
+from blueprint.plan.check import check as plan_check
+from tests.builders import EKS_CLUSTER, IAM_ROLE, KMS_KEY, ROLE_POLICY, SECURITY_GROUP, SG_INGRESS_RULE, file_plan
 from tests.policies import resource_args, validate, validate_stack
 from tests.policies.stacks import ACCOUNT, Record, find, good_stack, policy_json, record, without
 
 QUEUE_POLICY = "aws:sqs/queuePolicy:QueuePolicy"
 NAMESPACE = "kubernetes:core/v1:Namespace"
+NAMESPACE_PATCH = "kubernetes:core/v1:NamespacePatch"
+HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 SERVICE = "kubernetes:core/v1:Service"
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 
@@ -312,6 +316,45 @@ def test_a_namespace_with_baseline_or_restricted_passes(level: str) -> None:
     assert check("k8s-namespace-pod-security", NAMESPACE, {"metadata": {"name": "a", "labels": labels}}) == []
 
 
+@pytest.mark.parametrize(
+    ("labels", "message"),
+    [
+        ({"app.kubernetes.io/managed-by": "gpu-clusters"},
+         "namespace 'default' has no pod-security.kubernetes.io/enforce label: set restricted, or baseline where a "
+         "component needs it"),
+        ({"pod-security.kubernetes.io/enforce": "privileged"},
+         "namespace 'default' enforces the privileged level: any pod in it may take its node"),
+    ],
+)  # fmt: skip
+def test_a_namespace_patch_without_a_pod_security_level_or_privileged_is_refused(
+    labels: dict[str, str], message: str
+) -> None:
+    patch = {"metadata": {"name": "default", "labels": labels}}
+    assert check("k8s-namespace-pod-security", NAMESPACE_PATCH, patch) == [message]
+
+
+def test_a_namespace_patch_to_restricted_passes() -> None:
+    labels = {"pod-security.kubernetes.io/enforce": "restricted"}
+    patch = {"metadata": {"name": "default", "labels": labels}}
+    assert check("k8s-namespace-pod-security", NAMESPACE_PATCH, patch) == []
+
+
+def helm_release(**inputs: Any) -> dict[str, Any]:
+    return {"name": "tools", "chart": "tools", "version": "1.2.3", "namespace": "tools"} | inputs
+
+
+def test_a_helm_release_that_creates_its_namespace_is_refused() -> None:
+    assert check("k8s-namespace-pod-security", HELM_RELEASE, helm_release(createNamespace=True)) == [
+        "Helm release 'tools' creates namespace 'tools' (createNamespace) without a pod-security.kubernetes.io/enforce "
+        "label, so it is privileged: create the namespace with its labels and set createNamespace false"
+    ]
+
+
+@pytest.mark.parametrize("inputs", [{"createNamespace": False}, {}])
+def test_a_helm_release_into_a_namespace_of_the_stack_passes(inputs: dict[str, Any]) -> None:
+    assert check("k8s-namespace-pod-security", HELM_RELEASE, helm_release(**inputs)) == []
+
+
 def test_a_privileged_namespace_passes_with_an_approval(monkeypatch: pytest.MonkeyPatch) -> None:
     from policies import pack
     from policies.rules.exceptions import Approval
@@ -321,3 +364,33 @@ def test_a_privileged_namespace_passes_with_an_approval(monkeypatch: pytest.Monk
     assert len(check("k8s-namespace-pod-security", NAMESPACE, tagged, name="ns")) == 1
     monkeypatch.setattr(pack, "APPROVALS", [Approval("k8s-namespace-pod-security", "ns", "device plugins")])
     assert check("k8s-namespace-pod-security", NAMESPACE, privileged, name="ns") == []
+
+
+def test_a_stack_with_a_claim_in_default_labels_it_by_patch_and_passes(tmp_path: Path) -> None:
+    """A claim in `default` makes the stack patch Kubernetes' own namespace with its labels; the pack judges the
+    patch and finds the level restricted."""
+    stack = tmp_path / "Pulumi.claim-in-default.yaml"
+    stack.write_text(CLAIM_IN_DEFAULT)
+    resources = file_plan(stack)["resources"]
+    [patch] = [r for r in resources if r["type"] == NAMESPACE_PATCH]
+    assert patch["inputs"]["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] == "restricted"
+    assert [v for v in plan_check(resources) if v["policy"] == "k8s-namespace-pod-security"] == []
+
+
+CLAIM_IN_DEFAULT = """\
+config:
+  aws:region: us-east-1
+  gpu-clusters:cluster: {name: claims, endpoint: {privateAccessCidrs: [192.168.10.0/24]}}
+  gpu-clusters:network:
+    availabilityZones: [us-east-1a, us-east-1b]
+    siteConnection: {transitGatewayId: tgw-0f3a9c1e27d84b5a6}
+  gpu-clusters:nodePools:
+    - {name: system, role: system, instanceType: m7i.xlarge, scaling: {min: 2, max: 3}}
+    - name: train
+      role: training
+      instanceType: p5.48xlarge
+      placement: {availabilityZones: [us-east-1a]}
+      scaling: {max: 2}
+  gpu-clusters:storage:
+    lustre: {kubernetes: {namespace: default, claimName: scratch}}
+"""
