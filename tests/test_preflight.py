@@ -478,9 +478,9 @@ def test_reservation_checks_stubbed(stubbed: Any, exists: bool) -> None:
     assert [f.status for f in found] == ["pass" if exists else "fail"]
 
 
-@pytest.mark.parametrize("routed", [True, False])
-def test_site_checks_stubbed(stubbed: Any, routed: bool) -> None:
-    clients, stubs = stubbed
+def _hybrid_needs_with_gateway(stubs: Any, owner: str, options: dict[str, str]) -> Any:
+    """The hybrid stack's needs, with DescribeTransitGateways answering its gateway as `owner`'s (and `options`) and
+    GetCallerIdentity as this account."""
     spec = stack_config(SYSTEM, HYBRID, validated=True)
     n = needs_of(spec, plan_pools(spec), [], [])
     assert n.site is not None and n.site.transit_gateway_id is not None
@@ -488,11 +488,19 @@ def test_site_checks_stubbed(stubbed: Any, routed: bool) -> None:
     gateway = {
         "TransitGatewayId": tgw,
         "State": "available",
-        "OwnerId": ACCOUNT,
-        "Options": {"AssociationDefaultRouteTableId": "tgw-rtb-0123456789abcdef0"},
+        "OwnerId": owner,
+        "Options": {"AssociationDefaultRouteTableId": "tgw-rtb-0123456789abcdef0", **options},
     }
     stubs["ec2"].add_response("describe_transit_gateways", {"TransitGateways": [gateway]}, {"TransitGatewayIds": [tgw]})
     stubs["sts"].add_response("get_caller_identity", {"Account": ACCOUNT}, {})
+    return n
+
+
+@pytest.mark.parametrize("routed", [True, False])
+def test_site_checks_stubbed(stubbed: Any, routed: bool) -> None:
+    clients, stubs = stubbed
+    n = _hybrid_needs_with_gateway(stubs, ACCOUNT, {})
+    assert n.site is not None
     for cidr in n.site.cidrs:
         route = {"DestinationCidrBlock": "192.168.0.0/16", "State": "active", "Type": "static"}
         stubs["ec2"].add_response(
@@ -522,21 +530,8 @@ def test_a_transit_gateway_shared_by_another_account_is_checked_as_far_as_a_part
     """A participant may describe a shared transit gateway but not search its route tables: no denied call, no
     failure; the routes are left to the owner, by name."""
     clients, stubs = stubbed
-    spec = stack_config(SYSTEM, HYBRID, validated=True)
-    n = needs_of(spec, plan_pools(spec), [], [])
-    assert n.site is not None and n.site.transit_gateway_id is not None
-    tgw = n.site.transit_gateway_id
-    gateway = {
-        "TransitGatewayId": tgw,
-        "State": "available",
-        "OwnerId": "210987654321",
-        "Options": {
-            "AssociationDefaultRouteTableId": "tgw-rtb-0123456789abcdef0",
-            "AutoAcceptSharedAttachments": auto_accept,
-        },
-    }
-    stubs["ec2"].add_response("describe_transit_gateways", {"TransitGateways": [gateway]}, {"TransitGatewayIds": [tgw]})
-    stubs["sts"].add_response("get_caller_identity", {"Account": ACCOUNT}, {})
+    n = _hybrid_needs_with_gateway(stubs, "210987654321", {"AutoAcceptSharedAttachments": auto_accept})
+    assert n.site is not None
     found = account.site_checks(n, clients)  # no SearchTransitGatewayRoutes is stubbed: none may be made
     assert [f.status for f in found] == expected
     assert "210987654321" in found[0].detail and "210987654321" in found[-1].fix
