@@ -273,7 +273,7 @@ def stubbed() -> Iterator[tuple[Callable[[str], Any], dict[str, Stubber]]]:
     """`clients` as preflight takes them, each with a Stubber that must be used up."""
     clients: dict[str, Any] = {}
     stubs: dict[str, Stubber] = {}
-    for service in ("ec2", "service-quotas", "eks", "ssm", "iam", "sts"):
+    for service in ("ec2", "service-quotas", "eks", "ssm", "iam", "sts", "fsx"):
         clients[service] = _client(service)
         stubs[service] = Stubber(clients[service])
         stubs[service].activate()
@@ -355,6 +355,55 @@ def test_quota_checks_stubbed(stubbed: Any, p_quota: float, eips: int, status: s
     found = account.quota_checks(n, clients)
     coded = {f.status for f in found if "no code" not in f.subject}
     assert coded == ({"pass"} if status == "pass" else {"pass", "fail"})
+
+
+def _lustre(fs_id: str, deployment: str, gib: int, cluster: str | None) -> dict[str, Any]:
+    fs: dict[str, Any] = {
+        "FileSystemId": fs_id,
+        "FileSystemType": "LUSTRE",
+        "StorageCapacity": gib,
+        "LustreConfiguration": {"DeploymentType": deployment},
+    }
+    if cluster:  # FSx answers no Tags list rather than an empty one
+        fs["Tags"] = [{"Key": "gpu-clusters/cluster", "Value": cluster}]
+    return fs
+
+
+@pytest.mark.parametrize(("others_gib", "status"), [(90_000, "pass"), (98_000, "fail")])
+def test_lustre_quotas_count_the_regions_other_file_systems_not_the_stacks_own(
+    stubbed: Any, others_gib: int, status: str
+) -> None:
+    """The Persistent_2 storage quota (100,800 GiB by default) holds a 4,800 GiB file system only if the Region's
+    other Persistent_2 file systems leave room; the stack's own, from an earlier deploy, and other types don't count."""
+    clients, stubs = stubbed
+    spec = stack_config(SYSTEM, P5, storage={"lustre": {"storageCapacityGib": 4800}}, validated=True)
+    n = needs_of(spec, plan_pools(spec), [], [])
+    for need in n.quotas:
+        if need.quota.code is not None:
+            key = {"ServiceCode": need.quota.service, "QuotaCode": need.quota.code}
+            value = 100_800.0 if need.quota.code == "L-8F1B9C74" else 10_000.0
+            stubs["service-quotas"].add_response("get_service_quota", {"Quota": {**key, "Value": value}}, key)
+    stubs["ec2"].add_response("describe_addresses", {"Addresses": []}, {})
+    page_one = [
+        _lustre("fs-0123456789abcdef0", "PERSISTENT_2", others_gib, "another"),
+        _lustre("fs-0123456789abcdef1", "PERSISTENT_2", 4800, n.cluster),
+    ]
+    stubs["fsx"].add_response("describe_file_systems", {"FileSystems": page_one, "NextToken": "more"}, {})
+    page_two = [_lustre("fs-0123456789abcdef2", "SCRATCH_2", 50_000, None)]
+    stubs["fsx"].add_response("describe_file_systems", {"FileSystems": page_two}, {"NextToken": "more"})
+    found = account.quota_checks(n, clients)
+    (storage,) = [f for f in found if "L-8F1B9C74" in f.subject]
+    assert storage.status == status
+    assert f"on top of {others_gib} already allocated" in storage.detail
+    (count,) = [f for f in found if "L-FD6F2F22" in f.subject]
+    assert "on top of 1 already allocated" in count.detail  # the other stack's file system, not this one's
+
+
+def test_vcpu_quota_findings_say_running_instances_are_not_counted() -> None:
+    n = needs()
+    enough = {q.quota.code: float(q.needed) for q in n.quotas if q.quota.code}
+    p5 = next(f for f in evaluate.quotas(n, enough, 0) if "L-417A185B" in f.subject)
+    assert "already running are not counted" in p5.detail
 
 
 def test_a_quota_with_no_applied_value_reads_the_aws_default(stubbed: Any) -> None:
@@ -582,7 +631,7 @@ def test_the_stacks_own_elastic_ips_are_not_counted_twice(
 def _stub_everything(stack: str, healthy: bool) -> Callable[[str], Any]:
     """Clients whose Stubbers answer every call preflight makes for a shipped stack: all well, or one add-on missing."""
     n = stack_needs(stack, None)
-    clients = {s: _client(s) for s in ("ec2", "service-quotas", "eks", "ssm", "iam")}
+    clients = {s: _client(s) for s in ("ec2", "service-quotas", "eks", "ssm", "iam", "fsx")}
     stubs = {s: Stubber(c) for s, c in clients.items()}
     ec2 = stubs["ec2"]
     ec2.add_response("describe_availability_zones", _zones_answer(ACCOUNT_ZONES))
@@ -596,6 +645,8 @@ def _stub_everything(stack: str, healthy: bool) -> Callable[[str], Any]:
                 "get_service_quota", {"Quota": {"QuotaCode": need.quota.code, "Value": 10000.0}}
             )
     ec2.add_response("describe_addresses", {"Addresses": []})
+    if any(need.quota.service == "fsx" for need in n.quotas):
+        stubs["fsx"].add_response("describe_file_systems", {"FileSystems": []})
     for name, version in sorted(n.addons.items()):
         shown = version if healthy or name != "vpc-cni" else "v0.0.1-eksbuild.1"
         stubs["eks"].add_response(

@@ -19,6 +19,8 @@ from botocore.exceptions import ClientError
 from blueprint.preflight import evaluate
 from blueprint.preflight.findings import Finding
 from blueprint.preflight.needs import Needs
+from components.catalog.quotas import count_quotas
+from components.planning.quotas import LUSTRE_QUOTA_FAMILY
 from components.tags import CLUSTER as CLUSTER_TAG
 
 #: `service name -> client`: a botocore session's `create_client` bound to the stack's Region, or stubbed ones.
@@ -112,11 +114,42 @@ def quota_checks(needs: Needs, clients: Clients) -> list[Finding]:
         else:
             own = sum(1 for a in addresses if is_the_stacks(a, needs.cluster))
             in_use = len(addresses) - own
-    return [*evaluate.quotas(needs, values, in_use, own), *problems]
+    others: dict[str, int] = {}
+    if any(need.quota.service == "fsx" for need in needs.quotas):
+        try:
+            others = lustre_in_use(clients, needs.cluster)
+        except ClientError as error:
+            problems.append(denied("quotas", "fsx:DescribeFileSystems", error))
+    return [*evaluate.quotas(needs, values, in_use, own, others), *problems]
+
+
+def lustre_in_use(clients: Clients, cluster: str) -> dict[str, int]:
+    """What the Region's other Lustre file systems use of the Lustre quotas, by quota code: one file system and its
+    capacity each, against the quotas of its deployment type (`components.planning.quotas`). The stack's own file
+    system (an earlier `pulumi up`, tagged with its cluster) is left out: its need already counts it."""
+    catalog = count_quotas()
+    used: dict[str, int] = {}
+    kwargs: dict[str, Any] = {}
+    while True:
+        answer = clients("fsx").describe_file_systems(**kwargs)
+        for fs in answer.get("FileSystems", []):
+            family = LUSTRE_QUOTA_FAMILY.get((fs.get("LustreConfiguration") or {}).get("DeploymentType", ""))
+            if fs.get("FileSystemType") != "LUSTRE" or family is None or is_the_stacks(fs, cluster):
+                continue
+            for key, amount in (
+                (f"lustre_file_systems_{family}", 1),
+                (f"lustre_storage_gib_{family}", fs["StorageCapacity"]),
+            ):
+                code = catalog[key].code
+                if code is not None:
+                    used[code] = used.get(code, 0) + int(amount)
+        kwargs["NextToken"] = answer.get("NextToken")
+        if not kwargs["NextToken"]:
+            return used
 
 
 def is_the_stacks(address: dict[str, Any], cluster: str) -> bool:
-    """An Elastic IP of this stack (an earlier `pulumi up`): every resource of the stack carries the
+    """An Elastic IP or file system of this stack (an earlier `pulumi up`): every resource of the stack carries the
     `gpu-clusters/cluster` tag with the cluster's name, which is unique in the Region (components/tags.py)."""
     return any(t.get("Key") == CLUSTER_TAG and t.get("Value") == cluster for t in address.get("Tags", []) or [])
 

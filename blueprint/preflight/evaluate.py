@@ -111,17 +111,27 @@ def offerings(needs: Needs, account_zones: Mapping[str, str], offered: Mapping[s
 
 
 def quotas(
-    needs: Needs, values: Mapping[str, float | None], elastic_ips_in_use: int | None, elastic_ips_own: int = 0
+    needs: Needs,
+    values: Mapping[str, float | None],
+    elastic_ips_in_use: int | None,
+    elastic_ips_own: int = 0,
+    others_in_use: Mapping[str, int] | None = None,
 ) -> list[Finding]:
     """Each quota the stack needs holds it. `values`: quota code -> this account's value (GetServiceQuota; None when
     it could not be read); Elastic IPs also count those already allocated by others (DescribeAddresses,
     `elastic_ips_in_use`), not the stack's own from an earlier deploy (`elastic_ips_own`), which its need already
-    counts. Quotas the catalog has no code for are skipped with the command that lists them."""
-    return [_quota(need, values, elastic_ips_in_use, elastic_ips_own) for need in needs.quotas]
+    counts; `others_in_use`: quota code -> what the Region's other resources already use (the Lustre file systems
+    of other stacks, DescribeFileSystems). Running instances are not counted against the vCPU quotas: the finding
+    says so. Quotas the catalog has no code for are skipped with the command that lists them."""
+    return [_quota(need, values, elastic_ips_in_use, elastic_ips_own, others_in_use or {}) for need in needs.quotas]
 
 
 def _quota(
-    need: QuotaNeed, values: Mapping[str, float | None], elastic_ips_in_use: int | None, elastic_ips_own: int = 0
+    need: QuotaNeed,
+    values: Mapping[str, float | None],
+    elastic_ips_in_use: int | None,
+    elastic_ips_own: int,
+    others_in_use: Mapping[str, int],
 ) -> Finding:
     quota = need.quota
     subject = f"{quota.name} ({quota.code or 'no code'})"
@@ -137,6 +147,7 @@ def _quota(
         )
     value = int(values[quota.code] or 0)
     used = elastic_ips_in_use if quota.code == ELASTIC_IPS and elastic_ips_in_use is not None else 0
+    used += others_in_use.get(quota.code, 0)
     total = need.needed + used
     detail = f"needs {need.needed} {quota.unit} ({'; '.join(need.used_by)})"
     if used:
@@ -144,6 +155,8 @@ def _quota(
     if quota.code == ELASTIC_IPS and elastic_ips_own:
         detail += f" ({elastic_ips_own} allocated are the stack's own, counted in its need)"
     detail += f"; the quota is {value}"
+    if quota.unit == "vCPUs":
+        detail += " (instances already running are not counted: compare with the quota's usage in Service Quotas)"
     if total <= value:
         return Finding("quotas", "pass", subject, detail)
     request = (

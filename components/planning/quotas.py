@@ -95,7 +95,7 @@ def network_needs(spec: StackConfig) -> list[QuotaNeed]:
 
 #: The Lustre quotas are per deployment type: PERSISTENT_2 has its own, SCRATCH_1 and SCRATCH_2 share the Scratch ones
 #: (components/catalog/quotas.yaml).
-LUSTRE_QUOTA_FAMILY = {"PERSISTENT_2": "persistent_2", "SCRATCH_2": "scratch"}
+LUSTRE_QUOTA_FAMILY = {"PERSISTENT_2": "persistent_2", "SCRATCH_1": "scratch", "SCRATCH_2": "scratch"}
 
 
 def storage_needs(spec: StackConfig) -> list[QuotaNeed]:
