@@ -90,6 +90,17 @@ def test_the_auto_scaling_role_name_fits_iam_at_the_suffix_limit() -> None:
     assert len(autoscaling_role_name(longest, "us-east-1")) == 64
 
 
+@pytest.mark.parametrize("region", ["us-east-1", "ap-southeast-1"])
+def test_a_cluster_name_too_long_for_the_role_keeps_its_start_and_gains_a_hash(region: str) -> None:
+    """Every EKS cluster name (up to 100 characters) gets a role within IAM's 64, and long names alike get two."""
+    first, second = "research-cluster-" + "a" * 83, "research-cluster-" + "b" * 83
+    names = {autoscaling_role_name(first, region), autoscaling_role_name(second, region)}
+    assert len(names) == 2 and all(len(n) <= 64 and n.count("_") == 1 for n in names)
+    assert all(n.startswith("AWSServiceRoleForAutoScaling_research") and n.endswith(f".{region}") for n in names)
+    fits = "c" * (AUTOSCALING_SUFFIX_LIMIT - len(region) - 1)
+    assert autoscaling_role_name(fits, region) == f"AWSServiceRoleForAutoScaling_{fits}.{region}"  # unchanged
+
+
 def test_an_underscore_of_the_cluster_name_never_reaches_the_suffix() -> None:
     """The provider reads the suffix back after the role name's only `_`: a second would replace the role."""
     assert autoscaling_role_name("gpu_train", "us-east-1") == "AWSServiceRoleForAutoScaling_gpu.train.us-east-1"

@@ -577,12 +577,6 @@ BROKEN: list[tuple[str, tuple[tuple[str, Any], ...], str, str]] = [
         "AWSServiceRoleForAutoScaling_<cluster.name>.<aws:region>",
     ),
     (
-        "cluster name too long for the Auto Scaling role",
-        (("cluster.name", "c" * 26),),
-        "cluster.name",
-        "at most 25 fit the stack's Auto Scaling service-linked role",
-    ),
-    (
         "claim name not a Kubernetes name",
         (("storage.lustre.kubernetes", {"claimName": "Lustre_Claim"}),),
         "storage.lustre.kubernetes.claimName",

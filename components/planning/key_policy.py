@@ -8,6 +8,7 @@ functions to deploy-time values (account id, partition, key ARN); docs/security.
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from components.planning.key_domains import KEY_DOMAINS, KeyDomain
@@ -49,9 +50,15 @@ def autoscaling_role_suffix(cluster_name: str, region: str) -> str:
     Region-wide, so two stacks naming their clusters alike in two Regions of one account still get two roles. A `_`
     of the cluster name is written `.`: the provider reads the suffix back as what follows the role name's only `_`
     (terraform-provider-aws, iam/service_linked_role.go `DecodeServiceLinkedRoleID`), and a second `_` would read as
-    no suffix and replace the role on every update. Cluster names have no `.`, so no two names meet. Validation
-    refuses a cluster name too long for it (`AUTOSCALING_SUFFIX_LIMIT`)."""
-    return f"{cluster_name.replace('_', '.')}.{region}"
+    no suffix and replace the role on every update. A name too long for `AUTOSCALING_SUFFIX_LIMIT` keeps its start
+    and gains 8 hex digits of its SHA-256, so every EKS cluster name (up to 100 characters) has a role and two long
+    names that start alike still get two."""
+    name = cluster_name.replace("_", ".")
+    room = AUTOSCALING_SUFFIX_LIMIT - len(region) - 1
+    if len(name) > room:
+        digest = hashlib.sha256(cluster_name.encode()).hexdigest()[:8]
+        name = f"{name[: room - len(digest) - 1].rstrip('.')}.{digest}"
+    return f"{name}.{region}"
 
 
 def autoscaling_role_name(cluster_name: str, region: str) -> str:

@@ -10,7 +10,6 @@ from components import tags
 from components.catalog import regions, versions
 from components.cluster import admin_resource_name
 from components.errors import Problem
-from components.planning.key_policy import AUTOSCALING_ROLE_NAME, AUTOSCALING_SUFFIX_LIMIT, autoscaling_role_suffix
 from components.planning.tenants import workload_namespace_names
 from components.validation.parse import Parsed, did_you_mean, shown, shown_text
 
@@ -54,22 +53,6 @@ def kubernetes_version_is_supported(p: Parsed) -> Iterator[Problem]:
             "cluster.kubernetesVersion",
             f"{shown_text(p.cluster.kubernetes_version)} is not a Kubernetes version EKS supports; supported: "
             f"{', '.join(supported)} (EKS Kubernetes version calendar, see components/catalog/versions.yaml)",
-        )
-
-
-def name_fits_the_autoscaling_role(p: Parsed) -> Iterator[Problem]:
-    """`cluster.name` and the Region fit the custom suffix of the stack's Auto Scaling service-linked role,
-    `<name>.<region>`, 35 characters at most (IAM role names: 64; `components.planning.key_policy`)."""
-    if p.cluster is None:
-        return
-    suffix = autoscaling_role_suffix(p.cluster.name, p.region)
-    if len(suffix) > AUTOSCALING_SUFFIX_LIMIT:
-        room = AUTOSCALING_SUFFIX_LIMIT - len(p.region) - 1
-        yield Problem(
-            "cluster.name",
-            f"{shown_text(p.cluster.name)} is {len(p.cluster.name)} characters; in {p.region} at most {room} fit the "
-            f"stack's Auto Scaling service-linked role {AUTOSCALING_ROLE_NAME}_<name>.<region> (IAM role names are "
-            "at most 64 characters); use a shorter name",
         )
 
 
@@ -233,7 +216,6 @@ def admin_namespaces_are_the_stacks(p: Parsed) -> Iterator[Problem]:
 RULES = (
     region_is_real,
     kubernetes_version_is_supported,
-    name_fits_the_autoscaling_role,
     endpoint_is_reachable_and_fenced,
     deployer_reaches_the_api,
     admins_are_distinct,
