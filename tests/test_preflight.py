@@ -198,6 +198,9 @@ def test_the_stacks_own_auto_scaling_role_is_absent_before_the_first_deploy_and_
     earlier = evaluate.service_linked_roles(n, {OWN_ROLE: OWN_DESCRIPTION, "AWSServiceRoleForAmazonEKS": ""})
     assert statuses(earlier) == [(OWN_ROLE, "pass"), ("AWSServiceRoleForAmazonEKS", "pass")]
     assert "earlier" in earlier[0].detail
+    left = evaluate.service_linked_roles(n, {OWN_ROLE: OWN_DESCRIPTION}, cluster_exists=False)[0]
+    assert left.status == "warn" and "cluster does not" in left.detail and "delete-service-linked-role" in left.fix
+    assert evaluate.service_linked_roles(n, {OWN_ROLE: OWN_DESCRIPTION}, cluster_exists=True)[0].status == "pass"
 
 
 def test_a_role_of_the_stacks_name_made_otherwise_fails_because_up_cannot_create_it() -> None:
@@ -475,15 +478,18 @@ def _role(name: str, description: str | None = None) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(
-    ("own", "eks_role", "expected"),
+    ("own", "cluster", "eks_role", "expected"),
     [
-        (None, True, ["pass", "pass"]),
-        (OWN_DESCRIPTION, False, ["pass", "warn"]),
-        ("made by hand", True, ["fail", "pass"]),
+        (None, None, True, ["pass", "pass"]),
+        (OWN_DESCRIPTION, True, False, ["pass", "warn"]),
+        (OWN_DESCRIPTION, False, True, ["warn", "pass"]),
+        ("made by hand", True, True, ["fail", "pass"]),
     ],
-    ids=["first-deploy", "after-a-deploy", "name-taken"],
+    ids=["first-deploy", "after-a-deploy", "left-by-a-destroyed-stack", "name-taken"],
 )
-def test_role_checks_stubbed(stubbed: Any, own: str | None, eks_role: bool, expected: list[str]) -> None:
+def test_role_checks_stubbed(
+    stubbed: Any, own: str | None, cluster: bool | None, eks_role: bool, expected: list[str]
+) -> None:
     clients, stubs = stubbed
     if own is None:
         stubs["iam"].add_client_error(
@@ -498,6 +504,12 @@ def test_role_checks_stubbed(stubbed: Any, own: str | None, eks_role: bool, expe
     else:
         stubs["iam"].add_client_error(
             "get_role", "NoSuchEntity", "no such role", 404, expected_params={"RoleName": "AWSServiceRoleForAmazonEKS"}
+        )
+    if cluster is True:
+        stubs["eks"].add_response("describe_cluster", {"cluster": {"name": "demo"}}, {"name": "demo"})
+    elif cluster is False:
+        stubs["eks"].add_client_error(
+            "describe_cluster", "ResourceNotFoundException", "no cluster", 404, expected_params={"name": "demo"}
         )
     found = account.role_checks(needs(), clients)
     assert [f.status for f in found] == expected
@@ -659,6 +671,8 @@ def _stub_everything(stack: str, healthy: bool) -> Callable[[str], Any]:
     stubs["ssm"].add_response("get_parameters", {"Parameters": []})
     for role in n.service_linked_roles:
         stubs["iam"].add_response("get_role", _role(role.name, role.own_description))
+    if any(role.own_description is not None for role in n.service_linked_roles):
+        stubs["eks"].add_response("describe_cluster", {"cluster": {"name": n.cluster}})
     for stub in stubs.values():
         stub.activate()
     return clients.__getitem__

@@ -197,7 +197,17 @@ def role_checks(needs: Needs, clients: Clients) -> list[Finding]:
         except ClientError as error:
             if error.response.get("Error", {}).get("Code") != "NoSuchEntity":
                 return [denied("roles", "iam:GetRole", error)]
-    return evaluate.service_linked_roles(needs, existing)
+    own = [r for r in needs.service_linked_roles if r.own_description is not None and r.name in existing]
+    return evaluate.service_linked_roles(needs, existing, cluster_exists(needs, clients) if own else None)
+
+
+def cluster_exists(needs: Needs, clients: Clients) -> bool | None:
+    """Whether the stack's EKS cluster exists (DescribeCluster); None when it could not be asked."""
+    try:
+        clients("eks").describe_cluster(name=needs.cluster)
+    except ClientError as error:
+        return False if error.response.get("Error", {}).get("Code") == "ResourceNotFoundException" else None
+    return True
 
 
 def reservation_checks(needs: Needs, clients: Clients) -> list[Finding]:

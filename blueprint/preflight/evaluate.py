@@ -273,16 +273,19 @@ def ami_parameters(needs: Needs, missing: Iterable[str]) -> list[Finding]:
     return out
 
 
-def service_linked_roles(needs: Needs, existing: Mapping[str, str]) -> list[Finding]:
+def service_linked_roles(
+    needs: Needs, existing: Mapping[str, str], cluster_exists: bool | None = None
+) -> list[Finding]:
     """The service-linked roles the stack relies on: present, or created on first use by their service, and the
     stack's own Auto Scaling role absent before the first deploy or made by it. `existing`: role name -> its
-    description (GetRole)."""
-    return [_role(role, existing.get(role.name)) for role in needs.service_linked_roles]
+    description (GetRole); `cluster_exists`: whether the stack's EKS cluster exists (DescribeCluster; None: not
+    asked), which tells a deployed stack's role from one a destroyed or forgotten stack left behind."""
+    return [_role(role, existing.get(role.name), cluster_exists) for role in needs.service_linked_roles]
 
 
-def _role(role: ServiceLinkedRole, description: str | None) -> Finding:
+def _role(role: ServiceLinkedRole, description: str | None, cluster_exists: bool | None) -> Finding:
     if role.own_description is not None:
-        return _own_role(role, description)
+        return _own_role(role, description, cluster_exists)
     if description is not None:
         return Finding("roles", "pass", role.name, "exists")
     return Finding(
@@ -294,13 +297,26 @@ def _role(role: ServiceLinkedRole, description: str | None) -> Finding:
     )
 
 
-def _own_role(role: ServiceLinkedRole, description: str | None) -> Finding:
+def _own_role(role: ServiceLinkedRole, description: str | None, cluster_exists: bool | None) -> Finding:
     """The stack creates its Auto Scaling role by name: absent is the first deploy, present with the stack's own
-    description is an earlier deploy; present otherwise, `pulumi up` cannot create it (IAM: the name is taken)."""
+    description beside the stack's cluster is an earlier deploy; present without the cluster, a stack that was
+    destroyed halfway or removed from its state (or another state of the same name) left it, and a `pulumi up` whose
+    state does not hold it cannot create it; present otherwise, the name is taken."""
     if description is None:
         return Finding("roles", "pass", role.name, "absent: `pulumi up` creates it (the stack's own role)")
-    if description == role.own_description:
+    if description == role.own_description and cluster_exists is not False:
         return Finding("roles", "pass", role.name, "exists: the stack's own, from an earlier `pulumi up`")
+    if description == role.own_description:
+        return Finding(
+            "roles",
+            "warn",
+            role.name,
+            "exists as this stack creates it, but the stack's EKS cluster does not: left by a stack destroyed halfway "
+            "or removed from its state; a `pulumi up` whose state does not hold the role cannot create it (the name "
+            "is taken)",
+            f"if this stack's state holds it (a first `up` that stopped early), nothing; else delete it "
+            f"(`aws iam delete-service-linked-role --role-name {role.name}`) or import it into the stack",
+        )
     return Finding(
         "roles",
         "fail",
