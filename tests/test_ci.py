@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
+import sys
 from pathlib import Path
 
 import yaml
+
+from tests.charts.rendering import CLOUDWATCH_CHART, releases_of
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -22,3 +26,26 @@ def test_an_unknown_step_is_a_usage_error() -> None:
     result = subprocess.run([ROOT / ".ci/run", "lint"], capture_output=True, text=True)
     assert result.returncode == 64
     assert "no step 'lint'" in result.stderr
+
+
+def _fetched_folders() -> set[str]:
+    listing = subprocess.run(
+        [sys.executable, ROOT / ".ci/fetch-charts", "--list"], capture_output=True, text=True, check=True
+    ).stdout
+    return {line.split(":", 1)[0] for line in listing.splitlines()}
+
+
+def test_the_chart_fetch_covers_every_release_the_chart_tests_render() -> None:
+    """Where the shared reference is absent (GitHub's runners) the charts step pulls the pinned charts first: every
+    chart a shipped stack's plan releases, and the CloudWatch add-on's, must be among them."""
+    rendered = set()
+    for recorded in sorted((ROOT / "tests/data/plans").glob("*.json")):
+        plan = json.loads(recorded.read_text())
+        rendered |= {r.chart_dir for r in releases_of(plan["resources"], plan["summary"]["region"])}
+    assert CLOUDWATCH_CHART in rendered  # the training stack's Container Insights add-on
+    assert rendered <= _fetched_folders(), rendered - _fetched_folders()
+
+
+def test_the_chart_fetch_refuses_a_call_without_a_folder() -> None:
+    result = subprocess.run([sys.executable, ROOT / ".ci/fetch-charts"], capture_output=True, text=True)
+    assert result.returncode == 64 and "Usage" in result.stderr

@@ -33,6 +33,7 @@ __all__ = [
     "chart",
     "charts",
     "cluster_autoscaler_chart",
+    "cluster_autoscaler_charts",
     "default_kubernetes_version",
     "kubernetes_minor",
     "kubernetes_version_support",
@@ -385,6 +386,11 @@ def chart(name: str) -> ChartPin:
     if name not in pins:
         raise _unknown("chart", name, pins)
     return pins[name]
+
+
+def cluster_autoscaler_charts() -> Mapping[str, ChartPin]:
+    """Every cluster-autoscaler pin, by Kubernetes minor."""
+    return _pinned().cluster_autoscaler
 
 
 def cluster_autoscaler_chart(kubernetes_version: str) -> ChartPin:
