@@ -468,3 +468,16 @@ def test_validation_lets_admins_and_quotas_name_team_namespaces_and_nothing_else
     assert "(did you mean research-b?)" in problems["cluster.admins[0].namespaces[1]"]
     assert "at most 32" in problems["workloads.quotas.research-b.gpus"]
     assert "(did you mean research?)" in problems["workloads.quotas.reserch"]
+
+
+def test_a_team_naming_an_unknown_pool_is_reported_once_not_again_as_its_quota() -> None:
+    problems = _problems(
+        lambda: stack_config(
+            SYSTEM_POOL,
+            TRAINING_POOL,
+            validated=True,
+            workloads={"namespaces": [{"name": "research", "pools": ["h10"]}], "quotas": {"research": {"gpus": 8}}},
+        )
+    )
+    assert set(problems) == {"workloads.namespaces[0].pools[0]"}
+    assert "did you mean h100?" in problems["workloads.namespaces[0].pools[0]"]

@@ -134,9 +134,13 @@ def gpu_quotas_fit_the_pools(p: Parsed) -> Iterator[Problem]:
     quotas = _quotas(p)
     if quotas is None:
         return
+    # A team naming a pool the stack lacks is reported once, at that pool (_team_pools_are_gpu_pools), not again
+    # as a quota its (missing) pools cannot hold.
+    known_pools = {pool.name for _, pool in p.pools}
+    misnamed = {t.name for t in p.workloads.namespaces if t.pools and not set(t.pools) <= known_pools}
     for quota in quotas:
         configured = p.workloads.quotas.get(quota.namespace)
-        if configured is None:
+        if configured is None or quota.namespace in misnamed:
             continue
         path = f"workloads.quotas.{quota.namespace}"
         pools = ", ".join(quota.pools) or "none"
