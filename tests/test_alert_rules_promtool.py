@@ -1,160 +1,132 @@
-"""The shipped GPU alert rules evaluated by Prometheus's own engine (`promtool test rules`), not by string matching.
+"""The shipped GPU alert rules evaluated by Prometheus's own engine (`promtool test rules`), not by string matching:
+for each alert, when it fires and when it stays quiet.
 
-The rules file is the `additionalPrometheusRulesMap` of the inference stack's planned kube-prometheus-stack release.
-Without promtool these tests skip with the reason, unless BLUEPRINT_REQUIRE_PROMTOOL is set (the CI `promql` step
-sets it), where a missing promtool fails them.
+The rules are the inference stack's planned kube-prometheus-stack `additionalPrometheusRulesMap` (every stack on the
+Prometheus path ships the same groups: tests/test_promql_expressions.py holds every shipped alert to a scenario
+here). One sample a minute.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
-from tests.builders import shipped_plan
+from tests.promql_expressions import found_in
+from tests.promtool import needs_promtool, run_rule_tests
 
-PROMTOOL = shutil.which("promtool")
-REQUIRED = os.environ.get("BLUEPRINT_REQUIRE_PROMTOOL") == "1"
+pytestmark = needs_promtool
 
-if PROMTOOL is None and not REQUIRED:
-    pytest.skip(
-        "promtool is not installed (Debian package `prometheus`); `.ci/run promql` installs it and runs these tests",
-        allow_module_level=True,
-    )
-
+GPU = {"gpu": "0", "Hostname": "node-a"}
 LABELS = 'gpu="0", Hostname="node-a"'
-XID_SERIES = f"DCGM_FI_DEV_XID_ERRORS{{{LABELS}}}"
 
 
 def shipped_rule_groups() -> list[dict[str, Any]]:
-    release = next(
-        r
-        for r in shipped_plan("inference")["resources"]
-        if r["type"] == "kubernetes:helm.sh/v3:Release" and r["name"].endswith("kube-prometheus-stack")
-    )
-    rules_map = release["inputs"]["values"]["additionalPrometheusRulesMap"]
-    return [group for document in rules_map.values() for group in document["groups"]]
+    return [found.group for found in found_in("inference").rule_groups]
 
 
-def promtool_test(tmp_path: Path, series: str, alerts_at: dict[str, list[dict[str, Any]]]) -> None:
-    """Run one promtool unit test: `series` (expanding notation, one sample a minute) and the GpuXidError alerts
-    expected at each evaluation time."""
-    assert PROMTOOL is not None, "BLUEPRINT_REQUIRE_PROMTOOL is set but promtool is not installed"
-    (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": shipped_rule_groups()}))
-    tests = {
-        "rule_files": ["rules.yaml"],
-        "evaluation_interval": "1m",
-        "tests": [
+@dataclass(frozen=True)
+class Scenario:
+    """Series (expanding notation, one sample a minute) and the alert's instances expected at each time: labels
+    and annotations of each firing instance, [] for quiet."""
+
+    alert: str
+    why: str
+    series: dict[str, str]
+    expected: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+
+def firing(summary: str, severity: str, labels: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    return [
+        {
+            "exp_labels": {"severity": severity, **(GPU if labels is None else labels)},
+            "exp_annotations": {"summary": summary},
+        }
+    ]
+
+
+def xid(code: int) -> list[dict[str, Any]]:
+    return firing(f"GPU 0 on node-a reported XID {code}", "critical")
+
+
+ECC = firing("GPU 0 on node-a had double-bit ECC errors", "critical")
+XID_SERIES = f"DCGM_FI_DEV_XID_ERRORS{{{LABELS}}}"
+ECC_SERIES = f"DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{{{LABELS}}}"
+TEMP_SERIES = f"DCGM_FI_DEV_GPU_TEMP{{{LABELS}}}"
+
+SCENARIOS = [
+    Scenario(
+        "GpuXidError",
+        "a new code fires, and resolves after the 10-minute window although the gauge keeps the code",
+        {XID_SERIES: "0x4 79x40"},
+        {"4m": [], "6m": xid(79), "14m": xid(79), "16m": [], "40m": []},
+    ),
+    Scenario(
+        "GpuXidError",
+        "one XID, then an hour later: quiet (the gauge still holds 79)",
+        {XID_SERIES: "0x4 79x70"},
+        {"6m": xid(79), "65m": [], "75m": []},
+    ),
+    Scenario(
+        "GpuXidError",
+        "a different code fires again",
+        {XID_SERIES: "0x4 79x19 48x20"},
+        {"20m": [], "26m": xid(48), "40m": []},
+    ),
+    Scenario("GpuXidError", "a code left from before the window: quiet", {XID_SERIES: "13x60"}, {"15m": [], "59m": []}),
+    Scenario("GpuXidError", "no XID: quiet", {XID_SERIES: "0x60"}, {"15m": [], "59m": []}),
+    Scenario(
+        "GpuXidError",
+        "the exporter restarts and reports the same code again after a gap: quiet",
+        {XID_SERIES: "0x4 79x20 _x3 79x20"},
+        {"6m": xid(79), "30m": [], "45m": []},
+    ),
+    Scenario(
+        "GpuEccUncorrectableErrors",
+        "the double-bit counter rises: fires, and resolves 10 minutes later",
+        {ECC_SERIES: "2x20 3x30"},
+        {"19m": [], "22m": ECC, "29m": ECC, "32m": [], "50m": []},
+    ),
+    Scenario("GpuEccUncorrectableErrors", "a steady count: quiet", {ECC_SERIES: "5x60"}, {"30m": [], "59m": []}),
+    Scenario(
+        "GpuTemperatureHigh",
+        "above 85 C for 5 minutes: fires; a 3-minute spike does not",
+        {TEMP_SERIES: "70x10 90x3 70x10 90x10 70x10"},
+        {"13m": [], "15m": [], "29m": [], "33m": firing("GPU 0 on node-a is at 90 C", "warning"), "45m": []},
+    ),
+    Scenario(
+        "GpuIdleSpend",
+        "average utilization under 30% for 30 minutes: fires; a busy GPU beside an idle one keeps it quiet",
+        {
+            f"DCGM_FI_DEV_GPU_UTIL{{{LABELS}}}": "10x40",
+            'DCGM_FI_DEV_GPU_UTIL{gpu="1", Hostname="node-a"}': "10x20 90x20",
+        },
+        {"19m": [], "31m": [], "25m": []},
+    ),
+    Scenario(
+        "GpuIdleSpend",
+        "idle for 30 minutes: fires",
+        {f"DCGM_FI_DEV_GPU_UTIL{{{LABELS}}}": "10x40"},
+        {"29m": [], "31m": firing("average GPU utilization is 10%: GPUs are paid for and idle", "warning", {})},
+    ),
+]
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: f"{s.alert}: {s.why}")
+def test_alert(tmp_path: Path, scenario: Scenario) -> None:
+    run_rule_tests(
+        tmp_path,
+        shipped_rule_groups(),
+        [
             {
                 "interval": "1m",
-                "input_series": [{"series": XID_SERIES, "values": series}],
+                "input_series": [{"series": s, "values": v} for s, v in scenario.series.items()],
                 "alert_rule_test": [
-                    {"eval_time": at, "alertname": "GpuXidError", "exp_alerts": expected}
-                    for at, expected in alerts_at.items()
+                    {"eval_time": at, "alertname": scenario.alert, "exp_alerts": alerts}
+                    for at, alerts in scenario.expected.items()
                 ],
             }
         ],
-    }
-    (tmp_path / "tests.yaml").write_text(yaml.safe_dump(tests))
-    result = subprocess.run(
-        [PROMTOOL, "test", "rules", "tests.yaml"], cwd=tmp_path, capture_output=True, text=True, check=False
     )
-    assert result.returncode == 0, result.stdout + result.stderr
-
-
-def xid_alert(code: int) -> list[dict[str, Any]]:
-    return [
-        {
-            "exp_labels": {"severity": "critical", "gpu": "0", "Hostname": "node-a"},
-            "exp_annotations": {"summary": f"GPU 0 on node-a reported XID {code}"},
-        }
-    ]
-
-
-def test_the_shipped_rules_file_is_valid_promql(tmp_path: Path) -> None:
-    assert PROMTOOL is not None, "BLUEPRINT_REQUIRE_PROMTOOL is set but promtool is not installed"
-    (tmp_path / "rules.yaml").write_text(yaml.safe_dump({"groups": shipped_rule_groups()}))
-    result = subprocess.run([PROMTOOL, "check", "rules", "rules.yaml"], cwd=tmp_path, capture_output=True, text=True)
-    assert result.returncode == 0, result.stdout + result.stderr
-
-
-def test_xid_fires_on_a_new_code_and_resolves_after_the_window(tmp_path: Path) -> None:
-    # 0 for 5 minutes, then XID 79 from minute 5 on and never cleared (the gauge keeps the last code).
-    promtool_test(tmp_path, "0x4 79x40", {"4m": [], "6m": xid_alert(79), "14m": xid_alert(79), "16m": [], "40m": []})
-
-
-def test_xid_fires_again_on_a_different_code(tmp_path: Path) -> None:
-    promtool_test(tmp_path, "0x4 79x19 48x20", {"20m": [], "26m": xid_alert(48), "40m": []})
-
-
-def test_xid_does_not_fire_on_a_steady_value(tmp_path: Path) -> None:
-    # An XID seen before the window (a code left from earlier) and no XID at all: no alert either way.
-    promtool_test(tmp_path, "13x60", {"15m": [], "30m": [], "59m": []})
-    promtool_test(tmp_path, "0x60", {"15m": [], "59m": []})
-
-
-# --------------------------------------------------------------------------------- the serving autoscaler's query
-POD = 'exported_namespace="inference",exported_pod="chat-5d9f7c6b8-abcde",gpu="0"'
-EXPORTER = f'DCGM_FI_DEV_GPU_UTIL{{job="dcgm-exporter",namespace="monitoring",{POD}}}'
-#: Another scrape target (in a tenant's namespace) exporting the same metric about the serving pod.
-FORGED = f'DCGM_FI_DEV_GPU_UTIL{{job="impostor",namespace="inference",{POD}}}'
-REPLICAS = 'kube_deployment_spec_replicas{job="kube-state-metrics",namespace="inference",deployment="chat"}'
-
-
-def shipped_scaling_query() -> str:
-    (scaler,) = [
-        r for r in shipped_plan("inference")["resources"] if r["type"] == "kubernetes:keda.sh/v1alpha1:ScaledObject"
-    ]
-    query: str = scaler["inputs"]["spec"]["triggers"][0]["metadata"]["query"]
-    return query
-
-
-def scaling_value(tmp_path: Path, exporter: str, forged: str | None, at: str = "40m") -> float:
-    """What the shipped inference stack's ScaledObject query returns at `at` for these series (one sample a
-    minute), by promtool's own engine: the expected value is found by trying the three the query can return."""
-    assert PROMTOOL is not None, "BLUEPRINT_REQUIRE_PROMTOOL is set but promtool is not installed"
-    series = [{"series": EXPORTER, "values": exporter}, {"series": REPLICAS, "values": "2+0x45"}]
-    if forged is not None:
-        series.append({"series": FORGED, "values": forged})
-    for value in (0.0, 1.0, 34.0):  # scale in, hold, scale out (1 + max replicas 32 + 1)
-        tests = {
-            "rule_files": [],
-            "evaluation_interval": "1m",
-            "tests": [
-                {
-                    "interval": "1m",
-                    "input_series": series,
-                    "promql_expr_test": [
-                        {
-                            "expr": shipped_scaling_query(),
-                            "eval_time": at,
-                            "exp_samples": [{"labels": "{}", "value": value}],
-                        }
-                    ],
-                }
-            ],
-        }
-        (tmp_path / "tests.yaml").write_text(yaml.safe_dump(tests))
-        result = subprocess.run(
-            [PROMTOOL, "test", "rules", "tests.yaml"], cwd=tmp_path, capture_output=True, text=True, check=False
-        )
-        if result.returncode == 0:
-            return value
-    raise AssertionError(f"the query returned none of 0, 1, 34: {result.stdout}{result.stderr}")
-
-
-def test_the_scaling_query_reads_the_exporter(tmp_path: Path) -> None:
-    """Half an hour under 30% on the exporter's own series scales in; an hour-long 90% scales out."""
-    assert scaling_value(tmp_path, "10+0x45", None) == 0.0
-    assert scaling_value(tmp_path, "90+0x45", None) == 34.0
-
-
-def test_another_target_cannot_forge_the_serving_pods_utilization(tmp_path: Path) -> None:
-    """A target in the tenant's namespace exporting 0% for the serving pod would pull the average of a busy pod
-    (50%) under the scale-in threshold; the query selects the exporter's own `job` and `namespace`, so it holds."""
-    assert scaling_value(tmp_path, "50+0x45", "0+0x45") == 1.0

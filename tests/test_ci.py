@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -49,3 +50,13 @@ def test_the_chart_fetch_covers_every_release_the_chart_tests_render() -> None:
 def test_the_chart_fetch_refuses_a_call_without_a_folder() -> None:
     result = subprocess.run([sys.executable, ROOT / ".ci/fetch-charts"], capture_output=True, text=True)
     assert result.returncode == 64 and "Usage" in result.stderr
+
+
+def test_the_promql_step_runs_every_module_that_uses_promtool() -> None:
+    """The `promql` step runs `tests/test_*_promtool.py` with promtool required; a module using promtool under
+    another name would only ever skip in CI."""
+    step = (ROOT / ".ci/run").read_text().split("promql() {", 1)[1].split("\n}", 1)[0]
+    assert "BLUEPRINT_REQUIRE_PROMTOOL=1 .venv/bin/python -m pytest -q tests/test_*_promtool.py" in step
+    uses = re.compile(r"^from tests\.promtool import", re.M)
+    users = {p.name for p in (ROOT / "tests").glob("test_*.py") if uses.search(p.read_text())}
+    assert users and users == {p.name for p in (ROOT / "tests").glob("test_*_promtool.py")}

@@ -2,8 +2,8 @@
 in the cluster and the simulation that replays a utilization series through it come from the same `ServingRule`, so
 the documented behaviour, the deployed behaviour and the tests cannot drift apart.
 
-Invariants: the metric averages the workload's own GPUs only; each step is judged on full windows at the current
-replica count; no data reads as "hold", never as idle. How and sources:
+Invariants: the metric averages the workload's own GPUs only; each step is judged on the average of full windows of
+one-minute averages at the current replica count; no data reads as "hold", never as idle. How and sources:
 docs/design-notes.md#the-serving-autoscaling-rule; the user view: docs/addons.md#serving-autoscaling.
 """
 
@@ -148,24 +148,26 @@ def serving_rule(workload: ServingWorkload, plan: PoolPlan, exporter: ScrapeTarg
 
 # --------------------------------------------------------------------------------------------------- in cluster
 def utilization_query(namespace: str, deployment: str, exporter: ScrapeTarget, mig: bool = False) -> str:
-    """Average GPU utilization in % of the Deployment's pods (`<deployment>-<replicaset hash>-<pod hash>`) as the
-    pool's own exporter reports it (its `job` and `namespace`: a sample from any other target, claiming the same pod,
-    is not counted); on MIG devices the graphics engine's active ratio x 100, in parentheses so a subquery range
-    applies to the whole."""
+    """The last minute's GPU utilization in % of the Deployment's pods (`<deployment>-<replicaset hash>-<pod hash>`)
+    as the pool's own exporter reports it (its `job` and `namespace`: a sample from any other target, claiming the
+    same pod, is not counted): each GPU's average over the minute (every scrape in it, not the last one alone), then
+    the average over the GPUs; on MIG devices the graphics engine's active ratio x 100, in parentheses so a subquery
+    range applies to the whole. A minute without a sample has no value."""
     pods = f"{deployment}-[a-z0-9]+-[a-z0-9]+"
     selector = f'{{{exporter.selector},{NAMESPACE_LABEL}="{namespace}",{POD_LABEL}=~"{pods}"}}'
-    if mig:
-        return f"(avg({MIG_UTILIZATION_METRIC}{selector}) * 100)"
-    return f"avg({GPU_UTILIZATION_METRIC}{selector})"
+    metric = MIG_UTILIZATION_METRIC if mig else GPU_UTILIZATION_METRIC
+    minute = f"avg(avg_over_time({metric}{selector}[{SAMPLE_SECONDS}s]))"
+    return f"({minute} * 100)" if mig else minute
 
 
-def _held(utilization: str, replicas: str, over: str, comparison: str, percent: float, minutes: int) -> str:
-    """1 when every one-minute sample of the last `minutes` compares true, the window is full and the replica count
-    did not change in it, else 0; nothing (no series) when the pods publish no utilization or kube-state-metrics
-    is missing, which the query reads as 0."""
+def _held(utilization: str, replicas: str, comparison: str, percent: float, minutes: int) -> str:
+    """1 when the average of the last `minutes` one-minute averages compares true, the window is full (a value for
+    every minute) and the replica count did not change in it, else 0; nothing (no series) when the pods publish no
+    utilization or kube-state-metrics is missing, which the query reads as 0. Averaging the window, not requiring
+    every minute to pass, keeps one noisy minute from restarting it."""
     window = f"[{minutes}m:1m]"
     return (
-        f"(({over}_over_time({utilization}{window}) {comparison} bool {percent:g})"
+        f"((avg_over_time({utilization}{window}) {comparison} bool {percent:g})"
         f" * (count_over_time({utilization}{window}) >= bool {minutes})"
         f" * (max(changes({replicas}[{minutes}m])) == bool 0))"
     )
@@ -176,8 +178,8 @@ def scaling_query(rule: ServingRule, namespace: str, deployment: str) -> str:
     validation keeps the scale-in threshold below the scale-out one). Always one sample without labels."""
     u = utilization_query(namespace, deployment, rule.exporter, rule.mig_devices)
     r = f'{REPLICAS_METRIC}{{job="{REPLICAS_JOB}",namespace="{namespace}",deployment="{deployment}"}}'
-    out = _held(u, r, "min", ">", rule.scale_out_above_percent, rule.scale_out_after_minutes)
-    scale_in = _held(u, r, "max", "<", rule.scale_in_below_percent, rule.scale_in_after_minutes)
+    out = _held(u, r, ">", rule.scale_out_above_percent, rule.scale_out_after_minutes)
+    scale_in = _held(u, r, "<", rule.scale_in_below_percent, rule.scale_in_after_minutes)
     return f"{HOLD} + {rule.scale_out_value} * ({out} or vector(0)) - ({scale_in} or vector(0))"
 
 
@@ -233,12 +235,14 @@ class Step:
 
 
 def _held_for(samples: Sequence[float | None], minutes: int, steady: int | None, test: Any) -> bool:
-    """The simulation's reading of `_held`: the last `minutes` samples all exist and all pass, and the replica count
-    has been steady (`steady` minutes since it last changed, None: never) for the whole window."""
+    """The simulation's reading of `_held`: the last `minutes` samples (one-minute averages) all exist, their average
+    passes, and the replica count has been steady (`steady` minutes since it last changed, None: never) for the
+    whole window."""
     if len(samples) < minutes or (steady is not None and steady < minutes):
         return False
     window = samples[-minutes:]
-    return all(s is not None and test(s) for s in window)
+    present = [s for s in window if s is not None]
+    return len(present) == minutes and bool(test(sum(present) / minutes))
 
 
 def decide(rule: ServingRule, samples: Sequence[float | None], steady: int | None = None) -> int:
