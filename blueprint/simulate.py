@@ -30,8 +30,8 @@ def demo_series() -> list[float | None]:
         (10, None),  # replicas loading: no data yet
         (50, 55.0),
         (40, 92.0),  # above 85% for 40 min: scale-out after 15, again after the cooldown if still high
-        (60, 70.0),
-        (10, 95.0),  # a 10-minute spike: not long enough
+        (60, 50.0),
+        (10, 95.0),  # a 10-minute spike: the 15-minute average stays at 80%, not enough
         (60, 60.0),
         (120, 12.0),  # below 30% for 2 h: one node's worth removed after 30 min, then once per cooldown
         (30, 50.0),

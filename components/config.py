@@ -353,16 +353,16 @@ class GpuUtilizationScaling(Model):
     """Add replicas when the serving pods' average GPU utilization is above this percentage (0-100 exclusive).
     Default 85."""
     scale_out_after_minutes: int = Field(15, ge=1, le=1440)
-    """Minutes (one-minute samples) the utilization must stay above `scaleOutAbovePercent` before replicas are
-    added, 1-1440. Default 15."""
+    """Minutes over which the utilization (one-minute averages) must average above `scaleOutAbovePercent` before
+    replicas are added, 1-1440. Default 15."""
     scale_out_by: int = Field(2, ge=1)
     """Nodes' worth of replicas added per scale-out step, at least 1. Default 2."""
     scale_in_below_percent: float = Field(30, gt=0, lt=100)
     """Remove replicas when the serving pods' average GPU utilization is below this percentage (0-100 exclusive).
     Default 30."""
     scale_in_after_minutes: int = Field(30, ge=1, le=1440)
-    """Minutes the utilization must stay below `scaleInBelowPercent` before replicas are removed, 1-1440. Default
-    30."""
+    """Minutes over which the utilization (one-minute averages) must average below `scaleInBelowPercent` before
+    replicas are removed, 1-1440. Default 30."""
     scale_in_by: int = Field(1, ge=1)
     """Nodes' worth of replicas removed per scale-in step, at least 1. Default 1."""
     cooldown_seconds: int = Field(300, ge=1, le=1800)
