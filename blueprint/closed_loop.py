@@ -220,9 +220,9 @@ def run(name: str, rule: ServingRule, pool: Pool, capacity: Capacity, demand: Se
         pods += [minute + capacity.model_load_minutes] * max(0, min(free, replicas - len(pods)))
         ready = sum(1 for at in pods if at <= minute)
         serving = ready * capacity.requests_per_second
-        work = queue + rps
-        served = min(work, serving)
-        queue = work - served
+        work = queue + rps * SAMPLE_SECONDS  # requests waiting plus this minute's arrivals
+        served = min(work, serving * SAMPLE_SECONDS) / SAMPLE_SECONDS  # requests/s
+        queue = work - served * SAMPLE_SECONDS
         violations += rps > serving
         # What the rules see: GPU utilization averaged over scheduled replicas (0 while loading), and requests
         # running (Little's law at the benchmark's concurrency) plus waiting, reported by ready servers only.

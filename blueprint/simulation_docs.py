@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
 from blueprint import closed_loop as cl
 from blueprint.plan.runner import PROJECT_ROOT, load_stack
@@ -64,10 +63,30 @@ def markdown(m: cl.Model, results: dict[str, list[cl.Outcome]]) -> str:
         "",
         *table,
         "",
+        *verdict(results),
+        "",
+        "Limits of the model: utilization is taken as linear in load (real `DCGM_FI_DEV_GPU_UTIL` reads a GPU busy "
+        "when any kernel runs, so it is near 100% well before vLLM's throughput limit, which flatters both "
+        "utilization rules); waiting requests never time out; replicas are counted as packed onto nodes.",
+        "",
         "![demand, ready capacity and replicas per rule and trace](img/serving-simulation.svg)",
         "",
     ]
     return "\n".join(lines)
+
+
+def verdict(results: dict[str, list[cl.Outcome]]) -> list[str]:
+    """Which rule did best over all traces (fewest SLO-violation minutes in total, then the lowest cost)."""
+    totals = {
+        rule: (
+            sum(o.slo_violation_minutes for outcomes in results.values() for o in outcomes if o.rule == rule),
+            round(sum(o.cost_usd for outcomes in results.values() for o in outcomes if o.rule == rule), 2),
+        )
+        for rule in cl.RULES
+    }
+    ranked = sorted(totals, key=lambda rule: totals[rule])
+    parts = ", ".join(f"{rule} {totals[rule][0]} min (${totals[rule][1]:.2f})" for rule in ranked)
+    return [f"Over the three traces (SLO-violation minutes, cost): {parts}. Best: **{ranked[0]}**."]
 
 
 def main(argv: list[str] | None = None) -> int:

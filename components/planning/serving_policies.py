@@ -11,6 +11,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from math import ceil
+from typing import Any
+
+from components.planning.serving_autoscaling import POLLING_SECONDS
 
 #: vLLM's Prometheus gauges per server ([VLLMMETRICS]): requests in the running batch and requests waiting for it.
 VLLM_RUNNING_METRIC = "vllm:num_requests_running"
@@ -85,3 +88,35 @@ def in_flight_query(namespace: str, deployment: str) -> str:
     """The trigger's query: requests running and waiting on the Deployment's vLLM servers."""
     selector = f'{{namespace="{namespace}",pod=~"{deployment}-[a-z0-9]+-[a-z0-9]+"}}'
     return f"sum({VLLM_RUNNING_METRIC}{selector}) + sum({VLLM_WAITING_METRIC}{selector})"
+
+
+def queue_scaled_object(
+    namespace: str,
+    deployment: str,
+    prometheus_url: str,
+    min_replicas: int,
+    max_replicas: int,
+    concurrency: int,
+) -> dict[str, Any]:
+    """The `keda.sh/v1alpha1` ScaledObject spec of the queue rule ([KEDA]): KEDA's Prometheus trigger on the
+    Deployment's running + waiting requests, `metricType: AverageValue` with the per-replica in-flight target, so the
+    HPA asks for `ceil(total / target)` replicas; `ignoreNullValues: false` (no ready server: an error, which holds);
+    no `behavior`, so the HPA's defaults apply as simulated. Needs Prometheus to scrape the vLLM servers' `/metrics`."""
+    return {
+        "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": deployment},
+        "pollingInterval": POLLING_SECONDS,
+        "minReplicaCount": min_replicas,
+        "maxReplicaCount": max_replicas,
+        "triggers": [
+            {
+                "type": "prometheus",
+                "metricType": "AverageValue",
+                "metadata": {
+                    "serverAddress": prometheus_url,
+                    "query": in_flight_query(namespace, deployment),
+                    "threshold": f"{in_flight_target(concurrency):g}",
+                    "ignoreNullValues": "false",
+                },
+            }
+        ],
+    }
