@@ -156,7 +156,20 @@ def _parser() -> argparse.ArgumentParser:
     simulate.add_argument("--stack", help="stack name: stacks/Pulumi.<stack>.yaml")
     simulate.add_argument("--config", type=Path, help="use this stack file instead of stacks/Pulumi.<stack>.yaml")
     simulate.add_argument("--workload", help="serving workload name (default: the first)")
-    simulate.add_argument("--series", type=Path, help="CSV, one utilization %% per minute (default: a demo day)")
+    simulate.add_argument(
+        "--demand",
+        default="diurnal",
+        help="demand trace: diurnal, spike, ramp, or a CSV with a requests_per_second or gpu_seconds column, one row "
+        "a minute (default: diurnal); every rule is compared on it",
+    )
+    simulate.add_argument("--rule", choices=("all", "seed", "hpa-utilization", "queue"), default="all")
+    simulate.add_argument("--replica-rps", type=float, help="requests/s one replica serves (default: the catalog's)")
+    simulate.add_argument("--node-start-minutes", type=int, help="minutes until a new node is Ready")
+    simulate.add_argument("--model-load-minutes", type=int, help="minutes until a scheduled replica serves")
+    simulate.add_argument("--seed", type=int, default=7, help="seed of the built-in traces' noise (default 7)")
+    simulate.add_argument(
+        "--series", type=Path, help="instead: replay a CSV of one utilization %% per minute through the seed rule"
+    )
     simulate.add_argument("--start-replicas", type=int, help="replicas at minute 0 (default: replicas.min)")
     simulate.add_argument("--all", action="store_true", help="print every minute, not only the changes")
     simulate.add_argument("--plot", type=Path, help="also write the timeline as an image (needs matplotlib)")
@@ -393,6 +406,20 @@ def _simulate(args: argparse.Namespace) -> int:
     if args.start_replicas is not None and args.start_replicas < 0:
         terminal.error(f"--start-replicas {args.start_replicas}: give a count of replicas, 0 or more")
         return USAGE
+    for flag, value in (
+        ("--replica-rps", args.replica_rps),
+        ("--node-start-minutes", args.node_start_minutes),
+        ("--model-load-minutes", args.model_load_minutes),
+    ):
+        if value is not None and (value < 0 or (flag == "--replica-rps" and not value > 0)):
+            terminal.error(
+                f"{flag} {value}: give a number above 0"
+                if flag == "--replica-rps"
+                else f"{flag} {value}: give 0 or more"
+            )
+            return USAGE
+    if args.series is None:
+        return _simulate_demand(args)
     try:
         files = load_stack(args.stack, args.config)
         spec = validate_config(files.config, files.project)
@@ -422,6 +449,48 @@ def _simulate(args: argparse.Namespace) -> int:
     if args.plot:
         try:
             sim.plot(steps, rule, f"{files.stack}/{name}", args.plot)
+        except OSError as error:
+            terminal.error(f"--plot: cannot write {terminal.os_error(error)}")
+            return IO
+        print(f"wrote {args.plot}", file=sys.stderr)
+    return OK
+
+
+def _simulate_demand(args: argparse.Namespace) -> int:
+    """Compare the serving rules under a demand trace (closed loop): SLO-violation minutes, GPU-hours, cost."""
+    from rich.table import Table
+
+    from blueprint import closed_loop as cl
+    from blueprint.plan.runner import load_stack
+    from components.validation import validate_config
+
+    try:
+        files = load_stack(args.stack, args.config)
+        spec = validate_config(files.config, files.project)
+        model = cl.stack_model(spec, args.workload, args.replica_rps, args.node_start_minutes, args.model_load_minutes)
+        demand = cl.demand_trace(model, args.demand, args.seed)
+    except ConfigError as error:
+        terminal.error(str(error))
+        return CONFIG
+    except OSError as error:
+        terminal.error(terminal.os_error(error))
+        return IO
+    rules = cl.RULES if args.rule == "all" else (args.rule,)
+    outcomes = cl.compare(model.rule, model.pool, model.capacity, demand, rules)
+    console = terminal.console()
+    console.print(
+        f"{files.stack}/{model.workload}: {len(demand)} min of {args.demand} demand; capacity {model.basis}; new node "
+        f"{model.capacity.node_start_minutes} min, model load {model.capacity.model_load_minutes} min"
+    )
+    table = Table()
+    for column in cl.TABLE_HEADER[1:]:
+        table.add_column(column, justify="right", overflow="fold")
+    for row in cl.table_rows({args.demand: outcomes}):
+        table.add_row(*row[1:])
+    console.print(table)
+    if args.plot:
+        try:
+            cl.plot({args.demand: outcomes}, model, f"{files.stack}/{model.workload}", args.plot)
         except OSError as error:
             terminal.error(f"--plot: cannot write {terminal.os_error(error)}")
             return IO

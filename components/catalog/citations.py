@@ -44,6 +44,7 @@ SOURCE_FILES = (
     "deployer_permissions.yaml",
     "deployer_provider_calls.yaml",
     "images.yaml",
+    "serving_capacity.yaml",
 )
 
 
