@@ -124,7 +124,16 @@ def test_queue_rule_asks_for_in_flight_over_the_per_replica_target() -> None:
 def test_the_seed_rule_waits_its_window_before_scaling_out() -> None:
     outcome = cl.run("seed", RULE, POOL, CAPACITY, [2.0] + [8.0] * 30)
     first = next(m.minute for m in outcome.timeline if m.replicas > 2)
-    assert first == RULE.scale_out_after_minutes  # minutes 1..15 above 85%
+    window = RULE.scale_out_after_minutes
+    seen = [m.utilization or 0.0 for m in outcome.timeline]
+    # the first minute whose full window (the minute and the window - 1 before it) averages above 85%
+    hot = next(
+        end
+        for end in range(window - 1, len(seen))
+        if sum(seen[end - window + 1 : end + 1]) / window > RULE.scale_out_above_percent
+    )
+    assert seen[0] < RULE.scale_out_above_percent  # the cold first minute is inside that window
+    assert first == hot
     assert outcome.timeline[first].replicas == 2 + RULE.scale_out_replicas
 
 
