@@ -218,7 +218,8 @@ def dcgm_counters_csv() -> str:
 #: The NVIDIA Container Toolkit gives a container whose environment sets this to `all` the MIG monitor
 #: capability (/dev/nvidia-caps), which an exporter needs to read MIG devices' counters; the GPU Operator sets it
 #: on its exporter whenever MIG is on ([GPUOP] controllers/object_controls.go `applyMIGConfiguration`;
-#: [NVCTK] `NVIDIA_MIG_MONITOR_DEVICES`, which also needs CAP_SYS_ADMIN: the chart adds it, [DCGM] values.yaml).
+#: [NVCTK] `NVIDIA_MIG_MONITOR_DEVICES`, which also needs CAP_SYS_ADMIN: the chart adds it, [DCGM] values.yaml
+#: `securityContext`). docs/gpu-sharing.md#how-a-pool-gets-partitioned.
 MIG_MONITOR_ENV = {"name": "NVIDIA_MIG_MONITOR_DEVICES", "value": "all"}
 
 
@@ -267,12 +268,12 @@ def mig_gate(base: list[dict[str, Any]]) -> list[dict[str, Any]]:
     again while the mig-manager reconfigures it: nodes without `nvidia.com/mig.config`, or nodes whose manager
     reports `nvidia.com/mig.config.state=success` and has set `nvidia.com/gpu.deploy.dcgm-exporter=true`.
 
-    dcgm-exporter builds its device list when it starts ([DCGM] no watch of MIG changes), so an exporter started on
-    whole GPUs would keep reporting them after the node is partitioned. The manager sets the state to `pending` and
-    the deploy label to `paused-for-mig-change` before it changes anything, and back to `true` then `success` when
-    done ([MIGPARTED] pkg/mig/reconfigure `Run`, `shutdownKubernetesGPUClients`, `setState`): the DaemonSet
-    controller removes the exporter from a node that stops matching and starts a new one, which enumerates the new
-    MIG devices, once it matches again, as the GPU Operator's exporter does."""
+    dcgm-exporter builds its device list when it starts ([DCGMEXP] pkg/cmd/app.go `buildRegistry`), so an exporter
+    started on whole GPUs would keep reporting them after the node is partitioned. The manager sets the state to
+    `pending` and the deploy label to `paused-for-mig-change` before it changes anything, and back to `true` then
+    `success` when done ([MIGPARTED] pkg/mig/reconfigure `Run`, `shutdownKubernetesGPUClients`, `setState`): the
+    DaemonSet controller removes the exporter from a node that stops matching and starts a new one, which enumerates
+    the new MIG devices, once it matches again, as the GPU Operator's exporter does."""
     return [
         {"matchExpressions": [*base, {"key": MIG_CONFIG_LABEL, "operator": "DoesNotExist"}]},
         {
@@ -297,7 +298,8 @@ def dcgm_exporter_target(plan: PoolPlan) -> ScrapeTarget:
 
 #: What idle spend is judged on: graphics engine activity (a ratio), which dcgm-exporter reports for whole GPUs
 #: and for MIG devices alike; `DCGM_FI_DEV_GPU_UTIL` has no value on MIG devices ([DCGMMIG]), so an alert on it
-#: would leave MIG pools out of the average. Both count the time any kernel runs ([DCGMPROF]).
+#: would leave MIG pools out of the average. The pinned exporter's default counters collect it ([DCGMEXP]
+#: etc/default-counters.csv), and so do ours (`DCGM_COUNTERS`).
 IDLE_METRIC = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
 
 XID_WINDOW_MINUTES = 10
