@@ -981,6 +981,10 @@ class ServingWorkload(Model):
     Default 1."""
     replicas: ServingReplicas = ServingReplicas()
     """Replica bounds the autoscaler keeps to."""
+    gpu_memory_utilization: float | None = Field(None, gt=0, le=1)
+    """Share of each GPU's memory a replica takes (vLLM's `--gpu-memory-utilization`, which defaults to 0.9 of the
+    whole GPU), above 0 and at most 1. Default vLLM's. Set it when replicas share GPUs through time-slicing: the
+    replicas that can land on one GPU must fit together (docs/gpu-sharing.md#serving-on-shared-gpus)."""
     extra_args: list[str] = Field(default_factory=list)
     """Further vLLM server arguments, e.g. `[--max-model-len, "8192"]`. Default none. Arguments that run code from
     the model or open unsafe inputs (`--trust-remote-code`, `--enable-prompt-embeds`, `--allowed-local-media-path`,

@@ -33,6 +33,7 @@ def check(ctx: Context) -> list[Result]:
                 gpu_resources(pool.gpus_per_node),
                 capabilities=("SYS_ADMIN",),
                 run_as=None,
+                runtime_class=pool.runtime_class,
             )
             started.append((pool.name, name, ctx.session.create_pod(body)))
     if started:

@@ -29,6 +29,7 @@ from components.planning.addons.monitoring import (
 )
 from components.planning.addons.placement import KUBE_SYSTEM
 from components.planning.addons.selection import AddonSelection
+from components.planning.gpu_runtime import NVIDIA_RUNTIME_CLASS, runtime_class_plans
 from components.planning.lustre_directories import workload_directories
 from components.planning.mig import advertised_gpus, advertised_resources, mig_devices
 from components.planning.pools import GPU_RESOURCE, PoolPlan
@@ -96,6 +97,9 @@ class PoolExpectation:
     tolerations: tuple[dict[str, str], ...]
     daemons: tuple[Daemon, ...]
     interconnect: Interconnect | None
+    #: The RuntimeClass a GPU pod on the pool names (`nvidia` on `gpuRuntime: runtime-class` hybrid pools, whose
+    #: containerd runs the NVIDIA runtime only for pods that ask for it), None elsewhere.
+    runtime_class: str | None = None
 
     @property
     def is_gpu(self) -> bool:
@@ -223,6 +227,7 @@ def pool_expectation(plan: PoolPlan, selection: AddonSelection) -> PoolExpectati
         tolerations=tuple(toleration(t) for t in plan.taints),
         daemons=_daemons(plan, selection),
         interconnect=interconnect(plan),
+        runtime_class=NVIDIA_RUNTIME_CLASS if runtime_class_plans([plan]) else None,
     )
 
 

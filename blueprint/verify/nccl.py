@@ -148,6 +148,7 @@ def _two_node(ctx: Context, pool: PoolExpectation, nodes: list[str]) -> Result:
             volumes=volumes,
             mounts=mounts,
             run_as=None,  # sshd and mpirun run as root
+            runtime_class=pool.runtime_class,
         )
         # Ready only once sshd listens: the launcher's mpirun connects as soon as the workers are Ready
         body["spec"]["containers"][0]["readinessProbe"] = {
@@ -207,6 +208,7 @@ def _one_node(ctx: Context, pool: PoolExpectation, node: str) -> Result:
         gpu_resources(pool.gpus_per_node),
         env={"PATH": PATH, "NCCL_DEBUG": "INFO"},
         run_as=None,  # the image's mpirun, as in the two-node run
+        runtime_class=pool.runtime_class,
     )
     outcome = ctx.session.run(body, ctx.deadline)
     target = f"{pool.name}/{node}"

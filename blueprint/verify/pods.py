@@ -171,13 +171,15 @@ def pod_spec(
     active_deadline_seconds: int | None = None,
     *,
     run_as: tuple[int, int] | None,
+    runtime_class: str | None = None,
 ) -> dict[str, Any]:
     """A run-once pod on the selected nodes: tolerations of the pool's taints, limits equal to requests (extended
     resources such as GPUs, EFA devices and huge pages must be given as limits, and requests must equal them).
 
     `run_as` (uid, gid) gives it the `restricted` security context, which a workload namespace admits; None leaves
     it root, for the probes that need root or capabilities (NCCL's sshd, DCGM's SYS_ADMIN), which then need a
-    namespace that admits them (`--namespace`)."""
+    namespace that admits them (`--namespace`). `runtime_class` names the pool's RuntimeClass: on a hybrid pool with
+    `gpuRuntime: runtime-class` a GPU pod without it runs under runc and sees no GPU."""
     if run_as is not None and capabilities:
         raise ValueError("a restricted pod cannot add capabilities")
     container: dict[str, Any] = {"name": "check", "image": image, "command": list(command)}
@@ -201,6 +203,8 @@ def pod_spec(
     }
     if pod_security is not None:
         spec["securityContext"] = pod_security
+    if runtime_class:
+        spec["runtimeClassName"] = runtime_class
     if volumes:
         spec["volumes"] = list(volumes)
     if active_deadline_seconds:

@@ -57,6 +57,7 @@ def check(ctx: Context) -> list[Result]:
             pool.tolerations,
             gpu_resources(pool.gpus_per_node),
             run_as=DEFAULT_RUN_AS,
+            runtime_class=pool.runtime_class,
         )
         outcome = ctx.session.run(body, ctx.deadline)
         if outcome.phase != "Succeeded":

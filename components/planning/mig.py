@@ -16,6 +16,12 @@ from components.planning.pools import GPU_RESOURCE, MIG_CONFIG_LABEL, PoolPlan
 #: The label the mig-manager sets while and after it applies a config ([MIGPARTED] pkg/mig/reconfigure).
 MIG_CONFIG_STATE_LABEL = "nvidia.com/mig.config.state"
 MIG_STATE_SUCCESS = "success"
+#: The node label that keeps the DCGM exporter on a MIG node: the mig-manager sets it to `paused-for-mig-change`
+#: while it reconfigures the node (so the DaemonSet controller removes the exporter) and back to `true` once done,
+#: unless it reads `false` ([MIGPARTED] pkg/mig/reconfigure `dcgmExporterDeployLabel`, `maybeSetPaused`,
+#: `maybeSetTrue`); the GPU Operator's exporter selects it ([GPUOP] assets/state-dcgm-exporter/0800_daemonset.yaml).
+DCGM_EXPORTER_DEPLOY_LABEL = "nvidia.com/gpu.deploy.dcgm-exporter"
+DEPLOY_ENABLED = "true"
 #: The resource prefix of MIG devices under the `mixed` strategy ([NVDP] README: `nvidia.com/mig-1g.10gb`).
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 

@@ -57,7 +57,8 @@ def serving_labels(workload: ServingWorkload) -> dict[str, str]:
 
 
 def server_args(workload: ServingWorkload) -> list[str]:
-    """`vllm serve` arguments: the weights from the claim, offline, the name clients use, one replica's GPUs."""
+    """`vllm serve` arguments: the weights from the claim, offline, the name clients use, one replica's GPUs and,
+    when set, its share of each GPU's memory."""
     return [
         f"{MODELS_PATH}/{workload.model}",
         "--served-model-name",
@@ -68,6 +69,11 @@ def server_args(workload: ServingWorkload) -> list[str]:
         str(SERVING_PORT),
         "--tensor-parallel-size",
         str(workload.gpus_per_replica),
+        *(
+            ["--gpu-memory-utilization", f"{workload.gpu_memory_utilization:g}"]
+            if workload.gpu_memory_utilization is not None
+            else []
+        ),
         *workload.extra_args,
     ]
 

@@ -22,6 +22,7 @@ from components.validation import (
     pools,
     regions,
     reservations,
+    shared_gpus,
     site_connection,
     storage,
     workloads,
@@ -37,7 +38,7 @@ BY_CONCERN: dict[str, tuple[Rule, ...]] = {
     "hybrid": hybrid.RULES,
     "storage": (*storage.RULES, *lustre_backups.RULES, *lustre_clients.RULES),
     "addons": (*addons.RULES, *dcgm_exporters.RULES, *mig.RULES),
-    "workloads": (*workloads.RULES, *namespaces.RULES),
+    "workloads": (*workloads.RULES, *shared_gpus.RULES, *namespaces.RULES),
 }
 #: The one list every validation runs.
 RULES: tuple[Rule, ...] = tuple(rule for rules in BY_CONCERN.values() for rule in rules)

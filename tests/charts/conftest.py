@@ -46,6 +46,12 @@ def _prometheus(raw: dict[str, Any]) -> None:
     raw.setdefault(f"{PROJECT}:addons", {})["monitoring"] = {"containerInsights": False, "dcgmPrometheus": True}
 
 
+def _mig_prometheus(raw: dict[str, Any]) -> None:
+    """MIG on the Prometheus path: the DCGM exporter release that must wait for the partitions."""
+    _mig(raw)
+    _prometheus(raw)
+
+
 def _bottlerocket(raw: dict[str, Any]) -> None:
     raw[f"{PROJECT}:cluster"]["bottlerocketRelease"] = "1.42.0"
     for pool in raw[f"{PROJECT}:nodePools"]:
@@ -58,6 +64,7 @@ def _bottlerocket(raw: dict[str, Any]) -> None:
 VARIANTS: dict[str, tuple[str, Callable[[dict[str, Any]], None]]] = {
     "hybrid-runtime-class": ("hybrid", _runtime_class),
     "training-mig": ("training", _mig),
+    "training-mig-prometheus": ("training", _mig_prometheus),
     "training-prometheus": ("training", _prometheus),
     "training-bottlerocket": ("training", _bottlerocket),
 }

@@ -14,7 +14,13 @@ from typing import Any
 
 import pytest
 
-from components.planning.mig import MIG_CONFIG_STATE_LABEL, MIG_STATE_SUCCESS, mig_devices
+from components.planning.mig import (
+    DCGM_EXPORTER_DEPLOY_LABEL,
+    DEPLOY_ENABLED,
+    MIG_CONFIG_STATE_LABEL,
+    MIG_STATE_SUCCESS,
+    mig_devices,
+)
 from components.planning.network_policies import ALERTMANAGER_PODS, GRAFANA_PODS, PROMETHEUS_PODS
 from tests.charts.conftest import Case
 from tests.charts.rendering import (
@@ -198,8 +204,9 @@ def _nodes(case: Case, existing_only: bool) -> list[Node]:
             continue
         labels = {"kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64", **plan.labels}
         if mig_devices(plan) and not existing_only:
-            # mig-manager labels a node once it has partitioned its GPUs; the device plugin waits for it
+            # mig-manager labels a node once it has partitioned its GPUs; the device plugin and exporter wait for it
             labels[MIG_CONFIG_STATE_LABEL] = MIG_STATE_SUCCESS
+            labels[DCGM_EXPORTER_DEPLOY_LABEL] = DEPLOY_ENABLED
         if plan.kind == "aws":
             labels["node.kubernetes.io/instance-type"] = plan.instance_types[0]
         else:

@@ -19,12 +19,18 @@ from components.planning.addons.image_digests import with_image_digests
 from components.planning.addons.placement import (
     SYSTEM_NODE_SELECTOR,
     gpu_plans,
-    node_affinity,
     system_plans,
     tolerations_for,
 )
 from components.planning.gpu_runtime import NVIDIA_RUNTIME_CLASS, runtime_class_plans
-from components.planning.pools import GPU_PRESENT_LABEL, PoolPlan
+from components.planning.mig import (
+    DCGM_EXPORTER_DEPLOY_LABEL,
+    DEPLOY_ENABLED,
+    MIG_CONFIG_STATE_LABEL,
+    MIG_STATE_SUCCESS,
+    mig_plans,
+)
+from components.planning.pools import GPU_PRESENT_LABEL, MIG_CONFIG_LABEL, PoolPlan
 from components.planning.serving_autoscaling import ScrapeTarget
 
 #: Helm releases and service accounts of the Prometheus path. Pod Identity binds a role to a (namespace, service
@@ -209,6 +215,14 @@ def dcgm_counters_csv() -> str:
     return "".join(f"{field}, {kind}, {text}\n" for field, kind, text in DCGM_COUNTERS)
 
 
+#: The NVIDIA Container Toolkit gives a container whose environment sets this to `all` the MIG monitor
+#: capability (/dev/nvidia-caps), which an exporter needs to read MIG devices' counters; the GPU Operator sets it
+#: on its exporter whenever MIG is on ([GPUOP] controllers/object_controls.go `applyMIGConfiguration`;
+#: [NVCTK] `NVIDIA_MIG_MONITOR_DEVICES`, which also needs CAP_SYS_ADMIN: the chart adds it, [DCGM] values.yaml
+#: `securityContext`). docs/gpu-sharing.md#how-a-pool-gets-partitioned.
+MIG_MONITOR_ENV = {"name": "NVIDIA_MIG_MONITOR_DEVICES", "value": "all"}
+
+
 def dcgm_exporter_values(
     plans: Sequence[PoolPlan], image_tag: str | None, runtime_class: bool = False
 ) -> dict[str, Any]:
@@ -222,7 +236,10 @@ def dcgm_exporter_values(
     the first release keeps off them. Either way every GPU pool, hybrid included, is scraped, so the XID,
     temperature and idle rules below cover the on-prem GPUs. The ServiceMonitor labels every sample with its
     `node` (the chart's `serviceMonitor.relabelings`, [DCGM] templates/service-monitor.yaml), which the dashboards
-    filter and join on."""
+    filter and join on.
+
+    On MIG pools the exporter reads its device list once, at start, so it waits for the partitions and restarts
+    after every reconfiguration (`mig_gate`), with the MIG monitor capability (`MIG_MONITOR_ENV`)."""
     by_class = sorted(p.name for p in runtime_class_plans(plans))
     served = runtime_class_plans(plans) if runtime_class else [p for p in gpu_plans(plans) if p.name not in by_class]
     values: dict[str, Any] = {
@@ -231,13 +248,42 @@ def dcgm_exporter_values(
         "customMetrics": dcgm_counters_csv(),
         "serviceMonitor": {"enabled": True, "relabelings": [dict(NODE_RELABELING)]},
     }
-    if by_class:
-        values["affinity"] = node_affinity(tags.POOL, by_class, operator="In" if runtime_class else "NotIn")
+    base = [{"key": tags.POOL, "operator": "In" if runtime_class else "NotIn", "values": by_class}] if by_class else []
+    terms = mig_gate(base) if mig_plans(served) else [{"matchExpressions": base}] if base else []
+    if terms:
+        values["affinity"] = {
+            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
+        }
+    if mig_plans(served):
+        values["extraEnv"] = [dict(MIG_MONITOR_ENV)]
     if runtime_class:
         values["runtimeClassName"] = NVIDIA_RUNTIME_CLASS
     if image_tag:
         values["image"] = {"tag": image_tag}
     return values
+
+
+def mig_gate(base: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Node selector terms (ORed) that keep the exporter off a MIG node until its partitions exist, and off it
+    again while the mig-manager reconfigures it: nodes without `nvidia.com/mig.config`, or nodes whose manager
+    reports `nvidia.com/mig.config.state=success` and has set `nvidia.com/gpu.deploy.dcgm-exporter=true`.
+
+    dcgm-exporter builds its device list when it starts ([DCGMEXP] pkg/cmd/app.go `buildRegistry`), so an exporter
+    started on whole GPUs would keep reporting them after the node is partitioned. The manager sets the state to
+    `pending` and the deploy label to `paused-for-mig-change` before it changes anything, and back to `true` then
+    `success` when done ([MIGPARTED] pkg/mig/reconfigure `Run`, `shutdownKubernetesGPUClients`, `setState`): the
+    DaemonSet controller removes the exporter from a node that stops matching and starts a new one, which enumerates
+    the new MIG devices, once it matches again, as the GPU Operator's exporter does."""
+    return [
+        {"matchExpressions": [*base, {"key": MIG_CONFIG_LABEL, "operator": "DoesNotExist"}]},
+        {
+            "matchExpressions": [
+                *base,
+                {"key": MIG_CONFIG_STATE_LABEL, "operator": "In", "values": [MIG_STATE_SUCCESS]},
+                {"key": DCGM_EXPORTER_DEPLOY_LABEL, "operator": "In", "values": [DEPLOY_ENABLED]},
+            ]
+        },
+    ]
 
 
 def dcgm_exporter_target(plan: PoolPlan) -> ScrapeTarget:
@@ -250,6 +296,12 @@ def dcgm_exporter_target(plan: PoolPlan) -> ScrapeTarget:
     return ScrapeTarget(DCGM_EXPORTER_RELEASE, MONITORING_NAMESPACE)
 
 
+#: What idle spend is judged on: graphics engine activity (a ratio), which dcgm-exporter reports for whole GPUs
+#: and for MIG devices alike; `DCGM_FI_DEV_GPU_UTIL` has no value on MIG devices ([DCGMMIG]), so an alert on it
+#: would leave MIG pools out of the average. The pinned exporter's default counters collect it ([DCGMEXP]
+#: etc/default-counters.csv), and so do ours (`DCGM_COUNTERS`).
+IDLE_METRIC = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
+
 XID_WINDOW_MINUTES = 10
 """How long a new XID code keeps GpuXidError firing (the gauge keeps the last code, so only its change is news)."""
 
@@ -260,7 +312,7 @@ def prometheus_rules(alerts: Alerts) -> dict[str, Any]:
     XID: `DCGM_FI_DEV_XID_ERRORS` is a gauge holding the last XID code (dcgm-exporter's counters CSV), so it stays
     non-zero after one XID: the rule fires while a non-zero code is new within the window, then resolves. ECC: an
     increase of the double-bit (uncorrectable) volatile counter. Temperature and idle spend mirror the CloudWatch
-    alarms.
+    alarms; idle spend reads `IDLE_METRIC`, so MIG pools count.
     """
     rules = [
         {
@@ -284,7 +336,7 @@ def prometheus_rules(alerts: Alerts) -> dict[str, Any]:
         },
         {
             "alert": "GpuIdleSpend",
-            "expr": f"avg(DCGM_FI_DEV_GPU_UTIL) < {alerts.idle_utilization_percent:g}",
+            "expr": f"avg({IDLE_METRIC}) * 100 < {alerts.idle_utilization_percent:g}",
             "for": f"{alerts.idle_minutes}m",
             "labels": {"severity": "warning"},
             "annotations": {"summary": "average GPU utilization is {{ $value }}%: GPUs are paid for and idle"},
