@@ -100,15 +100,15 @@ SCENARIOS = [
         "GpuIdleSpend",
         "average utilization under 30% for 30 minutes: fires; a busy GPU beside an idle one keeps it quiet",
         {
-            f"DCGM_FI_DEV_GPU_UTIL{{{LABELS}}}": "10x40",
-            'DCGM_FI_DEV_GPU_UTIL{gpu="1", Hostname="node-a"}': "10x20 90x20",
+            f"DCGM_FI_PROF_GR_ENGINE_ACTIVE{{{LABELS}}}": "0.1x40",
+            'DCGM_FI_PROF_GR_ENGINE_ACTIVE{gpu="1", Hostname="node-a"}': "0.1x20 0.9x20",
         },
         {"19m": [], "31m": [], "25m": []},
     ),
     Scenario(
         "GpuIdleSpend",
         "idle for 30 minutes: fires",
-        {f"DCGM_FI_DEV_GPU_UTIL{{{LABELS}}}": "10x40"},
+        {f"DCGM_FI_PROF_GR_ENGINE_ACTIVE{{{LABELS}}}": "0.1x40"},
         {"29m": [], "31m": firing("average GPU utilization is 10%: GPUs are paid for and idle", "warning", {})},
     ),
 ]
