@@ -598,7 +598,7 @@ class NodePool(Model):
     gives every pod 300 s. Default 1800, the value of AWS's hybrid nodes pod-failover guidance: a site-link outage
     shorter than that evicts nothing (the servers keep serving on-prem clients, and nothing is killed and reloaded
     on reconnection), while the pods of one dead server still move to the others after it (docs/operations.md,
-    "Site-link outages")."""
+    "Pods only the servers can run")."""
     gpu_runtime: Literal["default-runtime", "runtime-class"] = "default-runtime"
     """Hybrid pools: how GPU containers get the NVIDIA container runtime, which nodeadm does not configure on
     hybrid nodes (containerd's default stays runc). `default-runtime` (default): each server makes `nvidia`

@@ -62,13 +62,13 @@ COREDNS_POD_LABEL = {"k8s-app": "kube-dns"}
 #: AWS's weights: spread replicas over nodes first (100), then over zones (50), the on-prem zone among them.
 COREDNS_SPREAD = (("kubernetes.io/hostname", 100), (ZONE_LABEL, 50))
 #: The label a Deployment's ReplicaSet stamps on its pods; counting only the pods of the same ReplicaSet
-#: (`matchLabelKeys`, Kubernetes "Pod Topology Spread Constraints") makes a rollout place its new pods one per zone
+#: (`matchLabelKeys`, [K8SSPREAD]) makes a rollout place its new pods one per zone
 #: whatever the old ones did, which is how a replica gets on-prem after the first server joins.
 POD_TEMPLATE_HASH = "pod-template-hash"
 #: The `kube-dns` Service routes to the closest replica: a pod on a server resolves through the on-prem replica, a
-#: pod in an AZ through that AZ's (EKS user guide, "Configure Service Traffic Distribution"; Kubernetes "Traffic
-#: distribution"). `PreferClose` is the value AWS's guide sets and the one Cilium's service topology matches on the
-#: servers; Kubernetes 1.34+ reads it as its new name `PreferSameZone`.
+#: pod in an AZ through that AZ's ([EKSHYBDNS] "Configure Service Traffic Distribution"; [K8STD]). `PreferClose` is
+#: the value AWS's guide sets and the one Cilium's service topology matches on the servers; Kubernetes 1.34+ reads it
+#: as its new name `PreferSameZone`.
 KUBE_DNS_SERVICE = "kube-dns"
 KUBE_DNS_TRAFFIC_DISTRIBUTION = "PreferClose"
 
@@ -165,8 +165,9 @@ def coredns_configuration(hybrid_pools: Sequence[PoolPlan], cloud_zones: int = C
 
 def kube_dns_service_patch(hybrid_pools: Sequence[PoolPlan]) -> dict[str, Any] | None:
     """The `kube-dns` Service's `spec` fields the stack sets with hybrid pools (None without them). The CoreDNS
-    add-on's configuration schema has no field for the Service's traffic distribution, so a server-side apply patch
-    sets it: EKS's add-on manager applies only the fields it owns, and leaves this one to its own manager."""
+    add-on's configuration schema ([EKSCOREDNSCFG]) has no field for the Service's traffic distribution, so a
+    server-side apply patch sets it: EKS's add-on manager applies only the fields it owns, and leaves this one to
+    its own manager."""
     return {"trafficDistribution": KUBE_DNS_TRAFFIC_DISTRIBUTION} if hybrid_pools else None
 
 

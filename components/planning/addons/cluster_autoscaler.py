@@ -88,8 +88,8 @@ def cluster_autoscaler_policy(cluster_name: str, nodegroups_arn: str) -> dict[st
     }
 
 
-#: cluster-autoscaler's cluster-wide readiness gate (kubernetes/autoscaler `cluster-autoscaler/config/flags/flags.go`
-#: and `clusterstate/clusterstate.go` IsClusterHealthy, tag cluster-autoscaler-1.35.2): a loop with more than
+#: cluster-autoscaler's cluster-wide readiness gate ([CASTATE]: kubernetes/autoscaler `config/flags/flags.go` and
+#: `clusterstate/clusterstate.go` IsClusterHealthy, tag cluster-autoscaler-1.35.2): a loop with more than
 #: `ok-total-unready-count` (default 3) unready nodes AND more than `max-total-unready-percentage` (default 45) percent
 #: of all nodes unready does nothing, neither scale-up nor scale-down. Every node counts, also those of no node
 #: group: a hybrid node has no `aws:///` provider ID, so the AWS provider finds no group for it, but
