@@ -33,7 +33,7 @@ CA_DEFAULT_COUNT, CA_DEFAULT_PERCENTAGE = 3, 45
 #: The properties of the CoreDNS add-on's configuration schema (DescribeAddonConfiguration, as published by the
 #: terraform-aws-eks add-on docs for v1.11.1-eksbuild.8; `topologySpreadConstraints` since v1.9.3-eksbuild.5, AWS
 #: containers blog "Recent changes to the CoreDNS add-on"). No field of the `kube-dns` Service among them.
-COREDNS_SCHEMA = {
+COREDNS_SCHEMA: dict[str, Any] = {
     "properties": {
         key: {}
         for key in (
@@ -156,7 +156,7 @@ def test_coredns_spreads_one_replica_per_zone_counting_only_its_own_rollout(hybr
 def test_coredns_has_a_replica_for_every_zone_so_the_on_prem_zone_is_never_left_out(cloud_zones: int) -> None:
     """With skew 1, each of Z zones holds floor(R/Z) replicas or more: at least one when R >= Z, and the zones are
     the system pool's AZs plus the on-prem zone."""
-    hybrid = [p for p in hybrid_pools()]
+    hybrid = hybrid_pools()
     config = addon_configuration("coredns", hybrid, cloud_zones)
     assert config is not None
     assert config["replicaCount"] == coredns_replicas(cloud_zones) >= cloud_zones + 1
