@@ -592,6 +592,13 @@ class NodePool(Model):
     """Hybrid pools: the site's node and pod networks (EKS `remoteNetworkConfig`). Required for hybrid pools."""
     credentials: HybridCredentials = HybridCredentials()
     """Hybrid pools: how the servers authenticate to AWS (SSM activation or IAM Roles Anywhere). Default SSM."""
+    unreachable_toleration_seconds: int | None = Field(None, ge=300, le=86400)
+    """Hybrid pools: how long (300-86400 s) pods that run only on this pool (the serving replicas, and the on-prem
+    CoreDNS replica and Cilium operator) stay bound to a server that is unreachable or not ready, where Kubernetes
+    gives every pod 300 s. Default 1800, the value of AWS's hybrid nodes pod-failover guidance: a site-link outage
+    shorter than that evicts nothing (the servers keep serving on-prem clients, and nothing is killed and reloaded
+    on reconnection), while the pods of one dead server still move to the others after it (docs/operations.md,
+    "Pods only the servers can run")."""
     gpu_runtime: Literal["default-runtime", "runtime-class"] = "default-runtime"
     """Hybrid pools: how GPU containers get the NVIDIA container runtime, which nodeadm does not configure on
     hybrid nodes (containerd's default stays runc). `default-runtime` (default): each server makes `nvidia`

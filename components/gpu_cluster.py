@@ -240,6 +240,9 @@ class GpuCluster(pulumi.ComponentResource):
             SYSTEM_ADDONS,
             after=[*self._system_asgs, self.node_agents],
             hybrid_pools=self.stack_plan.hybrid,
+            cloud_zones=len(
+                {zone for p in self.stack_plan.pools if p.role == "system" for zone in p.availability_zones}
+            ),
             opts=self._child(),
         )
         self.context.kubernetes_ready.append(self.system_addons.addons[DNS_ADDON])

@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import pulumi
 import pulumi_aws as aws
+import pulumi_kubernetes as k8s
 
 from components.catalog import versions
 from components.context import ClusterContext
@@ -39,6 +40,7 @@ from components.planning.hybrid import ZONE_LABEL, pod_identity_agent_hybrid_con
 from components.planning.key_policy import ebs_csi_key_policy
 from components.planning.max_pods import VPC_CNI_PREFIX_DELEGATION
 from components.planning.pools import PoolPlan
+from components.planning.tolerations import hybrid_outage_tolerations
 
 POD_IDENTITY_AGENT = "eks-pod-identity-agent"
 NODE_AGENT_ADDONS: tuple[str, ...] = ("vpc-cni", "kube-proxy", POD_IDENTITY_AGENT)
@@ -55,10 +57,21 @@ COREDNS_REPLICAS = 2
 #: nodes and at least one CoreDNS replica on your nodes in AWS Cloud" (EKS user guide, "Configure webhooks for hybrid
 #: nodes", Configure CoreDNS replicas).
 COREDNS_HYBRID_REPLICAS = 1
-#: The label CoreDNS pods carry, which its anti-affinity spreads by (AWS's CoreDNS example).
+#: The label CoreDNS pods carry, which its anti-affinity and spread constraint select by (AWS's CoreDNS example).
 COREDNS_POD_LABEL = {"k8s-app": "kube-dns"}
 #: AWS's weights: spread replicas over nodes first (100), then over zones (50), the on-prem zone among them.
 COREDNS_SPREAD = (("kubernetes.io/hostname", 100), (ZONE_LABEL, 50))
+#: The label a Deployment's ReplicaSet stamps on its pods; counting only the pods of the same ReplicaSet
+#: (`matchLabelKeys`, [K8SSPREAD]) makes a rollout place its new pods one per zone
+#: whatever the old ones did, which is how a replica gets on-prem after the first server joins.
+POD_TEMPLATE_HASH = "pod-template-hash"
+#: The `kube-dns` Service routes to the closest replica: a pod on a server resolves through the on-prem replica, a
+#: pod in an AZ through that AZ's ([EKSHYBDNS] "Configure Service Traffic Distribution"; [K8STD]). `PreferClose` is
+#: the value AWS's guide sets and the one Cilium's service topology matches on the servers; Kubernetes 1.34+ reads it
+#: as its new name `PreferSameZone`.
+KUBE_DNS_SERVICE = "kube-dns"
+KUBE_DNS_TRAFFIC_DISTRIBUTION = "PreferClose"
+
 
 #: The VPC CNI's network policy agent, on: without it the NetworkPolicies (components.planning.network_policies) are
 #: accepted and never enforced on EC2 nodes. The add-on's configuration key and value, a string ([EKSNP] step 2 and
@@ -84,18 +97,31 @@ EBS_CSI_SERVICE_ACCOUNT = "ebs-csi-controller-sa"
 EBS_CSI_MANAGED_POLICY = "service-role/AmazonEBSCSIDriverPolicy"
 
 
-def coredns_configuration(hybrid_pools: Sequence[PoolPlan]) -> dict[str, Any]:
-    """CoreDNS: two replicas on the system pool; with hybrid pools, one more that may run on a hybrid node.
+def coredns_replicas(cloud_zones: int) -> int:
+    """Replicas with hybrid pools: one per zone a system node can be in (at least the two that survive a drain),
+    plus the on-prem one. With at least as many replicas as zones, a spread of skew 1 leaves no zone, the on-prem
+    one included, without a replica."""
+    return max(COREDNS_REPLICAS, cloud_zones) + COREDNS_HYBRID_REPLICAS
+
+
+def coredns_configuration(hybrid_pools: Sequence[PoolPlan], cloud_zones: int = COREDNS_REPLICAS) -> dict[str, Any]:
+    """CoreDNS: two replicas on the system pool; with hybrid pools, one per zone, the on-prem zone included.
 
     The hybrid case follows AWS's mixed-mode guidance (EKS user guide, "Configure webhooks for hybrid nodes",
-    Configure CoreDNS replicas), set through the add-on's configuration as that page allows: the nodes are the
-    system pool or hybrid nodes (two node selector terms, either matches), the hybrid pools' taints are tolerated
-    (the A40 servers are tainted `nvidia.com/gpu`), and a preferred pod anti-affinity spreads replicas over nodes
-    (weight 100) and zones (50). Hybrid nodes register `topology.kubernetes.io/zone=onprem`
-    (`components.planning.hybrid.hybrid_node_config`), so one replica lands on-prem and pods there resolve names
-    when the site link is down. Preferred, not required: before any server joins, all replicas fit on the system
-    pool and the add-on becomes ACTIVE. Pods on hybrid nodes reach the cloud replicas through the node security
-    group's DNS rules (`components.planning.hybrid.network_rules`).
+    Configure CoreDNS replicas), set through the add-on's configuration as that page allows (its schema declares
+    `affinity`, `tolerations` and `topologySpreadConstraints`): the nodes are the system pool or hybrid nodes (two node
+    selector terms, either matches), the hybrid pools' taints are tolerated (the A40 servers are tainted
+    `nvidia.com/gpu`), and a preferred pod anti-affinity spreads replicas over nodes (100) and zones (50). Hybrid
+    nodes register `topology.kubernetes.io/zone=onprem` (`components.planning.hybrid.hybrid_node_config`).
+
+    What puts a replica on-prem and keeps it there (docs/operations.md, "CoreDNS on the servers"):
+    - a required zone spread of skew 1 over the replicas of one ReplicaSet (`matchLabelKeys: pod-template-hash`),
+      with `coredns_replicas` replicas: before any server joins every replica fits the cloud zones (the add-on becomes
+      ACTIVE); from the first rollout after a server joins, exactly one lands on-prem. `nodeTaintsPolicy: Honor`
+      leaves a zone whose nodes are all unreachable (tainted, not tolerated for scheduling) out of the count, so a
+      lost AZ or a lost site sends the replacement to the zones that remain instead of leaving it Pending;
+    - the hybrid pools' outage tolerations (`hybrid_outage_tolerations`): the on-prem replica is not evicted during
+      a site-link outage shorter than that, and keeps answering the servers' pods from its cache.
     """
     if not hybrid_pools:
         return {
@@ -106,7 +132,7 @@ def coredns_configuration(hybrid_pools: Sequence[PoolPlan]) -> dict[str, Any]:
     system_term = [{"key": key, "operator": "In", "values": [value]} for key, value in SYSTEM_NODE_SELECTOR.items()]
     selector = {"matchExpressions": [{"key": k, "operator": "In", "values": [v]} for k, v in COREDNS_POD_LABEL.items()]}
     return {
-        "replicaCount": COREDNS_REPLICAS + COREDNS_HYBRID_REPLICAS,
+        "replicaCount": coredns_replicas(cloud_zones),
         "affinity": {
             "nodeAffinity": {
                 "requiredDuringSchedulingIgnoredDuringExecution": {
@@ -123,14 +149,34 @@ def coredns_configuration(hybrid_pools: Sequence[PoolPlan]) -> dict[str, Any]:
                 ]
             },
         },
-        "tolerations": tolerations_for(hybrid_pools),
+        "topologySpreadConstraints": [
+            {
+                "maxSkew": 1,
+                "topologyKey": ZONE_LABEL,
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": {"matchLabels": dict(COREDNS_POD_LABEL)},
+                "matchLabelKeys": [POD_TEMPLATE_HASH],
+                "nodeTaintsPolicy": "Honor",
+            }
+        ],
+        "tolerations": [*tolerations_for(hybrid_pools), *hybrid_outage_tolerations(hybrid_pools)],
     }
 
 
-def addon_configuration(name: str, hybrid_pools: Sequence[PoolPlan] = ()) -> dict[str, Any] | None:
+def kube_dns_service_patch(hybrid_pools: Sequence[PoolPlan]) -> dict[str, Any] | None:
+    """The `kube-dns` Service's `spec` fields the stack sets with hybrid pools (None without them). The CoreDNS
+    add-on's configuration schema ([EKSCOREDNSCFG]) has no field for the Service's traffic distribution, so a
+    server-side apply patch sets it: EKS's add-on manager applies only the fields it owns, and leaves this one to
+    its own manager."""
+    return {"trafficDistribution": KUBE_DNS_TRAFFIC_DISTRIBUTION} if hybrid_pools else None
+
+
+def addon_configuration(
+    name: str, hybrid_pools: Sequence[PoolPlan] = (), cloud_zones: int = COREDNS_REPLICAS
+) -> dict[str, Any] | None:
     """The `configuration_values` of an add-on (pure; validated by EKS against the add-on's JSON schema).
     `hybrid_pools` are the stack's hybrid pool plans: CoreDNS puts a replica on them, and the Pod Identity agent
-    runs its hybrid DaemonSet for them."""
+    runs its hybrid DaemonSet for them. `cloud_zones`: how many AZs the system pool spans (CoreDNS's replicas)."""
     if name == "vpc-cni":
         # Replaces the add-on's default affinity, so it restates linux/amd64|arm64 and adds the exclusions. Prefix
         # delegation is stated, not left to the default: every node's maxPods is computed from it. The network
@@ -155,7 +201,7 @@ def addon_configuration(name: str, hybrid_pools: Sequence[PoolPlan] = ()) -> dic
             },
         }
     if name == DNS_ADDON:
-        return coredns_configuration(hybrid_pools)
+        return coredns_configuration(hybrid_pools, cloud_zones)
     if name == POD_IDENTITY_AGENT:
         # Pods of hybrid nodes get Pod Identity credentials only from the add-on's hybrid DaemonSet.
         return pod_identity_agent_hybrid_configuration() if hybrid_pools else None
@@ -208,9 +254,11 @@ class ManagedAddons(pulumi.ComponentResource):
         addons: Sequence[str],
         after: Sequence[pulumi.Resource] = (),
         hybrid_pools: Sequence[PoolPlan] = (),
+        cloud_zones: int = COREDNS_REPLICAS,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpu-clusters:index:ManagedAddons", name, None, opts)
+        self.kube_dns: k8s.core.v1.ServicePatch | None = None
         self.addons: dict[str, aws.eks.Addon] = {}
         self.roles: dict[str, aws.iam.Role] = {}
         for addon in addons:
@@ -220,7 +268,7 @@ class ManagedAddons(pulumi.ComponentResource):
                 wait_for.extend(self._ebs_csi_identity(ctx))
             if addon == "vpc-cni":
                 wait_for.extend(self._vpc_cni_identity(ctx))
-            config = addon_configuration(addon, hybrid_pools)
+            config = addon_configuration(addon, hybrid_pools, cloud_zones)
             self.addons[addon] = aws.eks.Addon(
                 f"{ctx.cluster_name_plain}-{addon}",
                 cluster_name=ctx.cluster_name,
@@ -232,7 +280,20 @@ class ManagedAddons(pulumi.ComponentResource):
                 tags=dict(ctx.tags),
                 opts=pulumi.ResourceOptions(parent=self, depends_on=wait_for),
             )
+            service = kube_dns_service_patch(hybrid_pools) if addon == DNS_ADDON else None
+            if service is not None:
+                self.kube_dns = self._kube_dns(ctx, service, self.addons[addon])
         self.register_outputs({name: a.addon_version for name, a in self.addons.items()})
+
+    def _kube_dns(self, ctx: ClusterContext, spec: dict[str, Any], dns: aws.eks.Addon) -> k8s.core.v1.ServicePatch:
+        """Server-side apply of the stack's fields of the `kube-dns` Service, once the add-on is ACTIVE (the Service is
+        the add-on's; the patch adds the traffic distribution and removes only it when the stack goes)."""
+        return k8s.core.v1.ServicePatch(
+            f"{ctx.cluster_name_plain}-{KUBE_DNS_SERVICE}",
+            metadata=k8s.meta.v1.ObjectMetaPatchArgs(name=KUBE_DNS_SERVICE, namespace="kube-system"),
+            spec=cast(Any, spec),
+            opts=pulumi.ResourceOptions(parent=self, provider=ctx.k8s_provider, depends_on=[dns]),
+        )
 
     def _vpc_cni_identity(self, ctx: ClusterContext) -> list[pulumi.Resource]:
         """The VPC CNI's Pod Identity role (`AmazonEKS_CNI_Policy`, off the node role); returns what to wait for.

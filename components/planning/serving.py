@@ -18,6 +18,7 @@ from components.planning.addons.placement import tolerations_for
 from components.planning.gpu_runtime import NVIDIA_RUNTIME_CLASS, runtime_class_plans
 from components.planning.mig import advertised_gpus
 from components.planning.pools import GPU_RESOURCE, PoolPlan
+from components.planning.tolerations import outage_tolerations, unreachable_toleration_seconds
 from components.tags import POOL
 
 #: The vLLM OpenAI-compatible server image by tag and digest, past the advisories the catalog refuses
@@ -116,6 +117,13 @@ def server_env(workload: ServingWorkload) -> list[dict[str, Any]]:
     return env
 
 
+def pinned_outage_tolerations(plan: PoolPlan) -> list[dict[str, Any]]:
+    """Replicas pinned to a hybrid pool ride out a site-link outage for the pool's `unreachableTolerationSeconds`:
+    nowhere else can take them, and an eviction would have the kubelet kill the replicas still serving on-prem
+    clients when the link returns. Replicas on EC2 pools keep Kubernetes' 300 s, so a dead instance's replicas move."""
+    return outage_tolerations(unreachable_toleration_seconds(plan)) if plan.kind == "hybrid" else []
+
+
 def deployment_spec(workload: ServingWorkload, plan: PoolPlan, claim: str) -> dict[str, Any]:
     """The Deployment's spec. No `replicas`: the HPA that KEDA creates owns the count, and `pulumi up` must not
     reset it (the Deployment starts at one replica and the HPA raises it to `replicas.min`)."""
@@ -123,7 +131,7 @@ def deployment_spec(workload: ServingWorkload, plan: PoolPlan, claim: str) -> di
     labels = serving_labels(workload)
     pod: dict[str, Any] = {
         "nodeSelector": {POOL: plan.name},
-        "tolerations": tolerations_for([plan], critical_addons=False),
+        "tolerations": [*tolerations_for([plan], critical_addons=False), *pinned_outage_tolerations(plan)],
         "terminationGracePeriodSeconds": workload.termination_grace_seconds,
         # The server calls no Kubernetes API: no token in the pod.
         "automountServiceAccountToken": False,

@@ -55,3 +55,39 @@ def tolerates(tolerations: Iterable[Mapping[str, Any]], taint: TaintLike) -> boo
         if key == taint.key and (operator == "Exists" or str(t.get("value") or "") == taint.value):
             return True
     return False
+
+
+#: The NoExecute taints the node lifecycle controller puts on a node whose kubelet stops reporting (Ready Unknown:
+#: `unreachable`, a site-link outage) or reports NotReady (`not-ready`). Kubernetes gives every pod that does not
+#: tolerate them a toleration of `KUBERNETES_DEFAULT_TOLERATION_SECONDS` (the API server's
+#: `default-unreachable-toleration-seconds` and `default-not-ready-toleration-seconds`, 300 on EKS and not
+#: configurable there: EKS Best Practices, "Kubernetes pod failover through network disconnections").
+NODE_UNREACHABLE = "node.kubernetes.io/unreachable"
+NODE_NOT_READY = "node.kubernetes.io/not-ready"
+KUBERNETES_DEFAULT_TOLERATION_SECONDS = 300
+#: How long pods that only hybrid nodes can run stay bound through an outage, unless the pool says otherwise
+#: (`nodePools[].unreachableTolerationSeconds`): AWS's hybrid nodes pod-failover guidance ("Tune Kubernetes pod failover
+#: behavior", option 2) sets 1800 (30 minutes) for the unreachable taint in its example (docs/sources.md [EKSBPHYB]).
+DEFAULT_UNREACHABLE_TOLERATION_SECONDS = 1800
+
+
+def unreachable_toleration_seconds(plan: PoolPlan) -> int:
+    """The pool's outage toleration: its own setting, else the default (hybrid pools; EC2 pools keep Kubernetes')."""
+    seconds = plan.pool.unreachable_toleration_seconds
+    return DEFAULT_UNREACHABLE_TOLERATION_SECONDS if seconds is None else seconds
+
+
+def outage_tolerations(seconds: int, keys: Iterable[str] = (NODE_UNREACHABLE, NODE_NOT_READY)) -> list[dict[str, Any]]:
+    """NoExecute tolerations of the node-health taints for `seconds`: a pod keeps running on a server the control
+    plane cannot reach for that long before it is evicted. Stated on the pod, they replace the 300 s the API server
+    would add (its DefaultTolerationSeconds admission adds a toleration only for a taint the pod does not tolerate)."""
+    return [{"key": key, "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": seconds} for key in keys]
+
+
+def hybrid_outage_tolerations(
+    pool_plans: Iterable[PoolPlan], keys: Iterable[str] = (NODE_UNREACHABLE, NODE_NOT_READY)
+) -> list[dict[str, Any]]:
+    """Outage tolerations of pods that serve every hybrid pool (the on-prem CoreDNS replica, the Cilium operator):
+    the longest of the pools' settings, so they outlast the workloads they serve. None without hybrid pools."""
+    seconds = [unreachable_toleration_seconds(p) for p in pool_plans if p.kind == "hybrid"]
+    return outage_tolerations(max(seconds), keys) if seconds else []

@@ -57,6 +57,7 @@ HYBRID_ONLY_KEYS = {
     "network": "network",
     "credentials": "credentials",
     "gpu_runtime": "gpuRuntime",
+    "unreachable_toleration_seconds": "unreachableTolerationSeconds",
 }
 
 

@@ -88,6 +88,40 @@ def cluster_autoscaler_policy(cluster_name: str, nodegroups_arn: str) -> dict[st
     }
 
 
+#: cluster-autoscaler's cluster-wide readiness gate ([CASTATE]: kubernetes/autoscaler `config/flags/flags.go` and
+#: `clusterstate/clusterstate.go` IsClusterHealthy, tag cluster-autoscaler-1.35.2): a loop with more than
+#: `ok-total-unready-count` (default 3) unready nodes AND more than `max-total-unready-percentage` (default 45) percent
+#: of all nodes unready does nothing, neither scale-up nor scale-down. Every node counts, also those of no node
+#: group: a hybrid node has no `aws:///` provider ID, so the AWS provider finds no group for it, but
+#: `updateReadinessStats` adds it to the total all the same. The same count also bounds each node group's health
+#: (IsNodeGroupHealthy). No released version can be told to leave nodes outside its groups out of the total
+#: (kubernetes/autoscaler#10161 asks for it; kubernetes-sigs/cluster-autoscaler#88 proposes `--unready-nodes-scope`,
+#: not merged), so the count is raised by the servers that can all drop out at once.
+CA_OK_TOTAL_UNREADY_COUNT = 3
+CA_MAX_TOTAL_UNREADY_PERCENTAGE = 45
+
+
+def hybrid_node_count(plans: Iterable[PoolPlan]) -> int:
+    """The on-prem servers of the stack's hybrid pools (`nodes`): all of them go unready together when the site
+    link fails."""
+    return sum(p.pool.nodes or 0 for p in plans if p.kind == "hybrid")
+
+
+def unready_flags(plans: Iterable[PoolPlan]) -> dict[str, int]:
+    """The readiness gate sized for the site (empty without hybrid pools: the defaults stand). The whole site
+    unready (H servers) uses up the raised count, so a link outage never stops the cloud pools from scaling; the
+    cloud keeps cluster-autoscaler's own margin of 3 on top, so more than 3 cloud nodes unready with the site down,
+    or more than H + 3 with it up (and over 45 % of all nodes), still stops it. The percentage stays at the default:
+    it is the count that a site outage would trip (docs/operations.md, "cluster-autoscaler and the site")."""
+    servers = hybrid_node_count(plans)
+    if not servers:
+        return {}
+    return {
+        "ok-total-unready-count": CA_OK_TOTAL_UNREADY_COUNT + servers,
+        "max-total-unready-percentage": CA_MAX_TOTAL_UNREADY_PERCENTAGE,
+    }
+
+
 def cluster_autoscaler_values(
     settings: ClusterAutoscaler, cluster_name: str, region: str, plans: Sequence[PoolPlan], image_tag: str | None
 ) -> dict[str, Any]:
@@ -97,6 +131,8 @@ def cluster_autoscaler_values(
     - `balance-similar-node-groups`: spreads a scale-up across same-shape groups (spot pools in several AZs);
     - `skip-nodes-with-local-storage=false`: with nodeadm RAID0 every pod's emptyDir lives on instance-store NVMe,
       and the default (true) would then never scale a GPU node down;
+    - with hybrid pools, the readiness gate raised by the servers' count (`unready_flags`), so a site-link outage
+      does not freeze the cloud pools;
     - the image tag of the cluster's Kubernetes minor (catalog), since the chart's appVersion trails releases.
     """
     values: dict[str, Any] = {
@@ -110,6 +146,7 @@ def cluster_autoscaler_values(
             "scale-down-delay-after-add": settings.scale_down_delay_after_add,
             "balance-similar-node-groups": True,
             "skip-nodes-with-local-storage": False,
+            **unready_flags(plans),
         },
         "rbac": {"serviceAccount": {"create": True, "name": CLUSTER_AUTOSCALER_SERVICE_ACCOUNT}},
         "nodeSelector": dict(SYSTEM_NODE_SELECTOR),

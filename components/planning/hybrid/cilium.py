@@ -17,7 +17,7 @@ from components import tags
 from components.planning import compute_types
 from components.planning.hybrid.networks import hybrid_plans, remote_pod_cidrs
 from components.planning.pools import PoolPlan
-from components.planning.tolerations import toleration
+from components.planning.tolerations import NODE_UNREACHABLE, hybrid_outage_tolerations, toleration
 
 #: Each node gets one /25 from the cluster pool (128 addresses, AWS's hybrid-nodes-cni example value and the
 #: eks-workshop's), enough for kubelet's default 110 pods. Cilium cannot change it after the first install.
@@ -82,12 +82,14 @@ def cilium_values(plans: Sequence[PoolPlan]) -> dict[str, Any]:
     if not pod_cidrs:
         # Cilium would fall back to its chart default pool (10.0.0.0/8), which EKS neither knows nor routes.
         raise ValueError("Cilium's pod CIDR pool would be empty: every hybrid pool needs network.remotePodCidrs")
-    operator_tolerations: list[dict[str, str]] = []
+    operator_tolerations: list[dict[str, Any]] = []
     for plan in pools:
         for taint in plan.taints:
             if toleration(taint) not in operator_tolerations:
                 operator_tolerations.append(toleration(taint))
     operator_tolerations += [{"key": key, "operator": "Exists"} for key in CILIUM_OPERATOR_STARTUP_TAINTS]
+    # A Deployment only hybrid nodes can run: it stays through a site-link outage (not-ready it tolerates for good).
+    operator_tolerations += hybrid_outage_tolerations(pools, keys=(NODE_UNREACHABLE,))
     affinity = _compute_type_affinity()
     bgp = bool(bgp_pools(pools))
     return {
