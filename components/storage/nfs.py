@@ -19,7 +19,14 @@ from components.catalog import versions
 from components.config import NfsConfig
 from components.context import ClusterContext
 from components.planning.pools import PoolPlan
-from components.planning.storage import NFS_CSI_DRIVER, claim_name, nfs_mount_options, nfs_pools, nfs_volume_handle
+from components.planning.storage import (
+    NFS_CSI_DRIVER,
+    claim_name,
+    nfs_mount_options,
+    nfs_pools,
+    nfs_volume_handle,
+    pool_node_affinity,
+)
 from components.planning.tolerations import key_tolerations
 from components.storage import volumes
 
@@ -96,6 +103,8 @@ class ExistingNfsStorage(pulumi.ComponentResource):
                 persistent_volume_reclaim_policy=volumes.RECLAIM_POLICY,
                 storage_class_name="",
                 mount_options=self.mount_options,
+                # Only the pools that reach the server: another pool's pod claiming it stays Pending, visibly.
+                node_affinity=pool_node_affinity(self.pools),
                 # Reserved for our claim: no other claim in the cluster can bind the share by accident.
                 claim_ref=k8s.core.v1.ObjectReferenceArgs(namespace=self.namespace, name=self.claim_name),
                 csi=k8s.core.v1.CSIPersistentVolumeSourceArgs(
