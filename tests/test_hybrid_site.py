@@ -3,6 +3,7 @@ pod blocks are routed, with a warning where a rejoin leaves a static route stale
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from blueprint.plan.summary import summarize
@@ -74,3 +75,29 @@ def test_plan_summary_prints_the_site_section() -> None:
     site = summarize(plan_stack(spec(A40)))["hybridSite"]
     assert [r["pool"] for r in site["podRoutes"]] == ["a40"]
     assert {p["port"] for p in site["scrapePaths"]} == {9153, 9100, 9400, 10249, 10250}
+
+
+OPERATIONS = Path(__file__).resolve().parents[1] / "docs" / "operations.md"
+
+
+def test_site_firewall_table_in_the_runbook_lists_every_scrape_port() -> None:
+    """The site team works from the runbook's table: every port of the plan's scrape paths is in its Prometheus row."""
+    [row] = [
+        line for line in OPERATIONS.read_text().splitlines() if line.startswith("  | Prometheus on the system pool")
+    ]
+    for path in scrape_paths(plan_pools(spec(A40)), prometheus=True):
+        assert str(path.port) in row, f"{path.target} ({path.port}) missing from the firewall table"
+
+
+def test_runbook_has_the_day_two_procedures_for_servers() -> None:
+    headings = {line.lstrip("#").strip() for line in OPERATIONS.read_text().splitlines() if line.startswith("####")}
+    for heading in (
+        "Site-link outages",
+        "Rebooting a server",
+        "Upgrading the servers",
+        "Rejoining a server",
+        "Removing a server",
+    ):
+        assert heading in headings
+    text = OPERATIONS.read_text()
+    assert "activationRevision" in text and "nodeadm uninstall" in text and "kubectl delete node" in text

@@ -92,8 +92,8 @@ def nfs_pools(config: NfsConfig, pool_plans: Sequence[PoolPlan]) -> list[PoolPla
 def pool_node_affinity(pools: Sequence[PoolPlan]) -> dict[str, Any] | None:
     """A PersistentVolume's `nodeAffinity` to the given pools (`gpu-clusters/pool In [...]`), in config order.
 
-    The scheduler places a pod that uses such a volume only on nodes the affinity selects (Kubernetes docs,
-    "Persistent Volumes", Node Affinity; the VolumeBinding plugin), so a pod of another pool that claims the
+    The scheduler places a pod that uses such a volume only on nodes the affinity selects ([K8SEVICT]: Kubernetes
+    docs, "Persistent Volumes", Node Affinity; the VolumeBinding plugin), so a pod of another pool that claims the
     existing NFS share stays Pending with a scheduling event instead of starting on a node that cannot reach the
     server and failing to mount. Shaped as the Kubernetes API's `VolumeNodeAffinity`; None without pools (an `In`
     term needs values).

@@ -48,7 +48,7 @@ def registration_limit(pool: NodePool) -> int:
 
     Close to the pool's size, so a leaked activation code registers few machines beyond it; the spares let a
     replacement server join without re-issuing. SSM counts registrations, and a deregistered server cannot register
-    again with the activation it used (SSM API reference, DeregisterManagedInstance), so rejoins re-issue it
+    again with the activation it used ([SSMDEREG]: SSM DeregisterManagedInstance), so rejoins re-issue it
     (`activation_name`).
     """
     if pool.credentials.activation_limit is not None:
@@ -61,9 +61,9 @@ def registration_limit(pool: NodePool) -> int:
 def activation_name(prefix: str, pool: NodePool) -> str:
     """The SSM activation's name: the pool's prefix, with `-r<n>` from revision 2 on (`activationRevision`).
 
-    Every argument of an activation forces a new one (it has no update; terraform-provider-aws `aws_ssm_activation`,
-    all arguments ForceNew), so bumping the revision re-issues the code and expiry on the next `pulumi up`; revision
-    1 keeps the name stacks were created with.
+    Every argument of an activation forces a new one (it has no update; [SSMDEREG]: terraform-provider-aws
+    `aws_ssm_activation`, all arguments ForceNew), so bumping the revision re-issues the code and expiry on the
+    next `pulumi up`; revision 1 keeps the name stacks were created with.
     """
     revision = pool.credentials.activation_revision
     return prefix if revision == 1 else f"{prefix}-r{revision}"

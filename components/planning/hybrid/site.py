@@ -63,9 +63,9 @@ def pod_routes(plan: PoolPlan) -> dict[str, Any]:
     """How the site reaches one hybrid pool's pod blocks, and whether that survives a rejoin.
 
     A server that leaves with `nodeadm uninstall` is deregistered from SSM and rejoins as a new managed instance,
-    so a new Node and a new CiliumNode, and Cilium's cluster-pool IPAM gives that new node a block of its own
-    (the operator allocates per CiliumNode, Cilium docs "Cluster Scope IPAM"). With BGP the server advertises
-    whichever block it holds and the router follows; a static route keeps pointing at the old block.
+    so a new Node and a new CiliumNode, and Cilium's cluster-pool IPAM gives that new node a block of its own (the
+    operator allocates per CiliumNode, [SSMDEREG]: Cilium docs "Cluster Scope IPAM"). With BGP the server
+    advertises whichever block it holds and the router follows; a static route keeps pointing at the old block.
     """
     network = plan.pool.network
     cidrs = [str(c) for c in network.remote_pod_cidrs] if network is not None else []
