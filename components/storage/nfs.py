@@ -54,6 +54,22 @@ def volume_attributes(config: NfsConfig) -> dict[str, str]:
     return {"server": config.server, "share": config.share}
 
 
+def _node_affinity_args(affinity: Mapping[str, Any] | None) -> k8s.core.v1.VolumeNodeAffinityArgs | None:
+    """The planned `VolumeNodeAffinity` as the provider's typed arguments."""
+    if affinity is None:
+        return None
+    terms = [
+        k8s.core.v1.NodeSelectorTermArgs(
+            match_expressions=[
+                k8s.core.v1.NodeSelectorRequirementArgs(key=e["key"], operator=e["operator"], values=list(e["values"]))
+                for e in term["matchExpressions"]
+            ]
+        )
+        for term in affinity["required"]["nodeSelectorTerms"]
+    ]
+    return k8s.core.v1.VolumeNodeAffinityArgs(required=k8s.core.v1.NodeSelectorArgs(node_selector_terms=terms))
+
+
 class ExistingNfsStorage(pulumi.ComponentResource):
     """csi-driver-nfs's node plugin, a PersistentVolume on an existing server's export, and the claim bound to it."""
 
@@ -104,7 +120,7 @@ class ExistingNfsStorage(pulumi.ComponentResource):
                 storage_class_name="",
                 mount_options=self.mount_options,
                 # Only the pools that reach the server: another pool's pod claiming it stays Pending, visibly.
-                node_affinity=pool_node_affinity(self.pools),
+                node_affinity=_node_affinity_args(pool_node_affinity(self.pools)),
                 # Reserved for our claim: no other claim in the cluster can bind the share by accident.
                 claim_ref=k8s.core.v1.ObjectReferenceArgs(namespace=self.namespace, name=self.claim_name),
                 csi=k8s.core.v1.CSIPersistentVolumeSourceArgs(
