@@ -459,7 +459,16 @@ class HybridCredentials(Model):
     activation_expiry_hours: int = Field(24, ge=1, le=720)
     """SSM hybrid activation lifetime; nodes must register before it expires (default 24 h, max 30 days)."""
     activation_limit: int | None = Field(None, ge=1)
-    """Registration limit of the SSM activation; defaults to the pool's node count."""
+    """Registration limit of the SSM activation (at most 1000, SSM's limit); defaults to `nodes` plus
+    `spareRegistrations`."""
+    spare_registrations: int = Field(2, ge=0, le=100)
+    """SSM only: registrations the activation admits beyond `nodes`, for a replacement server (a new machine for a
+    failed one) while the activation lives. A server that leaves with `nodeadm uninstall` cannot register again with
+    the same activation (SSM DeregisterManagedInstance): a rejoin re-issues it (`activationRevision`). Default 2."""
+    activation_revision: int = Field(1, ge=1)
+    """SSM only: bump it to re-issue the activation (a new code and expiry) for a rejoin or a late server: the
+    revision is part of the activation's name, and a new name replaces it. Servers already registered stay.
+    Default 1 (docs/operations.md, 'Rejoining a server')."""
     trust_anchor_certificate: str | None = None
     """IAM Roles Anywhere: the PEM bundle of the CA that signs the nodes' certificates."""
 

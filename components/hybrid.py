@@ -46,6 +46,7 @@ from components.planning.hybrid import (
     RolesAnywhere,
     SsmActivation,
     activation_expiry,
+    activation_name,
     cilium_bgp_manifests,
     cilium_values,
     hybrid_node_config,
@@ -244,7 +245,7 @@ class HybridNodes(pulumi.ComponentResource):
         ctx = self._ctx
         activation = aws.ssm.Activation(
             f"{prefix}-hybrid-node",
-            name=prefix,
+            name=activation_name(prefix, plan.pool),
             description=f"EKS hybrid nodes of pool {plan.name}, cluster {ctx.cluster_name_plain}",
             iam_role=role.name,
             registration_limit=registration_limit(plan.pool),

@@ -15,6 +15,7 @@ from components import tags
 from components.catalog import versions
 from components.config import StackConfig, Taint
 from components.context import ClusterContext
+from components.errors import ConfigError
 from components.hybrid import HybridNodes
 from components.managed_addons import addon_configuration
 from components.planning.hybrid import ROLES_ANYWHERE_NODE_NAME_PLACEHOLDER, ROLES_ANYWHERE_SESSION_SECONDS
@@ -170,9 +171,9 @@ def test_roles_anywhere_profile_accepts_node_names_as_session_names(
 
 
 # ----------------------------------------------------------------------------------------------- activation
-def test_activation_admits_exactly_the_pools_nodes_and_expires(ssm: tuple[ProgramRun, dict[str, Any]]) -> None:
+def test_activation_admits_the_pools_nodes_plus_spares_and_expires(ssm: tuple[ProgramRun, dict[str, Any]]) -> None:
     activation = ssm[0].one(ACTIVATION, "gpu-a40-hybrid-node")
-    assert activation.inputs["registrationLimit"] == 2
+    assert activation.inputs["registrationLimit"] == 2 + 2  # nodes + the default spareRegistrations
     assert activation.inputs["expirationDate"] == "2026-10-02T09:00:00Z"
     assert activation.inputs["iamRole"] == "gpu-a40-hybrid-node"
     assert activation.inputs["tags"]["EKSClusterARN"] == CLUSTER_ARN
@@ -375,7 +376,7 @@ def test_hybrid_stack_joins_the_4x_a40_pool(hybrid_stack: ShippedStack) -> None:
         "remotePodNetworks": {"cidrs": ["192.168.128.0/18"]},
     }
     assert run.one(EKS_CLUSTER).inputs["accessConfig"]["authenticationMode"] != "CONFIG_MAP"
-    assert run.one(ACTIVATION, "hybrid-a40-hybrid-node").inputs["registrationLimit"] == 4
+    assert run.one(ACTIVATION, "hybrid-a40-hybrid-node").inputs["registrationLimit"] == 4 + 2
     assert run.one(ACCESS_ENTRY, "hybrid-a40-hybrid-node").inputs["type"] == "HYBRID_LINUX"
     cilium = run.one(RELEASE, "hybrid-cilium").inputs["values"]
     assert cilium["ipam"]["operator"]["clusterPoolIPv4PodCIDRList"] == ["192.168.128.0/18"]
@@ -410,3 +411,19 @@ def test_without_hybrid_pools_coredns_stays_on_the_system_pool() -> None:
     assert config is not None
     assert config["replicaCount"] == 2 and config["nodeSelector"] == {"gpu-clusters/role": "system"}
     assert "affinity" not in config
+
+
+def test_activation_revision_reissues_the_activation_by_name() -> None:
+    # Every argument of an SSM activation forces a replacement: a new name is a new code and a new expiry.
+    first = build(stack({**A40, "nodes": 4}))[0].one(ACTIVATION, "gpu-a40-hybrid-node").inputs
+    second = build(stack({**A40, "nodes": 4, "credentials": {"activationRevision": 2}}))[0]
+    reissued = second.one(ACTIVATION, "gpu-a40-hybrid-node").inputs
+    assert reissued["name"] == f"{first['name']}-r2"
+    assert reissued["registrationLimit"] == first["registrationLimit"] == 4 + 2
+
+
+def test_roles_anywhere_pool_refuses_ssm_rejoin_settings() -> None:
+    creds = {"provider": "iam-roles-anywhere", "trustAnchorCertificate": CA_PEM, "activationRevision": 2}
+    with pytest.raises(ConfigError) as raised:
+        stack({**A40, "credentials": creds})
+    assert [p.path for p in raised.value.problems] == ["nodePools[0] (a40).credentials.activationRevision"]

@@ -88,7 +88,7 @@ def test_cilium_node_blocks_count_slash_25s() -> None:
 
 
 # ----------------------------------------------------------------------------------------------- activation
-def test_registration_limit_is_node_count_unless_configured() -> None:
+def test_registration_limit_is_the_configured_one_when_set() -> None:
     spec = stack(
         pool(),
         pool(
@@ -97,7 +97,6 @@ def test_registration_limit_is_node_count_unless_configured() -> None:
             credentials={"activationLimit": 5},
         ),
     )
-    assert hybrid.registration_limit(spec.pool("a40")) == 2
     assert hybrid.registration_limit(spec.pool("spare")) == 5
 
 
@@ -410,3 +409,33 @@ def test_bgp_settings_are_checked(bgp: dict[str, Any], key: str) -> None:
     with pytest.raises(ConfigError) as raised:
         stack(pool(network={**A40_POOL["network"], "bgp": bgp}))
     assert any(problem.path.endswith(f"network.bgp.{key}") for problem in raised.value.problems)
+
+
+def test_registration_limit_leaves_spares_beyond_the_node_count() -> None:
+    # Equal to the node count, a replacement server could not join until the activation is re-issued.
+    spec = stack(
+        pool(),
+        pool(
+            name="spare",
+            network={"remoteNodeCidrs": ["10.90.0.0/16"], "remotePodCidrs": ["10.95.0.0/16"]},
+            credentials={"spareRegistrations": 0},
+        ),
+    )
+    a40 = spec.pool("a40")
+    assert a40.nodes is not None
+    assert hybrid.registration_limit(a40) == a40.nodes + a40.credentials.spare_registrations
+    assert hybrid.registration_limit(a40) > a40.nodes
+    assert hybrid.registration_limit(spec.pool("spare")) == spec.pool("spare").nodes
+
+
+def test_activation_revision_renames_the_activation_from_revision_two() -> None:
+    spec = stack(
+        pool(),
+        pool(
+            name="spare",
+            network={"remoteNodeCidrs": ["10.90.0.0/16"], "remotePodCidrs": ["10.95.0.0/16"]},
+            credentials={"activationRevision": 3},
+        ),
+    )
+    assert hybrid.activation_name("gpu-a40", spec.pool("a40")) == "gpu-a40"  # revision 1: the name stacks have
+    assert hybrid.activation_name("gpu-spare", spec.pool("spare")) == "gpu-spare-r3"

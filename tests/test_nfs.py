@@ -242,3 +242,27 @@ def test_hybrid_stack_binds_the_existing_share_statically(hybrid_stack: ShippedS
     assert (pvc["storageClassName"], pvc["volumeName"]) == ("", "inference-model-weights")
     assert [sc for sc in run.of_type(SC) if sc.inputs["provisioner"] == "nfs.csi.k8s.io"] == []
     assert run.of_type(EFS) == []
+
+
+def test_volume_is_pinned_to_the_pools_that_mount_it() -> None:
+    """A pod of a pool that cannot reach the server, claiming the share, must stay Pending (the scheduler filters
+    nodes by the volume's node affinity) instead of starting and failing to mount."""
+    volume = build(hybrid_spec()).one(PV).inputs
+    assert volume["spec"]["nodeAffinity"] == {
+        "required": {
+            "nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "gpu-clusters/pool", "operator": "In", "values": ["a40"]}]}
+            ]
+        }
+    }
+
+
+def test_volume_node_affinity_lists_every_mounting_pool_in_config_order() -> None:
+    spec = hybrid_spec({"pools": ["burst", "a40"]})
+    nfs = spec.storage.nfs
+    assert nfs is not None
+    expected = [p.name for p in nfs_pools(nfs, plan_pools(spec))]
+    assert len(expected) == 2
+    volume = build(spec).one(PV).inputs
+    [term] = volume["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"]
+    assert term["matchExpressions"][0]["values"] == expected

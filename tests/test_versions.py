@@ -319,3 +319,16 @@ def test_the_support_calendar_reads_the_one_clock() -> None:
         assert "1.31" not in supported_kubernetes_versions()
     with clock.calendar_pinned(dt.date(2026, 11, 26)):
         assert "1.31" in supported_kubernetes_versions()
+
+
+def test_cilium_is_the_newest_1_17_patch_aws_validates_for_hybrid_nodes() -> None:
+    """The 1.17 line (1.18 needs kernel 5.10, which Ubuntu 20.04 and RHEL 8 lack), at the patch AWS's own source
+    names: its user guide's pull request announcing the ECR Public image 1.17.9-0 (CILIUMTAG)."""
+    from components.catalog.versions import chart, load_versions, parse_version
+
+    pin = chart("cilium")
+    source = load_versions().sources["CILIUMTAG"]
+    assert pin.version.startswith("1.17.")
+    assert f"cilium:{pin.version}" in source
+    assert parse_version(pin.version) >= parse_version("1.17.9-0")
+    assert pin.app_version == pin.version.split("-")[0]

@@ -173,6 +173,7 @@ def table(plan: dict[str, Any], console: Console) -> None:
                 f"{w['cooldownSeconds']} s",
             )
         console.print(serving)
+    _print_hybrid_site(summary.get("hybridSite") or {}, console)
     breakdown = Table(
         title=f"Cost per hour in {summary['region']} (what bills while the stack runs)", title_justify="left"
     )
@@ -191,6 +192,33 @@ def table(plan: dict[str, Any], console: Console) -> None:
     for warning in summary.get("warnings", []):
         console.print(f"[yellow]Warning: {warning}[/yellow]")
     _print_violations(plan["violations"], console)
+
+
+def _print_hybrid_site(site: dict[str, Any], console: Console) -> None:
+    """The on-prem site's part: Prometheus's paths through the site firewall, and how each pool's pod blocks are
+    routed (docs/operations.md, 'Network and firewall' and 'Rejoining a server')."""
+    if site.get("scrapePaths"):
+        paths = Table(title="On-prem firewall: Prometheus (VPC CIDR) scrapes the servers", title_justify="left")
+        for column in ("target", "to", "TCP port", "why"):
+            paths.add_column(column, overflow="fold")
+        for path in site["scrapePaths"]:
+            paths.add_row(path["target"], path["to"], str(path["port"]), path["why"])
+        console.print(paths)
+    if site.get("podRoutes"):
+        routes = Table(title="On-prem pod routes (one block per server)", title_justify="left")
+        for column in ("pool", "pod CIDRs", "blocks", "routed by", "valid after a rejoin"):
+            routes.add_column(column, overflow="fold")
+        for route in site["podRoutes"]:
+            peer = route.get("peer")
+            how = f"BGP to {peer['address']} (AS {peer['asn']})" if peer else "static routes on the site router"
+            routes.add_row(
+                route["pool"],
+                ", ".join(route["podCidrs"]),
+                f"{route['blocks']} x /{route['blockPrefix']}",
+                how,
+                "yes" if route["validAcrossRejoins"] else "no: re-read after each rejoin",
+            )
+        console.print(routes)
 
 
 def _quota_rows(summary: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:

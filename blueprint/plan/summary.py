@@ -16,6 +16,7 @@ from components.catalog import prices
 from components.config import StackConfig
 from components.planning.cost import PoolCost, StackCost, stack_cost
 from components.planning.gpu_runtime import containerd_runtime_commands
+from components.planning.hybrid.site import site_summary, static_route_warnings
 from components.planning.mig import advertised_resources, mig_devices
 from components.planning.pools import PoolPlan
 from components.planning.quotas import stack_quotas
@@ -161,7 +162,8 @@ def placeholder_site_gateways(spec: StackConfig) -> list[str]:
 def warnings(stack_plan: StackPlan, cost: StackCost) -> list[str]:
     """What a stack builds but probably did not mean to: alarms with nowhere to send them, API access CIDRs that are
     documentation placeholders, an example id for the gateway to the site, pools in AZs whose offerings could not be
-    checked without their AZ IDs, and billed parts the catalog has no price for (left out of $/h)."""
+    checked without their AZ IDs, billed parts the catalog has no price for (left out of $/h), and hybrid pools whose
+    pod blocks are routed by static routes that a rejoin leaves stale."""
     spec, plans = stack_plan.spec, stack_plan.pools
     found: list[str] = [
         f"cost: {item.kind} {item.name}: {item.reason}; not counted in $/h idle or at max" for item in cost.unpriced
@@ -181,6 +183,7 @@ def warnings(stack_plan: StackPlan, cost: StackCost) -> list[str]:
         for gateway in placeholder_site_gateways(spec)
     )
     found.extend(unchecked_zone_warnings(spec, plans))
+    found.extend(static_route_warnings(plans))
     return found
 
 
@@ -235,6 +238,7 @@ def summarize(stack_plan: StackPlan) -> dict[str, Any]:
         "cost": cost_summary(cost),
         "alerts": alerts_summary(stack_plan),
         "serving": serving_summary(stack_plan),
+        "hybridSite": site_summary(plans, stack_plan.addons.on("dcgm-prometheus")),
         "quotas": [need.to_json() for need in stack_quotas(spec, plans)],
         "warnings": warnings(stack_plan, cost),
     }

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from components import tags
 from components.config import (
     DataRepository,
     KubernetesVolume,
@@ -86,6 +87,26 @@ def nfs_pools(config: NfsConfig, pool_plans: Sequence[PoolPlan]) -> list[PoolPla
     """
     listed = [p for p in pool_plans if (p.name in config.pools if config.pools is not None else p.role == "inference")]
     return [p for p in listed if p.kind == "aws"] if config.kind == "efs" else listed
+
+
+def pool_node_affinity(pools: Sequence[PoolPlan]) -> dict[str, Any] | None:
+    """A PersistentVolume's `nodeAffinity` to the given pools (`gpu-clusters/pool In [...]`), in config order.
+
+    The scheduler places a pod that uses such a volume only on nodes the affinity selects ([K8SEVICT]: Kubernetes
+    docs, "Persistent Volumes", Node Affinity; the VolumeBinding plugin), so a pod of another pool that claims the
+    existing NFS share stays Pending with a scheduling event instead of starting on a node that cannot reach the
+    server and failing to mount. Shaped as the Kubernetes API's `VolumeNodeAffinity`; None without pools (an `In`
+    term needs values).
+    """
+    if not pools:
+        return None
+    return {
+        "required": {
+            "nodeSelectorTerms": [
+                {"matchExpressions": [{"key": tags.POOL, "operator": "In", "values": [p.name for p in pools]}]}
+            ]
+        }
+    }
 
 
 def mounting_zones(pools: Iterable[PoolPlan]) -> list[str]:

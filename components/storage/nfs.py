@@ -19,7 +19,14 @@ from components.catalog import versions
 from components.config import NfsConfig
 from components.context import ClusterContext
 from components.planning.pools import PoolPlan
-from components.planning.storage import NFS_CSI_DRIVER, claim_name, nfs_mount_options, nfs_pools, nfs_volume_handle
+from components.planning.storage import (
+    NFS_CSI_DRIVER,
+    claim_name,
+    nfs_mount_options,
+    nfs_pools,
+    nfs_volume_handle,
+    pool_node_affinity,
+)
 from components.planning.tolerations import key_tolerations
 from components.storage import volumes
 
@@ -45,6 +52,22 @@ def volume_attributes(config: NfsConfig) -> dict[str, str]:
     if not config.server or not config.share:
         raise ValueError("storage.nfs: an existing NFS server needs `server` and `share`")
     return {"server": config.server, "share": config.share}
+
+
+def _node_affinity_args(affinity: Mapping[str, Any] | None) -> k8s.core.v1.VolumeNodeAffinityArgs | None:
+    """The planned `VolumeNodeAffinity` as the provider's typed arguments."""
+    if affinity is None:
+        return None
+    terms = [
+        k8s.core.v1.NodeSelectorTermArgs(
+            match_expressions=[
+                k8s.core.v1.NodeSelectorRequirementArgs(key=e["key"], operator=e["operator"], values=list(e["values"]))
+                for e in term["matchExpressions"]
+            ]
+        )
+        for term in affinity["required"]["nodeSelectorTerms"]
+    ]
+    return k8s.core.v1.VolumeNodeAffinityArgs(required=k8s.core.v1.NodeSelectorArgs(node_selector_terms=terms))
 
 
 class ExistingNfsStorage(pulumi.ComponentResource):
@@ -96,6 +119,8 @@ class ExistingNfsStorage(pulumi.ComponentResource):
                 persistent_volume_reclaim_policy=volumes.RECLAIM_POLICY,
                 storage_class_name="",
                 mount_options=self.mount_options,
+                # Only the pools that reach the server: another pool's pod claiming it stays Pending, visibly.
+                node_affinity=_node_affinity_args(pool_node_affinity(self.pools)),
                 # Reserved for our claim: no other claim in the cluster can bind the share by accident.
                 claim_ref=k8s.core.v1.ObjectReferenceArgs(namespace=self.namespace, name=self.claim_name),
                 csi=k8s.core.v1.CSIPersistentVolumeSourceArgs(

@@ -76,6 +76,8 @@ def credentials_fit_the_provider(p: Parsed) -> Iterator[Problem]:
             for field, key in (
                 ("activation_limit", "activationLimit"),
                 ("activation_expiry_hours", "activationExpiryHours"),
+                ("spare_registrations", "spareRegistrations"),
+                ("activation_revision", "activationRevision"),
             ):
                 if field in creds.model_fields_set:
                     yield Problem(f"{where}.{key}", "applies to SSM activations, not IAM Roles Anywhere")

@@ -46,7 +46,7 @@ pytestmark = pytest.mark.charts
 
 #: Charts a stack installs whose source the shared reference does not hold, with why.
 NO_SOURCE = {
-    "cilium-1.17.6-0": "EKS's own build of Cilium for hybrid nodes (an OCI artifact on public.ecr.aws/eks); its "
+    "cilium-1.17.9-0": "EKS's own build of Cilium for hybrid nodes (an OCI artifact on public.ecr.aws/eks); its "
     "chart source is not in the shared reference, so the hybrid stack's Cilium release is not rendered here",
 }
 

@@ -43,15 +43,30 @@ Provider = Literal["ssm", "iam-roles-anywhere"]
 
 
 def registration_limit(pool: NodePool) -> int:
-    """How many servers the pool's SSM activation admits: the configured limit, else exactly the node count.
+    """How many servers the pool's SSM activation admits: the configured limit, else the node count plus
+    `spareRegistrations`.
 
-    Sizing it to the pool means a leaked activation code cannot register more machines than the pool has.
+    Close to the pool's size, so a leaked activation code registers few machines beyond it; the spares let a
+    replacement server join without re-issuing. SSM counts registrations, and a deregistered server cannot register
+    again with the activation it used ([SSMDEREG]: SSM DeregisterManagedInstance), so rejoins re-issue it
+    (`activation_name`).
     """
     if pool.credentials.activation_limit is not None:
         return pool.credentials.activation_limit
     if pool.nodes is None:
         raise ValueError(f"hybrid pool {pool.name!r} has no node count")
-    return pool.nodes
+    return pool.nodes + pool.credentials.spare_registrations
+
+
+def activation_name(prefix: str, pool: NodePool) -> str:
+    """The SSM activation's name: the pool's prefix, with `-r<n>` from revision 2 on (`activationRevision`).
+
+    Every argument of an activation forces a new one (it has no update; [SSMDEREG]: terraform-provider-aws
+    `aws_ssm_activation`, all arguments ForceNew), so bumping the revision re-issues the code and expiry on the
+    next `pulumi up`; revision 1 keeps the name stacks were created with.
+    """
+    revision = pool.credentials.activation_revision
+    return prefix if revision == 1 else f"{prefix}-r{revision}"
 
 
 def activation_expiry(now: datetime, hours: int) -> str:
