@@ -173,6 +173,8 @@ def table(plan: dict[str, Any], console: Console) -> None:
                 f"{w['cooldownSeconds']} s",
             )
         console.print(serving)
+    if summary.get("hybrid"):
+        _print_hybrid(summary["hybrid"], console)
     breakdown = Table(
         title=f"Cost per hour in {summary['region']} (what bills while the stack runs)", title_justify="left"
     )
@@ -191,6 +193,22 @@ def table(plan: dict[str, Any], console: Console) -> None:
     for warning in summary.get("warnings", []):
         console.print(f"[yellow]Warning: {warning}[/yellow]")
     _print_violations(plan["violations"], console)
+
+
+def _print_hybrid(hybrid: dict[str, Any], console: Console) -> None:
+    """What the site's firewall must let the on-prem servers reach (derived from the images they run), and where
+    each pool's join script is."""
+    egress = Table(title="On-prem servers reach (HTTPS, TCP 443)", title_justify="left")
+    for column in ("host", "when", "why"):
+        egress.add_column(column, overflow="fold")
+    for rule in hybrid["egress"]:
+        egress.add_row(rule["host"], rule["phase"], rule["why"])
+    console.print(egress)
+    for pool in hybrid["pools"]:
+        console.print(
+            f"Pool {pool['name']}: each server runs the join script (`pulumi stack output "
+            f"hybridJoinScript-{pool['name']}`, or `.summary.hybrid.pools[].joinScript` of the JSON plan)."
+        )
 
 
 def _quota_rows(summary: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:

@@ -171,6 +171,7 @@ def egress(region: str, providers: Iterable[Provider], images: Iterable[HybridIm
             ),
         ]
     for registry, users in sorted(by_registry.items()):
-        why = f"image registry {registry} ({CDN_NOTE}): " + ", ".join(users)
+        note = "" if ".dkr.ecr." in registry else f" ({CDN_NOTE})"  # ECR's layers: the bucket above
+        why = f"image registry {registry}{note}: " + ", ".join(users)
         rules += [Egress(host, "ongoing", why) for host in REGISTRY_HOSTS.get(registry, (registry,))]
     return rules
