@@ -11,7 +11,7 @@ device list), a `systemctl daemon-reload` makes systemd re-apply each container'
 `/dev/char/<major>:<minor>` links the NVIDIA driver never creates, so running containers lose their GPUs ("Failed to
 initialize NVML: Unknown Error"). NVIDIA's documented fix is to create those links (`nvidia-ctk system
 create-dev-char-symlinks --create-all`) now and, through a udev rule, every time the driver loads
-(NVIDIA/nvidia-container-toolkit issue 48; the toolkit's troubleshooting page): `device_symlink_commands`.
+(NVIDIA/nvidia-container-toolkit issue 48; the toolkit's troubleshooting page; [NVML48]): `device_symlink_commands`.
 Why: docs/operations.md#gpus-and-systemctl-daemon-reload.
 """
 

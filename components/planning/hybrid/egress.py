@@ -5,7 +5,8 @@ Invariant: the registries are derived from the images the plan puts on hybrid no
 listed by hand: the charts' images from the catalog (`components/catalog/images.yaml` `hybrid_node_images`, held to
 the rendered charts by tests/charts/test_hybrid_images.py), the EKS add-ons' from the Region's EKS registry, the
 serving workloads' from their config. The EKS regional API is left out: the NodeConfig carries the endpoint, CA and
-service CIDR, so `nodeadm init` never calls `eks:DescribeCluster` (aws/eks-hybrid `configenricher.go`).
+service CIDR, so `nodeadm init` never calls `eks:DescribeCluster` (aws/eks-hybrid `configenricher.go`,
+[NODEADMENRICH]). Endpoints: [HYBRIDEGRESS], [EKSAUTHEP], [ECRLAYERS], [EKSREGISTRY], [DOCKERALLOW].
 Sources and the firewall table: docs/operations.md#what-the-servers-reach-egress.
 """
 
@@ -103,7 +104,11 @@ def hybrid_images(spec: StackConfig, addons: AddonSelection, plans: Sequence[Poo
     if gpu and addons.on("dcgm-prometheus"):
         charts += ["dcgm-exporter", "kube-prometheus-stack"]
     nfs = spec.storage.nfs
-    if nfs is not None and names & set(nfs.pools):
+    # `storage.nfs.pools` defaults to every inference pool (components.config)
+    mounting = (
+        nfs.pools if nfs is not None and nfs.pools is not None else [p.name for p in hybrid if p.role == "inference"]
+    )
+    if nfs is not None and names & set(mounting):
         charts.append("csi-driver-nfs")
     found = [
         HybridImage(f"chart {chart}", pinned.reference) for chart in charts for pinned in hybrid_node_images(chart)

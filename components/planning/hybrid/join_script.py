@@ -4,10 +4,10 @@ Anywhere node name, `nodeadm install` and `init`, then on GPU pools the NVIDIA r
 Why a script per pool and not per server: one NodeConfig serves the whole pool (its activation registers up to the
 pool's node count), so what differs between servers is filled in on each server. The kubelet registers the address
 of the interface that holds the default route unless `--node-ip` says otherwise (kubelet's node address setter,
-which aws/eks-hybrid `internal/network/utils.go` `GetNodeIP` follows), which on a multi-homed server can be the
-wrong network. The script takes the address the server reaches the VPC from (`ip route get`), or `NODE_IP` when
-the operator sets it, refuses one outside `remoteNodeCidrs`, and adds it to its copy of the NodeConfig as a kubelet
-flag. The steps: docs/operations.md#joining-the-servers-server-owner.
+which aws/eks-hybrid `internal/network/utils.go` `GetNodeIP` follows, [NODEADMENRICH]), which on a multi-homed
+server can be the wrong network. The script takes the address the server reaches the VPC from (`ip route get`),
+or `NODE_IP` when the operator sets it, refuses one outside `remoteNodeCidrs`, and adds it to its copy of the
+NodeConfig as a kubelet flag. The steps: docs/operations.md#joining-the-servers-server-owner.
 """
 
 from __future__ import annotations
