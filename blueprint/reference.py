@@ -147,16 +147,19 @@ def _plan_shipped(stack: str) -> Mapping[str, Any]:
 def _generated_documents(plan_of: PlanOf | None = None) -> list[tuple[Path, str, str]]:
     """(document, marker, generated text) for every generated part of the docs. `plan_of` plans a shipped stack
     (default: `make_plan`; the tests hand over the session's plans)."""
+    from blueprint.hybrid_egress_table import EGRESS_MARKER, EGRESS_STACK, OPERATIONS_DOC_PATH, egress_markdown
     from blueprint.plan.runner import list_stacks
     from blueprint.policy_reference import policy_markdown  # imports the policy SDK: only when needed
     from blueprint.source_reference import sources_markdown
     from blueprint.stack_figures import generated_parts
 
+    plan = plan_of or _plan_shipped
     return [
         (CONFIG_DOC_PATH, CONFIG_MARKER, link_citations(reference_markdown(), "sources.md")),
         (POLICY_DOC_PATH, POLICY_MARKER, link_citations(policy_markdown(), "sources.md")),
         (SOURCES_DOC_PATH, SOURCES_MARKER, link_citations(sources_markdown(), "")),
-        *generated_parts(list_stacks(), plan_of or _plan_shipped),
+        *generated_parts(list_stacks(), plan),
+        (OPERATIONS_DOC_PATH, EGRESS_MARKER, egress_markdown(plan(EGRESS_STACK))),
     ]
 
 

@@ -41,6 +41,7 @@ from components.planning.hybrid import (
     ROLES_ANYWHERE_ROLE_MAX_SESSION_SECONDS,
     ROLES_ANYWHERE_SESSION_SECONDS,
     SSM_DEREGISTER_TAG_KEY,
+    ClusterDetails,
     NetworkRule,
     Provider,
     RolesAnywhere,
@@ -61,6 +62,7 @@ from components.planning.hybrid import (
     roles_anywhere_trust_policy,
     ssm_trust_policy,
 )
+from components.planning.hybrid.join_script import join_script
 from components.planning.pools import PoolPlan
 from components.security_groups import cidr_resource_name
 
@@ -77,6 +79,8 @@ class HybridPool:
     api_ingress: list[aws.vpc.SecurityGroupIngressRule]
     node_config: pulumi.Output[str]
     install_command: str
+    #: What each server runs as root to join (components.planning.hybrid.join_script): no secret in it.
+    join_script: str
     network_rules: list[aws.vpc.SecurityGroupIngressRule | aws.vpc.SecurityGroupEgressRule] = field(
         default_factory=list
     )
@@ -141,6 +145,7 @@ class HybridNodes(pulumi.ComponentResource):
             network_rules=[self._network_rule(plan, rule, prefix, pool_tags) for rule in network_rules(plan.pool)],
             node_config=self._node_config(plan, credentials),
             install_command=nodeadm_install_command(ctx.kubernetes_version, plan.pool.credentials.provider),
+            join_script=join_script(plan, ctx.kubernetes_version, ctx.vpc_cidr),
             activation=activation,
             trust_anchor=trust_anchor,
             profile=profile,
@@ -271,10 +276,14 @@ class HybridNodes(pulumi.ComponentResource):
     def _node_config(
         self, plan: PoolPlan, credentials: pulumi.Output[SsmActivation | RolesAnywhere]
     ) -> pulumi.Output[str]:
-        """The pool's `nodeadm init` NodeConfig, a secret: it carries the activation code."""
-        cluster_name, region = self._ctx.cluster_name_plain, self._ctx.region
-        rendered: pulumi.Output[str] = credentials.apply(
-            lambda creds: render_node_config(hybrid_node_config(cluster_name, region, creds, plan))
+        """The pool's `nodeadm init` NodeConfig, a secret: it carries the activation code. Built from the cluster's
+        endpoint and CA outputs, so nodeadm needs no `eks:DescribeCluster` call."""
+        ctx = self._ctx
+        cluster_name, region, service_cidr = ctx.cluster_name_plain, ctx.region, ctx.service_cidr
+        rendered: pulumi.Output[str] = pulumi.Output.all(ctx.endpoint, ctx.certificate_authority, credentials).apply(
+            lambda v: render_node_config(
+                hybrid_node_config(cluster_name, region, ClusterDetails(v[0], v[1], service_cidr), v[2], plan)
+            )
         )
         return pulumi.Output.secret(rendered)
 
@@ -341,12 +350,14 @@ class HybridNodes(pulumi.ComponentResource):
 
     # ------------------------------------------------------------------------------------------------ outputs
     def exports(self) -> dict[str, Any]:
-        """Per pool: the NodeConfig (secret) and the `nodeadm install` command line the server owner runs; with BGP
-        pools, the Cilium BGP objects to `kubectl apply` once the first server is Ready (`hybridCiliumBgp`)."""
+        """Per pool: the NodeConfig (secret), the `nodeadm install` command line and the join script the server owner
+        runs; with BGP pools, the Cilium BGP objects to `kubectl apply` once the first server is Ready
+        (`hybridCiliumBgp`)."""
         out: dict[str, Any] = {}
         for name, pool in self.pools.items():
             out[f"hybridNodeConfig-{name}"] = pool.node_config
             out[f"hybridNodeadmInstall-{name}"] = pool.install_command
+            out[f"hybridJoinScript-{name}"] = pool.join_script
             out[f"hybridNodeRoleArn-{name}"] = pool.role.arn
         bgp = cilium_bgp_manifests([pool.plan for pool in self.pools.values()])
         if bgp:

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
+from blueprint.plan.mocks import FAKE_CA
 from blueprint.plan.runner import ProgramRun
 from components import tags
 from components.catalog import versions
@@ -35,7 +36,7 @@ from tests.builders import (
     run_with_context,
     stack_config,
 )
-from tests.fakes import CLUSTER_SECURITY_GROUP_ID, NODE_SECURITY_GROUP_ID
+from tests.fakes import CERTIFICATE_AUTHORITY, CLUSTER_ENDPOINT, CLUSTER_SECURITY_GROUP_ID, NODE_SECURITY_GROUP_ID
 
 NOW = datetime(2026, 10, 1, 9, 0, tzinfo=UTC)
 CLUSTER_ARN = "arn:aws:eks:us-east-1:123456789012:cluster/gpu"
@@ -335,7 +336,14 @@ def test_node_config_is_a_secret_output_that_parses_back(ssm: tuple[ProgramRun, 
     assert seen["hybridNodeConfig-a40:secret"] is True
     doc = yaml.safe_load(seen["hybridNodeConfig-a40"])
     assert doc["apiVersion"] == "node.eks.aws/v1alpha1" and doc["kind"] == "NodeConfig"
-    assert doc["spec"]["cluster"] == {"name": "gpu", "region": "us-east-1"}
+    # Endpoint, CA and service CIDR from the cluster, so `nodeadm init` makes no eks:DescribeCluster call.
+    assert doc["spec"]["cluster"] == {
+        "name": "gpu",
+        "region": "us-east-1",
+        "apiServerEndpoint": CLUSTER_ENDPOINT,
+        "certificateAuthority": CERTIFICATE_AUTHORITY,
+        "cidr": "172.20.0.0/16",
+    }
     assert doc["spec"]["hybrid"]["ssm"]["activationId"] == seen["activationId-a40"]
     assert doc["spec"]["hybrid"]["ssm"]["activationCode"] == "offline-activation-code"
     flags = doc["spec"]["kubelet"]["flags"]
@@ -381,7 +389,11 @@ def test_hybrid_stack_joins_the_4x_a40_pool(hybrid_stack: ShippedStack) -> None:
     cilium = run.one(RELEASE, "hybrid-cilium").inputs["values"]
     assert cilium["ipam"]["operator"]["clusterPoolIPv4PodCIDRList"] == ["192.168.128.0/18"]
     node_config = yaml.safe_load(hybrid_stack.exports["hybridNodeConfig-a40"])
-    assert node_config["spec"]["cluster"] == {"name": "hybrid", "region": "us-east-1"}
+    cluster = node_config["spec"]["cluster"]
+    assert cluster["name"] == "hybrid" and cluster["region"] == "us-east-1" and cluster["cidr"] == "172.20.0.0/16"
+    # the mocks' cluster outputs (blueprint.plan.mocks), as `pulumi up` puts the real ones
+    assert cluster["apiServerEndpoint"].endswith(".gr7.us-east-1.eks.amazonaws.com")
+    assert cluster["certificateAuthority"] == FAKE_CA
     assert "ssm" in node_config["spec"]["hybrid"]
 
 

@@ -8,7 +8,11 @@ import pytest
 from blueprint.plan.summary import pool_summary
 from components.errors import ConfigError
 from components.planning.cost import StackCost
-from components.planning.gpu_runtime import NVIDIA_CONTAINERD_DROP_IN, containerd_runtime_commands
+from components.planning.gpu_runtime import (
+    NVIDIA_CONTAINERD_DROP_IN,
+    containerd_runtime_commands,
+    device_symlink_commands,
+)
 from tests.builders import (
     HELM_RELEASE,
     HYBRID_POOL,
@@ -45,13 +49,14 @@ def test_servers_register_the_nvidia_handler_in_nodeadms_imported_directory():
     ]
     default = containerd_runtime_commands(first_pool_plan(HYBRID_POOL))
     assert default[0] == by_class[0] + " --set-as-default"
+    # the runtime, then the /dev/char links that keep GPUs through a systemctl daemon-reload
     assert pool_summary(first_pool_plan(runtime_class), NO_COST)["gpuRuntime"] == {
         "mode": "runtime-class",
-        "serverCommands": by_class,
+        "serverCommands": [*by_class, *device_symlink_commands()],
     }
     assert pool_summary(first_pool_plan(HYBRID_POOL), NO_COST)["gpuRuntime"] == {
         "mode": "default-runtime",
-        "serverCommands": default,
+        "serverCommands": [*default, *device_symlink_commands()],
     }
     assert "gpuRuntime" not in pool_summary(first_pool_plan(TRAINING_POOL), NO_COST)
 

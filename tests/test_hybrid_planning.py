@@ -16,6 +16,7 @@ from components.planning import hybrid
 from components.planning.stack_plan import plan_pools
 from components.planning.tolerations import tolerates
 from tests.builders import stack_config
+from tests.test_hybrid_join import CLUSTER as CLUSTER_DETAILS
 
 CLUSTER_ARN = "arn:aws:eks:us-east-1:123456789012:cluster/gpu"
 A40_POOL: dict[str, Any] = {
@@ -264,12 +265,14 @@ def test_tolerates_follows_kubernetes_matching() -> None:
 def test_ssm_node_config_parses_back_with_credentials_and_kubelet_flags() -> None:
     (plan,) = [p for p in plan_pools(stack(pool())) if p.kind == "hybrid"]
     text = hybrid.render_node_config(
-        hybrid.hybrid_node_config("gpu", "us-east-1", hybrid.SsmActivation("act-123", "code-xyz"), plan)
+        hybrid.hybrid_node_config(
+            "gpu", "us-east-1", CLUSTER_DETAILS, hybrid.SsmActivation("act-123", "code-xyz"), plan
+        )
     )
     doc = yaml.safe_load(text)
     assert doc["apiVersion"] == "node.eks.aws/v1alpha1"
     assert doc["kind"] == "NodeConfig"
-    assert doc["spec"]["cluster"] == {"name": "gpu", "region": "us-east-1"}
+    assert doc["spec"]["cluster"] == {"name": "gpu", "region": "us-east-1", **CLUSTER_DETAILS.render()}
     assert doc["spec"]["hybrid"] == {
         "ssm": {"activationCode": "code-xyz", "activationId": "act-123"},
         "enableCredentialsFile": True,
@@ -287,7 +290,9 @@ def test_ssm_node_config_parses_back_with_credentials_and_kubelet_flags() -> Non
 def test_roles_anywhere_node_config_names_the_arns_and_certificate_paths() -> None:
     (plan,) = [p for p in plan_pools(stack(pool())) if p.kind == "hybrid"]
     creds = hybrid.RolesAnywhere("arn:ta", "arn:profile", "arn:role")
-    doc = yaml.safe_load(hybrid.render_node_config(hybrid.hybrid_node_config("gpu", "us-east-1", creds, plan)))
+    doc = yaml.safe_load(
+        hybrid.render_node_config(hybrid.hybrid_node_config("gpu", "us-east-1", CLUSTER_DETAILS, creds, plan))
+    )
     assert doc["spec"]["hybrid"] == {
         "iamRolesAnywhere": {
             "nodeName": hybrid.ROLES_ANYWHERE_NODE_NAME_PLACEHOLDER,

@@ -35,6 +35,7 @@ from tests.builders import (
     stack_config,
 )
 from tests.catalog_files import shipped_data, write_yaml
+from tests.test_hybrid_join import CLUSTER as CLUSTER_DETAILS
 
 CORPUS = Path(__file__).parent / "corpus" / "good"
 H100_POOL = pool(
@@ -292,7 +293,7 @@ def test_hybrid_mig_servers_get_the_label_through_nodeadm() -> None:
     """On-prem servers register with the same label, through the kubelet flags of their nodeadm config."""
     spec = validate_config(yaml.safe_load((CORPUS / "mig-hybrid-h100-pcie.yaml").read_text())["config"], "gpu-clusters")
     plan = next(p for p in plan_pools(spec) if p.name == "h100")
-    document = hybrid_node_config("corpus", "us-east-1", SsmActivation("act-1", "code-1"), plan)
+    document = hybrid_node_config("corpus", "us-east-1", CLUSTER_DETAILS, SsmActivation("act-1", "code-1"), plan)
     (flag,) = [f for f in document["spec"]["kubelet"]["flags"] if f.startswith("--node-labels=")]
     assert f"nvidia.com/mig.config={mig_config_name('h100', {'3g.40gb': 2})}" in flag.split("=", 1)[1].split(",")
     assert advertised_resources(plan, "mixed") == {"nvidia.com/gpu": 0, "nvidia.com/mig-3g.40gb": 8}

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from components import clock
+from components.catalog.images import hybrid_node_images
 from components.catalog.versions import (
     EKS_ADDON_VERSION,
     EXACT_VERSION,
@@ -332,3 +333,10 @@ def test_cilium_is_the_newest_1_17_patch_aws_validates_for_hybrid_nodes() -> Non
     assert f"cilium:{pin.version}" in source
     assert parse_version(pin.version) >= parse_version("1.17.9-0")
     assert pin.app_version == pin.version.split("-")[0]
+
+
+def test_cilium_images_on_the_servers_carry_the_pinned_chart_tag() -> None:
+    # The Cilium chart is not rendered offline, so its images' tags are held to the chart pin here.
+    images = hybrid_node_images("cilium")
+    assert {i.image.rsplit("/", 1)[-1] for i in images} == {"cilium", "operator-generic"}
+    assert {i.tag for i in images} == {f"v{chart('cilium').version}"}

@@ -174,6 +174,8 @@ def table(plan: dict[str, Any], console: Console) -> None:
             )
         console.print(serving)
     _print_hybrid_site(summary.get("hybridSite") or {}, console)
+    if summary.get("hybrid"):
+        _print_hybrid(summary["hybrid"], console)
     breakdown = Table(
         title=f"Cost per hour in {summary['region']} (what bills while the stack runs)", title_justify="left"
     )
@@ -219,6 +221,22 @@ def _print_hybrid_site(site: dict[str, Any], console: Console) -> None:
                 "yes" if route["validAcrossRejoins"] else "no: re-read after each rejoin",
             )
         console.print(routes)
+
+
+def _print_hybrid(hybrid: dict[str, Any], console: Console) -> None:
+    """What the site's firewall must let the on-prem servers reach (derived from the images they run), and where
+    each pool's join script is."""
+    egress = Table(title="On-prem servers reach (HTTPS, TCP 443)", title_justify="left")
+    for column in ("host", "when", "why"):
+        egress.add_column(column, overflow="fold")
+    for rule in hybrid["egress"]:
+        egress.add_row(rule["host"], rule["phase"], rule["why"])
+    console.print(egress)
+    for pool in hybrid["pools"]:
+        console.print(
+            f"Pool {pool['name']}: each server runs the join script (`pulumi stack output "
+            f"hybridJoinScript-{pool['name']}`, or `.summary.hybrid.pools[].joinScript` of the JSON plan)."
+        )
 
 
 def _quota_rows(summary: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:

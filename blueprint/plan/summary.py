@@ -15,7 +15,15 @@ from components import clock
 from components.catalog import prices
 from components.config import StackConfig
 from components.planning.cost import PoolCost, StackCost, stack_cost
-from components.planning.gpu_runtime import containerd_runtime_commands
+from components.planning.gpu_runtime import gpu_server_commands
+from components.planning.hybrid import (
+    hybrid_node_config,
+    nodeadm_install_command,
+    offline_cluster_details,
+    offline_credentials,
+)
+from components.planning.hybrid.egress import egress, hybrid_images
+from components.planning.hybrid.join_script import join_script
 from components.planning.hybrid.site import site_summary, static_route_warnings
 from components.planning.mig import advertised_resources, mig_devices
 from components.planning.pools import PoolPlan
@@ -64,7 +72,7 @@ def pool_summary(plan: PoolPlan, cost: StackCost) -> dict[str, Any]:
     if plan.kind == "hybrid" and plan.is_gpu:
         summary["gpuRuntime"] = {
             "mode": plan.pool.gpu_runtime,
-            "serverCommands": containerd_runtime_commands(plan),
+            "serverCommands": gpu_server_commands(plan),
         }
     return summary
 
@@ -106,6 +114,32 @@ def serving_summary(stack_plan: StackPlan) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def hybrid_summary(stack_plan: StackPlan) -> dict[str, Any]:
+    """What the on-prem servers need: the HTTPS destinations they reach (derived from the images the plan runs on
+    them, components.planning.hybrid.egress), those images, and per pool the NodeConfig (cluster outputs and
+    credentials as placeholders until `pulumi up`) and the join script each server runs."""
+    spec = stack_plan.spec
+    images = hybrid_images(spec, stack_plan.addons, stack_plan.pools)
+    providers = [p.pool.credentials.provider for p in stack_plan.hybrid]
+    cluster = offline_cluster_details(str(spec.cluster.service_cidr))
+    version = spec.cluster.kubernetes_version
+    return {
+        "egress": [rule.to_json() for rule in egress(spec.region, providers, images)],
+        "images": [{"image": i.reference, "registry": i.registry, "runsIt": i.runs_it} for i in images],
+        "pools": [
+            {
+                "name": p.name,
+                "nodeConfig": hybrid_node_config(
+                    spec.cluster.name, spec.region, cluster, offline_credentials(p.pool.credentials.provider), p
+                ),
+                "nodeadmInstall": nodeadm_install_command(version, p.pool.credentials.provider),
+                "joinScript": join_script(p, version, spec.network.vpc_cidr),
+            }
+            for p in stack_plan.hybrid
+        ],
+    }
 
 
 def alerts_summary(stack_plan: StackPlan) -> dict[str, Any]:
@@ -239,6 +273,7 @@ def summarize(stack_plan: StackPlan) -> dict[str, Any]:
         "alerts": alerts_summary(stack_plan),
         "serving": serving_summary(stack_plan),
         "hybridSite": site_summary(plans, stack_plan.addons.on("dcgm-prometheus")),
+        **({"hybrid": hybrid_summary(stack_plan)} if stack_plan.hybrid else {}),
         "quotas": [need.to_json() for need in stack_quotas(spec, plans)],
         "warnings": warnings(stack_plan, cost),
     }

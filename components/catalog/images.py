@@ -19,9 +19,11 @@ __all__ = [
     "IMAGES_PATH",
     "Advisory",
     "ChartImage",
+    "HybridNodeImage",
     "PinnedImage",
     "advisories_affecting",
     "chart_images",
+    "hybrid_node_images",
     "image",
     "vllm_advisories",
     "vllm_release",
@@ -167,10 +169,33 @@ def _chart_image(entry: dict[str, Any], known: dict[str, Any], path: Path) -> Ch
 
 
 @dataclass(frozen=True)
+class HybridNodeImage:
+    """An image a chart's pods run on hybrid nodes, by the chart's defaults at its pinned version."""
+
+    chart: str
+    image: str
+    tag: str
+    source: str
+
+    @property
+    def reference(self) -> str:
+        return f"{self.image}:{self.tag}"
+
+
+def _hybrid_node_image(entry: dict[str, Any], known: dict[str, Any], path: Path) -> HybridNodeImage:
+    where = f"{path}: hybrid node image {entry.get('image')}"
+    check_tags(where, str(entry.get("source") or ""), known)
+    if not entry.get("chart") or not entry.get("tag"):
+        raise CatalogError(f"{where}: needs chart and tag")
+    return HybridNodeImage(**{key: str(entry[key]) for key in ("chart", "image", "tag", "source")})
+
+
+@dataclass(frozen=True)
 class ImageCatalog:
     images: dict[str, PinnedImage]
     advisories: tuple[Advisory, ...]
     chart_images: tuple[ChartImage, ...] = ()
+    hybrid_node_images: tuple[HybridNodeImage, ...] = ()
 
 
 def load_images(path: Path | None = None) -> ImageCatalog:
@@ -189,7 +214,8 @@ def load_images(path: Path | None = None) -> ImageCatalog:
     if inside:
         raise CatalogError(f"{ipath}: the default vLLM image {images['vllm-openai'].tag} is inside {', '.join(inside)}")
     chart_images = tuple(_chart_image(e, dict(known), ipath) for e in data.get("chart_images") or [])
-    return ImageCatalog(images, advisories, chart_images)
+    on_hybrid = tuple(_hybrid_node_image(e, dict(known), ipath) for e in data.get("hybrid_node_images") or [])
+    return ImageCatalog(images, advisories, chart_images, on_hybrid)
 
 
 @cache
@@ -208,6 +234,11 @@ def image(name: str) -> PinnedImage:
 def chart_images(chart: str) -> tuple[ChartImage, ...]:
     """The digest-pinned images of one chart (none for a chart that takes no digest value)."""
     return tuple(i for i in _catalog().chart_images if i.chart == chart)
+
+
+def hybrid_node_images(chart: str) -> tuple[HybridNodeImage, ...]:
+    """The images one chart's pods run on hybrid nodes (none for a chart that keeps off them)."""
+    return tuple(i for i in _catalog().hybrid_node_images if i.chart == chart)
 
 
 def vllm_advisories() -> tuple[Advisory, ...]:

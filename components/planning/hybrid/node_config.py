@@ -1,8 +1,9 @@
 """The nodeadm `NodeConfig` a hybrid pool's servers join with, its credentials, and the install command (pure, no
 Pulumi).
 
-Invariant: the kubelet flags come from the same function cloud pools use, plus the on-prem zone label.
-Facts: docs/sources.md (aws-gpu-facts.md §5f, aws/eks-hybrid README).
+Invariant: the kubelet flags come from the same function cloud pools use, plus the on-prem zone label; the cluster's
+endpoint, CA and service CIDR are in the document, so `nodeadm init` never calls `eks:DescribeCluster`.
+Facts: docs/sources.md (aws-gpu-facts.md §5f, aws/eks-hybrid README and `internal/node/hybrid/configenricher.go`).
 The steps: docs/operations.md#joining-the-servers-server-owner.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from ipaddress import IPv4Network
 from typing import Any
 
 import yaml
@@ -34,6 +36,34 @@ ROLES_ANYWHERE_NODE_NAME_PLACEHOLDER = "REPLACE-WITH-CERTIFICATE-CN"
 #: configuration"). Cloud nodes carry their AZ in the same label.
 ZONE_LABEL = "topology.kubernetes.io/zone"
 HYBRID_ZONE = "onprem"
+
+
+@dataclass(frozen=True)
+class ClusterDetails:
+    """What nodeadm would otherwise read with `eks:DescribeCluster`: aws/eks-hybrid's config enricher calls it
+    whenever any of the three is missing (`needsClusterDetails`), and skips the call when all are given. Endpoint
+    and CA are cluster outputs (known after `pulumi up`); the service CIDR is the stack's config."""
+
+    endpoint: str
+    certificate_authority: str
+    service_cidr: str
+
+    def render(self) -> dict[str, str]:
+        return {
+            "apiServerEndpoint": self.endpoint,
+            "certificateAuthority": self.certificate_authority,
+            "cidr": str(IPv4Network(self.service_cidr)),
+        }
+
+
+#: What the offline plan shows where `pulumi up` fills in cluster outputs and credentials.
+KNOWN_AFTER_UP = "KNOWN-AFTER-PULUMI-UP"
+ENDPOINT_PLACEHOLDER = f"https://{KNOWN_AFTER_UP}"
+SECRET_PLACEHOLDER = "SECRET-SEE-STACK-OUTPUT"
+
+
+def offline_cluster_details(service_cidr: str) -> ClusterDetails:
+    return ClusterDetails(ENDPOINT_PLACEHOLDER, KNOWN_AFTER_UP, service_cidr)
 
 
 @dataclass(frozen=True)
@@ -81,13 +111,26 @@ def pod_identity_agent_hybrid_configuration() -> dict[str, Any]:
     return {"daemonsets": {"hybrid": {"create": True}}}
 
 
+def offline_credentials(provider: Provider) -> SsmActivation | RolesAnywhere:
+    """The credentials block the offline plan shows: placeholders for what the activation or trust anchor gives."""
+    if provider == "ssm":
+        return SsmActivation(activation_id=KNOWN_AFTER_UP, activation_code=SECRET_PLACEHOLDER)
+    return RolesAnywhere(trust_anchor_arn=KNOWN_AFTER_UP, profile_arn=KNOWN_AFTER_UP, role_arn=KNOWN_AFTER_UP)
+
+
 def hybrid_node_config(
-    cluster_name: str, region: str, credentials: SsmActivation | RolesAnywhere, plan: PoolPlan
+    cluster_name: str,
+    region: str,
+    cluster: ClusterDetails,
+    credentials: SsmActivation | RolesAnywhere,
+    plan: PoolPlan,
 ) -> dict[str, Any]:
     """The nodeadm `NodeConfig` a hybrid pool's servers join with (facts §5f, aws/eks-hybrid README).
 
-    Cluster name and region suffice: the role may call `eks:DescribeCluster`, so nodeadm looks up endpoint, CA and
-    service CIDR itself. The kubelet flags are the same function cloud pools use, fed with the pool plan's labels
+    Endpoint, CA and service CIDR are given (`ClusterDetails`), so the join needs no EKS API call and the site no
+    egress to the EKS regional endpoint. No `--node-ip`: one document serves the whole pool, so each server adds its
+    own address (`components.planning.hybrid.join_script`). The kubelet flags are the same function cloud pools use,
+    fed with the pool plan's labels
     (`nvidia.com/gpu.present=true`, the accelerator label, `gpu-clusters/pool=<name>`...), the on-prem zone label
     CoreDNS spreads by (`ZONE_LABEL`), and taints.
 
@@ -99,7 +142,7 @@ def hybrid_node_config(
         "apiVersion": NODEADM_API_VERSION,
         "kind": "NodeConfig",
         "spec": {
-            "cluster": {"name": cluster_name, "region": region},
+            "cluster": {"name": cluster_name, "region": region, **cluster.render()},
             "hybrid": {**credentials.render(), "enableCredentialsFile": True},
             "kubelet": {"flags": kubelet_flags({**plan.labels, ZONE_LABEL: HYBRID_ZONE}, plan.taints)},
         },
