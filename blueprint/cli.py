@@ -203,7 +203,7 @@ def _verify_parser(verify: argparse.ArgumentParser) -> None:
         "--min-busbw-fraction",
         type=float,
         default=defaults.min_busbw_fraction,
-        help="two-node all-reduce bus bandwidth as a fraction of AWS's published figure (types without one: not judged)",
+        help="two-node all-reduce bus bandwidth as a fraction of AWS's published figure (none published: not judged)",
     )
     verify.add_argument(
         "--min-storage-fraction",

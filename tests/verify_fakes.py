@@ -121,7 +121,9 @@ class FakeApi:
         if phase in ("ImagePullBackOff", "ContainerCreating"):
             status["phase"] = "Pending"
             message = f'Back-off pulling image "{body["spec"]["containers"][0]["image"]}"'
-            container["state"] = {"waiting": {"reason": phase, "message": message if phase != "ContainerCreating" else ""}}
+            container["state"] = {
+                "waiting": {"reason": phase, "message": message if phase != "ContainerCreating" else ""}
+            }
         elif phase == "Unschedulable":
             status = {"phase": "Pending", "conditions": [
                 {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",

@@ -38,7 +38,6 @@ def check(ctx: Context) -> list[Result]:
     results: list[Result] = []
     failed_nodes: list[str] = []
     for pool, ready in whole_gpu_pools(ctx, CHECK, "DCGM diagnostics need whole GPUs (MIG disabled)", results):
-        since = ctx.session.clock()
         started: list[tuple[str, str]] = []  # (node, pod)
         for node in ready:
             name = node_name(node)
@@ -54,12 +53,13 @@ def check(ctx: Context) -> list[Result]:
                 run_as=None,
             )
             started.append((name, ctx.session.create_pod(body)))
+        # all at once, each judged on its own: one that never starts or overruns leaves the others' results standing
+        ended = ctx.session.wait_each([pod for _, pod in started], budget)
         for node_id, pod in started:
             target = f"{pool.name}/{node_id}"
-            try:  # each node on its own: one that never starts or overruns leaves the others' results standing
-                ctx.session.wait([pod], budget, since=since)
-            except PodsStopped as error:
-                results.append(Result(CHECK, target, "error", str(error), nodes=(node_id,)))
+            stopped = ended[pod]
+            if isinstance(stopped, PodsStopped):
+                results.append(Result(CHECK, target, "error", str(stopped), nodes=(node_id,)))
                 continue
             try:
                 tests = parse_dcgm(ctx.api.pod_log(ctx.session.namespace, pod))

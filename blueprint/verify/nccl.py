@@ -4,8 +4,8 @@ passed, so the bad node is named.
 
 Invariants: the log must show aws-ofi-nccl selecting EFA ([OFINCCL]); bus bandwidth is held to a fraction of AWS's
 published two-node figure for the instance type ([ADTNCCL]), and reported unjudged (`skip`, "no reference") where
-none is published; pods take every GPU slot of their node; MIG pools are skipped. How and sources: docs/design-notes.md#verify-nccl; the user view:
-docs/operations.md#verifying-a-deploy.
+none is published; pods take every GPU slot of their node; MIG pools are skipped. How and sources:
+docs/design-notes.md#verify-nccl; the user view: docs/operations.md#verifying-a-deploy.
 """
 
 from __future__ import annotations

@@ -179,7 +179,9 @@ def _results(category: str, test: dict[str, Any]) -> list[DcgmTest]:
         if not isinstance(result, dict):
             continue
         gpus = result.get("gpu_ids", result.get("entity_id", ""))
-        out.append(DcgmTest(category, name, str(result.get("status", "")).strip().lower(), str(gpus), _warnings(result)))
+        out.append(
+            DcgmTest(category, name, str(result.get("status", "")).strip().lower(), str(gpus), _warnings(result))
+        )
     summary = test.get("test_summary")
     if isinstance(summary, dict) and summary.get("status"):
         out.append(DcgmTest(category, name, str(summary["status"]).strip().lower(), "summary", _warnings(summary)))

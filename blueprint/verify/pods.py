@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from blueprint.verify.kube import KubeApi, KubeError
-from blueprint.verify.model import CheckTimeout, PodNotRunning
+from blueprint.verify.model import CheckTimeout, PodNotRunning, PodsStopped
 from components.config import LustreWorkloadDirectories
 from components.planning.pools import GPU_RESOURCE
 
@@ -87,49 +87,77 @@ class PodSession:
         until: str = "done",
         namespace: str | None = None,
         watch: Sequence[str] = (),
-        since: float | None = None,
     ) -> dict[str, dict[str, Any]]:
         """Poll the pods until each has finished (`until="done"`: Succeeded or Failed) or runs with its containers
-        ready (`until="ready"`), while every pod in `watch` (workers a launcher needs) keeps running.
+        ready (`until="ready"`), while every pod in `watch` (workers a launcher needs) keeps running; raise the
+        first pod's PodsStopped (`wait_each`) as soon as it happens."""
+        found = self.wait_each(names, budget, until, namespace, watch, stop_early=True)
+        for outcome in found.values():
+            if isinstance(outcome, PodsStopped):
+                raise outcome
+        return {name: pod for name, pod in found.items() if not isinstance(pod, PodsStopped)}
+
+    def wait_each(
+        self,
+        names: Sequence[str],
+        budget: Budget,
+        until: str = "done",
+        namespace: str | None = None,
+        watch: Sequence[str] = (),
+        stop_early: bool = False,
+    ) -> dict[str, dict[str, Any] | PodsStopped]:
+        """Each pod's last state, or why it stopped: pods run at once and are judged one by one, so one that cannot
+        start leaves the others' results standing (`stop_early`: return at the first stop).
 
         Each pod has `budget.start_seconds` from the start of the wait to start (be scheduled and pull its image),
-        then `budget.run_seconds` from its start (`since`: when the pods were created, if before the wait): CheckTimeout past either. A pod that can never start
-        (`never_starts`), a pod awaited `ready` that ended, and a watched pod that ended raise PodNotRunning at once."""
+        then `budget.run_seconds` from its start: CheckTimeout past either. A pod that can never start
+        (`never_starts`), a pod awaited `ready` that ended, and a watched pod that ended (then every pod waited for
+        stops) give PodNotRunning at once."""
         ns = namespace or self.namespace
         pending = list(names)
         watched = [w for w in watch if w not in pending]
-        seen: dict[str, dict[str, Any]] = {}
-        begun = self.clock() if since is None else since
+        found: dict[str, dict[str, Any] | PodsStopped] = {}
+        begun = self.clock()
         started: dict[str, float] = {}
         while True:
             now = self.clock()
             for name in [*pending, *watched]:
                 pod = self.api.read_pod(ns, name)
-                seen[name] = pod
-                stuck = never_starts(pod)
-                if stuck:
-                    raise PodNotRunning(f"{name} cannot start: {stuck}")
-                if name in watched or until == "ready":
-                    if _phase(pod) in ("Succeeded", "Failed"):
-                        role = "worker " if name in watched else ""
-                        raise PodNotRunning(f"{role}{name} ended {describe(pod)}: {self._tail(ns, name)}")
+                stopped: PodsStopped | None = self._stopped(ns, name, pod, until, name in watched)
+                if stopped is not None and name in watched:
+                    return {n: stopped for n in pending} | found
                 if name not in started and has_started(pod):
                     started[name] = now
-                if name in pending and _reached(pod, until):
-                    pending.remove(name)
+                if stopped is None and not _reached(pod, until):
+                    if name not in started and now - begun >= budget.start_seconds:
+                        stopped = CheckTimeout(
+                            f"{name} not started after {budget.start_seconds:g}s (scheduling and image pull, "
+                            f"--pull-timeout): {describe(pod)}"
+                        )
+                    elif name in started and now - started[name] >= budget.run_seconds:
+                        stopped = CheckTimeout(
+                            f"{name} still running after {budget.run_seconds:g}s (--timeout): {describe(pod)}"
+                        )
+                    else:
+                        continue
+                found[name] = pod if stopped is None else stopped
+                pending.remove(name)
+                if stopped is not None and stop_early:
+                    return found
             if not pending:
-                return seen
-            late = [n for n in pending if n not in started and now - begun >= budget.start_seconds]
-            if late:
-                states = ", ".join(f"{n}: {describe(seen[n])}" for n in late)
-                raise CheckTimeout(
-                    f"not started after {budget.start_seconds:g}s (scheduling and image pull, --pull-timeout): {states}"
-                )
-            slow = [n for n in pending if n in started and now - started[n] >= budget.run_seconds]
-            if slow:
-                states = ", ".join(f"{n}: {describe(seen[n])}" for n in slow)
-                raise CheckTimeout(f"still running after {budget.run_seconds:g}s (--timeout): {states}")
+                return found
             self.sleep(POLL_SECONDS)
+
+    def _stopped(
+        self, namespace: str, name: str, pod: Mapping[str, Any], until: str, watched: bool
+    ) -> PodNotRunning | None:
+        stuck = never_starts(pod)
+        if stuck:
+            return PodNotRunning(f"{name} cannot start: {stuck}")
+        if (watched or until == "ready") and _phase(pod) in ("Succeeded", "Failed"):
+            role = "worker " if watched else ""
+            return PodNotRunning(f"{role}{name} ended {describe(pod)}: {self._tail(namespace, name)}")
+        return None
 
     def _tail(self, namespace: str, name: str) -> str:
         try:
@@ -181,7 +209,7 @@ def has_started(pod: Mapping[str, Any]) -> bool:
     if _phase(pod) != "Pending":
         return True
     statuses = (pod.get("status") or {}).get("containerStatuses") or []
-    return any({"running", "terminated"} & set((s.get("state") or {})) for s in statuses)
+    return any({"running", "terminated"} & set(s.get("state") or {}) for s in statuses)
 
 
 def never_starts(pod: Mapping[str, Any]) -> str | None:
