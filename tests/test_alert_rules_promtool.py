@@ -99,7 +99,7 @@ def test_xid_does_not_fire_on_a_steady_value(tmp_path: Path) -> None:
 
 
 # --------------------------------------------------------------------------------- the serving autoscaler's query
-POD = 'exported_namespace="inference",exported_pod="chat-5d9f7c6b8-abcde",gpu="0"'
+POD = 'exported_namespace="inference",exported_pod="chat-5d9f7c6b8-x2k9q",gpu="0"'
 EXPORTER = f'DCGM_FI_DEV_GPU_UTIL{{job="dcgm-exporter",namespace="monitoring",{POD}}}'
 #: Another scrape target (in a tenant's namespace) exporting the same metric about the serving pod.
 FORGED = f'DCGM_FI_DEV_GPU_UTIL{{job="impostor",namespace="inference",{POD}}}'
