@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Any
 
 import pytest
 
@@ -18,7 +19,7 @@ from tests.doc_blocks import ROOT
 OPERATIONS = ROOT / "docs" / "operations.md"
 
 
-def weights_pod() -> dict:  # type: ignore[type-arg]
+def weights_pod() -> dict[str, Any]:
     text = OPERATIONS.read_text()
     found = re.search(r"kubectl -n inference run weights .*?--overrides='(?P<json>\{.*?\})'\n", text, re.S)
     assert found, "the weights-loading example is not in docs/operations.md"
