@@ -193,20 +193,30 @@ def _verify_parser(verify: argparse.ArgumentParser) -> None:
         "--only", action="append", default=[], help=f"comma-separated checks to run: {','.join(CHECKS)}"
     )
     verify.add_argument("--skip", action="append", default=[], help="comma-separated checks to leave out")
-    verify.add_argument("--timeout", type=float, default=defaults.timeout_seconds, help="seconds per check")
+    verify.add_argument(
+        "--timeout",
+        type=float,
+        help="seconds each pool's test pods may run once started (default 900; dcgm by level: 900, 900, 3600, 10800)",
+    )
+    verify.add_argument(
+        "--pull-timeout",
+        type=float,
+        default=defaults.pull_timeout_seconds,
+        help="seconds a test pod may take to be scheduled and pull its image, apart from --timeout",
+    )
     verify.add_argument(
         "--dcgm-level",
         type=int,
         choices=(1, 2, 3, 4),
         default=defaults.dcgm_level,
-        help="dcgmi diag level: 1 quick (default), 2 short hardware tests, 3-4 long stress tests",
+        help="dcgmi diag level: 1 quick (default, seconds), 2 about 2 min, 3 about 15 min, 4 longer (hours)",
     )
     verify.add_argument("--cordon-failed", action="store_true", help="cordon nodes that fail the DCGM diagnostic")
     verify.add_argument(
         "--min-busbw-fraction",
         type=float,
         default=defaults.min_busbw_fraction,
-        help="two-node all-reduce bus bandwidth as a fraction of AWS's published figure, else of the fabric's GB/s",
+        help="two-node all-reduce bus bandwidth as a fraction of AWS's published figure (none published: not judged)",
     )
     verify.add_argument(
         "--min-storage-fraction",

@@ -19,6 +19,7 @@ from components.planning.serving_autoscaling import (
     SCALE_IN,
     ServingRule,
     decide,
+    deployment_pods,
     hpa_step,
     scaled_object,
     serving_rule,
@@ -141,7 +142,7 @@ def test_serving_on_mig_devices_scales_on_graphics_engine_activity() -> None:
     query = scaled_object(rule, "inference", "chat", "http://p")["triggers"][0]["metadata"]["query"]
     assert "DCGM_FI_DEV_GPU_UTIL" not in query
     exporter = 'job="dcgm-exporter",namespace="monitoring"'
-    pods = f'{{{exporter},exported_namespace="inference",exported_pod=~"chat-[a-z0-9]+-[a-z0-9]+"}}'
+    pods = f'{{{exporter},exported_namespace="inference",exported_pod=~"{deployment_pods("chat")}"}}'
     utilization = f"(avg(avg_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE{pods}[60s])) * 100)"
     assert f"avg_over_time({utilization}[15m:1m]) > bool 85" in query
     assert f"avg_over_time({utilization}[30m:1m]) < bool 30" in query
@@ -249,7 +250,7 @@ def test_scaled_object_is_the_rule(default_rule: ServingRule) -> None:
     query = meta["query"]
     assert query.startswith("1 + 33 * (")
     selector = 'job="dcgm-exporter",namespace="monitoring",exported_namespace="inference"'
-    assert f'DCGM_FI_DEV_GPU_UTIL{{{selector},exported_pod=~"chat-[a-z0-9]+-[a-z0-9]+"}}' in query
+    assert f'DCGM_FI_DEV_GPU_UTIL{{{selector},exported_pod=~"{deployment_pods("chat")}"}}' in query
     assert "[60s]))[15m:1m]) > bool 85)" in query and "[60s]))[30m:1m]) < bool 30)" in query
     assert (
         'max(changes(kube_deployment_spec_replicas{job="kube-state-metrics",namespace="inference",deployment="chat"}'

@@ -115,19 +115,19 @@ def test_the_hpa_steps_by_the_documented_step_on_each_value() -> None:
 def test_hot_for_the_window_scales_out(tmp_path: Path) -> None:
     """50% for 20 minutes, then 95%: not yet 10 minutes in (the window's average is under 85%), out once the
     15-minute window is hot."""
-    series = [utilization(pod, (50, 20), (95, 30)) for pod in ("a", "b")] + [replicas((4, 50))]
+    series = [utilization(pod, (50, 20), (95, 30)) for pod in ("x2k9q", "x2k9r")] + [replicas((4, 50))]
     expect_values(tmp_path, series, {"10m": HOLD, "30m": HOLD, "37m": scale_out(), "45m": scale_out()})
 
 
 def test_cold_for_the_window_scales_in(tmp_path: Path) -> None:
     """A window not yet full holds; 60% for 30 minutes, then 10%: in once the 30-minute average is under 30%."""
-    series = [utilization(pod, (60, 30), (10, 30)) for pod in ("a", "b")] + [replicas((4, 60))]
+    series = [utilization(pod, (60, 30), (10, 30)) for pod in ("x2k9q", "x2k9r")] + [replicas((4, 60))]
     expect_values(tmp_path, series, {"25m": HOLD, "45m": HOLD, "58m": SCALE_IN})
 
 
 def test_a_replica_count_change_restarts_the_windows(tmp_path: Path) -> None:
     """Hot throughout; the count goes from 4 to 12 at minute 20: no second step until 15 minutes at 12."""
-    series = [utilization(pod, (95, 60)) for pod in ("a", "b")] + [replicas((4, 20), (12, 40))]
+    series = [utilization(pod, (95, 60)) for pod in ("x2k9q", "x2k9r")] + [replicas((4, 20), (12, 40))]
     expect_values(tmp_path, series, {"17m": scale_out(), "25m": HOLD, "33m": HOLD, "37m": scale_out()})
 
 
@@ -136,8 +136,8 @@ def test_no_data_holds(tmp_path: Path) -> None:
     gap: Prometheus 2.x's left-closed subquery has one point more than the window, which a 1-minute gap would
     leave full): hold, never scale in."""
     expect_values(tmp_path, [replicas((4, 60))], {"45m": HOLD})
-    expect_values(tmp_path, [utilization("a", (10, 60))], {"45m": HOLD})
-    gap = [utilization("a", (10, 40), (None, 3), (10, 40)), replicas((4, 83))]
+    expect_values(tmp_path, [utilization("x2k9q", (10, 60))], {"45m": HOLD})
+    gap = [utilization("x2k9q", (10, 40), (None, 3), (10, 40)), replicas((4, 83))]
     expect_values(tmp_path, gap, {"38m": SCALE_IN, "50m": HOLD, "70m": HOLD, "77m": SCALE_IN})
 
 
@@ -145,8 +145,8 @@ def test_a_loading_replica_reporting_zero_neither_scales_in_nor_out(tmp_path: Pa
     """After a scale-out from 2 to 4 replicas at minute 20, the new replicas hold their GPUs and report 0% for the 8
     minutes they load the model, while the load moves over: the windows restart at the change, and the loading
     minutes alone do not bring the 30-minute average under 30% or the 15-minute one over 85%."""
-    series = [utilization(pod, (95, 20), (60, 50)) for pod in ("a", "b")]
-    series += [utilization(pod, (None, 20), (0, 8), (60, 42)) for pod in ("c", "d")]
+    series = [utilization(pod, (95, 20), (60, 50)) for pod in ("x2k9q", "x2k9r")]
+    series += [utilization(pod, (None, 20), (0, 8), (60, 42)) for pod in ("x2k9s", "x2k9t")]
     series.append(replicas((2, 20), (4, 50)))
     expect_values(
         tmp_path, series, {"18m": scale_out(), "25m": HOLD, "37m": HOLD, "45m": HOLD, "52m": HOLD, "65m": HOLD}
@@ -156,14 +156,14 @@ def test_a_loading_replica_reporting_zero_neither_scales_in_nor_out(tmp_path: Pa
 def test_one_noisy_scrape_does_not_restart_the_window(tmp_path: Path) -> None:
     """95% for 40 minutes but one scrape reads 0% at minute 30: the window averages one-minute averages, so it
     still scales out (a window that needed every minute's last scrape above 85% held)."""
-    series = [utilization("a", (95, 30), (0, 0.25), (95, 10)), replicas((4, 41))]
+    series = [utilization("x2k9q", (95, 30), (0, 0.25), (95, 10)), replicas((4, 41))]
     expect_values(tmp_path, series, {"40m": scale_out()})
 
 
 def test_another_target_cannot_forge_the_serving_pods_utilization(tmp_path: Path) -> None:
     """A target in the tenant's namespace exporting 0% for the serving pod would pull the average of a busy pod
     (50%) under the scale-in threshold; the query selects the exporter's own `job` and `namespace`, so it holds."""
-    forged = utilization("a", (0, 45), job='job="impostor",namespace="inference"')
-    series = [utilization("a", (50, 45)), forged, replicas((2, 45))]
+    forged = utilization("x2k9q", (0, 45), job='job="impostor",namespace="inference"')
+    series = [utilization("x2k9q", (50, 45)), forged, replicas((2, 45))]
     expect_values(tmp_path, series, {"40m": HOLD})
-    expect_values(tmp_path, [utilization("a", (10, 45)), replicas((2, 45))], {"40m": SCALE_IN})
+    expect_values(tmp_path, [utilization("x2k9q", (10, 45)), replicas((2, 45))], {"40m": SCALE_IN})

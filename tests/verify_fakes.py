@@ -91,6 +91,7 @@ class FakeApi:
         self.deleted_secrets: list[tuple[str, str]] = []
         self.cordoned: list[str] = []
         self.fail_reads: BaseException | None = None
+        self.reads: list[str] = []
 
     # ------------------------------------------------------------------ reads
     def list_nodes(self) -> list[dict[str, Any]]:
@@ -106,18 +107,31 @@ class FakeApi:
         return deepcopy(listed + [body for (ns, _), body in self.created.items() if (ns, _) not in self.deleted])
 
     def read_pod(self, namespace: str, name: str) -> dict[str, Any]:
+        """The pod as the API shows it in the phase its behaviour gives; `ImagePullBackOff`, `Unschedulable` and
+        `ContainerCreating` are Pending pods with the status the kubelet or scheduler gives them. The pod IP is the
+        node's name, so a launcher's `-H` list says which nodes it runs on."""
         if self.fail_reads is not None:
             raise self.fail_reads
         body = deepcopy(self.created[(namespace, name)])
         phase, _ = self.behaviour(body)
         node = body["spec"]["nodeSelector"].get("kubernetes.io/hostname") or "node-from-selector"
         body["spec"]["nodeName"] = node
-        ready = phase == "Running"
-        body["status"] = {
-            "phase": phase,
-            "podIP": f"10.0.0.{len(name) % 200}",
-            "containerStatuses": [{"ready": ready}],
-        }
+        container: dict[str, Any] = {"ready": phase == "Running"}
+        status: dict[str, Any] = {"phase": phase, "podIP": node, "containerStatuses": [container]}
+        if phase in ("ImagePullBackOff", "ContainerCreating"):
+            status["phase"] = "Pending"
+            message = f'Back-off pulling image "{body["spec"]["containers"][0]["image"]}"'
+            container["state"] = {
+                "waiting": {"reason": phase, "message": message if phase != "ContainerCreating" else ""}
+            }
+        elif phase == "Unschedulable":
+            status = {"phase": "Pending", "conditions": [
+                {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                 "message": "0/4 nodes are available: 1 Insufficient nvidia.com/gpu."}]}  # fmt: skip
+        elif phase in ("Running", "Succeeded", "Failed"):
+            container["state"] = {"running" if phase == "Running" else "terminated": {}}
+        body["status"] = status
+        self.reads.append(name)
         return body
 
     def pod_log(self, namespace: str, name: str) -> str:

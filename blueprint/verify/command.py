@@ -40,8 +40,9 @@ def _names(values: list[str], flag: str) -> list[str]:
 
 
 def _options(args: argparse.Namespace) -> Options:
-    if args.timeout <= 0:
-        raise ValueError("--timeout: give a positive number of seconds")
+    for flag, seconds in (("--timeout", args.timeout), ("--pull-timeout", args.pull_timeout)):
+        if seconds is not None and seconds <= 0:
+            raise ValueError(f"{flag}: give a positive number of seconds")
     for flag, value in (
         ("--min-busbw-fraction", args.min_busbw_fraction),
         ("--min-storage-fraction", args.min_storage_fraction),
@@ -54,6 +55,7 @@ def _options(args: argparse.Namespace) -> Options:
         min_busbw_fraction=args.min_busbw_fraction,
         min_storage_fraction=args.min_storage_fraction,
         timeout_seconds=args.timeout,
+        pull_timeout_seconds=args.pull_timeout,
         nccl_image=args.nccl_image,
         dcgm_image=args.dcgm_image,
         cuda_image=args.cuda_image,

@@ -9,7 +9,7 @@ from typing import Any
 from blueprint.verify.expectations import Expectations, PoolExpectation
 from blueprint.verify.kube import KubeApi
 from blueprint.verify.model import Result
-from blueprint.verify.pods import MANAGED_BY, MANAGED_BY_LABEL, PodSession
+from blueprint.verify.pods import MANAGED_BY, MANAGED_BY_LABEL, Budget, PodSession
 from components import tags
 from components.planning.compute_types import COMPUTE_TYPE_LABEL
 
@@ -24,6 +24,9 @@ NCCL_IMAGE = "public.ecr.aws/hpc-cloud/nccl-tests:cuda12.8.1-efa1.43.2-ofiv1.16.
 #: Python for the storage probe (O_DIRECT reads and writes from several threads, no extra tools).
 PROBE_IMAGE = "public.ecr.aws/docker/library/python:3.12-slim"
 
+
+#: Seconds a test pod may run by default (`--timeout`): `nvidia-smi`, an all-reduce, the storage probe.
+RUN_SECONDS = 900.0
 
 #: NVIDIA's DCGM image, a tag NVIDIA's GPU Operator pins (v26.3.x `deployments/gpu-operator/values.yaml`,
 #: `dcgm.version`, [GPUOP]): DCGM 4.5.2, the release before the 4.5.3 the pinned exporter embeds, on the same
@@ -40,7 +43,10 @@ class Options:
     min_busbw_fraction: float = 0.8
     #: The storage probe must reach this fraction of what one client can get from the file system.
     min_storage_fraction: float = 0.25
-    timeout_seconds: float = 900.0
+    #: Seconds a test pod may run once started; None: the check's own (`RUN_SECONDS`, DCGM's by level).
+    timeout_seconds: float | None = None
+    #: Seconds a test pod may take to start (scheduled, image pulled), counted apart from its run.
+    pull_timeout_seconds: float = 900.0
     cuda_image: str = CUDA_IMAGE
     nccl_image: str = NCCL_IMAGE
     dcgm_image: str = DCGM_IMAGE
@@ -55,9 +61,13 @@ class Context:
     expect: Expectations
     session: PodSession
     options: Options
-    #: The monotonic-clock instant the running check must finish by (set by the runner before each check).
-    deadline: float = 0.0
     _nodes: list[dict[str, Any]] | None = field(default=None, repr=False)
+
+    def budget(self, run_seconds: float = 0.0) -> Budget:
+        """The time test pods get: `--pull-timeout` to start, then `--timeout` (else `run_seconds`, else
+        `RUN_SECONDS`) to run; each pool's pods get their own."""
+        run = self.options.timeout_seconds or run_seconds or RUN_SECONDS
+        return Budget(self.options.pull_timeout_seconds, run)
 
     def nodes(self) -> list[dict[str, Any]]:
         if self._nodes is None:

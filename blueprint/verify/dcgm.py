@@ -1,26 +1,44 @@
-"""Check `dcgm`: NVIDIA DCGM's diagnostic (`dcgmi diag -r LEVEL -j`) on every Ready GPU node, all nodes at once.
+"""Check `dcgm`: NVIDIA DCGM's diagnostic (`dcgmi diag -r LEVEL -j`) on every Ready GPU node, a pool's nodes at once.
 
 Each pod takes every `nvidia.com/gpu` slot of its node; failing nodes are listed (and cordoned with
-`--cordon-failed`); MIG pools are skipped ([MIGLIMITS]). Levels and why: docs/design-notes.md#verify-dcgm; the user
-view: docs/operations.md#verifying-a-deploy.
+`--cordon-failed`); MIG pools are skipped ([MIGLIMITS]). A test fails on a GPU's result or on the test's own
+`test_summary` (failures DCGM attributes to no single GPU). Each pod runs for the level's budget (`LEVEL_RUN_SECONDS`)
+after its image is pulled. Levels and why: docs/design-notes.md#verify-dcgm; the user view:
+docs/operations.md#verifying-a-deploy.
 """
 
 from __future__ import annotations
 
 from blueprint.verify.context import Context, node_name, whole_gpu_pools
-from blueprint.verify.model import Result
-from blueprint.verify.parsers import ParseError, dcgm_failures, parse_dcgm
+from blueprint.verify.model import PodsStopped, Result
+from blueprint.verify.parsers import DcgmTest, ParseError, dcgm_failures, parse_dcgm
 from blueprint.verify.pods import NODE_NAME_LABEL, gpu_resources, pod_spec
 
 CHECK = "dcgm"
+
+#: Seconds a diagnostic may run, by level: about four times NVIDIA's duration where it gives one (level 1 "seconds",
+#: level 2 "approximately two minutes", level 3 "approximately 15 minutes", [DCGMDIAG]); level 4 is "extended,
+#: longer-running" with no figure, so it gets three hours. `--timeout` overrides.
+LEVEL_RUN_SECONDS = {1: 900.0, 2: 900.0, 3: 3600.0, 4: 10800.0}
+
+
+def _describe(failures: list[DcgmTest]) -> str:
+    shown = []
+    for t in failures[:4]:
+        where = "all GPUs (test summary)" if t.gpus == "summary" else f"GPU {t.gpus}"
+        why = f": {t.warnings[0]}" if t.warnings else ""
+        shown.append(f"{t.category} {t.name} ({where}) {t.status}{why}")
+    return "; ".join(shown)
 
 
 def check(ctx: Context) -> list[Result]:
     image = ctx.options.dcgm_image
     level = ctx.options.dcgm_level
-    started: list[tuple[str, str, str]] = []  # (pool, node, pod)
+    budget = ctx.budget(LEVEL_RUN_SECONDS[level])
     results: list[Result] = []
+    failed_nodes: list[str] = []
     for pool, ready in whole_gpu_pools(ctx, CHECK, "DCGM diagnostics need whole GPUs (MIG disabled)", results):
+        started: list[tuple[str, str]] = []  # (node, pod)
         for node in ready:
             name = node_name(node)
             body = pod_spec(
@@ -35,26 +53,27 @@ def check(ctx: Context) -> list[Result]:
                 run_as=None,
                 runtime_class=pool.runtime_class,
             )
-            started.append((pool.name, name, ctx.session.create_pod(body)))
-    if started:
-        ctx.session.wait([pod for _, _, pod in started], ctx.deadline)
-    failed_nodes: list[str] = []
-    for pool_name, node_id, pod in started:
-        log = ctx.api.pod_log(ctx.session.namespace, pod)
-        try:
-            tests = parse_dcgm(log)
-        except ParseError as error:
-            results.append(Result(CHECK, f"{pool_name}/{node_id}", "error", str(error)))
-            continue
-        failures = dcgm_failures(tests)
-        if failures:
-            failed_nodes.append(node_id)
-            detail = "; ".join(f"{t.category} {t.name} (GPU {t.gpus}): {t.status}" for t in failures[:4])
-            results.append(Result(CHECK, f"{pool_name}/{node_id}", "fail", detail, len(failures), 0, (node_id,)))
-        else:
-            results.append(
-                Result(CHECK, f"{pool_name}/{node_id}", "pass", f"level {level}: {len(tests)} results, none failed")
-            )
+            started.append((name, ctx.session.create_pod(body)))
+        # all at once, each judged on its own: one that never starts or overruns leaves the others' results standing
+        ended = ctx.session.wait_each([pod for _, pod in started], budget)
+        for node_id, pod in started:
+            target = f"{pool.name}/{node_id}"
+            stopped = ended[pod]
+            if isinstance(stopped, PodsStopped):
+                results.append(Result(CHECK, target, "error", str(stopped), nodes=(node_id,)))
+                continue
+            try:
+                tests = parse_dcgm(ctx.api.pod_log(ctx.session.namespace, pod))
+            except ParseError as error:
+                results.append(Result(CHECK, target, "error", str(error)))
+                continue
+            failures = dcgm_failures(tests)
+            if failures:
+                failed_nodes.append(node_id)
+                results.append(Result(CHECK, target, "fail", _describe(failures), len(failures), 0, (node_id,)))
+            else:
+                results.append(Result(CHECK, target, "pass", f"level {level}: {len(tests)} results, none failed"))
+        ctx.session.cleanup()  # free the pool's GPUs before the next pool
     if ctx.options.cordon_failed:
         for failed in failed_nodes:
             ctx.api.cordon(failed)

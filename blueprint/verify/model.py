@@ -38,5 +38,15 @@ class Result:
         }
 
 
-class CheckTimeout(Exception):
-    """A check ran out of its `--timeout`: its test pods are deleted and it reports `error`."""
+class PodsStopped(Exception):
+    """Test pods did not get where a check needs them (timed out, never started, a worker ended): the check reports
+    `error` for the pool or file system concerned, with this message, and keeps the results it already has."""
+
+
+class CheckTimeout(PodsStopped):
+    """Test pods ran out of their budget: too long to start (`--pull-timeout`) or to run (`--timeout`)."""
+
+
+class PodNotRunning(PodsStopped):
+    """A test pod that can never start (its image cannot be pulled, no node can take it) or a worker that ended while
+    others needed it: the wait ends at once with the reason, not at the timeout."""

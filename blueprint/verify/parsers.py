@@ -164,27 +164,41 @@ def _json_object(text: str) -> Any:
         raise ParseError(f"the JSON of `dcgmi diag -j` does not parse: {error}") from error
 
 
+def _warnings(entry: dict[str, Any]) -> tuple[str, ...]:
+    warnings = entry.get("warnings") or []
+    return tuple(str(w.get("warning", w) if isinstance(w, dict) else w) for w in warnings)
+
+
 def _results(category: str, test: dict[str, Any]) -> list[DcgmTest]:
+    """A test's per-GPU results, then its `test_summary` (gpus `summary`): DCGM 4 puts there the test's overall
+    result with the failures attributed to no entity, so a test can fail with every GPU result passing or none
+    listed (DCGM `dcgmi/Diag.cpp` HelperJsonAddTestSummary, `testing/python3/dcgm_diag_schema.json`)."""
     name = str(test.get("name") or test.get("test_name") or "?")
     out = []
     for result in test.get("results") or []:
         if not isinstance(result, dict):
             continue
-        warnings = result.get("warnings") or []
-        texts = tuple(str(w.get("warning", w) if isinstance(w, dict) else w) for w in warnings)
         gpus = result.get("gpu_ids", result.get("entity_id", ""))
-        out.append(DcgmTest(category, name, str(result.get("status", "")).strip().lower(), str(gpus), texts))
+        out.append(
+            DcgmTest(category, name, str(result.get("status", "")).strip().lower(), str(gpus), _warnings(result))
+        )
+    summary = test.get("test_summary")
+    if isinstance(summary, dict) and summary.get("status"):
+        out.append(DcgmTest(category, name, str(summary["status"]).strip().lower(), "summary", _warnings(summary)))
     return out
 
 
 def parse_dcgm(text: str) -> list[DcgmTest]:
     """Every result of `dcgmi diag -j`. DCGM 3 nests tests under `DCGM GPU Diagnostic` > `test_categories` (with
-    `null` entries between tests, as DCGM's own real-output test shows); DCGM 4 may list `tests` at the top of
-    the document. Statuses are lower-cased (`pass`, `fail`, `warn`, `skip`)."""
+    `null` entries between tests, as DCGM's own real-output test shows); DCGM 4 under `DCGM Diagnostic`, each test
+    with a `test_summary`; some builds list `tests` at the top of the document. Statuses are lower-cased (`pass`,
+    `fail`, `warn`, `skip`). A `runtime_error` (the diagnostic could not run) is a ParseError with DCGM's words."""
     document = _json_object(text)
     if not isinstance(document, dict):
         raise ParseError("`dcgmi diag -j` printed JSON that is not an object")
     root = document.get("DCGM GPU Diagnostic") or document.get("DCGM Diagnostic") or document
+    if root.get("runtime_error"):
+        raise ParseError(f"dcgmi diag could not run: {root['runtime_error']}")
     found: list[DcgmTest] = []
     for category in root.get("test_categories") or []:
         if isinstance(category, dict):

@@ -12,7 +12,7 @@ from typing import Any
 
 from blueprint.verify.context import Context, Options
 from blueprint.verify.expectations import PoolExpectation, StorageExpectation
-from blueprint.verify.model import Result
+from blueprint.verify.model import PodsStopped, Result
 from blueprint.verify.parsers import ParseError, parse_storage
 from blueprint.verify.pods import PodSession, pod_spec
 from components import tags
@@ -106,7 +106,10 @@ def _one(ctx: Context, fs: StorageExpectation) -> Result:
         return Result(CHECK, target, "skip", f"no Ready node in the pools that mount it ({', '.join(fs.pools) or '-'})")
     read_only = (claim.get("spec") or {}).get("accessModes") == ["ReadOnlyMany"]
     body = probe_pod(ctx.session, ctx.options, fs, pool, read_only)
-    outcome = ctx.session.run(body, ctx.deadline, namespace=fs.namespace)
+    try:
+        outcome = ctx.session.run(body, ctx.budget(), namespace=fs.namespace)
+    except PodsStopped as error:  # this file system only
+        return Result(CHECK, target, "error", str(error))
     where = f"{pool.name}/{outcome.node or '?'}"
     if outcome.phase != "Succeeded":
         return Result(CHECK, target, "fail", f"pod on {where} {outcome.phase}: {outcome.log[-300:]}")

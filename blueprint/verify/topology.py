@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from blueprint.verify.context import Context, node_name, whole_gpu_pools
 from blueprint.verify.expectations import Interconnect
-from blueprint.verify.model import Result
+from blueprint.verify.model import PodsStopped, Result
 from blueprint.verify.parsers import PCIE_LINKS, ParseError, Topology, nvlink_count, parse_topology
 from blueprint.verify.pods import DEFAULT_RUN_AS, NODE_NAME_LABEL, gpu_resources, pod_spec
 
@@ -59,7 +59,13 @@ def check(ctx: Context) -> list[Result]:
             run_as=DEFAULT_RUN_AS,
             runtime_class=pool.runtime_class,
         )
-        outcome = ctx.session.run(body, ctx.deadline)
+        try:
+            outcome = ctx.session.run(body, ctx.budget())
+        except PodsStopped as error:  # this pool only: the other pools still run
+            results.append(Result(CHECK, f"{pool.name}/{node}", "error", str(error), nodes=(node,)))
+            continue
+        finally:
+            ctx.session.cleanup()
         if outcome.phase != "Succeeded":
             results.append(Result(CHECK, f"{pool.name}/{node}", "error", f"pod {outcome.phase}: {outcome.log[-400:]}"))
             continue

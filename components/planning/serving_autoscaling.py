@@ -147,13 +147,25 @@ def serving_rule(workload: ServingWorkload, plan: PoolPlan, exporter: ScrapeTarg
 
 
 # --------------------------------------------------------------------------------------------------- in cluster
+#: The characters Kubernetes draws a ReplicaSet's `pod-template-hash` (`rand.SafeEncodeString` of a 32-bit hash: at
+#: most 10) and a pod's generated 5-character suffix (`rand.String`) from: no vowels, no 0, 1 or 3 ([K8SRAND]).
+NAME_SUFFIX_CHARS = "bcdfghjklmnpqrstvwxz2456789"
+
+
+def deployment_pods(deployment: str) -> str:
+    """A regex (PromQL's are anchored) that matches the Deployment's pods only, `<deployment>-<hash>-<suffix>`:
+    not a pod of another Deployment named `<deployment>-x`, nor a Job's or bare pod's `<deployment>-<word>-<word>`
+    (a weights loader), whose words carry vowels."""
+    return f"{deployment}-[{NAME_SUFFIX_CHARS}]{{1,10}}-[{NAME_SUFFIX_CHARS}]{{5}}"
+
+
 def utilization_query(namespace: str, deployment: str, exporter: ScrapeTarget, mig: bool = False) -> str:
     """The last minute's GPU utilization in % of the Deployment's pods (`<deployment>-<replicaset hash>-<pod hash>`)
     as the pool's own exporter reports it (its `job` and `namespace`: a sample from any other target, claiming the
     same pod, is not counted): each GPU's average over the minute (every scrape in it, not the last one alone), then
     the average over the GPUs; on MIG devices the graphics engine's active ratio x 100, in parentheses so a subquery
     range applies to the whole. A minute without a sample has no value."""
-    pods = f"{deployment}-[a-z0-9]+-[a-z0-9]+"
+    pods = deployment_pods(deployment)
     selector = f'{{{exporter.selector},{NAMESPACE_LABEL}="{namespace}",{POD_LABEL}=~"{pods}"}}'
     metric = MIG_UTILIZATION_METRIC if mig else GPU_UTILIZATION_METRIC
     minute = f"avg(avg_over_time({metric}{selector}[{SAMPLE_SECONDS}s]))"

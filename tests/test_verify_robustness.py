@@ -1,0 +1,233 @@
+"""`blueprint verify` on a slow, broken or half-broken cluster, through the fake Kubernetes API: DCGM levels get the
+time they take, image pulls their own budget, a pod that cannot start or a worker that ends stops the wait at once
+with the reason, a pool that times out leaves the other pools' results standing, DCGM's `test_summary` fails a
+node, and the NCCL pairs name the bad node of an EFA pool."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from blueprint.verify import dcgm
+from blueprint.verify.context import Options
+from blueprint.verify.expectations import Expectations
+from blueprint.verify.model import Result
+from blueprint.verify.nccl import pairs
+from blueprint.verify.parsers import ParseError, dcgm_failures, parse_dcgm
+from blueprint.verify.pods import PodSession
+from blueprint.verify.runner import run_checks
+from tests.test_verify import TIME_SLICED, expect, expect_file, training_nodes
+from tests.verify_fakes import FakeApi, node, sample
+
+SUMMARY_FAIL = "dcgm4-diag-r2-nvswitch-summary-fail.json.txt"
+GOOD_NCCL = sample("nccl-log-ofi-efa-h200.txt") + sample("nccl-all-reduce-2x-p5-16g.txt")
+SOCKET_NCCL = sample("nccl-log-socket-fallback.txt") + sample("nccl-all-reduce-2x-p5-16g.txt")
+
+
+@pytest.fixture(scope="module")
+def time_sliced(tmp_path_factory: pytest.TempPathFactory) -> Expectations:
+    path = tmp_path_factory.mktemp("verify") / "time-sliced.yaml"
+    path.write_text(TIME_SLICED)
+    return expect_file(path)
+
+
+def host(body: dict[str, Any]) -> str:
+    return str(body["spec"]["nodeSelector"].get("kubernetes.io/hostname"))
+
+
+def run(
+    api: FakeApi, checks: list[str], options: Options, expect_: Expectations | None = None
+) -> tuple[list[Result], list[float]]:
+    """The checks on a fake clock that moves a minute per poll; returns the results and the clock at the end."""
+    now = [0.0]
+    session = PodSession(api, "r1", "default", clock=lambda: now[0], sleep=lambda s: now.__setitem__(0, now[0] + 60))
+    results = run_checks(api, expect_ or expect("training"), checks, options, lambda *a: None, session=session)
+    assert api.created and not api.leftovers()
+    return results, now
+
+
+def after_reads(api: FakeApi, steps: list[tuple[int, str]], log: str) -> Callable[[dict[str, Any]], tuple[str, str]]:
+    """A pod that is in `steps[i][1]` for `steps[i][0]` reads of it, then Succeeded with `log`."""
+
+    def act(body: dict[str, Any]) -> tuple[str, str]:
+        seen = api.reads.count(body["metadata"]["name"])
+        for count, phase in steps:
+            if seen < count:
+                return phase, ""
+            seen -= count
+        return "Succeeded", log
+
+    return act
+
+
+# ------------------------------------------------------------------------------------------------------- DCGM
+def test_a_level_3_diagnostic_gets_its_hour_after_a_slow_pull() -> None:
+    """10 minutes pulling the image, then 50 minutes of diagnostics: level 3 ("approximately 15 minutes", with room)
+    passes; the same run at level 1 overruns its 900 s."""
+    api = FakeApi(training_nodes())
+    api.behaviour = after_reads(api, [(10, "ContainerCreating"), (50, "Running")], sample("dcgm-diag-r1-pass.json.txt"))
+    results, now = run(api, ["dcgm"], Options(dcgm_level=3))
+    assert [(r.target, r.status) for r in results] == [("h100/ip-10-0-1-0", "pass"), ("h100/ip-10-0-1-1", "pass")]
+    assert now[0] >= 3600  # an hour on the clock: more than the old 900 s per check
+    api = FakeApi(training_nodes())
+    api.behaviour = after_reads(api, [(10, "ContainerCreating"), (50, "Running")], sample("dcgm-diag-r1-pass.json.txt"))
+    results, _ = run(api, ["dcgm"], Options(dcgm_level=1))
+    assert {r.status for r in results} == {"error"}
+    assert "still running after 900s (--timeout)" in results[0].detail
+
+
+def test_level_budgets_grow_with_the_level_and_timeout_overrides_them() -> None:
+    assert [dcgm.LEVEL_RUN_SECONDS[level] for level in (1, 2, 3, 4)] == [900, 900, 3600, 10800]
+    api = FakeApi(training_nodes())
+    api.behaviour = after_reads(api, [(130, "Running")], sample("dcgm-diag-r1-pass.json.txt"))  # 2 h 10 min
+    results, _ = run(api, ["dcgm"], Options(dcgm_level=4))
+    assert {r.status for r in results} == {"pass"}
+    api = FakeApi(training_nodes())
+    api.behaviour = after_reads(api, [(130, "Running")], sample("dcgm-diag-r1-pass.json.txt"))
+    results, _ = run(api, ["dcgm"], Options(dcgm_level=4, timeout_seconds=3600))
+    assert {r.status for r in results} == {"error"} and "still running after 3600s" in results[0].detail
+
+
+def test_a_test_summary_failure_fails_the_node_though_every_gpu_passed() -> None:
+    tests = parse_dcgm(sample(SUMMARY_FAIL))
+    assert all(t.status == "pass" for t in tests if t.gpus != "summary")
+    (failure,) = dcgm_failures(tests)
+    assert (failure.category, failure.name, failure.gpus) == ("Hardware", "nvlink", "summary")
+    api = FakeApi(training_nodes(), behaviour=lambda body: ("Succeeded", sample(SUMMARY_FAIL)))
+    results, _ = run(api, ["dcgm"], Options(cordon_failed=True))
+    failed = [r for r in results if r.status == "fail"]
+    assert [r.nodes for r in failed] == [("ip-10-0-1-0",), ("ip-10-0-1-1",)]
+    assert failed[0].detail == (
+        "Hardware nvlink (all GPUs (test summary)) fail: Detected fatal errors on NvSwitch 2 link 17"
+    )
+    assert sorted(api.cordoned) == ["ip-10-0-1-0", "ip-10-0-1-1"]
+
+
+def test_a_diagnostic_that_could_not_run_is_an_error_with_dcgms_words() -> None:
+    text = '{"DCGM Diagnostic": {"runtime_error": "Unable to run diagnostics: the GPUs are in use"}}'
+    with pytest.raises(ParseError, match="dcgmi diag could not run: Unable to run diagnostics"):
+        parse_dcgm(text)
+    api = FakeApi(training_nodes(), behaviour=lambda body: ("Succeeded", text))
+    results, _ = run(api, ["dcgm"], Options())
+    assert {r.status for r in results} == {"error"}
+
+
+# ------------------------------------------------------------------------------------------------------- early exits
+def test_an_image_that_cannot_be_pulled_ends_that_nodes_wait_at_once() -> None:
+    def act(body: dict[str, Any]) -> tuple[str, str]:
+        if host(body) == "ip-10-0-1-1":
+            return "ImagePullBackOff", ""
+        return "Succeeded", sample("dcgm-diag-r1-pass.json.txt")
+
+    api = FakeApi(training_nodes(), behaviour=act)
+    results, now = run(api, ["dcgm"], Options())
+    good, bad = results
+    assert (good.target, good.status) == ("h100/ip-10-0-1-0", "pass")
+    assert (bad.status, bad.nodes) == ("error", ("ip-10-0-1-1",))
+    assert "cannot start: ImagePullBackOff: Back-off pulling image" in bad.detail
+    assert now[0] == 0  # no poll waited: the reason was there at the first read
+
+
+def test_an_unschedulable_pod_errors_its_pool_and_the_other_pool_still_passes(time_sliced: Expectations) -> None:
+    h100 = [node(f"h-{i}", "h100", "p5.48xlarge", gpus=16, efa=32) for i in range(2)]
+    a10g = node("g-0", "a10g", "g5.48xlarge", gpus=32)
+
+    def act(body: dict[str, Any]) -> tuple[str, str]:
+        if host(body) == "g-0":
+            return "Unschedulable", ""
+        return "Succeeded", sample("topo-p5.48xlarge.txt")
+
+    api = FakeApi([*h100, a10g], behaviour=act)
+    results, _ = run(api, ["topology"], Options(), time_sliced)
+    by_target = {r.target: r for r in results}
+    assert by_target["h100/h-0"].status == "pass"
+    assert by_target["a10g/g-0"].status == "error"
+    assert "Unschedulable: 0/4 nodes are available: 1 Insufficient nvidia.com/gpu." in by_target["a10g/g-0"].detail
+
+
+def test_a_pool_that_times_out_keeps_the_results_before_and_after_it(time_sliced: Expectations) -> None:
+    h100 = [node(f"h-{i}", "h100", "p5.48xlarge", gpus=16, efa=32) for i in range(2)]
+    a10g = node("g-0", "a10g", "g5.48xlarge", gpus=32)
+
+    def act(body: dict[str, Any]) -> tuple[str, str]:
+        if host(body) == "h-0":
+            return "Running", ""  # hangs
+        return "Succeeded", sample("topo-g5.48xlarge.txt")
+
+    api = FakeApi([*h100, a10g], behaviour=act)
+    results, _ = run(api, ["topology"], Options(timeout_seconds=600), time_sliced)
+    by_target = {r.target: r for r in results}
+    assert by_target["h100/h-0"].status == "error" and "still running after 600s" in by_target["h100/h-0"].detail
+    assert by_target["a10g/g-0"].status == "pass"
+
+
+def test_a_worker_that_fails_before_it_is_ready_ends_the_pair_at_once() -> None:
+    def act(body: dict[str, Any]) -> tuple[str, str]:
+        name = body["metadata"]["name"]
+        if name.endswith("-w1"):
+            return "Failed", "sshd: no hostkeys available -- exiting."
+        if "-w" in name:
+            return "Running", ""
+        return "Succeeded", GOOD_NCCL
+
+    api = FakeApi(training_nodes(), behaviour=act)
+    results, now = run(api, ["nccl"], Options())
+    (pair,) = [r for r in results if "+" in r.target]
+    assert pair.status == "error" and pair.nodes == ("ip-10-0-1-0", "ip-10-0-1-1")
+    assert "-w1 ended Failed" in pair.detail and "sshd: no hostkeys available" in pair.detail
+    assert not [n for (_, n) in api.created if n.endswith("launcher")]
+    assert now[0] == 0
+
+
+def test_a_worker_that_dies_during_the_run_ends_the_launchers_wait_at_once() -> None:
+    def act(body: dict[str, Any]) -> tuple[str, str]:
+        name = body["metadata"]["name"]
+        launched = any(n.endswith("launcher") for (_, n) in api.created)
+        if name.endswith("-w1"):
+            return ("Failed", "Killed") if launched else ("Running", "")
+        if "-w" in name or name.endswith("launcher"):
+            return "Running", ""  # mpirun would hang on the lost rank
+        return "Succeeded", GOOD_NCCL
+
+    api = FakeApi(training_nodes(), behaviour=act)
+    results, now = run(api, ["nccl"], Options())
+    (pair,) = [r for r in results if "+" in r.target]
+    assert pair.status == "error" and "worker bpv-nccl-r1-h100-0-w1 ended Failed" in pair.detail
+    assert now[0] == 0
+
+
+# ------------------------------------------------------------------------------------------------------- NCCL pairs
+def test_pairs_cover_every_node() -> None:
+    assert pairs(["a", "b", "c", "d"]) == [("a", "b"), ("c", "d")]
+    assert pairs(["a", "b", "c"]) == [("a", "b"), ("c", "a")]
+    assert pairs(["a"]) == []
+
+
+@pytest.mark.parametrize("count", [4, 5])
+def test_every_node_of_an_efa_pool_is_tested_and_the_bad_one_is_named(count: int) -> None:
+    bad = "ip-10-0-1-2"
+
+    def act(body: dict[str, Any]) -> tuple[str, str]:
+        name = body["metadata"]["name"]
+        if "-w" in name:
+            return "Running", ""
+        script = body["spec"]["containers"][0]["command"][-1]
+        on_bad = f"{bad}:8" in script or (host(body) == bad and "-H" not in script)
+        return "Succeeded", SOCKET_NCCL if on_bad and "-H" in script else GOOD_NCCL
+
+    api = FakeApi(training_nodes(count=count), behaviour=act)
+    results, _ = run(api, ["nccl"], Options())
+    names = [f"ip-10-0-1-{i}" for i in range(count)]
+    # each node's own NVLink all-reduce
+    assert {r.target for r in results if "+" not in r.target} == {f"h100/{n}" for n in names}
+    # pairs cover every node, not only the first two
+    paired = {n for r in results if "+" in r.target for n in r.target.split("/")[1].split("+")}
+    assert paired == set(names)
+    # the failed pair's nodes were run again with a good node: only the bad one is blamed there
+    failed = [r for r in results if r.status == "fail"]
+    assert failed and all(bad in r.target for r in failed)
+    isolated = [r for r in failed if len(r.nodes) == 1]
+    assert [r.nodes for r in isolated] == [(bad,)]
+    assert "EFA not in use" in isolated[0].detail
