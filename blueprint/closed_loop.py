@@ -12,13 +12,13 @@ components/planning/serving_autoscaling.py and serving_policies.py; the comparis
 
 from __future__ import annotations
 
-import csv
 import math
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from blueprint.simulate import read_csv_rows
 from components.catalog import prices, serving_capacity
 from components.config import StackConfig
 from components.errors import ConfigError, Problem
@@ -109,13 +109,7 @@ def read_demand(path: Path, per_replica: float, gpus_per_replica: int, unit: str
     """One row a minute: a `requests_per_second` column, or `gpu_seconds` (GPU-seconds of work arriving in that
     minute, turned into requests/s at the replica's throughput). Every bad row is reported, each once. Requests/s
     need a throughput figure (`unit` `req/s`)."""
-    try:
-        with path.open(newline="", encoding="utf-8-sig") as handle:
-            rows = list(csv.reader(handle))
-    except UnicodeDecodeError as error:
-        raise ConfigError(
-            [Problem(str(path), f"byte {error.start} is not UTF-8; save the trace as UTF-8 CSV")]
-        ) from None
+    rows = read_csv_rows(path, "trace")
     wanted = " or ".join(f"`{c}`" for c in DEMAND_COLUMNS)
     if not rows:
         raise ConfigError([Problem(str(path), f"empty file; give a header with {wanted} and one row a minute")])

@@ -39,15 +39,21 @@ def demo_series() -> list[float | None]:
     return [value for minutes, value in segments for _ in range(minutes)]
 
 
-def read_series(path: Path) -> list[float | None]:
-    """One float (percent) per row from a `utilization` column, or the only column; empty cells are None."""
+def read_csv_rows(path: Path, what: str) -> list[list[str]]:
+    """The rows of a user's CSV file (a byte-order mark allowed); a file that is not UTF-8 is a ConfigError naming
+    the byte, `what` naming the file's role ("series", "trace"). OSError passes through (exit 74 in the CLI)."""
     try:
         with path.open(newline="", encoding="utf-8-sig") as handle:
-            rows = list(csv.reader(handle))
+            return list(csv.reader(handle))
     except UnicodeDecodeError as error:
         raise ConfigError(
-            [Problem(str(path), f"byte {error.start} is not UTF-8; save the series as UTF-8 CSV")]
+            [Problem(str(path), f"byte {error.start} is not UTF-8; save the {what} as UTF-8 CSV")]
         ) from None
+
+
+def read_series(path: Path) -> list[float | None]:
+    """One float (percent) per row from a `utilization` column, or the only column; empty cells are None."""
+    rows = read_csv_rows(path, "series")
     if not rows:
         raise ConfigError([Problem(str(path), "empty series; give one utilization percentage per minute")])
     header = [cell.strip().lower() for cell in rows[0]]
