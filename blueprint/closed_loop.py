@@ -273,11 +273,6 @@ def best(outcomes: Sequence[Outcome]) -> Outcome:
 
 
 # --------------------------------------------------------------------------------------------- from the stack
-#: In-flight requests per replica at rated throughput when no benchmark gives it: only the queue rule's planned
-#: threshold depends on it; the simulation's verdicts do not (demand, capacity and targets all scale with it).
-UNMEASURED_CONCURRENCY = 50
-
-
 @dataclass(frozen=True)
 class Model:
     """A stack's serving workload as the simulation sees it."""
@@ -325,7 +320,9 @@ def stack_model(
     model_load = serving_capacity.model_load_minutes()
     capacity = Capacity(
         requests_per_second=rps,
-        concurrency=figure.concurrency if figure is not None else UNMEASURED_CONCURRENCY,
+        # Without a figure only the queue rule's planned threshold depends on it; the verdicts do not (demand,
+        # capacity and targets all scale with it).
+        concurrency=figure.concurrency if figure is not None else hpa.UNMEASURED_CONCURRENCY,
         node_start_minutes=node_start.minutes if node_start_minutes is None else node_start_minutes,
         model_load_minutes=model_load.minutes if model_load_minutes is None else model_load_minutes,
     )

@@ -9,9 +9,15 @@ import ipaddress
 from collections.abc import Iterator
 
 from components.catalog.images import advisories_affecting, image
-from components.config import NodePool, ServingWorkload
+from pydantic.alias_generators import to_camel
+
+from components.config import GpuUtilizationScaling, NodePool, ServingWorkload
 from components.errors import Problem
 from components.validation.parse import Parsed
+
+
+#: The GPU-utilization rule's settings, refused on a workload whose rule is `queue`.
+GPU_UTILIZATION_SETTINGS = frozenset(GpuUtilizationScaling.model_fields)
 
 
 def _serving(p: Parsed) -> Iterator[tuple[str, ServingWorkload]]:
@@ -134,14 +140,15 @@ def serving_workloads_are_wired(p: Parsed) -> Iterator[Problem]:
         if not prometheus:
             yield Problem(
                 f"{path}.pool",
-                "the autoscaler reads DCGM_FI_DEV_GPU_UTIL from Prometheus; set addons.monitoring.dcgmPrometheus: "
-                "true (and containerInsights: false)",
+                "the autoscaler reads the workload's metrics (vLLM's requests in flight, or DCGM_FI_DEV_GPU_UTIL) "
+                "from Prometheus; set addons.monitoring.dcgmPrometheus: true (and containerInsights: false)",
             )
 
 
 def serving_rule_is_given_once(p: Parsed) -> Iterator[Problem]:
     """On a `gpu-utilization` pool the pool's `scaling.gpuUtilization` is the rule, so a workload there sets none;
-    a workload's own rule keeps its scale-in threshold below its scale-out one (or replicas would flap)."""
+    a workload's own settings belong to its rule (`queue` by default), none of the other's is set and ignored; a
+    GPU-utilization rule keeps its scale-in threshold below its scale-out one (or replicas would flap)."""
     for path, workload in _serving(p):
         found = _pool(p, workload.pool)
         rule = workload.autoscaling
@@ -152,6 +159,18 @@ def serving_rule_is_given_once(p: Parsed) -> Iterator[Problem]:
                 f"{path}.autoscaling",
                 f"pool {workload.pool} is in gpu-utilization mode, whose rule is nodePools[{found[0]}].scaling."
                 "gpuUtilization; set it there and remove this",
+            )
+        elif rule.rule == "queue":
+            for name in sorted(rule.model_fields_set & GPU_UTILIZATION_SETTINGS):
+                yield Problem(
+                    f"{path}.autoscaling.{to_camel(name)}",
+                    "a setting of rule: gpu-utilization, and this workload's rule is queue (the default); remove it "
+                    "or set rule: gpu-utilization",
+                )
+        elif "target_in_flight_per_replica" in rule.model_fields_set:
+            yield Problem(
+                f"{path}.autoscaling.targetInFlightPerReplica",
+                "a setting of rule: queue, and this workload's rule is gpu-utilization; remove it or set rule: queue",
             )
         elif rule.scale_in_below_percent >= rule.scale_out_above_percent:
             yield Problem(
