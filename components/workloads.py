@@ -24,8 +24,8 @@ from components.context import ClusterContext
 from components.planning.addons.monitoring import MONITORING_NAMESPACE, prometheus_url
 from components.planning.network_policies import cross_cni_sources
 from components.planning.serving import (
-    SERVING_PORT,
     POD_MONITOR_LABELS,
+    SERVING_PORT,
     deployment_spec,
     disruption_budget_spec,
     network_policy_spec,

@@ -5,19 +5,21 @@ the other; the PodMonitor that feeds the queue rule and the NetworkPolicy that l
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from blueprint.plan.runner import stack_file
+from components.catalog import serving_capacity
 from components.errors import ConfigError
 from components.planning.addons.monitoring import MONITORING_NAMESPACE, prometheus_url
 from components.planning.network_policies import NAMESPACE_NAME_LABEL
 from components.planning.serving import METRICS_PATH, METRICS_PORT, network_policy_spec, pod_monitor_spec
 from components.planning.serving_policies import UNMEASURED_CONCURRENCY, in_flight_query, in_flight_target
 from components.planning.stack_plan import plan_stack
-from blueprint.plan.runner import stack_file
 from tests.builders import HYBRID_POOL, INFERENCE_POOL, SYSTEM_POOL, pool, stack_config, stack_run
 
 SCALED_OBJECT = "kubernetes:keda.sh/v1alpha1:ScaledObject"
@@ -51,7 +53,7 @@ def test_the_default_rule_is_queue_with_the_unmeasured_target_off_the_catalog() 
     assert (rule.min_replicas, rule.max_replicas) == (1, 32)
 
 
-def test_the_catalog_concurrency_sets_the_target_on_a_listed_model_and_gpu() -> None:
+def test_the_catalog_concurrency_sets_the_target_on_a_listed_model_and_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
     workload = {"name": "chat", "pool": "a40", "model": "Qwen2.5-7B-Instruct"}
     spec = stack_config(
         SYSTEM_POOL,
@@ -61,7 +63,10 @@ def test_the_catalog_concurrency_sets_the_target_on_a_listed_model_and_gpu() -> 
         addons={"monitoring": {"containerInsights": False, "dcgmPrometheus": True}},
         workloads={"serving": [workload]},
     )
-    assert plan_stack(spec).queue_rules["chat"].target_in_flight == in_flight_target(50)
+    figure = serving_capacity.throughput("Qwen2.5-7B-Instruct", "A40")
+    assert figure is not None
+    monkeypatch.setattr(serving_capacity, "throughput", lambda *_: replace(figure, concurrency=64))
+    assert plan_stack(spec).queue_rules["chat"].target_in_flight == pytest.approx(in_flight_target(64))
 
 
 def test_a_given_target_and_bounds_are_the_rules() -> None:

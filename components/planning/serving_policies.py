@@ -49,8 +49,7 @@ def in_flight_target(concurrency: int) -> float:
 
 def benchmark_concurrency(workload: ServingWorkload, plan: PoolPlan) -> int:
     """The catalog's concurrency for the workload's model on the pool's GPU, else `UNMEASURED_CONCURRENCY`."""
-    gpu = plan.instance.gpu_model if plan.instance is not None else None
-    figure = serving_capacity.throughput(workload.model, gpu) if gpu else None
+    figure = serving_capacity.throughput(workload.model, plan.gpu_model) if plan.gpu_model else None
     return figure.concurrency if figure is not None else UNMEASURED_CONCURRENCY
 
 

@@ -8,13 +8,12 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterator
 
-from components.catalog.images import advisories_affecting, image
 from pydantic.alias_generators import to_camel
 
+from components.catalog.images import advisories_affecting, image
 from components.config import GpuUtilizationScaling, NodePool, ServingWorkload
 from components.errors import Problem
 from components.validation.parse import Parsed
-
 
 #: The GPU-utilization rule's settings, refused on a workload whose rule is `queue`.
 GPU_UTILIZATION_SETTINGS = frozenset(GpuUtilizationScaling.model_fields)
