@@ -12,8 +12,11 @@ from typing import Any
 import pytest
 import yaml
 
+from blueprint import closed_loop as cl
+from blueprint import simulation_docs
 from blueprint.plan.runner import stack_file
 from components.catalog import serving_capacity
+from components.config import ServingAutoscaling
 from components.errors import ConfigError
 from components.planning.addons.monitoring import MONITORING_NAMESPACE, prometheus_url
 from components.planning.network_policies import NAMESPACE_NAME_LABEL
@@ -167,3 +170,9 @@ def test_prometheus_reaches_the_metrics_port(ec2_pods: tuple[str, ...]) -> None:
     assert {"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: MONITORING_NAMESPACE}}} in rule["from"]
     assert all({"ipBlock": {"cidr": cidr}} in rule["from"] for cidr in ec2_pods)
     assert spec["podSelector"] == pod_monitor_spec(workload)["selector"]
+
+
+def test_the_default_rule_is_the_one_the_comparison_found_best() -> None:
+    """The shipped default is what docs/serving-simulation.md's comparison ranks first over the built-in traces."""
+    results = cl.comparison(simulation_docs.model(), cl.TRACES)
+    assert simulation_docs.verdict(results)[0].endswith(f"Best: **{ServingAutoscaling().rule}**.")
