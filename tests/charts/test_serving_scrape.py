@@ -19,7 +19,7 @@ POD_MONITOR = "kubernetes:monitoring.coreos.com/v1:PodMonitor"
 
 
 def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
-    """A label selector ([K8SLABELS]): every `matchLabels` pair present, every `matchExpressions` entry holds; `{}`
+    """A Kubernetes label selector: every `matchLabels` pair present, every `matchExpressions` entry holds; `{}`
     selects everything."""
     if any(labels.get(key) != value for key, value in (selector.get("matchLabels") or {}).items()):
         return False
