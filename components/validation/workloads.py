@@ -119,7 +119,8 @@ def serving_replicas_fit_the_pool(p: Parsed) -> Iterator[Problem]:
 def serving_workloads_are_wired(p: Parsed) -> Iterator[Problem]:
     """A serving workload reads its weights from `storage.nfs`, mounted by its pool (`storage.nfs.pools`, default
     every inference pool; never a hybrid pool on EFS, which AWS does not support there), and its autoscaler reads
-    the DCGM exporter's GPU utilization in Prometheus (`addons.monitoring.dcgmPrometheus`)."""
+    Prometheus (`addons.monitoring.dcgmPrometheus`): vLLM's requests in flight, or the DCGM exporter's GPU
+    utilization."""
     nfs = p.storage.nfs if p.storage is not None else None
     prometheus = p.addons.monitoring.dcgm_prometheus if p.addons is not None else True
     prometheus = prometheus or p.damaged_at("addons.monitoring.dcgmPrometheus")
