@@ -48,6 +48,13 @@ class Capacity:
     concurrency: int
     node_start_minutes: int
     model_load_minutes: int
+    #: The queue rule's requests in flight per replica when the stack plans its own (`autoscaling.
+    #: targetInFlightPerReplica`), else 70% of `concurrency`.
+    queue_target: float | None = None
+
+    @property
+    def in_flight_target(self) -> float:
+        return self.queue_target if self.queue_target is not None else hpa.in_flight_target(self.concurrency)
 
 
 @dataclass(frozen=True)
@@ -183,9 +190,7 @@ def rule_step(name: str, rule: ServingRule, capacity: Capacity) -> Callable[...,
         target = hpa.UTILIZATION_TARGET_PERCENT
         return _hpa_rule(bounds, lambda r, u, _q: hpa.utilization_recommendation(r, u, target))
     if name == "queue":
-        return _hpa_rule(
-            bounds, lambda r, _u, q: hpa.in_flight_recommendation(r, q, hpa.in_flight_target(capacity.concurrency))
-        )
+        return _hpa_rule(bounds, lambda r, _u, q: hpa.in_flight_recommendation(r, q, capacity.in_flight_target))
     raise ValueError(f"unknown rule {name}")
 
 
@@ -267,11 +272,6 @@ def best(outcomes: Sequence[Outcome]) -> Outcome:
 
 
 # --------------------------------------------------------------------------------------------- from the stack
-#: In-flight requests per replica at rated throughput when no benchmark gives it: only the queue rule's planned
-#: threshold depends on it; the simulation's verdicts do not (demand, capacity and targets all scale with it).
-UNMEASURED_CONCURRENCY = 50
-
-
 @dataclass(frozen=True)
 class Model:
     """A stack's serving workload as the simulation sees it."""
@@ -300,9 +300,11 @@ def stack_model(
 
     name, rule = stack_rule(spec, workload_name)
     workload = next(w for w in spec.workloads.serving if w.name == name)
-    plan = plan_stack(spec).pool(workload.pool)
+    stack = plan_stack(spec)
+    plan = stack.pool(workload.pool)
+    planned_queue = stack.queue_rules.get(name)
     instance = plan.instance
-    gpu = (instance.gpu_model if instance is not None else None) or "an unknown GPU"
+    gpu = plan.gpu_model or "an unknown GPU"
     figure = serving_capacity.throughput(workload.model, gpu)
     if replica_rps is not None:
         rps, unit, basis = replica_rps, "req/s", f"{replica_rps:g} req/s per replica (--replica-rps)"
@@ -319,9 +321,12 @@ def stack_model(
     model_load = serving_capacity.model_load_minutes()
     capacity = Capacity(
         requests_per_second=rps,
-        concurrency=figure.concurrency if figure is not None else UNMEASURED_CONCURRENCY,
+        # Without a figure only the queue rule's planned threshold depends on it; the verdicts do not (demand,
+        # capacity and targets all scale with it).
+        concurrency=figure.concurrency if figure is not None else hpa.UNMEASURED_CONCURRENCY,
         node_start_minutes=node_start.minutes if node_start_minutes is None else node_start_minutes,
         model_load_minutes=model_load.minutes if model_load_minutes is None else model_load_minutes,
+        queue_target=planned_queue.target_in_flight if planned_queue is not None else None,
     )
     price = prices.on_demand_usd_per_hour(instance.name, spec.region) if instance is not None else None
     discount = prices.spot_discount_estimate()
@@ -331,7 +336,7 @@ def stack_model(
 
     pool = Pool(
         replicas_per_node=rule.replicas_per_node,
-        gpus_per_node=instance.gpu_count if instance is not None else 0,
+        gpus_per_node=plan.gpus_per_node,
         min_nodes=rule.min_nodes,
         max_nodes=rule.max_nodes,
         scale_down_unneeded_minutes=minutes(spec.addons.cluster_autoscaler.scale_down_unneeded_time),

@@ -10,6 +10,7 @@ import sys
 from blueprint import closed_loop as cl
 from blueprint.plan.runner import PROJECT_ROOT, load_stack
 from components.catalog import serving_capacity
+from components.config import ServingAutoscaling
 from components.planning import serving_policies as hpa
 from components.validation import validate_config
 
@@ -86,7 +87,13 @@ def verdict(results: dict[str, list[cl.Outcome]]) -> list[str]:
     }
     ranked = sorted(totals, key=lambda rule: totals[rule])
     parts = ", ".join(f"{rule} {totals[rule][0]} min (${totals[rule][1]:.2f})" for rule in ranked)
-    return [f"Over the three traces (SLO-violation minutes, cost): {parts}. Best: **{ranked[0]}**."]
+    default = ServingAutoscaling().rule
+    shipped = (
+        f"`{default}` is the rule a serving workload scales on by default (`workloads.serving[].autoscaling.rule`); "
+        "the seed rule stays selectable with `rule: gpu-utilization`, and is the rule on a pool in `scaling.mode: "
+        f"gpu-utilization`, as the `{STACK}` stack's pool is ([addons](addons.md#serving-autoscaling))."
+    )
+    return [f"Over the three traces (SLO-violation minutes, cost): {parts}. Best: **{ranked[0]}**.", "", shipped]
 
 
 def main(argv: list[str] | None = None) -> int:

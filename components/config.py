@@ -370,6 +370,22 @@ class GpuUtilizationScaling(Model):
     which Kubernetes limits to 1-1800). Default 300."""
 
 
+class ServingAutoscaling(GpuUtilizationScaling):
+    """A serving workload's scaling rule: `queue` (default), KEDA on vLLM's own requests in flight per replica, or
+    `gpu-utilization`, the rule above on the replicas' GPU utilization. Each rule's settings are refused under the
+    other (docs/addons.md, "Serving autoscaling")."""
+
+    rule: Literal["queue", "gpu-utilization"] = "queue"
+    """`queue` (default): replicas follow the requests running and waiting on the workload's vLLM servers
+    (`vllm:num_requests_running` + `vllm:num_requests_waiting`), `targetInFlightPerReplica` per replica; it reads no
+    GPU metric, so it works on MIG and time-sliced pools too. `gpu-utilization`: the GPU-utilization rule, with the
+    settings above."""
+    target_in_flight_per_replica: float | None = Field(None, gt=0, le=4096)
+    """`rule: queue`: requests in flight (running + waiting) per replica the autoscaler aims for, above 0 and at
+    most 4096. Default 70% of the benchmark concurrency at which one replica of the model on the pool's GPU gives
+    its rated throughput (`components/catalog/serving_capacity.yaml`), 70% of 50 (35) for a pair not listed there."""
+
+
 class Scaling(Model):
     min: int = Field(0, ge=0)
     """Minimum number of nodes in the pool's Auto Scaling group, at least 0. Default 0."""
@@ -976,7 +992,7 @@ class ServingAllowFrom(Model):
 
 class ServingWorkload(Model):
     """An OpenAI-compatible inference server (vLLM) on an inference pool, reading its weights from the NFS claim,
-    behind a ClusterIP Service, with a PodDisruptionBudget and the GPU-utilization autoscaler."""
+    behind a ClusterIP Service, with a PodDisruptionBudget and an autoscaler (`autoscaling.rule`)."""
 
     name: WorkloadName
     """Name of the Deployment, Service, PodDisruptionBudget and ScaledObject: a DNS label of at most 40 characters.
@@ -1026,10 +1042,10 @@ class ServingWorkload(Model):
     (`terminationGracePeriodSeconds`), 30-600: cluster-autoscaler grants a drained pod at most 600 s (its
     `--max-graceful-termination-sec` default), and the node termination handler its `drainTimeoutSeconds`. Default
     180."""
-    autoscaling: GpuUtilizationScaling | None = None
-    """The GPU-utilization rule for a workload on a pool that is not in `gpu-utilization` mode (hybrid pools,
-    `cluster-autoscaler` or `fixed` pools, whose nodes then stay as they are); default the documented rule. On a
-    `gpu-utilization` pool the pool's `scaling.gpuUtilization` is the rule."""
+    autoscaling: ServingAutoscaling | None = None
+    """The replicas' scaling rule on a pool that is not in `gpu-utilization` mode (hybrid pools, `cluster-autoscaler`
+    or `fixed` pools, whose nodes then stay as they are): default `rule: queue` on vLLM's requests in flight. On a
+    `gpu-utilization` pool the pool's `scaling.gpuUtilization` is the rule and this is not set."""
 
     @property
     def model_name(self) -> str:

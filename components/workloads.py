@@ -1,6 +1,8 @@
 """The serving example: per `workloads.serving` entry, a vLLM Deployment on its inference pool, a ClusterIP Service,
-the NetworkPolicy admitting its clients, a PodDisruptionBudget and the KEDA ScaledObject that applies the
-GPU-utilization rule (specs in `components.planning.serving` and `components.planning.serving_autoscaling`).
+the NetworkPolicy admitting its clients, a PodDisruptionBudget, the PodMonitor that has Prometheus scrape its vLLM
+servers and the KEDA ScaledObject that applies its rule: the queue rule on vLLM's requests in flight by default, the
+GPU-utilization rule when chosen (specs in `components.planning.serving`, `components.planning.serving_policies` and
+`components.planning.serving_autoscaling`).
 
 The objects live in the NFS claim's namespace (a claim is mounted only there). `pulumi up` does not wait for the
 replicas to turn Ready (`pulumi.com/skipAwait`): they need the model's weights on the claim, which a fresh stack
@@ -22,14 +24,17 @@ from components.context import ClusterContext
 from components.planning.addons.monitoring import MONITORING_NAMESPACE, prometheus_url
 from components.planning.network_policies import cross_cni_sources
 from components.planning.serving import (
+    POD_MONITOR_LABELS,
     SERVING_PORT,
     deployment_spec,
     disruption_budget_spec,
     network_policy_spec,
+    pod_monitor_spec,
     service_spec,
     serving_labels,
 )
 from components.planning.serving_autoscaling import scaled_object
+from components.planning.serving_policies import queue_scaled_object
 from components.planning.stack_plan import StackPlan
 from components.storage import SharedStorage
 
@@ -93,12 +98,29 @@ class ServingWorkloads(pulumi.ComponentResource):
                 spec=cast(Any, disruption_budget_spec(workload)),
                 opts=self._options(ctx, waits),
             )
+            if prometheus is not None:
+                # The servers' own metrics (the queue rule's input, and the operator's view of the queue); the
+                # PodMonitor CRD comes with kube-prometheus-stack.
+                k8s.apiextensions.CustomResource(
+                    f"{prefix}-metrics",
+                    api_version="monitoring.coreos.com/v1",
+                    kind="PodMonitor",
+                    metadata=self._metadata(workload, namespace, labels=POD_MONITOR_LABELS),
+                    spec=pod_monitor_spec(workload),
+                    opts=self._options(ctx, waits),
+                )
+            queue = stack_plan.queue_rules.get(workload.name)
+            spec = (
+                queue_scaled_object(queue, namespace, workload.name, prometheus_url())
+                if queue is not None
+                else scaled_object(stack_plan.serving[workload.name], namespace, workload.name, prometheus_url())
+            )
             k8s.apiextensions.CustomResource(
                 f"{prefix}-scaler",
                 api_version="keda.sh/v1alpha1",
                 kind="ScaledObject",
                 metadata=self._metadata(workload, namespace),
-                spec=scaled_object(stack_plan.serving[workload.name], namespace, workload.name, prometheus_url()),
+                spec=spec,
                 # The ScaledObject CRD comes with the KEDA chart.
                 opts=self._options(ctx, [*ctx.namespace_ready(namespace), addons.keda.release, deployment]),
             )
@@ -106,12 +128,16 @@ class ServingWorkloads(pulumi.ComponentResource):
         self.register_outputs({"endpoints": self.endpoints})
 
     def _metadata(
-        self, workload: ServingWorkload, namespace: str, annotations: dict[str, str] | None = None
+        self,
+        workload: ServingWorkload,
+        namespace: str,
+        annotations: dict[str, str] | None = None,
+        labels: dict[str, str] | None = None,
     ) -> dict[str, Any]:
         return {
             "name": workload.name,
             "namespace": namespace,
-            "labels": serving_labels(workload),
+            "labels": {**serving_labels(workload), **(labels or {})},
             **({"annotations": dict(annotations)} if annotations else {}),
         }
 

@@ -118,7 +118,9 @@ def test_queue_rule_asks_for_in_flight_over_the_per_replica_target() -> None:
     assert hpa.in_flight_recommendation(4, 350.0, 35.0) == 10
     assert hpa.in_flight_recommendation(4, 145.0, 35.0) == 4  # within 10% of 4 x 35
     assert hpa.in_flight_recommendation(4, None, 35.0) == 4  # no ready server: no data, hold
-    assert 'sum(vllm:num_requests_waiting{namespace="inference"' in hpa.in_flight_query("inference", "chat")
+    assert 'sum(vllm:num_requests_waiting{job="inference/chat",namespace="inference"' in hpa.in_flight_query(
+        "inference", "chat"
+    )
 
 
 def test_the_seed_rule_waits_its_window_before_scaling_out() -> None:
@@ -214,7 +216,8 @@ def test_the_docs_comparison_is_the_simulations() -> None:
 
 
 def test_the_queue_rule_plans_a_keda_trigger_on_vllm_requests() -> None:
-    spec = hpa.queue_scaled_object("inference", "chat", "http://prometheus:9090", 2, 32, 50)
+    rule = hpa.QueueRule(min_replicas=2, max_replicas=32, target_in_flight=hpa.in_flight_target(50))
+    spec = hpa.queue_scaled_object(rule, "inference", "chat", "http://prometheus:9090")
     (trigger,) = spec["triggers"]
     assert trigger["type"] == "prometheus" and trigger["metricType"] == "AverageValue"
     assert trigger["metadata"]["threshold"] == "35"

@@ -1,6 +1,7 @@
 """Every PromQL expression the stacks ship is covered by the promtool tests (`.ci/run promql`): each is parsed by
 promtool (tests/test_promql_expressions_promtool.py), each alert has scenarios (tests/test_alert_rules_promtool.py)
-and each autoscaler query's shape has scenarios (tests/test_serving_rule_promtool.py). The expressions are found in
+and each autoscaler query's shape has scenarios (tests/test_serving_rule_promtool.py for the GPU-utilization rule,
+tests/test_queue_rule_promtool.py for the queue rule). The expressions are found in
 the plans (tests/promql_expressions.py), so a new one, such as a KEDA trigger on vLLM's queue, fails here until it
 is given its scenarios."""
 
@@ -24,6 +25,7 @@ from tests.promql_expressions import (
     shape,
 )
 from tests.test_alert_rules_promtool import SCENARIOS
+from tests.test_queue_rule_promtool import covered_queue_shapes
 from tests.test_serving_rule_promtool import covered_scaler_shapes
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,7 +37,7 @@ def uncovered(expressions: Iterable[Expression]) -> list[str]:
     """What the promtool tests do not cover: alerts and recording rules without scenarios, autoscaler queries of a
     shape no scenario evaluates, and PromQL found where the collector does not read it."""
     alerts = {s.alert for s in SCENARIOS}
-    scalers = covered_scaler_shapes()
+    scalers = covered_scaler_shapes() | covered_queue_shapes()
     missing = []
     for e in expressions:
         if (

@@ -94,7 +94,12 @@ def test_the_pool_rule_and_replica_size_set_the_steps() -> None:
 
 
 def test_a_hybrid_workload_takes_its_own_rule_and_the_servers_as_bounds() -> None:
-    workload = {"name": "chat", "pool": "a40", "model": "m", "autoscaling": {"scaleOutAbovePercent": 70}}
+    workload = {
+        "name": "chat",
+        "pool": "a40",
+        "model": "m",
+        "autoscaling": {"rule": "gpu-utilization", "scaleOutAbovePercent": 70},
+    }
     spec = stack_config(
         SYSTEM_POOL,
         HYBRID_POOL,

@@ -14,6 +14,7 @@ from typing import Any
 
 from components.catalog.images import image
 from components.config import ServingWorkload
+from components.planning.addons.monitoring import KUBE_PROMETHEUS_STACK_RELEASE
 from components.planning.addons.placement import tolerations_for
 from components.planning.gpu_runtime import NVIDIA_RUNTIME_CLASS, runtime_class_plans
 from components.planning.mig import advertised_gpus
@@ -25,6 +26,15 @@ from components.tags import POOL
 #: (`components/catalog/images.yaml`).
 VLLM_IMAGE = image("vllm-openai").reference
 SERVING_PORT = 8000
+#: Where Prometheus scrapes a vLLM server: its API port, path `/metrics` ([VLLMMETRICS]: the OpenAI-compatible
+#: server exposes its metrics on the port it serves on). The one place the scrape port is derived from: the
+#: PodMonitor, the NetworkPolicy and any firewall on the way (a hybrid pool's site link) read it here.
+METRICS_PORT = SERVING_PORT
+METRICS_PATH = "/metrics"
+#: kube-prometheus-stack's Prometheus selects PodMonitors labelled `release: <its release>`: the chart's
+#: `podMonitorSelectorNilUsesHelmValues` is true by default and our values leave it so ([KPS] 88.5.3 values.yaml,
+#: templates/prometheus/prometheus.yaml), in every namespace (`podMonitorNamespaceSelector: {}`).
+POD_MONITOR_LABELS = {"release": KUBE_PROMETHEUS_STACK_RELEASE}
 #: The server's numeric user: the image sets no USER ([VLLMDOCKER]), and Pod Security `restricted` needs a non-root
 #: one the kubelet can check without reading the image.
 SERVER_UID = 1000
@@ -214,8 +224,8 @@ def disruption_budget_spec(workload: ServingWorkload) -> dict[str, Any]:
 def network_policy_spec(
     workload: ServingWorkload, monitoring_namespace: str, ec2_pods: Sequence[str] = ()
 ) -> dict[str, Any]:
-    """Ingress to the server's port only from its own namespace, the configured namespaces and CIDRs, and Prometheus's
-    namespace (vLLM serves `/metrics` on the same port). Additive to any default-deny: it selects only these pods.
+    """Ingress to the server's ports (API and `/metrics`) only from its own namespace, the configured namespaces and
+    CIDRs, and Prometheus's namespace. Additive to any default-deny: it selects only these pods.
     `ec2_pods`: on a hybrid pool, where EC2 pods take their addresses, which Cilium's selectors cannot match
     (`components.planning.network_policies.CrossCniSources`); those pods are admitted by address instead."""
     namespaces = sorted({monitoring_namespace, *workload.allow_from.namespaces})
@@ -228,5 +238,21 @@ def network_policy_spec(
     return {
         "podSelector": {"matchLabels": serving_labels(workload)},
         "policyTypes": ["Ingress"],
-        "ingress": [{"from": sources, "ports": [{"protocol": "TCP", "port": SERVING_PORT}]}],
+        "ingress": [{"from": sources, "ports": [{"protocol": "TCP", "port": port} for port in server_ports()]}],
+    }
+
+
+def server_ports() -> list[int]:
+    """The ports clients and Prometheus reach a server on (one today: vLLM serves `/metrics` on its API port)."""
+    return sorted({SERVING_PORT, METRICS_PORT})
+
+
+def pod_monitor_spec(workload: ServingWorkload) -> dict[str, Any]:
+    """The `monitoring.coreos.com/v1` PodMonitor spec that has Prometheus scrape the workload's vLLM servers
+    ([PROMOP]): its own pods (the Deployment's selector), the named container port, `/metrics`. No `jobLabel`, so
+    every sample's `job` is `<namespace>/<PodMonitor name>` (`serving_policies.scrape_job`), which the queue rule's
+    query selects on."""
+    return {
+        "selector": {"matchLabels": serving_labels(workload)},
+        "podMetricsEndpoints": [{"port": "http", "path": METRICS_PATH}],
     }

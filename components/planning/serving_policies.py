@@ -13,6 +13,9 @@ from dataclasses import dataclass
 from math import ceil
 from typing import Any
 
+from components.catalog import serving_capacity
+from components.config import ServingWorkload
+from components.planning.pools import PoolPlan
 from components.planning.serving_autoscaling import POLLING_SECONDS
 
 #: vLLM's Prometheus gauges per server ([VLLMMETRICS]): requests in the running batch and requests waiting for it.
@@ -34,9 +37,44 @@ UTILIZATION_TARGET_PERCENT = 70.0
 IN_FLIGHT_TARGET_SHARE = UTILIZATION_TARGET_PERCENT / 100
 
 
+#: In-flight requests per replica at rated throughput when no benchmark gives it for the model on the GPU: the
+#: concurrency of every figure the catalog holds (serving_capacity.yaml), not a measurement for that pair.
+UNMEASURED_CONCURRENCY = 50
+
+
 def in_flight_target(concurrency: int) -> float:
     """Requests in flight per replica the queue rule aims for."""
     return concurrency * IN_FLIGHT_TARGET_SHARE
+
+
+def benchmark_concurrency(workload: ServingWorkload, plan: PoolPlan) -> int:
+    """The catalog's concurrency for the workload's model on the pool's GPU, else `UNMEASURED_CONCURRENCY`."""
+    figure = serving_capacity.throughput(workload.model, plan.gpu_model) if plan.gpu_model else None
+    return figure.concurrency if figure is not None else UNMEASURED_CONCURRENCY
+
+
+@dataclass(frozen=True)
+class QueueRule:
+    """The queue rule of one serving workload: its replica bounds and requests in flight per replica."""
+
+    min_replicas: int
+    max_replicas: int
+    target_in_flight: float
+
+
+def queue_rule(workload: ServingWorkload, plan: PoolPlan, replicas_per_node: int) -> QueueRule | None:
+    """The workload's queue rule, or None when it scales on GPU utilization (the pool's `gpu-utilization` mode, or
+    `autoscaling.rule: gpu-utilization`). Default max replicas: as many as the pool's nodes hold."""
+    on_pool_rule = plan.kind == "aws" and plan.pool.scaling.mode == "gpu-utilization"
+    settings = workload.autoscaling
+    if on_pool_rule or (settings is not None and settings.rule != "queue"):
+        return None
+    given = settings.target_in_flight_per_replica if settings is not None else None
+    return QueueRule(
+        min_replicas=workload.replicas.min,
+        max_replicas=workload.replicas.max or plan.max_nodes * replicas_per_node,
+        target_in_flight=given if given is not None else in_flight_target(benchmark_concurrency(workload, plan)),
+    )
 
 
 @dataclass(frozen=True)
@@ -84,29 +122,32 @@ def in_flight_recommendation(current: int, in_flight: float | None, per_replica:
     return ceil(in_flight / per_replica)
 
 
+def scrape_job(namespace: str, deployment: str) -> str:
+    """The `job` Prometheus gives the samples of the workload's PodMonitor (named after the Deployment): the
+    operator sets it to `<namespace>/<PodMonitor name>` when the PodMonitor sets no `jobLabel` ([PROMOP])."""
+    return f"{namespace}/{deployment}"
+
+
 def in_flight_query(namespace: str, deployment: str) -> str:
-    """The trigger's query: requests running and waiting on the Deployment's vLLM servers."""
-    selector = f'{{namespace="{namespace}",pod=~"{deployment}-[a-z0-9]+-[a-z0-9]+"}}'
+    """The trigger's query: requests running and waiting on the Deployment's vLLM servers (`<deployment>-<replicaset
+    hash>-<pod hash>`), as the workload's own PodMonitor scrapes them (its `job`: another target claiming the same
+    pods is not counted). No ready server publishes them: the query then has no value, which holds."""
+    pods = f"{deployment}-[a-z0-9]+-[a-z0-9]+"
+    selector = f'{{job="{scrape_job(namespace, deployment)}",namespace="{namespace}",pod=~"{pods}"}}'
     return f"sum({VLLM_RUNNING_METRIC}{selector}) + sum({VLLM_WAITING_METRIC}{selector})"
 
 
-def queue_scaled_object(
-    namespace: str,
-    deployment: str,
-    prometheus_url: str,
-    min_replicas: int,
-    max_replicas: int,
-    concurrency: int,
-) -> dict[str, Any]:
+def queue_scaled_object(rule: QueueRule, namespace: str, deployment: str, prometheus_url: str) -> dict[str, Any]:
     """The `keda.sh/v1alpha1` ScaledObject spec of the queue rule ([KEDA]): KEDA's Prometheus trigger on the
     Deployment's running + waiting requests, `metricType: AverageValue` with the per-replica in-flight target, so the
-    HPA asks for `ceil(total / target)` replicas; `ignoreNullValues: false` (no ready server: an error, which holds);
-    no `behavior`, so the HPA's defaults apply as simulated. Needs Prometheus to scrape the vLLM servers' `/metrics`."""
+    HPA asks for `ceil(total / target)` replicas; `ignoreNullValues: false` (an empty answer is an error, which
+    holds, never a 0); no `fallback` (an unreachable Prometheus holds the count); no `behavior`, so the HPA's
+    defaults apply as simulated. Prometheus scrapes the servers through the workload's PodMonitor."""
     return {
         "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": deployment},
         "pollingInterval": POLLING_SECONDS,
-        "minReplicaCount": min_replicas,
-        "maxReplicaCount": max_replicas,
+        "minReplicaCount": rule.min_replicas,
+        "maxReplicaCount": rule.max_replicas,
         "triggers": [
             {
                 "type": "prometheus",
@@ -114,7 +155,7 @@ def queue_scaled_object(
                 "metadata": {
                     "serverAddress": prometheus_url,
                     "query": in_flight_query(namespace, deployment),
-                    "threshold": f"{in_flight_target(concurrency):g}",
+                    "threshold": f"{rule.target_in_flight:g}",
                     "ignoreNullValues": "false",
                 },
             }

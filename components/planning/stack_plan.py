@@ -9,7 +9,7 @@ and how, then the serving workloads' scale-down thresholds, then the add-ons, st
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from components.config import StackConfig
@@ -19,7 +19,13 @@ from components.planning.hybrid import hybrid_plans
 from components.planning.lustre_clients import with_lustre_clients
 from components.planning.namespaces import NamespacePlan, plan_namespaces
 from components.planning.pools import PoolPlan, plan_each_pool
-from components.planning.serving_autoscaling import ServingRule, serving_rule, with_serving_scale_down
+from components.planning.serving_autoscaling import (
+    ServingRule,
+    replicas_per_node,
+    serving_rule,
+    with_serving_scale_down,
+)
+from components.planning.serving_policies import QueueRule, queue_rule
 from components.planning.storage import storage_summary
 
 
@@ -34,13 +40,16 @@ class StackPlan:
     addons: AddonSelection
     #: One entry per file system (the plan summary's `storage`).
     storage: list[dict[str, Any]]
-    #: The autoscaling rule of each serving workload, by workload name.
+    #: The GPU-utilization rule's parameters of each serving workload, by workload name (the rule it scales on when
+    #: it has no queue rule, and the simulation's seed rule).
     serving: Mapping[str, ServingRule]
     #: The hybrid pools' plans.
     hybrid: list[PoolPlan]
     #: Every namespace the stack creates or installs into, with its Pod Security level and, for a workload
     #: namespace, its GPU quota.
     namespaces: list[NamespacePlan]
+    #: The queue rule of each serving workload that scales on vLLM's requests in flight (the default), by name.
+    queue_rules: Mapping[str, QueueRule] = field(default_factory=dict)
 
     def pool(self, name: str) -> PoolPlan:
         return next(p for p in self.pools if p.name == name)
@@ -59,6 +68,17 @@ def serving_rules(spec: StackConfig, pools: Sequence[PoolPlan]) -> dict[str, Ser
     }
 
 
+def queue_rules(spec: StackConfig, pools: Sequence[PoolPlan]) -> dict[str, QueueRule]:
+    by_name = {p.name: p for p in pools}
+    rules = {}
+    for w in spec.workloads.serving:
+        plan = by_name[w.pool]
+        rule = queue_rule(w, plan, replicas_per_node(w, plan))
+        if rule is not None:
+            rules[w.name] = rule
+    return rules
+
+
 def plan_stack(spec: StackConfig) -> StackPlan:
     """The stack's plan from a validated config."""
     pools = plan_pools(spec)
@@ -71,4 +91,5 @@ def plan_stack(spec: StackConfig) -> StackPlan:
         serving=serving_rules(spec, pools),
         hybrid=hybrid_plans(pools),
         namespaces=plan_namespaces(spec, pools, addons),
+        queue_rules=queue_rules(spec, pools),
     )

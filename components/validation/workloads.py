@@ -8,10 +8,15 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterator
 
+from pydantic.alias_generators import to_camel
+
 from components.catalog.images import advisories_affecting, image
-from components.config import NodePool, ServingWorkload
+from components.config import GpuUtilizationScaling, NodePool, ServingWorkload
 from components.errors import Problem
 from components.validation.parse import Parsed
+
+#: The GPU-utilization rule's settings, refused on a workload whose rule is `queue`.
+GPU_UTILIZATION_SETTINGS = frozenset(GpuUtilizationScaling.model_fields)
 
 
 def _serving(p: Parsed) -> Iterator[tuple[str, ServingWorkload]]:
@@ -114,7 +119,8 @@ def serving_replicas_fit_the_pool(p: Parsed) -> Iterator[Problem]:
 def serving_workloads_are_wired(p: Parsed) -> Iterator[Problem]:
     """A serving workload reads its weights from `storage.nfs`, mounted by its pool (`storage.nfs.pools`, default
     every inference pool; never a hybrid pool on EFS, which AWS does not support there), and its autoscaler reads
-    the DCGM exporter's GPU utilization in Prometheus (`addons.monitoring.dcgmPrometheus`)."""
+    Prometheus (`addons.monitoring.dcgmPrometheus`): vLLM's requests in flight, or the DCGM exporter's GPU
+    utilization."""
     nfs = p.storage.nfs if p.storage is not None else None
     prometheus = p.addons.monitoring.dcgm_prometheus if p.addons is not None else True
     prometheus = prometheus or p.damaged_at("addons.monitoring.dcgmPrometheus")
@@ -134,14 +140,15 @@ def serving_workloads_are_wired(p: Parsed) -> Iterator[Problem]:
         if not prometheus:
             yield Problem(
                 f"{path}.pool",
-                "the autoscaler reads DCGM_FI_DEV_GPU_UTIL from Prometheus; set addons.monitoring.dcgmPrometheus: "
-                "true (and containerInsights: false)",
+                "the autoscaler reads the workload's metrics (vLLM's requests in flight, or DCGM_FI_DEV_GPU_UTIL) "
+                "from Prometheus; set addons.monitoring.dcgmPrometheus: true (and containerInsights: false)",
             )
 
 
 def serving_rule_is_given_once(p: Parsed) -> Iterator[Problem]:
     """On a `gpu-utilization` pool the pool's `scaling.gpuUtilization` is the rule, so a workload there sets none;
-    a workload's own rule keeps its scale-in threshold below its scale-out one (or replicas would flap)."""
+    a workload's own settings belong to its rule (`queue` by default), none of the other's is set and ignored; a
+    GPU-utilization rule keeps its scale-in threshold below its scale-out one (or replicas would flap)."""
     for path, workload in _serving(p):
         found = _pool(p, workload.pool)
         rule = workload.autoscaling
@@ -152,6 +159,18 @@ def serving_rule_is_given_once(p: Parsed) -> Iterator[Problem]:
                 f"{path}.autoscaling",
                 f"pool {workload.pool} is in gpu-utilization mode, whose rule is nodePools[{found[0]}].scaling."
                 "gpuUtilization; set it there and remove this",
+            )
+        elif rule.rule == "queue":
+            for name in sorted(rule.model_fields_set & GPU_UTILIZATION_SETTINGS):
+                yield Problem(
+                    f"{path}.autoscaling.{to_camel(name)}",
+                    "a setting of rule: gpu-utilization, and this workload's rule is queue (the default); remove it "
+                    "or set rule: gpu-utilization",
+                )
+        elif "target_in_flight_per_replica" in rule.model_fields_set:
+            yield Problem(
+                f"{path}.autoscaling.targetInFlightPerReplica",
+                "a setting of rule: queue, and this workload's rule is gpu-utilization; remove it or set rule: queue",
             )
         elif rule.scale_in_below_percent >= rule.scale_out_above_percent:
             yield Problem(
