@@ -90,8 +90,8 @@ def verdict(results: dict[str, list[cl.Outcome]]) -> list[str]:
     default = ServingAutoscaling().rule
     shipped = (
         f"`{default}` is the rule a serving workload scales on by default (`workloads.serving[].autoscaling.rule`); "
-        "the seed rule stays selectable with `rule: gpu-utilization`, and is the rule on a pool in `scaling.mode: "
-        f"gpu-utilization`, as the `{STACK}` stack's pool is ([addons](addons.md#serving-autoscaling))."
+        "the shipped stacks run it; the seed rule stays selectable with `rule: gpu-utilization`, and is the rule on "
+        "any pool in `scaling.mode: gpu-utilization` ([addons](addons.md#serving-autoscaling))."
     )
     return [f"Over the three traces (SLO-violation minutes, cost): {parts}. Best: **{ranked[0]}**.", "", shipped]
 

@@ -193,14 +193,20 @@ def stack_names() -> list[str]:
     return [*list_stacks(), *VARIANTS]
 
 
+def plan_resources(stack: str) -> list[dict[str, Any]]:
+    """The plan resources of one shipped stack or variant, planned once per session."""
+    if stack in list_stacks():
+        resources: list[dict[str, Any]] = shipped_plan(stack)["resources"]
+        return resources
+    from tests.charts.conftest import planned_case
+
+    return planned_case(stack, _variant_folder()).resources
+
+
 @cache
 def found_in(stack: str) -> Found:
     """The expressions of one shipped stack or variant, planned once per session."""
-    if stack in list_stacks():
-        return collect(stack, shipped_plan(stack)["resources"])
-    from tests.charts.conftest import planned_case
-
-    return collect(stack, planned_case(stack, _variant_folder()).resources)
+    return collect(stack, plan_resources(stack))
 
 
 def every_expression() -> Iterator[Expression]:

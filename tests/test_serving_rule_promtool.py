@@ -1,4 +1,5 @@
-"""The serving autoscaler's query (the inference stack's KEDA trigger) evaluated by Prometheus's own engine
+"""The GPU-utilization serving rule's query (the KEDA trigger of the inference stack with its pool in
+`mode: gpu-utilization`) evaluated by Prometheus's own engine
 (`promtool test rules`) on synthetic scrapes, and the replica count the HPA makes of its value.
 
 Series: one scrape every 15 s (the dcgm-exporter chart's `serviceMonitor.interval`, [DCGM] values.yaml). The
@@ -13,11 +14,13 @@ from math import ceil
 from pathlib import Path
 from typing import Any
 
-from tests.builders import shipped_plan
-from tests.promql_expressions import SCALER, found_in, shape
+from tests.promql_expressions import SCALER, found_in, plan_resources, shape
 from tests.promtool import needs_promtool, run_rule_tests
 
 pytestmark = needs_promtool
+
+#: The inference stack with its pool in `mode: gpu-utilization` (a chart-test variant).
+SEED_RULE_STACK = "inference-gpu-utilization"
 
 SCRAPE_SECONDS = 15
 EXPORTER = 'job="dcgm-exporter",namespace="monitoring"'
@@ -26,9 +29,8 @@ REPLICAS = 'kube_deployment_spec_replicas{job="kube-state-metrics",namespace="in
 
 
 def scaled_object() -> dict[str, Any]:
-    (scaler,) = [
-        r for r in shipped_plan("inference")["resources"] if r["type"] == "kubernetes:keda.sh/v1alpha1:ScaledObject"
-    ]
+    """The ScaledObject of the inference stack with its pool on the GPU-utilization rule (a chart-test variant)."""
+    (scaler,) = [r for r in plan_resources(SEED_RULE_STACK) if r["type"] == "kubernetes:keda.sh/v1alpha1:ScaledObject"]
     spec: dict[str, Any] = scaler["inputs"]["spec"]
     return spec
 
@@ -41,7 +43,9 @@ def shipped_query() -> str:
 def covered_scaler_shapes() -> set[str]:
     """The shapes of the autoscaler queries these tests evaluate (tests/test_promql_expressions.py holds every
     shipped query to them)."""
-    return {shape(e.expr) for e in found_in("inference").expressions if e.kind == SCALER and e.expr == shipped_query()}
+    return {
+        shape(e.expr) for e in found_in(SEED_RULE_STACK).expressions if e.kind == SCALER and e.expr == shipped_query()
+    }
 
 
 def scrapes(*segments: tuple[float | None, float]) -> str:

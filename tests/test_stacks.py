@@ -92,12 +92,12 @@ def test_training_plans_device_plugins_and_cluster_autoscaler() -> None:
     assert {"nvidia-device-plugin", "aws-efa-k8s-device-plugin", "cluster-autoscaler"} <= charts
 
 
-def test_inference_pool_is_4x48gb_on_spot_and_its_serving_replicas_scale_on_gpu_utilization() -> None:
+def test_inference_pool_is_4x48gb_on_spot_and_its_serving_replicas_scale_on_vllm_requests_in_flight() -> None:
     l40s = pool("inference", "l40s")
     assert (l40s["instanceType"], l40s["gpusPerNode"], l40s["capacityType"]) == ("g6e.12xlarge", 4, "spot")
     # One type: cluster-autoscaler sizes every node as the first type, and no other 4x L40S type has 48 vCPU/384 GiB.
     assert l40s["instanceTypes"] == ["g6e.12xlarge"]
-    assert l40s["scalingMode"] == "gpu-utilization"
+    assert l40s["scalingMode"] == "cluster-autoscaler"
     (asg,) = [r for r in resources("inference", AUTOSCALING_GROUP) if "l40s" in r["name"]]
     distribution = asg["inputs"]["mixedInstancesPolicy"]["instancesDistribution"]
     assert distribution["onDemandBaseCapacity"] == 1
@@ -106,11 +106,11 @@ def test_inference_pool_is_4x48gb_on_spot_and_its_serving_replicas_scale_on_gpu_
     assert resources("inference", "aws:cloudwatch/metricAlarm:MetricAlarm") == []  # no alarm on an unpublished metric
     (scaler,) = resources("inference", "kubernetes:keda.sh/v1alpha1:ScaledObject")
     query = scaler["inputs"]["spec"]["triggers"][0]["metadata"]["query"]
-    assert "[15m:1m]) > bool 85)" in query and "[30m:1m]) < bool 30)" in query
-    behavior = scaler["inputs"]["spec"]["advanced"]["horizontalPodAutoscalerConfig"]["behavior"]
-    # g6e.12xlarge: 4 GPUs, one per replica -> two nodes' worth is 8 replicas, one node's worth 4
-    assert behavior["scaleUp"]["policies"] == [{"type": "Pods", "value": 8, "periodSeconds": 300}]
-    assert behavior["scaleDown"]["policies"] == [{"type": "Pods", "value": 4, "periodSeconds": 300}]
+    # The default rule, the comparison's best (docs/serving-simulation.md): vLLM's requests running and waiting.
+    assert "vllm:num_requests_waiting" in query and "vllm:num_requests_running" in query
+    assert "DCGM_FI_DEV_GPU_UTIL" not in query
+    (monitor,) = resources("inference", "kubernetes:monitoring.coreos.com/v1:PodMonitor")
+    assert monitor["inputs"]["metadata"]["namespace"] == "inference"
     summary = shipped_plan("inference")["summary"]["hourlyUsd"]
     assert summary["spotSaving"] > 0 and summary["max"] < summary["maxOnDemand"]
 

@@ -59,10 +59,17 @@ def _bottlerocket(raw: dict[str, Any]) -> None:
             pool["amiFamily"] = "bottlerocket"
 
 
+def _gpu_utilization_rule(raw: dict[str, Any]) -> None:
+    """The inference stack's serving replicas on the GPU-utilization rule (the pool's `mode: gpu-utilization`)
+    instead of the default queue rule."""
+    _pool(raw, "l40s")["scaling"]["mode"] = "gpu-utilization"
+
+
 #: Variants: (base stack, change to its config) for each optional path the shipped stacks leave off. Container
 #: Insights needs none: the training and smoke stacks run it.
 VARIANTS: dict[str, tuple[str, Callable[[dict[str, Any]], None]]] = {
     "hybrid-runtime-class": ("hybrid", _runtime_class),
+    "inference-gpu-utilization": ("inference", _gpu_utilization_rule),
     "training-mig": ("training", _mig),
     "training-mig-prometheus": ("training", _mig_prometheus),
     "training-prometheus": ("training", _prometheus),
