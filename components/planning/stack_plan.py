@@ -20,7 +20,7 @@ from components.planning.lustre_clients import with_lustre_clients
 from components.planning.namespaces import NamespacePlan, plan_namespaces
 from components.planning.pools import PoolPlan, plan_each_pool
 from components.planning.serving_autoscaling import ServingRule, serving_rule, with_serving_scale_down
-from components.planning.storage import storage_summary
+from components.planning.storage import storage_summary, with_nfs_labels
 
 
 @dataclass(frozen=True)
@@ -47,8 +47,9 @@ class StackPlan:
 
 
 def plan_pools(spec: StackConfig) -> list[PoolPlan]:
-    """The pool step: each pool planned, then the Lustre clients, then the serving scale-down thresholds."""
-    plans = with_lustre_clients(plan_each_pool(spec), spec.storage.lustre)
+    """The pool step: each pool planned, then the Lustre clients and NFS node labels, then the serving scale-down
+    thresholds."""
+    plans = with_nfs_labels(with_lustre_clients(plan_each_pool(spec), spec.storage.lustre), spec.storage.nfs)
     return with_serving_scale_down(plans, spec.workloads.serving)
 
 
