@@ -291,6 +291,14 @@ def test_a_multi_homed_server_sets_its_address_and_a_rerun_replaces_it(tmp_path:
     assert problems(node_config(root)) == []
 
 
+@pytest.mark.parametrize("node_ip", ["not-an-address", "192.168.100.5|x", "192.168.100.5 "])
+def test_a_node_ip_that_is_not_an_address_is_refused(tmp_path: Path, node_ip: str) -> None:
+    result, root = run_join(tmp_path, HYBRID_POOL, env={"NODE_IP": node_ip})
+    assert result.returncode == 1
+    assert f"node IP '{node_ip}' is not in remoteNodeCidrs (192.168.100.0/24)" in result.stderr
+    assert "--node-ip" not in (root / "server" / "nodeConfig.yaml").read_text()
+
+
 def test_a_server_without_a_route_to_the_vpc_gets_the_node_ip_hint(tmp_path: Path) -> None:
     unreachable = 'echo "RTNETLINK answers: Network is unreachable" >&2; exit 2'
     result, root = run_join(tmp_path, HYBRID_POOL, ip_body=unreachable)

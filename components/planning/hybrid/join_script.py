@@ -115,7 +115,7 @@ def _server_config(plan: PoolPlan, vpc_cidr: IPv4Network | str) -> list[str]:
         f'    echo "no route to the VPC ({probe}): $route; {hint}" >&2',
         "    exit 1",
         "  fi",
-        f'  if [ -z "$node_ip" ] || ! {{ {inside}; }}; then',
+        f"  if ! [[ $node_ip =~ ^([0-9]{{1,3}}\\.){{3}}[0-9]{{1,3}}$ ]] || ! {{ {inside}; }}; then",
         f"    echo \"node IP '$node_ip' is not in remoteNodeCidrs ({', '.join(node_cidrs)}): {hint}\" >&2",
         "    exit 1",
         "  fi",
