@@ -468,15 +468,20 @@ class InstanceRefresh(Model):
     """Skip instances that already run the latest launch template version. Default `true`."""
 
 
+#: SSM CreateActivation `RegistrationLimit`: "Valid Range: Minimum value of 1. Maximum value of 1000." (AWS Systems
+#: Manager API Reference, CreateActivation).
+SSM_REGISTRATION_LIMIT_MAX = 1000
+
+
 class HybridCredentials(Model):
     provider: Literal["ssm", "iam-roles-anywhere"] = "ssm"
     """How the servers get AWS credentials: `ssm` (SSM hybrid activation, default) or `iam-roles-anywhere`
     (certificates from your own CA)."""
     activation_expiry_hours: int = Field(24, ge=1, le=720)
     """SSM hybrid activation lifetime; nodes must register before it expires (default 24 h, max 30 days)."""
-    activation_limit: int | None = Field(None, ge=1)
-    """Registration limit of the SSM activation (at most 1000, SSM's limit); defaults to `nodes` plus
-    `spareRegistrations`."""
+    activation_limit: int | None = Field(None, ge=1, le=SSM_REGISTRATION_LIMIT_MAX)
+    """Registration limit of the SSM activation, 1 to 1000 (SSM CreateActivation `RegistrationLimit`); defaults to
+    `nodes` plus `spareRegistrations`. Set it or `spareRegistrations`, not both."""
     spare_registrations: int = Field(2, ge=0, le=100)
     """SSM only: registrations the activation admits beyond `nodes`, for a replacement server (a new machine for a
     failed one) while the activation lives. A server that leaves with `nodeadm uninstall` cannot register again with
@@ -608,8 +613,8 @@ class NodePool(Model):
     """Per-pool GPU sharing: time-slicing and MIG partitions (docs/gpu-sharing.md)."""
     # hybrid pools only
     nodes: int | None = Field(None, ge=1)
-    """Hybrid pools: number of on-prem servers that join, at least 1; also the default SSM activation limit. Required
-    for hybrid pools."""
+    """Hybrid pools: number of on-prem servers that join, at least 1; with `spareRegistrations`, the default SSM
+    activation limit. Required for hybrid pools."""
     vcpus_per_node: int | None = Field(None, ge=1, le=4096)
     """Hybrid pools: vCPUs of each server (threads the OS sees), 1-4096. EKS bills Hybrid Nodes per vCPU-hour, so the
     plan's cost counts the fee from it; left out, the fee is listed unpriced. Default none."""

@@ -361,11 +361,11 @@ def test_roles_anywhere_node_config_carries_the_arns(roles_anywhere: tuple[Progr
     assert doc["profileArn"] == seen["profileArn-a40"]
     assert doc["nodeName"] == ROLES_ANYWHERE_NODE_NAME_PLACEHOLDER  # each server puts its cert CN
     assert doc["roleArn"] == "arn:aws:iam::123456789012:role/gpu-a40-hybrid-node"
-    assert seen["hybridNodeadmInstall-a40"] == "nodeadm install 1.35 --credential-provider iam-ra"
+    assert seen["hybridNodeadmInstall-a40"] == "nodeadm install 1.35 --credential-provider iam-ra --region us-east-1"
 
 
 def test_install_command_is_a_plain_output(ssm: tuple[ProgramRun, dict[str, Any]]) -> None:
-    assert ssm[1]["hybridNodeadmInstall-a40"] == "nodeadm install 1.35 --credential-provider ssm"
+    assert ssm[1]["hybridNodeadmInstall-a40"] == "nodeadm install 1.35 --credential-provider ssm --region us-east-1"
 
 
 def test_needs_a_hybrid_pool() -> None:

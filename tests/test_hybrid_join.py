@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ import yaml
 
 from blueprint.plan.mocks import FAKE_CA
 from blueprint.plan.runner import stack_file
+from components.catalog.versions import nodeadm_release
 from components.planning.gpu_runtime import DEV_CHAR_RULE, DEV_CHAR_SYMLINKS, NVIDIA_CTK_PATH
 from components.planning.hybrid import (
     ClusterDetails,
@@ -26,7 +28,7 @@ from components.planning.hybrid import (
     render_node_config,
 )
 from components.planning.hybrid.egress import EKS_REGISTRY_ACCOUNT, HybridImage, egress, registry_of
-from components.planning.hybrid.join_script import join_script
+from components.planning.hybrid.join_script import join_script, nodeadm_url
 from components.planning.hybrid.node_config import ENDPOINT_PLACEHOLDER, KNOWN_AFTER_UP, SECRET_PLACEHOLDER
 from tests.builders import HYBRID_POOL, file_plan, first_pool_plan, pool, shipped_stack
 from tests.charts.conftest import require_charts
@@ -34,6 +36,7 @@ from tests.nodeconfig_schema import problems
 from tests.test_hybrid import CA_PEM
 
 PROJECT = "gpu-clusters"
+PINNED_NODEADM_AMD64 = nodeadm_url(nodeadm_release()).replace("$arch", "amd64")
 SSM = SsmActivation(activation_id="0c1b2a39-8a4f-4c3d-9e2f-1a2b3c4d5e6f", activation_code="A" * 20)
 CLUSTER = ClusterDetails("https://ABCDEF.gr7.us-east-1.eks.amazonaws.com", FAKE_CA, "172.20.0.0/16")
 
@@ -187,11 +190,21 @@ def stub(bin_dir: Path, name: str, body: str) -> None:
     (bin_dir / name).chmod(0o755)
 
 
+NODEADM_STUB = '#!/bin/bash\necho "nodeadm $*" >> {log}\n'
+
+
 def run_join(
-    tmp_path: Path, plan_pool: dict[str, Any], route_src: str = "192.168.100.11", env: dict[str, str] | None = None
+    tmp_path: Path,
+    plan_pool: dict[str, Any],
+    route_src: str = "192.168.100.11",
+    env: dict[str, str] | None = None,
+    args: tuple[str, ...] = (),
+    ip_body: str | None = None,
 ) -> tuple[subprocess.CompletedProcess[str], Path]:
-    """Run the pool's join script with `ip`, `nodeadm`, `nvidia-ctk` and `systemctl` stubbed (each logs its
-    arguments), in a folder holding the pool's rendered NodeConfig; the udev rule goes to the folder."""
+    """Run the pool's script (`args`: none joins, `upgrade <version>` upgrades) with `ip`, `curl`, `nodeadm`,
+    `nvidia-ctk` and `systemctl` stubbed (each logs its arguments; `curl` writes the nodeadm stub where `-o`
+    says), in a folder holding the pool's rendered NodeConfig; the udev rule goes to the folder. Roles Anywhere
+    pools' NodeConfig points at `cert.pem` in the folder."""
     work = tmp_path / "server"
     bin_dir = tmp_path / "bin"
     work.mkdir(exist_ok=True)
@@ -201,19 +214,31 @@ def run_join(
     credentials = SSM
     if plan.pool.credentials.provider == "iam-roles-anywhere":
         arn = "arn:aws:iam::123456789012:role/x"
-        credentials = RolesAnywhere(trust_anchor_arn=arn, profile_arn=arn, role_arn=arn)  # type: ignore[assignment]
+        credentials = RolesAnywhere(  # type: ignore[assignment]
+            trust_anchor_arn=arn, profile_arn=arn, role_arn=arn, certificate_path=str(work / "cert.pem")
+        )
     config = work / "nodeConfig.yaml"
     if not config.exists():
         config.write_text(render_node_config(hybrid_node_config("gpu", "us-east-1", CLUSTER, credentials, plan)))
-    stub(bin_dir, "ip", f'echo "ip $*" >> {log}; echo "10.0.0.1 via 192.168.100.1 dev eth1 src {route_src} uid 0"')
+    route = f'echo "10.0.0.1 via 192.168.100.1 dev eth1 src {route_src} uid 0"'
+    stub(bin_dir, "ip", f'echo "ip $*" >> {log}; {ip_body or route}')
+    (tmp_path / "nodeadm.stub").write_text(NODEADM_STUB.format(log=log))
+    stub(
+        bin_dir,
+        "curl",
+        f'echo "curl $*" >> {log}; while [ $# -gt 0 ]; do [ "$1" = -o ] && out=$2; shift; done; '
+        f'cp {tmp_path / "nodeadm.stub"} "$out"',
+    )
     stub(bin_dir, "nvidia-ctk", f'echo "nvidia-ctk $*" >> {log}')
     stub(bin_dir, "systemctl", f'echo "systemctl $*" >> {log}')
-    stub(bin_dir, "hostname", "echo a40-server-1")
-    stub(work, "nodeadm", f'echo "nodeadm $*" >> {log}')
+    stub(bin_dir, "hostname", "echo not-the-cn")  # the old script named Roles Anywhere nodes after the host
+    stub(bin_dir, "uname", "echo x86_64")
     rule_file = tmp_path / "71-nvidia-dev-char.rules"
-    script = join_script(plan, "1.35", "10.0.0.0/16", rule_file=str(rule_file))
+    script = join_script(plan, "1.35", "10.0.0.0/16", "us-east-1", rule_file=str(rule_file))
     full_env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", **(env or {})}
-    result = subprocess.run(["bash", "-c", script], cwd=work, env=full_env, capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        ["bash", "-c", script, "join.sh", *args], cwd=work, env=full_env, capture_output=True, text=True, check=False
+    )
     return result, tmp_path
 
 
@@ -234,7 +259,8 @@ def test_the_join_script_registers_the_address_that_reaches_the_vpc(tmp_path: Pa
     assert problems(document) == []  # still a NodeConfig nodeadm reads
     assert calls(root) == [
         "ip -4 -o route get 10.0.0.1",
-        "nodeadm install 1.35 --credential-provider ssm",
+        f"curl -fsSL -o nodeadm {PINNED_NODEADM_AMD64}",
+        "nodeadm install 1.35 --credential-provider ssm --region us-east-1",
         "nodeadm init --config-source file://nodeConfig.yaml",
         "nvidia-ctk runtime configure --runtime=containerd --nvidia-runtime-name=nvidia "
         "--drop-in-config=/etc/containerd/config.d/99-nvidia.toml --set-as-default",
@@ -255,13 +281,33 @@ def test_the_udev_rule_recreates_the_links_the_script_creates_now(tmp_path: Path
     assert f"nvidia-ctk {DEV_CHAR_SYMLINKS.removeprefix('nvidia-ctk ')}" in calls(root)
 
 
-def test_a_multi_homed_server_sets_its_address_and_a_rerun_adds_no_second_flag(tmp_path: Path) -> None:
+def test_a_multi_homed_server_sets_its_address_and_a_rerun_replaces_it(tmp_path: Path) -> None:
     result, root = run_join(tmp_path, HYBRID_POOL, route_src="10.20.0.5", env={"NODE_IP": "192.168.100.42"})
     assert result.returncode == 0, result.stderr
-    again, _ = run_join(tmp_path, HYBRID_POOL, env={"NODE_IP": "192.168.100.42"})
+    again, _ = run_join(tmp_path, HYBRID_POOL, env={"NODE_IP": "192.168.100.43"})
     assert again.returncode == 0, again.stderr
     flags = node_config(root)["spec"]["kubelet"]["flags"]
-    assert [f for f in flags if f.startswith("--node-ip=")] == ["--node-ip=192.168.100.42"]
+    assert [f for f in flags if f.startswith("--node-ip=")] == ["--node-ip=192.168.100.43"]
+    assert problems(node_config(root)) == []
+
+
+@pytest.mark.parametrize("node_ip", ["not-an-address", "192.168.100.5|x", "192.168.100.5 "])
+def test_a_node_ip_that_is_not_an_address_is_refused(tmp_path: Path, node_ip: str) -> None:
+    result, root = run_join(tmp_path, HYBRID_POOL, env={"NODE_IP": node_ip})
+    assert result.returncode == 1
+    assert f"node IP '{node_ip}' is not in remoteNodeCidrs (192.168.100.0/24)" in result.stderr
+    assert "--node-ip" not in (root / "server" / "nodeConfig.yaml").read_text()
+
+
+def test_a_server_without_a_route_to_the_vpc_gets_the_node_ip_hint(tmp_path: Path) -> None:
+    unreachable = 'echo "RTNETLINK answers: Network is unreachable" >&2; exit 2'
+    result, root = run_join(tmp_path, HYBRID_POOL, ip_body=unreachable)
+    assert result.returncode == 1
+    assert result.stderr == (
+        "no route to the VPC (10.0.0.1): RTNETLINK answers: Network is unreachable; "
+        "set NODE_IP to this server's address on the node network\n"
+    )
+    assert not any(call.startswith(("curl", "nodeadm")) for call in calls(root))
 
 
 def test_an_address_outside_the_node_network_stops_before_nodeadm(tmp_path: Path) -> None:
@@ -274,14 +320,105 @@ def test_an_address_outside_the_node_network_stops_before_nodeadm(tmp_path: Path
     assert "--node-ip" not in (root / "server" / "nodeConfig.yaml").read_text()
 
 
-def test_a_roles_anywhere_server_puts_its_name_in(tmp_path: Path) -> None:
-    ra_pool = pool(HYBRID_POOL, credentials={"provider": "iam-roles-anywhere", "trustAnchorCertificate": CA_PEM})
-    result, root = run_join(tmp_path, ra_pool)
+def test_the_ssm_installer_comes_from_the_region_the_egress_list_names() -> None:
+    """nodeadm's default installer Region is us-west-2: the script passes the cluster's, the one the site opens."""
+    summary = shipped_stack("hybrid").plan["summary"]
+    installer = next(h for h in hosts(summary) if h.startswith("amazon-ssm-"))
+    installer_region = re.fullmatch(r"amazon-ssm-([a-z0-9-]+)\.s3\.([a-z0-9-]+)\.amazonaws\.com", installer)
+    assert installer_region is not None and installer_region[1] == installer_region[2]
+    script = next(p for p in summary["hybrid"]["pools"] if p["name"] == "a40")["joinScript"]
+    install = next(line.strip() for line in script.splitlines() if "nodeadm install" in line)
+    assert install.split()[install.split().index("--region") + 1] == installer_region[1] == "us-east-1"
+
+
+def test_every_download_is_the_pinned_nodeadm_even_with_one_in_the_folder(tmp_path: Path) -> None:
+    (tmp_path / "server").mkdir()
+    (tmp_path / "server" / "nodeadm").write_text("#!/bin/bash\necho stale nodeadm >&2; exit 1\n")
+    result, root = run_join(tmp_path, HYBRID_POOL)
+    assert result.returncode == 0, result.stderr
+    assert f"curl -fsSL -o nodeadm {PINNED_NODEADM_AMD64}" in calls(root)
+    assert "/releases/latest/" not in PINNED_NODEADM_AMD64
+
+
+def test_an_upgrade_keeps_the_servers_node_ip(tmp_path: Path) -> None:
+    """The upgrade runs the same per-server edits as the join, on the pool's NodeConfig as exported."""
+    result, root = run_join(tmp_path, HYBRID_POOL, env={"NODE_IP": "192.168.100.42"}, args=("upgrade", "1.36"))
+    assert result.returncode == 0, result.stderr
+    assert node_config(root)["spec"]["kubelet"]["flags"][0] == "--node-ip=192.168.100.42"
+    assert [c for c in calls(root) if c.startswith(("curl", "nodeadm"))] == [
+        f"curl -fsSL -o nodeadm {PINNED_NODEADM_AMD64}",
+        "nodeadm upgrade 1.36 --config-source file://nodeConfig.yaml",
+    ]
+
+
+def test_an_upgrade_without_a_version_is_a_usage_error(tmp_path: Path) -> None:
+    result, root = run_join(tmp_path, HYBRID_POOL, args=("upgrade",))
+    assert result.returncode == 64
+    assert "usage: join.sh upgrade <kubernetes version>" in result.stderr
+    assert not (root / "calls").exists()
+
+
+RA_POOL = pool(HYBRID_POOL, credentials={"provider": "iam-roles-anywhere", "trustAnchorCertificate": CA_PEM})
+
+
+def certificate(tmp_path: Path, subject: str) -> None:
+    """A real self-signed node certificate where the Roles Anywhere NodeConfig's certificatePath points."""
+    (tmp_path / "server").mkdir(exist_ok=True)
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", subject,
+         "-keyout", str(tmp_path / "server" / "key.pem"), "-out", str(tmp_path / "server" / "cert.pem")],
+        check=True, capture_output=True,
+    )  # fmt: skip
+
+
+def test_a_roles_anywhere_server_is_named_after_its_certificate_cn(tmp_path: Path) -> None:
+    """The role's trust policy requires RoleSessionName == the certificate's CN, and nodeadm uses nodeName."""
+    certificate(tmp_path, "/O=Example Corp/CN=a40-server-7/OU=gpu")
+    result, root = run_join(tmp_path, RA_POOL)
     assert result.returncode == 0, result.stderr
     document = node_config(root)
-    assert document["spec"]["hybrid"]["iamRolesAnywhere"]["nodeName"] == "a40-server-1"
+    assert document["spec"]["hybrid"]["iamRolesAnywhere"]["nodeName"] == "a40-server-7"
     assert problems(document) == []
-    assert "nodeadm install 1.35 --credential-provider iam-ra" in calls(root)
+    assert "nodeadm install 1.35 --credential-provider iam-ra --region us-east-1" in calls(root)
+
+
+def test_an_upgrade_of_a_roles_anywhere_server_keeps_its_name_and_address(tmp_path: Path) -> None:
+    certificate(tmp_path, "/CN=a40-server-7")
+    result, root = run_join(tmp_path, RA_POOL, env={"NODE_IP": "192.168.100.42"}, args=("upgrade", "1.36"))
+    assert result.returncode == 0, result.stderr
+    document = node_config(root)
+    assert document["spec"]["hybrid"]["iamRolesAnywhere"]["nodeName"] == "a40-server-7"
+    assert document["spec"]["kubelet"]["flags"][0] == "--node-ip=192.168.100.42"
+    assert "nodeadm upgrade 1.36 --config-source file://nodeConfig.yaml" in calls(root)
+
+
+def test_node_name_overrides_the_cn_and_a_rerun_replaces_the_name(tmp_path: Path) -> None:
+    certificate(tmp_path, "/CN=a40-server-7")
+    first, root = run_join(tmp_path, RA_POOL, env={"NODE_NAME": "a40-old"})
+    assert first.returncode == 0, first.stderr
+    again, _ = run_join(tmp_path, RA_POOL)
+    assert again.returncode == 0, again.stderr
+    assert node_config(root)["spec"]["hybrid"]["iamRolesAnywhere"]["nodeName"] == "a40-server-7"
+
+
+@pytest.mark.parametrize(
+    ("subject", "env", "error"),
+    [
+        ("/O=Example Corp", {}, "has no CN: the node name must be its CN; set NODE_NAME"),
+        ("/CN=a40-server-7", {"NODE_NAME": "n" * 65}, f"node name '{'n' * 65}' is longer than 64 characters"),
+        ("/CN=A40_Server", {}, "node name 'A40_Server' is not a Kubernetes node name"),
+        (None, {}, "cannot read the node certificate"),
+    ],
+)
+def test_a_bad_node_name_stops_before_nodeadm(
+    tmp_path: Path, subject: str | None, env: dict[str, str], error: str
+) -> None:
+    if subject is not None:
+        certificate(tmp_path, subject)
+    result, root = run_join(tmp_path, RA_POOL, env=env)
+    assert result.returncode == 1
+    assert error in result.stderr
+    assert not any(call.startswith(("curl", "nodeadm")) for call in calls(root))
 
 
 def test_the_plan_and_the_stack_output_print_the_same_script() -> None:

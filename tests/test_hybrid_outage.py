@@ -178,6 +178,21 @@ def test_the_on_prem_coredns_replica_rides_out_an_outage_as_long_as_the_servers_
         assert not tolerates(tolerations, Taint(key=key, value="", effect="NoSchedule"))
 
 
+def test_the_runbook_states_that_the_cloud_coredns_replicas_carry_the_outage_tolerations_too(
+    hybrid_stack: ShippedStack,
+) -> None:
+    """The add-on has one Deployment and one `tolerations` list, with no per-replica placement: every replica
+    carries the outage tolerations, and the operations guide must say so (and what it costs), not only of the
+    on-prem replica."""
+    config = coredns_config(hybrid_stack)
+    assert set(config) & {"tolerations", "affinity", "nodeSelector"} == {"tolerations", "affinity"}
+    assert any(t.get("key") == UNREACHABLE and t.get("tolerationSeconds") for t in config["tolerations"])
+    guide = (Path(__file__).parents[1] / "docs" / "operations.md").read_text()
+    assert "| the on-prem CoreDNS replica |" not in guide
+    assert "| CoreDNS: every replica, the cloud ones too (one Deployment) |" in guide
+    assert "keeps its CoreDNS replica bound for 1800 s instead of 300 s" in guide
+
+
 def test_kube_dns_prefers_the_closest_replica_through_a_patch_after_the_addon(hybrid_stack: ShippedStack) -> None:
     patch = hybrid_stack.run.one(SERVICE_PATCH, "hybrid-kube-dns")
     assert patch.inputs["metadata"] == {"name": "kube-dns", "namespace": "kube-system"}
@@ -257,3 +272,15 @@ def hybrid_pools() -> list[Any]:
     from components.planning.stack_plan import plan_pools
 
     return [p for p in plan_pools(stack_config(SYSTEM, hybrid_pool())) if p.kind == "hybrid"]
+
+
+def test_the_link_back_procedure_restarts_the_ssm_agent_and_reboots_state_the_pinned_pods_timing() -> None:
+    """A long outage expires the SSM credentials and the agent's backoff reaches 30 minutes: the restart is a step
+    of the procedure, not a remark; pods pinned to the servers wait the hybrid toleration, not the default 300 s."""
+    guide = (Path(__file__).parents[1] / "docs" / "operations.md").read_text()
+    link_back = guide.split("When the link is back:", 1)[1].split("\n\n", 2)[1]
+    assert link_back.startswith("1. On every SSM server, restart the agent: `systemctl restart amazon-ssm-agent`.")
+    reboot = guide.split("#### Rebooting a server", 1)[1].split("####", 1)[0]
+    assert "(~50 s + 300 s by default)" not in reboot
+    assert f"({DEFAULT_UNREACHABLE_TOLERATION_SECONDS} s by default) for the pods the stack pins" in reboot
+    assert "replaces each hybrid pool's activation" in guide

@@ -318,7 +318,10 @@ def test_pod_identity_works_on_hybrid_nodes_as_aws_documents() -> None:
 
 @pytest.mark.parametrize(("provider", "flag"), [("ssm", "ssm"), ("iam-roles-anywhere", "iam-ra")])
 def test_nodeadm_install_command(provider: hybrid.Provider, flag: str) -> None:
-    assert hybrid.nodeadm_install_command("1.34", provider) == f"nodeadm install 1.34 --credential-provider {flag}"
+    assert (
+        hybrid.nodeadm_install_command("1.34", provider, "eu-west-1")
+        == f"nodeadm install 1.34 --credential-provider {flag} --region eu-west-1"
+    )
 
 
 # ------------------------------------------------------------------------------ AWS security group rules

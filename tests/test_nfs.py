@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import yaml
 
 from blueprint.plan.runner import ProgramRun
 from components.catalog import versions
@@ -23,6 +24,7 @@ from tests.builders import (
     ShippedStack,
     once_per_config,
     run_with_context,
+    shipped_stack,
     stack_config,
 )
 
@@ -244,25 +246,35 @@ def test_hybrid_stack_binds_the_existing_share_statically(hybrid_stack: ShippedS
     assert run.of_type(EFS) == []
 
 
-def test_volume_is_pinned_to_the_pools_that_mount_it() -> None:
+def test_volume_is_pinned_to_the_nodes_of_the_pools_that_mount_it() -> None:
     """A pod of a pool that cannot reach the server, claiming the share, must stay Pending (the scheduler filters
-    nodes by the volume's node affinity) instead of starting and failing to mount."""
-    volume = build(hybrid_spec()).one(PV).inputs
+    nodes by the volume's node affinity) instead of starting and failing to mount. The affinity names the volume's
+    node label, which exactly the mounting pools' nodes carry."""
+    spec = hybrid_spec()
+    volume = build(spec).one(PV).inputs
     assert volume["spec"]["nodeAffinity"] == {
         "required": {
             "nodeSelectorTerms": [
-                {"matchExpressions": [{"key": "gpu-clusters/pool", "operator": "In", "values": ["a40"]}]}
+                {"matchExpressions": [{"key": "gpu-clusters/nfs-models", "operator": "In", "values": ["true"]}]}
             ]
         }
     }
+    labelled = {p.name for p in plan_pools(spec) if p.labels.get("gpu-clusters/nfs-models") == "true"}
+    assert labelled == {"a40"}
 
 
-def test_volume_node_affinity_lists_every_mounting_pool_in_config_order() -> None:
-    spec = hybrid_spec({"pools": ["burst", "a40"]})
-    nfs = spec.storage.nfs
-    assert nfs is not None
-    expected = [p.name for p in nfs_pools(nfs, plan_pools(spec))]
-    assert len(expected) == 2
-    volume = build(spec).one(PV).inputs
-    [term] = volume["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"]
-    assert term["matchExpressions"][0]["values"] == expected
+def test_the_servers_register_with_the_volume_label() -> None:
+    """The hybrid servers get it from their NodeConfig's kubelet flags, as cloud nodes from their launch template."""
+    document = yaml.safe_load(shipped_stack("hybrid").exports["hybridNodeConfig-a40"])
+    [labels] = [f for f in document["spec"]["kubelet"]["flags"] if f.startswith("--node-labels=")]
+    assert "gpu-clusters/nfs-models=true" in labels.removeprefix("--node-labels=").split(",")
+
+
+def test_adding_a_mounting_pool_changes_node_labels_not_the_volume() -> None:
+    """The API server refuses a change to a volume's node affinity once set: a pool added to `storage.nfs.pools`
+    must leave the PersistentVolume as it was."""
+    before, after = hybrid_spec({"pools": ["a40"]}), hybrid_spec({"pools": ["burst", "a40"]})
+    assert build(before).one(PV).inputs == build(after).one(PV).inputs
+    burst = {p.name: p.labels for p in plan_pools(after)}["burst"]
+    assert burst["gpu-clusters/nfs-models"] == "true"
+    assert "gpu-clusters/nfs-models" not in {p.name: p.labels for p in plan_pools(before)}["burst"]

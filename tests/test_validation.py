@@ -383,6 +383,24 @@ BROKEN: list[tuple[str, tuple[tuple[str, Any], ...], str, str]] = [
         "cannot join 4 nodes",
     ),
     (
+        "spare registrations beside an activation limit",
+        (("nodePools.2", {**HYBRID, "credentials": {"activationLimit": 6, "spareRegistrations": 3}}),),
+        "nodePools[2] (a40).credentials.spareRegistrations",
+        "has no effect with activationLimit (6 registrations); remove one of the two",
+    ),
+    (
+        "activation limit above SSM's range",
+        (("nodePools.2", {**HYBRID, "credentials": {"activationLimit": 1001}}),),
+        "nodePools[2] (a40).credentials.activationLimit",
+        "1000",
+    ),
+    (
+        "nodes and spare registrations above SSM's range",
+        (("nodePools.2", {**HYBRID, "nodes": 999, "credentials": {"spareRegistrations": 2}}),),
+        "nodePools[2] (a40).credentials.spareRegistrations",
+        "nodes (999) + spareRegistrations (2) exceeds SSM's registration limit of 1000",
+    ),
+    (
         "hybrid pool without pod network",
         (("nodePools.2", {**HYBRID, "network": {"remoteNodeCidrs": ["192.168.100.0/24"]}}),),
         "nodePools[2] (a40).network.remotePodCidrs",

@@ -134,8 +134,8 @@ def hybrid_summary(stack_plan: StackPlan) -> dict[str, Any]:
                 "nodeConfig": hybrid_node_config(
                     spec.cluster.name, spec.region, cluster, offline_credentials(p.pool.credentials.provider), p
                 ),
-                "nodeadmInstall": nodeadm_install_command(version, p.pool.credentials.provider),
-                "joinScript": join_script(p, version, spec.network.vpc_cidr),
+                "nodeadmInstall": nodeadm_install_command(version, p.pool.credentials.provider, spec.region),
+                "joinScript": join_script(p, version, spec.network.vpc_cidr, spec.region),
             }
             for p in stack_plan.hybrid
         ],

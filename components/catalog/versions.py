@@ -207,6 +207,7 @@ class PinnedVersions:
     cluster_autoscaler: Mapping[str, ChartPin]
     managed_addon_policy: str
     managed_addons: Mapping[str, AddonPin]
+    nodeadm: str
 
 
 def _citations(raw: Any, path: Path) -> dict[str, str]:
@@ -330,6 +331,12 @@ def load_versions(path: Path | None = None) -> PinnedVersions:
         _check_addon(f"{vpath}: add-on {addon.name}", addon, known, kubernetes)
         addons[addon.name] = addon
 
+    nodeadm_raw = data.get("nodeadm") or {}
+    nodeadm = str(nodeadm_raw.get("version") or "")
+    if not EXACT_VERSION.match(nodeadm):
+        raise VersionsError(f"{vpath}: nodeadm.version {nodeadm!r} is not an exact release")
+    _check_source(f"{vpath}: nodeadm", str(nodeadm_raw.get("source") or ""), known)
+
     return PinnedVersions(
         sources=MappingProxyType(known),
         kubernetes=MappingProxyType(kubernetes),
@@ -338,6 +345,7 @@ def load_versions(path: Path | None = None) -> PinnedVersions:
         cluster_autoscaler=MappingProxyType(autoscaler),
         managed_addon_policy=policy,
         managed_addons=MappingProxyType(addons),
+        nodeadm=nodeadm,
     )
 
 
@@ -421,6 +429,11 @@ def managed_addon(name: str) -> AddonPin:
 def managed_addon_version(name: str, kubernetes_version: str) -> str:
     """The catalog's exact version of a managed add-on for a Kubernetes version ("1.35" or "1.35.2")."""
     return managed_addon(name).version_for(kubernetes_version)
+
+
+def nodeadm_release() -> str:
+    """The hybrid nodeadm release (an aws/eks-hybrid tag) servers download for joins and upgrades."""
+    return _pinned().nodeadm
 
 
 def managed_addon_policy() -> str:

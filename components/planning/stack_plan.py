@@ -26,7 +26,7 @@ from components.planning.serving_autoscaling import (
     with_serving_scale_down,
 )
 from components.planning.serving_policies import QueueRule, queue_rule
-from components.planning.storage import storage_summary
+from components.planning.storage import storage_summary, with_nfs_labels
 
 
 @dataclass(frozen=True)
@@ -56,8 +56,9 @@ class StackPlan:
 
 
 def plan_pools(spec: StackConfig) -> list[PoolPlan]:
-    """The pool step: each pool planned, then the Lustre clients, then the serving scale-down thresholds."""
-    plans = with_lustre_clients(plan_each_pool(spec), spec.storage.lustre)
+    """The pool step: each pool planned, then the Lustre clients and NFS node labels, then the serving scale-down
+    thresholds."""
+    plans = with_nfs_labels(with_lustre_clients(plan_each_pool(spec), spec.storage.lustre), spec.storage.nfs)
     return with_serving_scale_down(plans, spec.workloads.serving)
 
 

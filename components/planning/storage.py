@@ -10,6 +10,7 @@ quotes MiB/s and GiB/s; those figures are converted with the constants below, ne
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -89,24 +90,34 @@ def nfs_pools(config: NfsConfig, pool_plans: Sequence[PoolPlan]) -> list[PoolPla
     return [p for p in listed if p.kind == "aws"] if config.kind == "efs" else listed
 
 
-def pool_node_affinity(pools: Sequence[PoolPlan]) -> dict[str, Any] | None:
-    """A PersistentVolume's `nodeAffinity` to the given pools (`gpu-clusters/pool In [...]`), in config order.
+def nfs_node_label(volume: str) -> str:
+    """The node label (`gpu-clusters/nfs-<volume>`, value "true") the nodes of every pool mounting an existing NFS
+    volume carry, and the volume's node affinity selects."""
+    return f"{tags.PREFIX}/nfs-{volume}"
+
+
+def with_nfs_labels(plans: Sequence[PoolPlan], config: NfsConfig | None) -> list[PoolPlan]:
+    """The plans, each pool that mounts an existing NFS server (`nfs_pools`) with the volume's node label added."""
+    if config is None or config.kind != "existing":
+        return list(plans)
+    mounting = {p.name for p in nfs_pools(config, plans)}
+    label = nfs_node_label(config.name)
+    return [dataclasses.replace(p, labels={**p.labels, label: "true"}) if p.name in mounting else p for p in plans]
+
+
+def nfs_node_affinity(volume: str) -> dict[str, Any]:
+    """A PersistentVolume's `nodeAffinity` to the nodes labelled `nfs_node_label(volume)=true`.
 
     The scheduler places a pod that uses such a volume only on nodes the affinity selects ([K8SEVICT]: Kubernetes
     docs, "Persistent Volumes", Node Affinity; the VolumeBinding plugin), so a pod of another pool that claims the
     existing NFS share stays Pending with a scheduling event instead of starting on a node that cannot reach the
-    server and failing to mount. Shaped as the Kubernetes API's `VolumeNodeAffinity`; None without pools (an `In`
-    term needs values).
+    server and failing to mount. The term names a label, not the pools: the API server refuses any change to a
+    volume's node affinity once set (mutable only behind the alpha `MutablePVNodeAffinity` gate, [K8SPVAFFINITY]),
+    so a change to `storage.nfs.pools` changes node labels, never the volume. Shaped as the Kubernetes API's
+    `VolumeNodeAffinity`.
     """
-    if not pools:
-        return None
-    return {
-        "required": {
-            "nodeSelectorTerms": [
-                {"matchExpressions": [{"key": tags.POOL, "operator": "In", "values": [p.name for p in pools]}]}
-            ]
-        }
-    }
+    term = {"matchExpressions": [{"key": nfs_node_label(volume), "operator": "In", "values": ["true"]}]}
+    return {"required": {"nodeSelectorTerms": [term]}}
 
 
 def mounting_zones(pools: Iterable[PoolPlan]) -> list[str]:

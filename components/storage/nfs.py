@@ -23,9 +23,9 @@ from components.planning.storage import (
     NFS_CSI_DRIVER,
     claim_name,
     nfs_mount_options,
+    nfs_node_affinity,
     nfs_pools,
     nfs_volume_handle,
-    pool_node_affinity,
 )
 from components.planning.tolerations import key_tolerations
 from components.storage import volumes
@@ -54,10 +54,8 @@ def volume_attributes(config: NfsConfig) -> dict[str, str]:
     return {"server": config.server, "share": config.share}
 
 
-def _node_affinity_args(affinity: Mapping[str, Any] | None) -> k8s.core.v1.VolumeNodeAffinityArgs | None:
+def _node_affinity_args(affinity: Mapping[str, Any]) -> k8s.core.v1.VolumeNodeAffinityArgs:
     """The planned `VolumeNodeAffinity` as the provider's typed arguments."""
-    if affinity is None:
-        return None
     terms = [
         k8s.core.v1.NodeSelectorTermArgs(
             match_expressions=[
@@ -119,8 +117,9 @@ class ExistingNfsStorage(pulumi.ComponentResource):
                 persistent_volume_reclaim_policy=volumes.RECLAIM_POLICY,
                 storage_class_name="",
                 mount_options=self.mount_options,
-                # Only the pools that reach the server: another pool's pod claiming it stays Pending, visibly.
-                node_affinity=_node_affinity_args(pool_node_affinity(self.pools)),
+                # Only nodes of the pools that reach the server (they carry the volume's node label): another
+                # pool's pod claiming it stays Pending, visibly. A label, so pool changes never touch the volume.
+                node_affinity=_node_affinity_args(nfs_node_affinity(config.name)),
                 # Reserved for our claim: no other claim in the cluster can bind the share by accident.
                 claim_ref=k8s.core.v1.ObjectReferenceArgs(namespace=self.namespace, name=self.claim_name),
                 csi=k8s.core.v1.CSIPersistentVolumeSourceArgs(

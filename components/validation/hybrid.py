@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from ipaddress import IPv4Network
 
 from components import catalog
+from components.config import SSM_REGISTRATION_LIMIT_MAX, NodePool
 from components.errors import Problem
 from components.planning.hybrid import cilium_node_blocks
 from components.validation.cluster import RFC1918
@@ -62,6 +63,23 @@ def aws_keys_not_on_hybrid_pools(p: Parsed) -> Iterator[Problem]:
                 yield Problem(f"{path}.{key}", "does not apply to hybrid pools (on-prem servers); remove it")
 
 
+def _activation_limit_problems(pool: NodePool, where: str) -> Iterator[Problem]:
+    """`activationLimit` replaces `nodes` + `spareRegistrations`, so both given is a conflict, never a silent
+    choice; the derived limit must fit SSM's range too."""
+    creds = pool.credentials
+    if creds.activation_limit is not None and "spare_registrations" in creds.model_fields_set:
+        yield Problem(
+            f"{where}.spareRegistrations",
+            f"has no effect with activationLimit ({creds.activation_limit} registrations); remove one of the two",
+        )
+    elif creds.activation_limit is None and (pool.nodes or 0) + creds.spare_registrations > SSM_REGISTRATION_LIMIT_MAX:
+        yield Problem(
+            f"{where}.spareRegistrations",
+            f"nodes ({pool.nodes}) + spareRegistrations ({creds.spare_registrations}) exceeds SSM's registration "
+            f"limit of {SSM_REGISTRATION_LIMIT_MAX}; lower it",
+        )
+
+
 def credentials_fit_the_provider(p: Parsed) -> Iterator[Problem]:
     """SSM activations take a limit (at least the node count) and an expiry; IAM Roles Anywhere takes the PEM of
     the CA that signs the nodes' certificates, and nothing else (EKS hybrid nodes credentials)."""
@@ -72,6 +90,8 @@ def credentials_fit_the_provider(p: Parsed) -> Iterator[Problem]:
                 f"{where}.activationLimit",
                 f"{creds.activation_limit} registrations cannot join {pool.nodes} nodes; set it >= {pool.nodes}",
             )
+        if creds.provider == "ssm":
+            yield from _activation_limit_problems(pool, where)
         if creds.provider == "iam-roles-anywhere":
             for field, key in (
                 ("activation_limit", "activationLimit"),

@@ -154,6 +154,12 @@ def render_node_config(document: Mapping[str, Any]) -> str:
     return yaml.safe_dump(dict(document), sort_keys=False, default_flow_style=False, width=1 << 20)
 
 
-def nodeadm_install_command(kubernetes_version: str, provider: Provider) -> str:
-    """`nodeadm install <version> --credential-provider ssm|iam-ra` (facts §5f), run once per server as root."""
-    return f"nodeadm install {kubernetes_version} --credential-provider {NODEADM_CREDENTIAL_PROVIDER[provider]}"
+def nodeadm_install_command(kubernetes_version: str, provider: Provider, region: str) -> str:
+    """`nodeadm install <version> --credential-provider ssm|iam-ra --region <region>` (facts §5f), run once per
+    server as root. Without `--region` nodeadm downloads the SSM agent installer from its default Region's bucket
+    (us-west-2, aws/eks-hybrid `cmd/nodeadm/install/install.go`, `internal/ssm/source.go`), not the cluster's, which
+    the egress list (`components.planning.hybrid.egress`) names."""
+    return (
+        f"nodeadm install {kubernetes_version} --credential-provider {NODEADM_CREDENTIAL_PROVIDER[provider]} "
+        f"--region {region}"
+    )
