@@ -19,7 +19,7 @@ from blueprint.verify.parsers import ParseError, dcgm_failures, parse_dcgm, pars
 from blueprint.verify.pods import PodSession
 from blueprint.verify.runner import run_checks
 from tests.test_verify import TIME_SLICED, expect, expect_file, training_nodes
-from tests.verify_fakes import FakeApi, node, sample
+from tests.verify_fakes import FakeApi, daemon_pod, node, sample
 
 SUMMARY_FAIL = "dcgm4-diag-r2-nvswitch-summary-fail.json.txt"
 GOOD_NCCL = sample("nccl-log-ofi-efa-h200.txt") + sample("nccl-all-reduce-2x-p5-16g.txt")
@@ -311,3 +311,75 @@ def test_without_a_reference_a_pair_that_completed_is_the_good_partner(tmp_path:
     assert isolated[0].status == ("fail" if broken == "socket" else "error")
     retested = [r.target for r in pair_results if "ip-10-0-1-3" in r.target and r.status == "skip"]
     assert len(retested) == 1 and "ip-10-0-1-0" in retested[0]
+
+
+# ------------------------------------------------------------------------------ level 4 pauses the DCGM exporter
+DEPLOY = "nvidia.com/gpu.deploy.dcgm-exporter"
+L40S = ["ip-10-0-2-0", "ip-10-0-2-1"]
+
+
+def inference_api(exporter_leaves: bool = True) -> FakeApi:
+    """An inference stack's two L40S nodes, one of them labelled `true` already (as a MIG manager would), each with
+    the stack's exporter pod; the DaemonSet controller removes a node's pod when its label reads a pause value and
+    starts it again once it does not (unless `exporter_leaves` is False: a pod stuck terminating)."""
+    nodes = [node("ip-10-0-0-1", "system", "m7i.xlarge")]
+    nodes += [node(n, "l40s", "g6e.12xlarge", gpus=4) for n in L40S]
+    nodes[1]["metadata"]["labels"][DEPLOY] = "true"
+    api = FakeApi(nodes, pods={"monitoring": [daemon_pod("dcgm-exporter", n) for n in L40S]})
+
+    def controller(api: FakeApi, name: str) -> None:
+        (labels,) = [n["metadata"]["labels"] for n in api.nodes if n["metadata"]["name"] == name]
+        pods = [p for p in api.pods["monitoring"] if p["spec"]["nodeName"] != name]
+        if not labels.get(DEPLOY, "").startswith("paused-") or not exporter_leaves:
+            pods.append(daemon_pod("dcgm-exporter", name))
+        api.pods["monitoring"] = pods
+
+    api.on_label = controller
+    return api
+
+
+def exporter_on(api: FakeApi, name: str) -> bool:
+    return any(p["spec"]["nodeName"] == name for p in api.pods["monitoring"])
+
+
+@pytest.mark.parametrize("outcome", ["pass", "fail", "timeout"])
+def test_level_4_pauses_each_nodes_exporter_and_restores_its_label(outcome: str) -> None:
+    api = inference_api()
+    beside: list[bool] = []
+
+    def act(body: dict[str, Any]) -> tuple[str, str]:
+        beside.append(exporter_on(api, host(body)))
+        if outcome == "timeout":
+            return "Running", ""
+        return "Succeeded", sample("dcgm-diag-r1-pass.json.txt" if outcome == "pass" else SUMMARY_FAIL)
+
+    api.behaviour = act
+    results, _ = run(api, ["dcgm"], Options(dcgm_level=4), expect("inference"))
+    assert {r.status for r in results} == {{"pass": "pass", "fail": "fail", "timeout": "error"}[outcome]}
+    assert beside and not any(beside)  # no diagnostic ran beside an exporter
+    # paused first, then each label back as it was: `true` restored, the absent one removed
+    assert api.labelled == [
+        (L40S[0], DEPLOY, "paused-for-diagnostic"),
+        (L40S[1], DEPLOY, "paused-for-diagnostic"),
+        (L40S[0], DEPLOY, "true"),
+        (L40S[1], DEPLOY, None),
+    ]
+    assert all(exporter_on(api, n) for n in L40S)
+
+
+def test_an_exporter_that_does_not_leave_keeps_level_4_off_its_node_and_the_label_is_restored() -> None:
+    api = inference_api(exporter_leaves=False)
+    now = [0.0]
+    session = PodSession(api, "r1", "default", clock=lambda: now[0], sleep=lambda s: now.__setitem__(0, now[0] + 60))
+    results = run_checks(api, expect("inference"), ["dcgm"], Options(dcgm_level=4), lambda *a: None, session=session)
+    assert [(r.target, r.status) for r in results] == [(f"l40s/{n}", "error") for n in L40S]
+    assert "did not leave the node within 300s" in results[0].detail
+    assert not api.created and now[0] == 300  # waited the exporter's time, ran no diagnostic beside it
+    assert [v for (_, _, v) in api.labelled[2:]] == ["true", None]
+
+
+def test_lower_levels_leave_the_exporter_alone() -> None:
+    api = inference_api()
+    api.behaviour = lambda body: ("Succeeded", sample("dcgm-diag-r1-pass.json.txt"))
+    results, _ = run(api, ["dcgm"], Options(dcgm_level=3), expect("inference"))
+    assert {r.status for r in results} == {"pass"} and api.labelled == []

@@ -240,6 +240,7 @@ def _run_pair(
         workers.append(session.create_pod(body))
     ready = session.wait(workers, budget, until="ready")
     ips = [str(ready[w].get("status", {}).get("podIP")) for w in workers]
+    sizes = two_node_args(largest_size(pool.gpus_by_type))
     mpirun = [
         MPIRUN, "--prefix", OPENMPI, "--allow-run-as-root", "--tag-output",
         "-np", str(gpus * len(ips)), "-N", str(gpus),
@@ -247,7 +248,7 @@ def _run_pair(
         "-x", "PATH", "-x", "LD_LIBRARY_PATH", "-x", "FI_PROVIDER=efa", "-x", "FI_EFA_FORK_SAFE=1",
         "-x", "NCCL_DEBUG=INFO", *(f for v in NCCL_TUNING for f in ("-x", v)),
         "--mca", "pml", "^ucx", "--mca", "btl", "tcp,self",
-        "--mca", "btl_tcp_if_exclude", "lo,docker0,veth_def_agent", ALL_REDUCE, *two_node_args(largest_size(pool.gpus_by_type)),
+        "--mca", "btl_tcp_if_exclude", "lo,docker0,veth_def_agent", ALL_REDUCE, *sizes,
     ]  # fmt: skip
     launch = (
         f"{EXPORT_LD_LIBRARY_PATH} && mkdir -p /root/.ssh && cp {SSH_DIR}/id_ed25519 /root/.ssh/ && "

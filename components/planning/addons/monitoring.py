@@ -26,6 +26,7 @@ from components.planning.gpu_runtime import NVIDIA_RUNTIME_CLASS, runtime_class_
 from components.planning.mig import (
     DCGM_EXPORTER_DEPLOY_LABEL,
     DEPLOY_ENABLED,
+    DEPLOY_PAUSED,
     MIG_CONFIG_STATE_LABEL,
     MIG_STATE_SUCCESS,
     mig_plans,
@@ -239,7 +240,9 @@ def dcgm_exporter_values(
     filter and join on.
 
     On MIG pools the exporter reads its device list once, at start, so it waits for the partitions and restarts
-    after every reconfiguration (`mig_gate`), with the MIG monitor capability (`MIG_MONITOR_ENV`)."""
+    after every reconfiguration (`mig_gate`), with the MIG monitor capability (`MIG_MONITOR_ENV`). On every node it
+    leaves while the deploy label reads a pause value (`NOT_PAUSED`), which `blueprint verify` sets for DCGM's
+    level-4 diagnostic."""
     by_class = sorted(p.name for p in runtime_class_plans(plans))
     served = runtime_class_plans(plans) if runtime_class else [p for p in gpu_plans(plans) if p.name not in by_class]
     values: dict[str, Any] = {
@@ -249,11 +252,10 @@ def dcgm_exporter_values(
         "serviceMonitor": {"enabled": True, "relabelings": [dict(NODE_RELABELING)]},
     }
     base = [{"key": tags.POOL, "operator": "In" if runtime_class else "NotIn", "values": by_class}] if by_class else []
-    terms = mig_gate(base) if mig_plans(served) else [{"matchExpressions": base}] if base else []
-    if terms:
-        values["affinity"] = {
-            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
-        }
+    terms = mig_gate(base) if mig_plans(served) else [{"matchExpressions": [*base, dict(NOT_PAUSED)]}]
+    values["affinity"] = {
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
+    }
     if mig_plans(served):
         values["extraEnv"] = [dict(MIG_MONITOR_ENV)]
     if runtime_class:
@@ -261,6 +263,11 @@ def dcgm_exporter_values(
     if image_tag:
         values["image"] = {"tag": image_tag}
     return values
+
+
+#: Keeps the exporter off a node whose deploy label reads a pause value; an absent label matches (NotIn selects a
+#: node without the key, [K8SAFFINITY]), so nodes nobody labels keep their exporter.
+NOT_PAUSED = {"key": DCGM_EXPORTER_DEPLOY_LABEL, "operator": "NotIn", "values": list(DEPLOY_PAUSED)}
 
 
 def mig_gate(base: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -275,7 +282,7 @@ def mig_gate(base: list[dict[str, Any]]) -> list[dict[str, Any]]:
     DaemonSet controller removes the exporter from a node that stops matching and starts a new one, which enumerates
     the new MIG devices, once it matches again, as the GPU Operator's exporter does."""
     return [
-        {"matchExpressions": [*base, {"key": MIG_CONFIG_LABEL, "operator": "DoesNotExist"}]},
+        {"matchExpressions": [*base, {"key": MIG_CONFIG_LABEL, "operator": "DoesNotExist"}, dict(NOT_PAUSED)]},
         {
             "matchExpressions": [
                 *base,
