@@ -284,3 +284,15 @@ def test_cloud_only_dcgm_exporter_values_keep_off_only_paused_nodes():
         }
     ]
     assert "runtimeClassName" not in by_name["dcgm-exporter"]["values"]
+
+
+def test_a_time_sliced_pool_gets_per_pod_gpu_series_with_the_hosts_pids():
+    monitoring = {"containerInsights": False, "dcgmPrometheus": True}
+    shared = pool(TRAINING_POOL, devicePlugin={"timeSlicingReplicas": 2})
+    values = releases(run_addons(addon_stack(SYSTEM_POOL, shared, addons={"monitoring": monitoring})))["dcgm-exporter"][
+        "values"
+    ]
+    assert {"name": "KUBERNETES_VIRTUAL_GPUS", "value": "true"} in values["extraEnv"]
+    assert values["hostPID"] is True
+    whole = releases(run_addons(addon_stack(SYSTEM_POOL, TRAINING_POOL, addons={"monitoring": monitoring})))
+    assert "extraEnv" not in whole["dcgm-exporter"]["values"] and "hostPID" not in whole["dcgm-exporter"]["values"]

@@ -2,8 +2,9 @@
 utilization and a KEDA trigger on vLLM's own request counts. Each is written as what Kubernetes' HPA controller does
 with its metric ([HPA], [HPACALC]): `desired = ceil(current * metric / target)` (for an `AverageValue` external
 metric `ceil(metric / target)`), no change while the ratio is within the 10% tolerance, scale-up limited to
-`max(2 x current, 4)` replicas per 15 s sync period ([HPACTL] `calculateScaleUpLimit`) and scale-down to the highest
-recommendation of the last 300 s, the controller's defaults when `behavior` is not set. The comparison: docs/serving-simulation.md; the seed rule: serving_autoscaling.py.
+`max(2 x current, 4)` replicas per 15 s sync period ([HPACTL] `calculateScaleUpLimit`) and scale-down to the
+highest recommendation of the last 300 s, the controller's defaults when `behavior` is not set. The comparison:
+docs/serving-simulation.md; the seed rule: serving_autoscaling.py.
 """
 
 from __future__ import annotations

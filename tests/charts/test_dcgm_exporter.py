@@ -172,3 +172,25 @@ def test_every_exporter_leaves_a_node_paused_for_a_diagnostic_and_keeps_unlabell
         assert fits(spec, node(plan, **mig, **{DCGM_EXPORTER_DEPLOY_LABEL: DONE})) == []
         assert fits(spec, node(plan, **mig, **{DCGM_EXPORTER_DEPLOY_LABEL: "paused-for-diagnostic"}))
         assert fits(spec, node(plan, **mig, **{DCGM_EXPORTER_DEPLOY_LABEL: PAUSED}))
+
+
+# --------------------------------------------------------------------------------------------- time-sliced pools
+def test_on_time_sliced_gpus_the_exporter_credits_every_pod_sharing_a_gpu(_variant_dir: Path) -> None:
+    """`KUBERNETES_VIRTUAL_GPUS` makes the exporter list every pod holding a replica of a GPU, and the per-process
+    utilization it gives each pod maps host PIDs, so the pod shares the host's PID namespace."""
+    require_charts()
+    case = planned_case("inference-time-sliced", _variant_dir)
+    spec = pod_spec(daemon_set(release(case, DCGM_EXPORTER_RELEASE)))
+    assert spec is not None
+    (exporter,) = containers(spec)
+    env = {e["name"]: e.get("value") for e in exporter.get("env") or []}
+    assert env["KUBERNETES_VIRTUAL_GPUS"] == "true"
+    assert spec["hostPID"] is True
+
+
+def test_whole_gpus_keep_one_pod_per_gpu(runtime_class_case: Case) -> None:
+    spec = pod_spec(daemon_set(release(runtime_class_case, DCGM_EXPORTER_RELEASE)))
+    assert spec is not None
+    (exporter,) = containers(spec)
+    assert "KUBERNETES_VIRTUAL_GPUS" not in {e["name"] for e in exporter.get("env") or []}
+    assert not spec.get("hostPID")

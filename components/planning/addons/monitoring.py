@@ -222,6 +222,14 @@ def dcgm_counters_csv() -> str:
 #: [NVCTK] `NVIDIA_MIG_MONITOR_DEVICES`, which also needs CAP_SYS_ADMIN: the chart adds it, [DCGM] values.yaml
 #: `securityContext`). docs/gpu-sharing.md#how-a-pool-gets-partitioned.
 MIG_MONITOR_ENV = {"name": "NVIDIA_MIG_MONITOR_DEVICES", "value": "all"}
+#: On time-sliced pools a GPU serves several pods; without this the exporter credits each GPU to one of them
+#: ([DCGMEXP] internal/pkg/transformation/kubernetes.go `Process`: `toDeviceToPod` keeps one pod per device unless
+#: `KubernetesVirtualGPUs`, then `toDeviceToSharingPods` lists every pod holding a replica). With it on,
+#: `DCGM_FI_DEV_GPU_UTIL` and `DCGM_FI_DEV_FB_USED` get one series per pod holding each pod's own processes' value
+#: (process_metrics.go `isPerProcessMetric`), mapped from the GPU's process IDs through `/proc/<pid>/cgroup`
+#: (pidmapper.go), which needs the host's PID namespace (`hostPID`); every other field is repeated per pod with the
+#: whole GPU's value. docs/gpu-sharing.md#metrics-on-time-sliced-gpus.
+VIRTUAL_GPUS_ENV = {"name": "KUBERNETES_VIRTUAL_GPUS", "value": "true"}
 
 
 def dcgm_exporter_values(
@@ -240,7 +248,8 @@ def dcgm_exporter_values(
     filter and join on.
 
     On MIG pools the exporter reads its device list once, at start, so it waits for the partitions and restarts
-    after every reconfiguration (`mig_gate`), with the MIG monitor capability (`MIG_MONITOR_ENV`). On every node it
+    after every reconfiguration (`mig_gate`), with the MIG monitor capability (`MIG_MONITOR_ENV`); with time-sliced
+    pools it splits each GPU's series per pod (`VIRTUAL_GPUS_ENV`, with the host's PIDs). On every node it
     leaves while the deploy label reads a pause value (`NOT_PAUSED`), which `blueprint verify` sets for DCGM's
     level-4 diagnostic."""
     by_class = sorted(p.name for p in runtime_class_plans(plans))
@@ -256,8 +265,12 @@ def dcgm_exporter_values(
     values["affinity"] = {
         "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
     }
-    if mig_plans(served):
-        values["extraEnv"] = [dict(MIG_MONITOR_ENV)]
+    extra_env = [dict(MIG_MONITOR_ENV)] if mig_plans(served) else []
+    if any(p.pool.device_plugin.time_slicing_replicas > 1 for p in served):
+        extra_env.append(dict(VIRTUAL_GPUS_ENV))
+        values["hostPID"] = True
+    if extra_env:
+        values["extraEnv"] = extra_env
     if runtime_class:
         values["runtimeClassName"] = NVIDIA_RUNTIME_CLASS
     if image_tag:
