@@ -5,6 +5,7 @@ node, and the NCCL pairs name the bad node of an EFA pool."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -383,3 +384,29 @@ def test_lower_levels_leave_the_exporter_alone() -> None:
     api.behaviour = lambda body: ("Succeeded", sample("dcgm-diag-r1-pass.json.txt"))
     results, _ = run(api, ["dcgm"], Options(dcgm_level=3), expect("inference"))
     assert {r.status for r in results} == {"pass"} and api.labelled == []
+
+
+def test_a_failed_nvswitch_result_is_named_by_its_entity_group() -> None:
+    log = json.dumps(
+        {
+            "DCGM Diagnostic": {
+                "test_categories": [
+                    {
+                        "category": "Hardware",
+                        "tests": [
+                            {
+                                "name": "nvswitch",
+                                "results": [
+                                    {"entity_group": "NvSwitch", "entity_id": 2, "status": "Fail"},
+                                    {"entity_group": "GPU", "entity_id": 0, "status": "Pass"},
+                                ],
+                            }
+                        ],
+                    }
+                ]
+            }
+        }
+    )
+    failures = dcgm_failures(parse_dcgm(log))
+    assert [(t.entity, t.gpus) for t in failures] == [("NvSwitch", "2")]
+    assert "(NvSwitch 2) fail" in dcgm._describe(failures)

@@ -32,7 +32,7 @@ PAUSED_LEVEL = 4
 def _describe(failures: list[DcgmTest]) -> str:
     shown = []
     for t in failures[:4]:
-        where = "all GPUs (test summary)" if t.gpus == "summary" else f"GPU {t.gpus}"
+        where = "all GPUs (test summary)" if t.gpus == "summary" else f"{t.entity} {t.gpus}"
         why = f": {t.warnings[0]}" if t.warnings else ""
         shown.append(f"{t.category} {t.name} ({where}) {t.status}{why}")
     return "; ".join(shown)
