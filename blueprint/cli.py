@@ -416,6 +416,15 @@ def _simulate(args: argparse.Namespace) -> int:
     if args.start_replicas is not None and args.start_replicas < 0:
         terminal.error(f"--start-replicas {args.start_replicas}: give a count of replicas, 0 or more")
         return USAGE
+    replay_only = [
+        flag for flag, on in (("--start-replicas", args.start_replicas is not None), ("--all", args.all)) if on
+    ]
+    if args.series is None and replay_only:
+        terminal.error(
+            f"{' and '.join(replay_only)}: only with --series (a utilization replay); the demand comparison starts "
+            "every rule at replicas.min and prints its table"
+        )
+        return USAGE
     for flag, value in (
         ("--replica-rps", args.replica_rps),
         ("--node-start-minutes", args.node_start_minutes),

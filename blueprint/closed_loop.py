@@ -177,7 +177,7 @@ def _hpa_rule(bounds: hpa.Bounds, recommend: Callable[[int, float | None, float 
         wanted = recommend(replicas, utilization, in_flight)
         recent = [r for at, r in seen.recommendations if minute - at < window]
         seen.recommendations.append((minute, wanted))
-        return hpa.stabilized(replicas, wanted, recent, bounds)
+        return hpa.stabilized(replicas, wanted, recent, bounds, SAMPLE_SECONDS)
 
     return step
 

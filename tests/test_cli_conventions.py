@@ -257,6 +257,14 @@ def test_usage_errors_exit_64_with_the_usage_line(args: tuple[str, ...], message
     assert result.stdout == "" and result.stderr.startswith("usage: blueprint") and message in result.stderr
 
 
+@pytest.mark.parametrize("flags", [("--start-replicas", "3"), ("--all",), ("--start-replicas", "3", "--all")])
+def test_replay_flags_with_a_demand_comparison_are_a_usage_error(flags: tuple[str, ...], blueprint_cli: Cli) -> None:
+    """`--start-replicas` and `--all` shape a `--series` replay; a demand comparison would ignore them silently."""
+    result = blueprint_cli("simulate", "--stack", "inference", "--demand", "spike", *flags)
+    assert result.returncode == 64
+    assert "only with --series" in only_line(result) and flags[0] in only_line(result)
+
+
 @pytest.mark.parametrize("name", ["plan", "check", "simulate", "verify"])
 def test_a_stack_command_without_a_stack_is_a_usage_error(name: str, blueprint_cli: Cli) -> None:
     result = blueprint_cli(name)

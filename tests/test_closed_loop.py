@@ -107,8 +107,12 @@ def test_hpa_keeps_the_count_within_the_tolerance_and_scales_by_the_ratio_beyond
 
 def test_hpa_default_behaviour_limits_scale_up_and_stabilizes_scale_down() -> None:
     bounds = hpa.Bounds(1, 100)
-    assert hpa.stabilized(2, 50, [], bounds) == 6  # +4 pods beats +100% at 2
-    assert hpa.stabilized(10, 50, [], bounds) == 20  # +100% beats +4 at 10
+    # one 15 s sync: at most max(2 x current, 4)
+    assert hpa.stabilized(1, 50, [], bounds, seconds=15) == 4
+    assert hpa.stabilized(10, 50, [], bounds, seconds=15) == 20
+    # a minute is four syncs: 1 -> 4 -> 8 -> 16 -> 32; from 10 the 50 asked for is within reach
+    assert hpa.stabilized(1, 50, [], bounds) == 32
+    assert hpa.stabilized(10, 50, [], bounds) == 50
     assert hpa.stabilized(10, 3, [9, 7], bounds) == 9  # the highest recommendation of the window
     assert hpa.stabilized(10, 3, [], bounds) == 3
 

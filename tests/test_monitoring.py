@@ -249,19 +249,50 @@ def test_dcgm_exporter_and_gpu_alerts_cover_the_hybrid_pool():
     assert hybrid["values"]["serviceMonitor"] == NODE_LABELLED_SERVICE_MONITOR
     pool_term = {"key": "gpu-clusters/pool", "operator": "In", "values": ["a40"]}
     terms = hybrid["values"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-    assert terms["nodeSelectorTerms"] == [{"matchExpressions": [pool_term]}]
+    not_paused = {
+        "key": "nvidia.com/gpu.deploy.dcgm-exporter",
+        "operator": "NotIn",
+        "values": ["paused-for-mig-change", "paused-for-diagnostic"],
+    }
+    assert terms["nodeSelectorTerms"] == [{"matchExpressions": [pool_term, not_paused]}]
     assert "runtimeClassName" not in cloud["values"]
     cloud_terms = cloud["values"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-    assert cloud_terms["nodeSelectorTerms"] == [{"matchExpressions": [{**pool_term, "operator": "NotIn"}]}]
+    assert cloud_terms["nodeSelectorTerms"] == [{"matchExpressions": [{**pool_term, "operator": "NotIn"}, not_paused]}]
     rules = by_name["kube-prometheus-stack"]["values"]["additionalPrometheusRulesMap"]["gpu-health"]["groups"][0]
     exprs = {rule["alert"]: rule["expr"] for rule in rules["rules"]}
     for alert in ("GpuXidError", "GpuTemperatureHigh", "GpuIdleSpend"):
         assert "{" not in exprs[alert], f"{alert} selects series: {exprs[alert]}"
 
 
-def test_cloud_only_dcgm_exporter_values_are_unchanged():
+def test_cloud_only_dcgm_exporter_values_keep_off_only_paused_nodes():
+    """Without hybrid or MIG pools the exporter's only affinity is the pause label (`verify dcgm --dcgm-level 4`)."""
     monitoring = {"containerInsights": False, "dcgmPrometheus": True}
     by_name = releases(run_addons(addon_stack(SYSTEM_POOL, TRAINING_POOL, addons={"monitoring": monitoring})))
     assert "dcgm-exporter-runtime-class" not in by_name
-    assert "affinity" not in by_name["dcgm-exporter"]["values"]
+    terms = by_name["dcgm-exporter"]["values"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert terms["nodeSelectorTerms"] == [
+        {
+            "matchExpressions": [
+                {
+                    "key": "nvidia.com/gpu.deploy.dcgm-exporter",
+                    "operator": "NotIn",
+                    "values": ["paused-for-mig-change", "paused-for-diagnostic"],
+                }
+            ]
+        }
+    ]
     assert "runtimeClassName" not in by_name["dcgm-exporter"]["values"]
+
+
+def test_a_time_sliced_pool_gets_per_pod_gpu_series_with_the_hosts_pids():
+    monitoring = {"containerInsights": False, "dcgmPrometheus": True}
+    shared = pool(TRAINING_POOL, devicePlugin={"timeSlicingReplicas": 2})
+    values = releases(run_addons(addon_stack(SYSTEM_POOL, shared, addons={"monitoring": monitoring})))["dcgm-exporter"][
+        "values"
+    ]
+    assert {"name": "KUBERNETES_VIRTUAL_GPUS", "value": "true"} in values["extraEnv"]
+    assert values["hostPID"] is True
+    whole = releases(run_addons(addon_stack(SYSTEM_POOL, TRAINING_POOL, addons={"monitoring": monitoring})))
+    assert "extraEnv" not in whole["dcgm-exporter"]["values"] and "hostPID" not in whole["dcgm-exporter"]["values"]

@@ -108,3 +108,23 @@ def test_plan_exits_2_with_the_key_path(blueprint_cli: Callable[..., CliResult],
     assert result.returncode == 2, result.stderr
     assert "workloads.serving[0].gpuMemoryUtilization" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_mixed_shares_that_sum_to_the_budget_fit_and_ones_over_it_are_named() -> None:
+    four = pool(INFERENCE_POOL, devicePlugin={"timeSlicingReplicas": 4})
+    big = chat(replicas={"min": 1, "max": 1}, gpuMemoryUtilization=0.6)
+    assert (
+        problems(four, workloads=[big, chat(name="code", replicas={"min": 1, "max": 1}, gpuMemoryUtilization=0.3)])
+        == {}
+    )
+    over = [big, chat(name="code", replicas={"min": 1, "max": 1}, gpuMemoryUtilization=0.4)]
+    found = problems(four, workloads=over)
+    assert set(found) == {"workloads.serving[0].gpuMemoryUtilization", "workloads.serving[1].gpuMemoryUtilization"}
+    assert "1 together on one GPU" in found["workloads.serving[0].gpuMemoryUtilization"]
+
+
+def test_a_replica_on_time_sliced_gpus_asks_for_one() -> None:
+    found = problems(SHARED, workloads=[chat(gpusPerReplica=2, gpuMemoryUtilization=0.45)])
+    assert list(found) == ["workloads.serving[0].gpusPerReplica"]
+    assert "may be slices of one GPU" in found["workloads.serving[0].gpusPerReplica"]
+    assert problems(INFERENCE_POOL, workloads=[chat(gpusPerReplica=2)]) == {}

@@ -90,6 +90,10 @@ class FakeApi:
         self.secrets: dict[tuple[str, str], dict[str, Any]] = {}
         self.deleted_secrets: list[tuple[str, str]] = []
         self.cordoned: list[str] = []
+        #: Every label write, in order: (node, key, value or None for a removal).
+        self.labelled: list[tuple[str, str, str | None]] = []
+        #: Called after each label write, as a controller would react to it (e.g. the DaemonSet controller).
+        self.on_label: Callable[[FakeApi, str], None] = lambda api, node: None
         self.fail_reads: BaseException | None = None
         self.reads: list[str] = []
 
@@ -156,6 +160,17 @@ class FakeApi:
 
     def cordon(self, node: str) -> None:
         self.cordoned.append(node)
+
+    def label_node(self, node: str, key: str, value: str | None) -> None:
+        self.labelled.append((node, key, value))
+        for found in self.nodes:
+            if found["metadata"]["name"] == node:
+                labels = found["metadata"]["labels"]
+                if value is None:
+                    labels.pop(key, None)
+                else:
+                    labels[key] = value
+        self.on_label(self, node)
 
     # ------------------------------------------------------------------ assertions
     def leftovers(self) -> list[tuple[str, str]]:

@@ -39,7 +39,7 @@ class Options:
     dcgm_level: int = 1
     cordon_failed: bool = False
     #: Two-node all-reduce bus bandwidth must reach this fraction of AWS's published figure for the instance
-    #: type, else of the pool's EFA fabric bandwidth (GB/s) (`nccl.reference_busbw`).
+    #: type, else of the pool's EFA fabric bandwidth (GB/s) (`nccl.reference`).
     min_busbw_fraction: float = 0.8
     #: The storage probe must reach this fraction of what one client can get from the file system.
     min_storage_fraction: float = 0.25

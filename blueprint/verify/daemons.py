@@ -15,7 +15,7 @@ from blueprint.verify.model import Result
 CHECK = "daemons"
 
 
-def _owner(pod: dict[str, Any]) -> str | None:
+def daemonset_owner(pod: dict[str, Any]) -> str | None:
     for ref in pod.get("metadata", {}).get("ownerReferences") or []:
         if ref.get("kind") == "DaemonSet":
             return str(ref.get("name"))
@@ -43,7 +43,7 @@ def check(ctx: Context) -> list[Result]:
                 running = [
                     p
                     for p in pods_by_namespace[daemon.namespace]
-                    if _owner(p) in daemon.names and p.get("spec", {}).get("nodeName") == name and _ready(p)
+                    if daemonset_owner(p) in daemon.names and p.get("spec", {}).get("nodeName") == name and _ready(p)
                 ]
                 if not running:
                     missing.append(f"{daemon.what} ({daemon.namespace}/{' or '.join(daemon.names)})")

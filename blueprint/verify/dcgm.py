@@ -9,10 +9,14 @@ docs/operations.md#verifying-a-deploy.
 
 from __future__ import annotations
 
+from typing import Any
+
 from blueprint.verify.context import Context, node_name, whole_gpu_pools
+from blueprint.verify.expectations import PoolExpectation
+from blueprint.verify.exporter_pause import exporters_paused
 from blueprint.verify.model import PodsStopped, Result
 from blueprint.verify.parsers import DcgmTest, ParseError, dcgm_failures, parse_dcgm
-from blueprint.verify.pods import NODE_NAME_LABEL, gpu_resources, pod_spec
+from blueprint.verify.pods import NODE_NAME_LABEL, Budget, gpu_resources, pod_spec
 
 CHECK = "dcgm"
 
@@ -20,31 +24,38 @@ CHECK = "dcgm"
 #: level 2 "approximately two minutes", level 3 "approximately 15 minutes", [DCGMDIAG]); level 4 is "extended,
 #: longer-running" with no figure, so it gets three hours. `--timeout` overrides.
 LEVEL_RUN_SECONDS = {1: 900.0, 2: 900.0, 3: 3600.0, 4: 10800.0}
+#: The level whose run pauses the node's DCGM exporter (`exporter_pause`): the extended diagnostic must have the
+#: GPUs to itself ([DCGMDIAG]).
+PAUSED_LEVEL = 4
 
 
 def _describe(failures: list[DcgmTest]) -> str:
     shown = []
     for t in failures[:4]:
-        where = "all GPUs (test summary)" if t.gpus == "summary" else f"GPU {t.gpus}"
+        where = "all GPUs (test summary)" if t.gpus == "summary" else f"{t.entity} {t.gpus}"
         why = f": {t.warnings[0]}" if t.warnings else ""
         shown.append(f"{t.category} {t.name} ({where}) {t.status}{why}")
     return "; ".join(shown)
 
 
-def check(ctx: Context) -> list[Result]:
-    image = ctx.options.dcgm_image
+def _run_pool(
+    ctx: Context,
+    pool: PoolExpectation,
+    ready: list[dict[str, Any]],
+    budget: Budget,
+    results: list[Result],
+    failed_nodes: list[str],
+) -> None:
+    """One pool's diagnostics, all nodes at once, each judged on its own."""
     level = ctx.options.dcgm_level
-    budget = ctx.budget(LEVEL_RUN_SECONDS[level])
-    results: list[Result] = []
-    failed_nodes: list[str] = []
-    for pool, ready in whole_gpu_pools(ctx, CHECK, "DCGM diagnostics need whole GPUs (MIG disabled)", results):
-        started: list[tuple[str, str]] = []  # (node, pod)
+    started: list[tuple[str, str]] = []  # (node, pod)
+    try:
         for node in ready:
             name = node_name(node)
             body = pod_spec(
                 ctx.session.name(CHECK, name.split(".")[0]),
                 ctx.session.labels(CHECK),
-                image,
+                ctx.options.dcgm_image,
                 ["sh", "-c", f"nv-hostengine >/dev/null 2>&1; sleep 2; dcgmi diag -r {level} -j"],
                 {NODE_NAME_LABEL: name},
                 pool.tolerations,
@@ -73,7 +84,23 @@ def check(ctx: Context) -> list[Result]:
                 results.append(Result(CHECK, target, "fail", _describe(failures), len(failures), 0, (node_id,)))
             else:
                 results.append(Result(CHECK, target, "pass", f"level {level}: {len(tests)} results, none failed"))
-        ctx.session.cleanup()  # free the pool's GPUs before the next pool
+    finally:
+        ctx.session.cleanup()  # free the pool's GPUs before the next pool (and before its exporters return)
+
+
+def check(ctx: Context) -> list[Result]:
+    level = ctx.options.dcgm_level
+    budget = ctx.budget(LEVEL_RUN_SECONDS[level])
+    results: list[Result] = []
+    failed_nodes: list[str] = []
+    for pool, ready in whole_gpu_pools(ctx, CHECK, "DCGM diagnostics need whole GPUs (MIG disabled)", results):
+        if level == PAUSED_LEVEL:
+            with exporters_paused(ctx, pool, ready) as stuck:
+                for name, why in stuck.items():
+                    results.append(Result(CHECK, f"{pool.name}/{name}", "error", why, nodes=(name,)))
+                _run_pool(ctx, pool, [n for n in ready if node_name(n) not in stuck], budget, results, failed_nodes)
+        else:
+            _run_pool(ctx, pool, ready, budget, results, failed_nodes)
     if ctx.options.cordon_failed:
         for failed in failed_nodes:
             ctx.api.cordon(failed)

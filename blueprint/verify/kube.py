@@ -33,6 +33,7 @@ class KubeApi(Protocol):
     def delete_secret(self, namespace: str, name: str) -> None: ...
     def read_claim(self, namespace: str, name: str) -> dict[str, Any] | None: ...
     def cordon(self, node: str) -> None: ...
+    def label_node(self, node: str, key: str, value: str | None) -> None: ...
 
 
 class KubernetesApi:
@@ -110,6 +111,11 @@ class KubernetesApi:
 
     def cordon(self, node: str) -> None:
         self._call(f"cordon {node}", self._core.patch_node, node, {"spec": {"unschedulable": True}})
+
+    def label_node(self, node: str, key: str, value: str | None) -> None:
+        """Set a node label, or remove it (`None`: a null in the patch deletes the key)."""
+        patch = {"metadata": {"labels": {key: value}}}
+        self._call(f"label {node} {key}={value}", self._core.patch_node, node, patch)
 
     def _delete(self, what: str, fn: Any, name: str, namespace: str) -> None:
         """Delete now (grace period 0: test pods hold GPUs) and treat "already gone" as done."""

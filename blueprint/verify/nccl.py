@@ -11,7 +11,9 @@ docs/design-notes.md#verify-nccl; the user view: docs/operations.md#verifying-a-
 from __future__ import annotations
 
 import base64
-from dataclasses import replace
+from collections.abc import Collection
+from dataclasses import dataclass, replace
+from math import floor, log2
 from typing import Any
 
 from blueprint.verify.context import Context, free_nodes, mig_skip, node_name
@@ -19,6 +21,7 @@ from blueprint.verify.expectations import PoolExpectation
 from blueprint.verify.model import PodsStopped, Result, Status
 from blueprint.verify.parsers import NcclRun, ParseError, parse_nccl
 from blueprint.verify.pods import NODE_NAME_LABEL, gpu_resources, pod_spec
+from components import catalog
 from components.planning.autoscaler_tags import EFA_RESOURCE
 from components.planning.hugepages import HUGEPAGES_RESOURCE
 
@@ -50,9 +53,13 @@ ALL_REDUCE = "/opt/nccl-tests/build/all_reduce_perf"
 #: an absolute `mpirun`, as AWS's manifest runs it, [ADTNCCL]) tells it where Open MPI lives there.
 OPENMPI = "/opt/amazon/openmpi"
 MPIRUN = f"{OPENMPI}/bin/mpirun"
-#: Message sizes: 1 GiB to 16 GiB doubling, where bus bandwidth plateaus on p5 ([ADTNCCL] sample), 20 iterations,
-#: results checked (`-c 1`: the `#wrong` columns).
-TWO_NODE_ARGS = ["-b", "1G", "-e", "16G", "-f", "2", "-g", "1", "-c", "1", "-n", "20"]
+GIB = 2**30
+#: The largest two-node message size: 16 GiB, where bus bandwidth plateaus on p5 ([ADTNCCL] sample).
+LARGEST_SIZE = 16 * GIB
+#: With results checked (`-c 1`), nccl-tests allocates a send, a receive and an expected-result buffer of the
+#: largest size on every GPU (src/common.cu `AllocateBuffs`, [NCCLTESTS]); a quarter of the GPU's memory per buffer
+#: leaves the fourth quarter to NCCL and CUDA.
+BUFFERS_PER_GPU = 4
 ONE_NODE_ARGS = ["-b", "8M", "-e", "1G", "-f", "2", "-c", "1"]
 
 
@@ -69,45 +76,85 @@ def ssh_key_pair() -> tuple[str, str]:
     return private, public + " blueprint-verify\n"
 
 
-#: AWS's published two-node `all_reduce_perf` bus bandwidth at the largest size run, GB/s ([ADTNCCL] README
-#: "Results"): 2 x p5.48xlarge 487.26 at 16 GiB, 2 x p4de.24xlarge 78.33 at 2 GiB. A p4d.24xlarge has a p4de's network
+@dataclass(frozen=True)
+class Reference:
+    """A published two-node `all_reduce_perf` bus bandwidth (GB/s) and the message size it was measured at."""
+
+    busbw: float
+    size_bytes: int
+
+
+#: AWS's published two-node `all_reduce_perf` bus bandwidth at the largest size run ([ADTNCCL] README "Results"):
+#: 2 x p5.48xlarge 487.26 GB/s at 16 GiB, 2 x p4de.24xlarge 78.33 GB/s at 2 GiB. A p4d.24xlarge has a p4de's network
 #: (4 EFA cards, 400 Gbps) and NVSwitch (catalog), and differs only in GPU memory, so it shares the p4de figure. A
 #: type not listed has no reference: its runs must complete with correct results, and their bandwidth is reported,
 #: not judged (no threshold is made up, e.g. for the PCIe G types).
-PUBLISHED_TWO_NODE_BUSBW = {"p5.48xlarge": 487.26, "p4de.24xlarge": 78.33, "p4d.24xlarge": 78.33}
+PUBLISHED_TWO_NODE = {
+    "p5.48xlarge": Reference(487.26, 16 * GIB),
+    "p4de.24xlarge": Reference(78.33, 2 * GIB),
+    "p4d.24xlarge": Reference(78.33, 2 * GIB),
+}
 
 
-def reference_busbw(pool: PoolExpectation) -> float | None:
-    """The GB/s a healthy pair reaches: the published figure when every instance type of the pool has one (the
-    least of them), else None."""
-    types = list(pool.gpus_by_type)
-    if types and all(t in PUBLISHED_TWO_NODE_BUSBW for t in types):
-        return min(PUBLISHED_TWO_NODE_BUSBW[t] for t in types)
+def reference(instance_types: Collection[str]) -> Reference | None:
+    """What a healthy pair reaches: the published figure when every instance type of the pool has one (the least
+    of them), else None."""
+    types = list(instance_types)
+    if types and all(t in PUBLISHED_TWO_NODE for t in types):
+        return min((PUBLISHED_TWO_NODE[t] for t in types), key=lambda r: r.busbw)
     return None
+
+
+def largest_size(instance_types: Collection[str]) -> int:
+    """The two-node run's largest message size in bytes: the reference's size where it fits, else the largest power
+    of two that leaves `BUFFERS_PER_GPU` such buffers in the smallest GPU memory of the pool (at most 16 GiB)."""
+    types = catalog.instance_types()
+    memory = min((types[t].gpu_memory_gib for t in instance_types if t in types), default=0.0)
+    fits = LARGEST_SIZE
+    if memory > 0:
+        fits = min(fits, 2 ** floor(log2(memory * GIB / BUFFERS_PER_GPU)))
+    known = reference(instance_types)
+    return known.size_bytes if known is not None and known.size_bytes <= fits else fits
+
+
+def two_node_args(largest: int) -> list[str]:
+    """`all_reduce_perf`'s arguments: sizes doubling from 1 GiB (or `largest`, when smaller) up to `largest`, one GPU
+    per rank, 20 iterations, results checked (`-c 1`: the `#wrong` columns)."""
+    size = f"{largest // GIB}G" if largest >= GIB else f"{largest // 2**20}M"
+    first = "1G" if largest >= GIB else size
+    return ["-b", first, "-e", size, "-f", "2", "-g", "1", "-c", "1", "-n", "20"]
 
 
 def expected_busbw(pool: PoolExpectation, fraction: float) -> float | None:
     """GB/s the two-node all-reduce must reach: the fraction of the reference figure (None: no reference)."""
-    reference = reference_busbw(pool)
-    return None if reference is None else round(reference * fraction, 1)
+    known = reference(pool.gpus_by_type)
+    return None if known is None else round(known.busbw * fraction, 1)
 
 
-def judge_two_node(run: NcclRun, expected: float | None) -> tuple[Status, str]:
+def judge_two_node(run: NcclRun, expected: float | None, reference_bytes: int | None = None) -> tuple[Status, str]:
     """`fail` when EFA is not in use, a result is wrong or the bandwidth is short of `expected`; `skip` when there
-    is no reference to judge the bandwidth by; else `pass`."""
+    is no reference to judge the bandwidth by, or the run's largest size is not the one the reference was measured
+    at (`reference_bytes`; bus bandwidth grows with the size); else `pass`."""
     peak = run.peak
+    comparable = expected is not None and reference_bytes in (None, peak.size_bytes)
     problems = []
     if not run.ofi_efa or not (run.network and "Libfabric" in run.network):
         problems.append(f"EFA not in use (NCCL network: {run.network or 'not reported'})")
     if peak.wrong:
         problems.append(f"{peak.wrong} wrong results")
-    if expected is not None and peak.busbw < expected:
+    if comparable and expected is not None and peak.busbw < expected:
         problems.append(f"bus bandwidth {peak.busbw:g} GB/s < {expected:g} GB/s")
     if problems:
         return "fail", "; ".join(problems)
-    measured = f"{peak.busbw:g} GB/s bus bandwidth at {peak.size_bytes / 2**30:g} GiB over {run.network}"
+    measured = f"{peak.busbw:g} GB/s bus bandwidth at {peak.size_bytes / GIB:g} GiB over {run.network}"
     if expected is None:
         return "skip", f"no reference for the instance type: {measured}, results correct"
+    if not comparable:
+        at = f"{(reference_bytes or 0) / GIB:g} GiB"
+        return (
+            "skip",
+            f"the reference was measured at {at}, not at this run's largest size: {measured}, results correct",
+        )
     return "pass", measured
 
 
@@ -193,6 +240,7 @@ def _run_pair(
         workers.append(session.create_pod(body))
     ready = session.wait(workers, budget, until="ready")
     ips = [str(ready[w].get("status", {}).get("podIP")) for w in workers]
+    sizes = two_node_args(largest_size(pool.gpus_by_type))
     mpirun = [
         MPIRUN, "--prefix", OPENMPI, "--allow-run-as-root", "--tag-output",
         "-np", str(gpus * len(ips)), "-N", str(gpus),
@@ -200,7 +248,7 @@ def _run_pair(
         "-x", "PATH", "-x", "LD_LIBRARY_PATH", "-x", "FI_PROVIDER=efa", "-x", "FI_EFA_FORK_SAFE=1",
         "-x", "NCCL_DEBUG=INFO", *(f for v in NCCL_TUNING for f in ("-x", v)),
         "--mca", "pml", "^ucx", "--mca", "btl", "tcp,self",
-        "--mca", "btl_tcp_if_exclude", "lo,docker0,veth_def_agent", ALL_REDUCE, *TWO_NODE_ARGS,
+        "--mca", "btl_tcp_if_exclude", "lo,docker0,veth_def_agent", ALL_REDUCE, *sizes,
     ]  # fmt: skip
     launch = (
         f"{EXPORT_LD_LIBRARY_PATH} && mkdir -p /root/.ssh && cp {SSH_DIR}/id_ed25519 /root/.ssh/ && "
@@ -223,8 +271,11 @@ def _run_pair(
     try:
         parsed = parse_nccl(outcome.log)
     except ParseError as error:
-        return Result(CHECK, target, "error", f"launcher {outcome.phase}: {error}", expected=expected)
-    status, detail = judge_two_node(parsed, expected)
+        return Result(
+            CHECK, target, "error", f"launcher {outcome.phase}: {error}", expected=expected, nodes=tuple(nodes)
+        )
+    known = reference(pool.gpus_by_type)
+    status, detail = judge_two_node(parsed, expected, known.size_bytes if known else None)
     blamed = tuple(nodes) if status == "fail" else ()
     return Result(CHECK, target, status, detail, parsed.peak.busbw, expected, blamed)
 
@@ -269,19 +320,25 @@ def _run_one_node(ctx: Context, pool: PoolExpectation, node: str, target: str) -
     return Result(CHECK, target, "skip", detail, peak.busbw)
 
 
+def pair_nodes(result: Result) -> list[str]:
+    """The nodes of a pair's result, from its target (`pool/a+b`)."""
+    return result.target.split("/", 1)[1].split("+")
+
+
 def _isolate(ctx: Context, pool: PoolExpectation, failed: Result, good: str, run: int) -> list[Result]:
-    """A failed pair's nodes, each run again with a node that passed: a node whose run fails again is blamed, not
-    its good partner."""
+    """A failed or errored pair's nodes, each run again with a known-good node: a node whose run fails (or errors)
+    again is blamed, not its good partner."""
     found = []
-    for i, member in enumerate(failed.nodes):
+    for i, member in enumerate(m for m in pair_nodes(failed) if m != good):
         again = _two_node(ctx, pool, [member, good], run + i)
         found.append(replace(again, nodes=(member,)) if again.nodes else again)
     return found
 
 
 def _efa_pool(ctx: Context, pool: PoolExpectation, ready: list[str]) -> list[Result]:
-    """Every node's own all-reduce (NVLink pools), then pairs across the pool, then each failed pair's nodes against
-    a node that passed."""
+    """Every node's own all-reduce (NVLink pools), then pairs across the pool, then each failed or errored pair's
+    nodes against a known-good node: one of a pair that passed, or that completed with correct results over EFA on a
+    type with no published reference (`skip`)."""
     results: list[Result] = []
     if pool.interconnect is not None and pool.interconnect.nvlink:
         results += [_one_node(ctx, pool, node) for node in ready]
@@ -297,11 +354,11 @@ def _efa_pool(ctx: Context, pool: PoolExpectation, ready: list[str]) -> list[Res
         return results
     runs = [_two_node(ctx, pool, list(pair), k) for k, pair in enumerate(pairs(ready))]
     results += runs
-    good = next((n for r in runs if r.status == "pass" for n in r.target.split("/", 1)[1].split("+")), None)
-    if good is None:  # no pair passed: every failed pair's nodes stay blamed
+    good = next((n for r in runs if r.status in ("pass", "skip") for n in pair_nodes(r)), None)
+    if good is None:  # no pair completed: every failed pair's nodes stay blamed
         return results
-    for k, failed in enumerate(r for r in runs if r.status == "fail"):
-        results += _isolate(ctx, pool, failed, good, len(runs) + 2 * k)
+    for k, bad in enumerate(r for r in runs if r.status in ("fail", "error")):
+        results += _isolate(ctx, pool, bad, good, len(runs) + 2 * k)
     return results
 
 

@@ -151,6 +151,8 @@ class DcgmTest:
     status: str
     gpus: str
     warnings: tuple[str, ...]
+    #: DCGM's entity group of the result (`GPU`, `NvSwitch`, ...); `gpus` holds the entity's id within it.
+    entity: str = "GPU"
 
 
 def _json_object(text: str) -> Any:
@@ -179,9 +181,9 @@ def _results(category: str, test: dict[str, Any]) -> list[DcgmTest]:
         if not isinstance(result, dict):
             continue
         gpus = result.get("gpu_ids", result.get("entity_id", ""))
-        out.append(
-            DcgmTest(category, name, str(result.get("status", "")).strip().lower(), str(gpus), _warnings(result))
-        )
+        status = str(result.get("status", "")).strip().lower()
+        entity = str(result.get("entity_group") or "GPU")
+        out.append(DcgmTest(category, name, status, str(gpus), _warnings(result), entity))
     summary = test.get("test_summary")
     if isinstance(summary, dict) and summary.get("status"):
         out.append(DcgmTest(category, name, str(summary["status"]).strip().lower(), "summary", _warnings(summary)))

@@ -22,6 +22,11 @@ MIG_STATE_SUCCESS = "success"
 #: `maybeSetTrue`); the GPU Operator's exporter selects it ([GPUOP] assets/state-dcgm-exporter/0800_daemonset.yaml).
 DCGM_EXPORTER_DEPLOY_LABEL = "nvidia.com/gpu.deploy.dcgm-exporter"
 DEPLOY_ENABLED = "true"
+#: The mig-manager's pause value ([MIGPARTED] `maybeSetPaused`) and the one `blueprint verify dcgm --dcgm-level 4`
+#: sets, after the same `paused-for-<reason>` pattern, while DCGM's diagnostic needs the node's GPUs to itself.
+DEPLOY_PAUSED_FOR_MIG = "paused-for-mig-change"
+DEPLOY_PAUSED_FOR_DIAGNOSTIC = "paused-for-diagnostic"
+DEPLOY_PAUSED = (DEPLOY_PAUSED_FOR_MIG, DEPLOY_PAUSED_FOR_DIAGNOSTIC)
 #: The resource prefix of MIG devices under the `mixed` strategy ([NVDP] README: `nvidia.com/mig-1g.10gb`).
 MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 

@@ -155,7 +155,9 @@ NAME_SUFFIX_CHARS = "bcdfghjklmnpqrstvwxz2456789"
 def deployment_pods(deployment: str) -> str:
     """A regex (PromQL's are anchored) that matches the Deployment's pods only, `<deployment>-<hash>-<suffix>`:
     not a pod of another Deployment named `<deployment>-x`, nor a Job's or bare pod's `<deployment>-<word>-<word>`
-    (a weights loader), whose words carry vowels."""
+    (a weights loader), whose words carry vowels. It still matches the pods of a Job (or a Deployment) named
+    `<deployment>-<up to 10 of those characters>` in the same namespace (`chat-x2b` for `chat`): do not name
+    one so."""
     return f"{deployment}-[{NAME_SUFFIX_CHARS}]{{1,10}}-[{NAME_SUFFIX_CHARS}]{{5}}"
 
 

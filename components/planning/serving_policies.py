@@ -2,8 +2,9 @@
 utilization and a KEDA trigger on vLLM's own request counts. Each is written as what Kubernetes' HPA controller does
 with its metric ([HPA], [HPACALC]): `desired = ceil(current * metric / target)` (for an `AverageValue` external
 metric `ceil(metric / target)`), no change while the ratio is within the 10% tolerance, scale-up limited to
-`max(4 pods, 100%)` per 60 s and scale-down to the highest recommendation of the last 300 s, the defaults when
-`behavior` is not set. The comparison: docs/serving-simulation.md; the seed rule: serving_autoscaling.py.
+`max(2 x current, 4)` replicas per 15 s sync period ([HPACTL] `calculateScaleUpLimit`) and scale-down to the
+highest recommendation of the last 300 s, the controller's defaults when `behavior` is not set. The comparison:
+docs/serving-simulation.md; the seed rule: serving_autoscaling.py.
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ VLLM_WAITING_METRIC = "vllm:num_requests_waiting"
 HPA_TOLERANCE = 0.1
 #: Default scale-down stabilization window, seconds (`--horizontal-pod-autoscaler-downscale-stabilization`, [HPA]).
 HPA_DOWNSCALE_STABILIZATION_SECONDS = 300
-#: Default scale-up policies without `behavior`: at most 4 pods or 100% more per 60 s, whichever allows more ([HPA]).
-HPA_SCALE_UP_PODS = 4
-HPA_SCALE_UP_PERCENT = 100
-HPA_SCALE_UP_PERIOD_SECONDS = 60
+#: Scale-up without `behavior`: each sync may raise the count to at most `max(2 x current, 4)`
+#: ([HPACTL] pkg/controller/podautoscaler/horizontal.go `scaleUpLimitFactor`, `scaleUpLimitMinimum`), once per
+#: `--horizontal-pod-autoscaler-sync-period`, 15 s by default ([HPA]).
+HPA_SCALE_UP_LIMIT_FACTOR = 2
+HPA_SCALE_UP_LIMIT_MINIMUM = 4
+HPA_SYNC_PERIOD_SECONDS = 15
 #: The plain HPA's utilization target: our choice for the comparison (below the seed rule's 85% scale-out
 #: threshold, so it reacts before the seed rule does), not an upstream default.
 UTILIZATION_TARGET_PERCENT = 70.0
@@ -91,16 +94,21 @@ def within_tolerance(ratio: float) -> bool:
     return abs(ratio - 1.0) <= HPA_TOLERANCE
 
 
-def scale_up_limit(current: int) -> int:
-    """The most replicas the default scale-up policies allow one period after `current`."""
-    return max(current + HPA_SCALE_UP_PODS, current + ceil(current * HPA_SCALE_UP_PERCENT / 100))
+def scale_up_limit(current: int, seconds: int = 60) -> int:
+    """The most replicas the controller's default limit allows `seconds` after `current`: `max(2 x n, 4)` at each
+    15 s sync (a per-minute step is four syncs)."""
+    most = current
+    for _ in range(max(1, seconds // HPA_SYNC_PERIOD_SECONDS)):
+        most = max(HPA_SCALE_UP_LIMIT_FACTOR * most, HPA_SCALE_UP_LIMIT_MINIMUM)
+    return most
 
 
-def stabilized(current: int, recommendation: int, recent: Sequence[int], bounds: Bounds) -> int:
-    """The new count from this period's recommendation: scale-up limited by the default policies, scale-down to the
-    highest recommendation within the stabilization window (`recent` holds the window's earlier recommendations)."""
+def stabilized(current: int, recommendation: int, recent: Sequence[int], bounds: Bounds, seconds: int = 60) -> int:
+    """The new count `seconds` after this recommendation: scale-up limited by the controller's default limit,
+    scale-down to the highest recommendation within the stabilization window (`recent` holds the window's earlier
+    recommendations)."""
     if recommendation > current:
-        return bounds.clamp(min(recommendation, scale_up_limit(current)))
+        return bounds.clamp(min(recommendation, scale_up_limit(current, seconds)))
     return bounds.clamp(min(current, max([recommendation, *recent])))
 
 

@@ -38,35 +38,84 @@ def _sharing(p: Parsed, pool: NodePool) -> int:
     return min(slots, replicas)
 
 
-def serving_replicas_fit_a_shared_gpu(p: Parsed) -> Iterator[Problem]:
-    """On a time-sliced pool the replicas that share one GPU must fit its memory together. vLLM takes
-    `--gpu-memory-utilization` of the whole GPU's memory at start, 0.9 by default, and refuses to start when less
-    than that is free ([VLLMMEM] vllm/v1/worker/gpu_worker.py: "Free memory on device ... is less than desired GPU
-    memory utilization"), so a second replica on the same GPU fails. With `n` replicas able to share a GPU, each
-    workload on the pool sets `gpuMemoryUtilization` to at most 0.9 / n (the default's share, split). The share is
-    given as `gpuMemoryUtilization`, which the plan passes as `--gpu-memory-utilization`, not in `extraArgs`."""
-    for path, workload, pool in _on_pools(p):
+def _share(workload: ServingWorkload) -> float:
+    """The share of a GPU's memory one replica takes at start."""
+    share = workload.gpu_memory_utilization
+    return share if share is not None else VLLM_DEFAULT_MEMORY_SHARE
+
+
+def _worst_gpu(
+    workloads: list[tuple[str, ServingWorkload]], slots: int, sharing: int
+) -> list[tuple[str, ServingWorkload]]:
+    """The replicas one GPU can hold, largest share first (each workload up to its `replicas.max`): the fullest GPU
+    the scheduler can make."""
+    replicas = [(path, w) for path, w in workloads for _ in range(min(w.replicas.max or slots, slots))]
+    return sorted(replicas, key=lambda r: -_share(r[1]))[:sharing]
+
+
+def serving_memory_share_is_a_field(p: Parsed) -> Iterator[Problem]:
+    """vLLM's memory share is given as `gpuMemoryUtilization`, which the plan passes as `--gpu-memory-utilization`
+    and validation checks against the GPUs' sharing, not in `extraArgs`, which validation does not read."""
+    for path, workload, _ in _on_pools(p):
         if any(arg == FLAG or arg.startswith(f"{FLAG}=") for arg in workload.extra_args):
             yield Problem(
                 f"{path}.extraArgs",
                 f"{FLAG} is set by gpuMemoryUtilization, which validation checks against the GPUs' sharing; "
                 "remove it from extraArgs and set gpuMemoryUtilization",
             )
+
+
+def serving_replicas_fit_a_shared_gpu(p: Parsed) -> Iterator[Problem]:
+    """On a time-sliced pool the replicas that share one GPU must fit its memory together. vLLM takes
+    `--gpu-memory-utilization` of the whole GPU's memory at start, 0.9 by default, and refuses to start when less
+    than that is free ([VLLMMEM] vllm/v1/worker/gpu_worker.py: "Free memory on device ... is less than desired GPU
+    memory utilization"), so a second replica on the same GPU fails. With `n` replicas able to share a GPU (the
+    largest shares first, each workload up to its `replicas.max`), their shares must sum to at most 0.9, the
+    default's share: 0.9 / n each when they are equal."""
+    on_pool: dict[str, list[tuple[str, ServingWorkload]]] = {}
+    pools: dict[str, NodePool] = {}
+    for path, workload, pool in _on_pools(p):
+        on_pool.setdefault(pool.name, []).append((path, workload))
+        pools[pool.name] = pool
+    for name, workloads in on_pool.items():
+        pool = pools[name]
         sharing = _sharing(p, pool)
         if sharing < 2:
             continue
-        share = workload.gpu_memory_utilization
-        most = SHARED_MEMORY_BUDGET / sharing
-        if (share if share is not None else VLLM_DEFAULT_MEMORY_SHARE) <= most + 1e-9:
+        slots = pool.device_plugin.time_slicing_replicas
+        worst = _worst_gpu(workloads, slots, sharing)
+        total = sum(_share(w) for _, w in worst)
+        if total <= SHARED_MEMORY_BUDGET + 1e-9:
             continue
-        taken = f"{share:g} of" if share is not None else f"vLLM's default {VLLM_DEFAULT_MEMORY_SHARE:g} of"
-        yield Problem(
-            f"{path}.gpuMemoryUtilization",
-            f"{sharing} replicas can share one GPU of {pool.name} (timeSlicingReplicas "
-            f"{pool.device_plugin.time_slicing_replicas}), and each takes {taken} its memory at start, so the "
-            f"second does not start; set gpuMemoryUtilization to at most {int(most * 100) / 100:g} "
-            f"({SHARED_MEMORY_BUDGET:g} / {sharing}), or set replicas.max to 1 per GPU",
-        )
+        fair = int(SHARED_MEMORY_BUDGET / sharing * 100) / 100
+        for path, workload in workloads:
+            if not any(path == named for named, _ in worst):
+                continue
+            share = workload.gpu_memory_utilization
+            taken = f"{share:g} of" if share is not None else f"vLLM's default {VLLM_DEFAULT_MEMORY_SHARE:g} of"
+            yield Problem(
+                f"{path}.gpuMemoryUtilization",
+                f"{sharing} replicas can share one GPU of {pool.name} (timeSlicingReplicas {slots}), and each takes "
+                f"{taken} its memory at start, {round(total, 3):g} together on one GPU (more than "
+                f"{SHARED_MEMORY_BUDGET:g}), so not all of them start; set gpuMemoryUtilization so the replicas on "
+                f"one GPU sum to at most {SHARED_MEMORY_BUDGET:g}, e.g. at most {fair:g} "
+                f"({SHARED_MEMORY_BUDGET:g} / {sharing}) each, or set replicas.max to 1 per GPU",
+            )
+
+
+def serving_replicas_use_one_shared_gpu(p: Parsed) -> Iterator[Problem]:
+    """A replica on a time-sliced pool asks for one `nvidia.com/gpu`: the device plugin hands out replicas of GPUs
+    without regard to which GPU they come from, so a request for two may be two slices of the same GPU ([NVDP]
+    README "With CUDA Time-Slicing": it "creates ... references to each GPU and indiscriminately hands them out"),
+    and vLLM's tensor parallelism would then put two ranks on one GPU."""
+    for path, workload, pool in _on_pools(p):
+        if pool.device_plugin.time_slicing_replicas > 1 and workload.gpus_per_replica > 1:
+            yield Problem(
+                f"{path}.gpusPerReplica",
+                f"{pool.name} time-slices its GPUs (timeSlicingReplicas "
+                f"{pool.device_plugin.time_slicing_replicas}), so {workload.gpus_per_replica} GPUs per replica may "
+                "be slices of one GPU; set gpusPerReplica: 1 or use a pool of whole GPUs",
+            )
 
 
 def serving_replicas_use_one_mig_device(p: Parsed) -> Iterator[Problem]:
@@ -83,4 +132,9 @@ def serving_replicas_use_one_mig_device(p: Parsed) -> Iterator[Problem]:
             )
 
 
-RULES = (serving_replicas_fit_a_shared_gpu, serving_replicas_use_one_mig_device)
+RULES = (
+    serving_memory_share_is_a_field,
+    serving_replicas_fit_a_shared_gpu,
+    serving_replicas_use_one_shared_gpu,
+    serving_replicas_use_one_mig_device,
+)

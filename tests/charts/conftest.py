@@ -52,6 +52,13 @@ def _mig_prometheus(raw: dict[str, Any]) -> None:
     _prometheus(raw)
 
 
+def _time_sliced(raw: dict[str, Any]) -> None:
+    """The inference stack's L40S pool time-sliced in two, its replicas each taking half of the budget."""
+    _pool(raw, "l40s")["devicePlugin"] = {"timeSlicingReplicas": 2}
+    for workload in raw[f"{PROJECT}:workloads"]["serving"]:
+        workload["gpuMemoryUtilization"] = 0.45
+
+
 def _bottlerocket(raw: dict[str, Any]) -> None:
     raw[f"{PROJECT}:cluster"]["bottlerocketRelease"] = "1.42.0"
     for pool in raw[f"{PROJECT}:nodePools"]:
@@ -74,6 +81,7 @@ VARIANTS: dict[str, tuple[str, Callable[[dict[str, Any]], None]]] = {
     "training-mig-prometheus": ("training", _mig_prometheus),
     "training-prometheus": ("training", _prometheus),
     "training-bottlerocket": ("training", _bottlerocket),
+    "inference-time-sliced": ("inference", _time_sliced),
 }
 CASES = [*list_stacks(), *VARIANTS]
 

@@ -144,3 +144,53 @@ def test_the_two_releases_render_apart_and_split_the_gpu_pools(runtime_class_cas
     for spec in specs.values():
         assert spec is not None and not spec.get("hostNetwork")
         assert all("hostPort" not in p for c in containers(spec) for p in c.get("ports") or [])
+
+
+# ------------------------------------------------------------------------------------------ level-4 diagnostics
+@pytest.mark.parametrize("which", ["main", "runtime-class", "mig"])
+def test_every_exporter_leaves_a_node_paused_for_a_diagnostic_and_keeps_unlabelled_ones(
+    which: str, mig_case: Case, runtime_class_case: Case
+) -> None:
+    """`blueprint verify dcgm --dcgm-level 4` sets the deploy label to `paused-for-diagnostic`: the exporter leaves;
+    a node without the label keeps it; a MIG node still needs the manager's success and `true`."""
+    case = mig_case if which == "mig" else runtime_class_case
+    name = DCGM_EXPORTER_RUNTIME_CLASS_RELEASE if which == "runtime-class" else DCGM_EXPORTER_RELEASE
+    spec = pod_spec(daemon_set(release(case, name)))
+    assert spec is not None
+    migs = mig_plans(case.pools)
+
+    def ready(plan: PoolPlan) -> dict[str, str]:
+        """The labels a healthy node of the pool has: on MIG, the manager's success and `true`."""
+        return {MIG_CONFIG_STATE_LABEL: MIG_STATE_SUCCESS, DCGM_EXPORTER_DEPLOY_LABEL: DONE} if plan in migs else {}
+
+    served = [p for p in case.pools if p.is_gpu and not fits(spec, node(p, **ready(p)))]
+    assert served
+    for plan in served:
+        mig = {MIG_CONFIG_STATE_LABEL: MIG_STATE_SUCCESS} if plan in migs else {}
+        if not mig:
+            assert fits(spec, node(plan)) == []
+        assert fits(spec, node(plan, **mig, **{DCGM_EXPORTER_DEPLOY_LABEL: DONE})) == []
+        assert fits(spec, node(plan, **mig, **{DCGM_EXPORTER_DEPLOY_LABEL: "paused-for-diagnostic"}))
+        assert fits(spec, node(plan, **mig, **{DCGM_EXPORTER_DEPLOY_LABEL: PAUSED}))
+
+
+# --------------------------------------------------------------------------------------------- time-sliced pools
+def test_on_time_sliced_gpus_the_exporter_credits_every_pod_sharing_a_gpu(_variant_dir: Path) -> None:
+    """`KUBERNETES_VIRTUAL_GPUS` makes the exporter list every pod holding a replica of a GPU, and the per-process
+    utilization it gives each pod maps host PIDs, so the pod shares the host's PID namespace."""
+    require_charts()
+    case = planned_case("inference-time-sliced", _variant_dir)
+    spec = pod_spec(daemon_set(release(case, DCGM_EXPORTER_RELEASE)))
+    assert spec is not None
+    (exporter,) = containers(spec)
+    env = {e["name"]: e.get("value") for e in exporter.get("env") or []}
+    assert env["KUBERNETES_VIRTUAL_GPUS"] == "true"
+    assert spec["hostPID"] is True
+
+
+def test_whole_gpus_keep_one_pod_per_gpu(runtime_class_case: Case) -> None:
+    spec = pod_spec(daemon_set(release(runtime_class_case, DCGM_EXPORTER_RELEASE)))
+    assert spec is not None
+    (exporter,) = containers(spec)
+    assert "KUBERNETES_VIRTUAL_GPUS" not in {e["name"] for e in exporter.get("env") or []}
+    assert not spec.get("hostPID")

@@ -49,6 +49,12 @@ def device_plugin_config(
     Time-sliced resources are the ones the node advertises: `nvidia.com/gpu` (whole GPUs, or MIG devices under the
     `single` strategy) or, on a MIG pool under `mixed`, each profile's `nvidia.com/mig-<profile>` ([NVDP] README
     "Shared Access to GPUs": time-slicing applies to `nvidia.com/gpu` and to the resources of the mixed strategy).
+
+    `failRequestsGreaterThanOne` stays `false` although NVIDIA recommends `true` (the plugin then fails any
+    container asking for more than one shared resource, [NVDP] README "With CUDA Time-Slicing"): a pod that needs a
+    node's GPUs to itself asks for every slot (`blueprint verify`'s DCGM and NCCL pods, a training job on a
+    time-sliced training pool), and `true` would refuse it. Serving replicas, which could get slices of one GPU,
+    are held to one GPU by validation instead (`shared_gpus.serving_replicas_use_one_shared_gpu`).
     """
     config: dict[str, Any] = {"version": "v1", "flags": {"migStrategy": mig_strategy}}
     if time_slicing_replicas > 1:

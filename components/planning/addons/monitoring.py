@@ -26,6 +26,7 @@ from components.planning.gpu_runtime import NVIDIA_RUNTIME_CLASS, runtime_class_
 from components.planning.mig import (
     DCGM_EXPORTER_DEPLOY_LABEL,
     DEPLOY_ENABLED,
+    DEPLOY_PAUSED,
     MIG_CONFIG_STATE_LABEL,
     MIG_STATE_SUCCESS,
     mig_plans,
@@ -221,6 +222,14 @@ def dcgm_counters_csv() -> str:
 #: [NVCTK] `NVIDIA_MIG_MONITOR_DEVICES`, which also needs CAP_SYS_ADMIN: the chart adds it, [DCGM] values.yaml
 #: `securityContext`). docs/gpu-sharing.md#how-a-pool-gets-partitioned.
 MIG_MONITOR_ENV = {"name": "NVIDIA_MIG_MONITOR_DEVICES", "value": "all"}
+#: On time-sliced pools a GPU serves several pods; without this the exporter credits each GPU to one of them
+#: ([DCGMEXP] internal/pkg/transformation/kubernetes.go `Process`: `toDeviceToPod` keeps one pod per device unless
+#: `KubernetesVirtualGPUs`, then `toDeviceToSharingPods` lists every pod holding a replica). With it on,
+#: `DCGM_FI_DEV_GPU_UTIL` and `DCGM_FI_DEV_FB_USED` get one series per pod holding each pod's own processes' value
+#: (process_metrics.go `isPerProcessMetric`), mapped from the GPU's process IDs through `/proc/<pid>/cgroup`
+#: (pidmapper.go), which needs the host's PID namespace (`hostPID`); every other field is repeated per pod with the
+#: whole GPU's value. docs/gpu-sharing.md#metrics-on-time-sliced-gpus.
+VIRTUAL_GPUS_ENV = {"name": "KUBERNETES_VIRTUAL_GPUS", "value": "true"}
 
 
 def dcgm_exporter_values(
@@ -239,7 +248,10 @@ def dcgm_exporter_values(
     filter and join on.
 
     On MIG pools the exporter reads its device list once, at start, so it waits for the partitions and restarts
-    after every reconfiguration (`mig_gate`), with the MIG monitor capability (`MIG_MONITOR_ENV`)."""
+    after every reconfiguration (`mig_gate`), with the MIG monitor capability (`MIG_MONITOR_ENV`); with time-sliced
+    pools it splits each GPU's series per pod (`VIRTUAL_GPUS_ENV`, with the host's PIDs). On every node it
+    leaves while the deploy label reads a pause value (`NOT_PAUSED`), which `blueprint verify` sets for DCGM's
+    level-4 diagnostic."""
     by_class = sorted(p.name for p in runtime_class_plans(plans))
     served = runtime_class_plans(plans) if runtime_class else [p for p in gpu_plans(plans) if p.name not in by_class]
     values: dict[str, Any] = {
@@ -249,18 +261,26 @@ def dcgm_exporter_values(
         "serviceMonitor": {"enabled": True, "relabelings": [dict(NODE_RELABELING)]},
     }
     base = [{"key": tags.POOL, "operator": "In" if runtime_class else "NotIn", "values": by_class}] if by_class else []
-    terms = mig_gate(base) if mig_plans(served) else [{"matchExpressions": base}] if base else []
-    if terms:
-        values["affinity"] = {
-            "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
-        }
-    if mig_plans(served):
-        values["extraEnv"] = [dict(MIG_MONITOR_ENV)]
+    terms = mig_gate(base) if mig_plans(served) else [{"matchExpressions": [*base, dict(NOT_PAUSED)]}]
+    values["affinity"] = {
+        "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
+    }
+    extra_env = [dict(MIG_MONITOR_ENV)] if mig_plans(served) else []
+    if any(p.pool.device_plugin.time_slicing_replicas > 1 for p in served):
+        extra_env.append(dict(VIRTUAL_GPUS_ENV))
+        values["hostPID"] = True
+    if extra_env:
+        values["extraEnv"] = extra_env
     if runtime_class:
         values["runtimeClassName"] = NVIDIA_RUNTIME_CLASS
     if image_tag:
         values["image"] = {"tag": image_tag}
     return values
+
+
+#: Keeps the exporter off a node whose deploy label reads a pause value; an absent label matches (NotIn selects a
+#: node without the key, [K8SAFFINITY]), so nodes nobody labels keep their exporter.
+NOT_PAUSED = {"key": DCGM_EXPORTER_DEPLOY_LABEL, "operator": "NotIn", "values": list(DEPLOY_PAUSED)}
 
 
 def mig_gate(base: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -275,7 +295,7 @@ def mig_gate(base: list[dict[str, Any]]) -> list[dict[str, Any]]:
     DaemonSet controller removes the exporter from a node that stops matching and starts a new one, which enumerates
     the new MIG devices, once it matches again, as the GPU Operator's exporter does."""
     return [
-        {"matchExpressions": [*base, {"key": MIG_CONFIG_LABEL, "operator": "DoesNotExist"}]},
+        {"matchExpressions": [*base, {"key": MIG_CONFIG_LABEL, "operator": "DoesNotExist"}, dict(NOT_PAUSED)]},
         {
             "matchExpressions": [
                 *base,
