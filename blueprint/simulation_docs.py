@@ -35,7 +35,7 @@ def model(node_start_minutes: int | None = None, model_load_minutes: int | None 
 def sensitivity() -> list[str]:
     """The verdict again with slower node starts and model loads."""
     slow = model(SLOW_NODE_START_MINUTES, SLOW_MODEL_LOAD_MINUTES)
-    (line,) = verdict(cl.comparison(slow, cl.TRACES))
+    line = verdict(cl.comparison(slow, cl.TRACES))[0]
     return [
         f"Sensitivity: with a node start of {SLOW_NODE_START_MINUTES} min and a model load of "
         f"{SLOW_MODEL_LOAD_MINUTES} min (`--node-start-minutes {SLOW_NODE_START_MINUTES} --model-load-minutes "
