@@ -9,8 +9,9 @@ from typing import Any
 from blueprint.plan.summary import summarize
 from components.planning.addons.monitoring import EKS_HIDDEN_COMPONENTS
 from components.planning.hybrid.site import pod_routes, scrape_paths, site_summary, static_route_warnings
+from components.planning.serving import METRICS_PORT
 from components.planning.stack_plan import plan_pools, plan_stack
-from tests.builders import stack_config
+from tests.builders import shipped_plan, stack_config
 
 A40: dict[str, Any] = {
     "name": "a40",
@@ -59,16 +60,31 @@ def test_plan_warns_for_each_static_routed_pool_only() -> None:
 def test_kube_proxy_stays_scraped_and_its_port_is_a_site_path() -> None:
     # The explicit choice: not dropped with the components EKS hides, so the servers' 10249 must be open.
     assert "kubeProxy" not in EKS_HIDDEN_COMPONENTS
-    ports = {(p.target, p.to, p.port) for p in scrape_paths(plan_pools(spec(A40)), prometheus=True)}
+    ports = {(p.target, p.to, p.port) for p in scrape_paths(plan_pools(spec(A40)), prometheus=True, serving_metrics={})}
     assert ("kube-proxy", "servers", 10249) in ports
     assert ("node-exporter", "servers", 9100) in ports
     assert ("kubelet and cAdvisor", "servers", 10250) in ports
     assert ("DCGM exporter", "pod CIDRs", 9400) in ports
 
 
+def test_a_serving_workload_on_the_servers_is_a_site_path_on_its_metrics_port() -> None:
+    # The queue rule reads vLLM's own metrics: Prometheus in the VPC scrapes the on-prem replicas' pods.
+    paths = scrape_paths(plan_pools(spec(A40)), prometheus=True, serving_metrics={"a40": METRICS_PORT})
+    assert ("vLLM servers", "pod CIDRs", METRICS_PORT) in {(p.target, p.to, p.port) for p in paths}
+    elsewhere = scrape_paths(plan_pools(spec(A40)), prometheus=True, serving_metrics={"l40s": METRICS_PORT})
+    assert "vLLM servers" not in {p.target for p in elsewhere}
+
+
+def test_the_shipped_hybrid_plan_opens_the_vllm_port_to_prometheus() -> None:
+    (chat,) = [
+        p for p in shipped_plan("hybrid")["summary"]["hybridSite"]["scrapePaths"] if p["target"] == "vLLM servers"
+    ]
+    assert (chat["to"], chat["port"]) == ("pod CIDRs", METRICS_PORT)
+
+
 def test_no_scrape_paths_without_prometheus_or_hybrid_pools() -> None:
-    assert scrape_paths(plan_pools(spec(A40, prometheus=False)), prometheus=False) == []
-    assert site_summary(plan_pools(spec()), prometheus=True) == {}
+    assert scrape_paths(plan_pools(spec(A40, prometheus=False)), prometheus=False, serving_metrics={}) == []
+    assert site_summary(plan_pools(spec()), prometheus=True, serving_metrics={}) == {}
 
 
 def test_plan_summary_prints_the_site_section() -> None:
@@ -85,7 +101,7 @@ def test_site_firewall_table_in_the_runbook_lists_every_scrape_port() -> None:
     [row] = [
         line for line in OPERATIONS.read_text().splitlines() if line.startswith("  | Prometheus on the system pool")
     ]
-    for path in scrape_paths(plan_pools(spec(A40)), prometheus=True):
+    for path in scrape_paths(plan_pools(spec(A40)), prometheus=True, serving_metrics={"a40": METRICS_PORT}):
         assert str(path.port) in row, f"{path.target} ({path.port}) missing from the firewall table"
 
 

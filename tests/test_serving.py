@@ -4,12 +4,15 @@ simulate`."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from blueprint.plan.runner import load_stack
+from blueprint.plan.summary import summarize
 from components.config import ServingWorkload, StackConfig
 from components.planning.addons.keda import keda_values
 from components.planning.addons.monitoring import dcgm_exporter_target, prometheus_url
@@ -25,7 +28,8 @@ from components.planning.serving_autoscaling import (
     serving_rule,
     simulate,
 )
-from components.planning.stack_plan import plan_pools
+from components.planning.stack_plan import plan_pools, plan_stack
+from components.validation import validate_config
 from tests.builders import (
     AUTOSCALING_GROUP,
     HELM_RELEASE,
@@ -393,14 +397,31 @@ def test_pulumi_up_reads_the_workloads_key() -> None:
     assert [w.name for w in spec.workloads.serving] == ["chat"]
 
 
+def inference_on_the_gpu_utilization_rule() -> StackConfig:
+    """The inference stack with its pool in `mode: gpu-utilization` (the seed rule)."""
+    files = load_stack("inference")
+    config = copy.deepcopy(files.config)
+    (l40s,) = [p for p in config["gpu-clusters:nodePools"] if p["name"] == "l40s"]
+    l40s["scaling"]["mode"] = "gpu-utilization"
+    return validate_config(config, files.project)
+
+
 def test_the_plan_summary_shows_the_rule_the_scaler_applies() -> None:
     from tests.builders import shipped_plan
+    from tests.promql_expressions import plan_resources
 
     (chat,) = shipped_plan("inference")["summary"]["serving"]
-    assert (chat["name"], chat["pool"], chat["replicas"]) == ("chat", "l40s", {"min": 2, "max": 32, "perNode": 4})
-    assert chat["scaleOut"] == {"abovePercent": 85, "afterMinutes": 15, "replicas": 8}
-    assert chat["scaleIn"] == {"belowPercent": 30, "afterMinutes": 30, "replicas": 4}
+    (scaler,) = [r for r in plan_resources("inference") if r["type"] == "kubernetes:keda.sh/v1alpha1:ScaledObject"]
+    (trigger,) = scaler["inputs"]["spec"]["triggers"]
+    assert chat["rule"] == "queue" and "scaleOut" not in chat
+    assert float(trigger["metadata"]["threshold"]) == chat["targetInFlightPerReplica"]
+    bounds = (scaler["inputs"]["spec"]["minReplicaCount"], scaler["inputs"]["spec"]["maxReplicaCount"])
+    assert (chat["replicas"]["min"], chat["replicas"]["max"]) == bounds
     assert chat["endpoint"] == "http://chat.inference.svc:8000/v1"
+    (seed,) = summarize(plan_stack(inference_on_the_gpu_utilization_rule()))["serving"]
+    assert seed["rule"] == "gpu-utilization"
+    assert seed["scaleOut"] == {"abovePercent": 85, "afterMinutes": 15, "replicas": 8}
+    assert seed["scaleIn"] == {"belowPercent": 30, "afterMinutes": 30, "replicas": 4}
     assert shipped_plan("training")["summary"]["serving"] == []
 
 

@@ -157,20 +157,30 @@ def table(plan: dict[str, Any], console: Console) -> None:
             )
         console.print(storage)
     if summary.get("serving"):
-        serving = Table(title="Serving (replicas scale on their GPU utilization)", title_justify="left")
-        for column in ("name", "pool", "model", "GPUs/replica", "replicas", "scale out", "scale in", "cooldown"):
+        serving = Table(title="Serving (replicas scale by the rule named)", title_justify="left")
+        for column in ("name", "pool", "model", "GPUs/replica", "replicas", "rule", "scale out", "scale in"):
             serving.add_column(column, overflow="fold")
         for w in summary["serving"]:
-            out, scale_in = w["scaleOut"], w["scaleIn"]
+            if w["rule"] == "queue":
+                target = f"{w['targetInFlightPerReplica']:g} requests in flight per replica"
+                out_text, in_text = f"above {target}", f"below {target}"
+            else:
+                out, scale_in = w["scaleOut"], w["scaleIn"]
+                cooldown = f"{w['cooldownSeconds']} s cooldown"
+                out_text = f"+{out['replicas']} after {out['afterMinutes']} min > {out['abovePercent']:g}%"
+                in_text = (
+                    f"-{scale_in['replicas']} after {scale_in['afterMinutes']} min < {scale_in['belowPercent']:g}%"
+                )
+                in_text += f", {cooldown}"
             serving.add_row(
                 w["name"],
                 w["pool"],
                 w["model"],
                 str(w["gpusPerReplica"]),
                 f"{w['replicas']['min']}..{w['replicas']['max']} ({w['replicas']['perNode']}/node)",
-                f"+{out['replicas']} after {out['afterMinutes']} min > {out['abovePercent']:g}%",
-                f"-{scale_in['replicas']} after {scale_in['afterMinutes']} min < {scale_in['belowPercent']:g}%",
-                f"{w['cooldownSeconds']} s",
+                w["rule"],
+                out_text,
+                in_text,
             )
         console.print(serving)
     _print_hybrid_site(summary.get("hybridSite") or {}, console)

@@ -28,7 +28,7 @@ from components.planning.hybrid.site import site_summary, static_route_warnings
 from components.planning.mig import advertised_resources, mig_devices
 from components.planning.pools import PoolPlan
 from components.planning.quotas import stack_quotas
-from components.planning.serving import SERVING_PORT
+from components.planning.serving import METRICS_PORT, SERVING_PORT
 from components.planning.stack_plan import StackPlan
 from components.validation.offerings import unchecked_zone_warnings
 
@@ -86,18 +86,29 @@ ALARMS_NOTIFY_NOBODY = (
 
 
 def serving_summary(stack_plan: StackPlan) -> list[dict[str, Any]]:
-    """Each serving workload with the rule its ScaledObject applies (the same `serving_rule` object)."""
+    """Each serving workload with the rule its ScaledObject applies: the queue rule's target (`queue_rules`) or the
+    GPU-utilization rule's windows (the same `serving_rule` object)."""
     spec = stack_plan.spec
     namespace = spec.storage.nfs.kubernetes.namespace if spec.storage.nfs is not None else "default"
     out = []
     for workload in spec.workloads.serving:
         rule = stack_plan.serving[workload.name]
-        out.append(
-            {
-                "name": workload.name,
-                "pool": workload.pool,
-                "model": workload.model,
-                "gpusPerReplica": workload.gpus_per_replica,
+        queue = stack_plan.queue_rules.get(workload.name)
+        entry: dict[str, Any] = {
+            "name": workload.name,
+            "pool": workload.pool,
+            "model": workload.model,
+            "gpusPerReplica": workload.gpus_per_replica,
+        }
+        if queue is not None:
+            entry |= {
+                "rule": "queue",
+                "replicas": {"min": queue.min_replicas, "max": queue.max_replicas, "perNode": rule.replicas_per_node},
+                "targetInFlightPerReplica": queue.target_in_flight,
+            }
+        else:
+            entry |= {
+                "rule": "gpu-utilization",
                 "replicas": {"min": rule.min_replicas, "max": rule.max_replicas, "perNode": rule.replicas_per_node},
                 "scaleOut": {
                     "abovePercent": rule.scale_out_above_percent,
@@ -110,9 +121,8 @@ def serving_summary(stack_plan: StackPlan) -> list[dict[str, Any]]:
                     "replicas": rule.scale_in_replicas,
                 },
                 "cooldownSeconds": rule.cooldown_seconds,
-                "endpoint": f"http://{workload.name}.{namespace}.svc:{SERVING_PORT}/v1",
             }
-        )
+        out.append(entry | {"endpoint": f"http://{workload.name}.{namespace}.svc:{SERVING_PORT}/v1"})
     return out
 
 
@@ -272,7 +282,9 @@ def summarize(stack_plan: StackPlan) -> dict[str, Any]:
         "cost": cost_summary(cost),
         "alerts": alerts_summary(stack_plan),
         "serving": serving_summary(stack_plan),
-        "hybridSite": site_summary(plans, stack_plan.addons.on("dcgm-prometheus")),
+        "hybridSite": site_summary(
+            plans, stack_plan.addons.on("dcgm-prometheus"), {w.pool: METRICS_PORT for w in spec.workloads.serving}
+        ),
         **({"hybrid": hybrid_summary(stack_plan)} if stack_plan.hybrid else {}),
         "quotas": [need.to_json() for need in stack_quotas(spec, plans)],
         "warnings": warnings(stack_plan, cost),

@@ -24,7 +24,7 @@ def _rendered(tmp_path: Path, release_name: str) -> list[dict[str, Any]]:
 
 def _ports(tmp_path: Path) -> dict[str, int]:
     case = planned_case("hybrid", tmp_path)
-    return {path.target: path.port for path in scrape_paths(case.pools, prometheus=True)}
+    return {path.target: path.port for path in scrape_paths(case.pools, prometheus=True, serving_metrics={})}
 
 
 def test_kube_proxy_scrape_is_kept_and_its_port_is_in_the_firewall_table(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ docs/operations.md#rejoining-a-server.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -39,24 +39,28 @@ class ScrapePath:
     why: str
 
 
-def scrape_paths(plans: Sequence[PoolPlan], prometheus: bool) -> list[ScrapePath]:
+def scrape_paths(plans: Sequence[PoolPlan], prometheus: bool, serving_metrics: Mapping[str, int]) -> list[ScrapePath]:
     """The scrapes that reach hybrid nodes when kube-prometheus-stack runs (`dcgmPrometheus`), in port order.
 
     kube-prometheus-stack's chart scrapes every node's node-exporter, kubelet (HTTPS 10250, cAdvisor included) and
     kube-proxy (`kubeProxy.enabled`, default true, and the stack keeps it: EKS installs kube-proxy on hybrid nodes
     too), and CoreDNS pods (`coreDns.enabled`): one replica runs on-prem. The DCGM exporter runs on every GPU node.
     Choosing to keep kube-proxy's scrape on the servers means its port is in this list, so in the table the plan
-    prints.
+    prints. A serving workload on a hybrid pool (`serving_metrics`: each serving pool's metrics port,
+    `planning.serving.METRICS_PORT`) is scraped there by its PodMonitor: the input of its autoscaler's queue rule.
     """
     if not prometheus or not hybrid_plans(plans):
         return []
-    return [
+    paths = [
         ScrapePath("CoreDNS (on-prem replica)", "pod CIDRs", COREDNS_METRICS_PORT, "kube-prometheus-stack coreDns"),
         ScrapePath("node-exporter", "servers", NODE_EXPORTER_PORT, "host network; node alerts and dashboards"),
-        ScrapePath("DCGM exporter", "pod CIDRs", DCGM_EXPORTER_PORT, "GPU alerts, dashboards, serving autoscaler"),
+        ScrapePath("DCGM exporter", "pod CIDRs", DCGM_EXPORTER_PORT, "GPU alerts, dashboards, gpu-utilization rule"),
         ScrapePath("kube-proxy", "servers", KUBE_PROXY_METRICS_PORT, "host network; kube-prometheus-stack kubeProxy"),
         ScrapePath("kubelet and cAdvisor", "servers", KUBELET_PORT, "HTTPS; container metrics"),
     ]
+    for port in sorted({serving_metrics[p.name] for p in hybrid_plans(plans) if p.name in serving_metrics}):
+        paths.append(ScrapePath("vLLM servers", "pod CIDRs", port, "PodMonitor; the serving autoscaler's queue rule"))
+    return sorted(paths, key=lambda path: path.port)
 
 
 def pod_routes(plan: PoolPlan) -> dict[str, Any]:
@@ -97,11 +101,11 @@ def static_route_warnings(plans: Sequence[PoolPlan]) -> list[str]:
     ]
 
 
-def site_summary(plans: Sequence[PoolPlan], prometheus: bool) -> dict[str, Any]:
+def site_summary(plans: Sequence[PoolPlan], prometheus: bool, serving_metrics: Mapping[str, int]) -> dict[str, Any]:
     """The plan's on-prem site section: the scrape paths for the firewall table and each pool's pod routes."""
     if not hybrid_plans(plans):
         return {}
     return {
-        "scrapePaths": [asdict(path) for path in scrape_paths(plans, prometheus)],
+        "scrapePaths": [asdict(path) for path in scrape_paths(plans, prometheus, serving_metrics)],
         "podRoutes": [pod_routes(plan) for plan in hybrid_plans(plans)],
     }
