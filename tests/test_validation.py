@@ -711,3 +711,9 @@ def test_section_given_as_text_is_a_problem_not_a_crash() -> None:
     with pytest.raises(ConfigError) as caught:
         validate_config(config, project="gpu-clusters")
     assert {"cluster", "nodePools"} <= {p.path for p in caught.value.problems}
+
+
+def test_every_hybrid_only_key_refused_on_an_aws_pool_says_what_aws_pools_have_instead() -> None:
+    from components.validation.pools import AWS_POOLS_INSTEAD, HYBRID_ONLY_KEYS
+
+    assert set(AWS_POOLS_INSTEAD) == set(HYBRID_ONLY_KEYS.values())

@@ -59,6 +59,15 @@ HYBRID_ONLY_KEYS = {
     "gpu_runtime": "gpuRuntime",
     "unreachable_toleration_seconds": "unreachableTolerationSeconds",
 }
+#: What an aws pool has instead of each hybrid-only key: the hint of its refusal.
+AWS_POOLS_INSTEAD = {
+    "nodes": "aws pools size with `scaling`",
+    "vcpusPerNode": "aws pools take it from the instance type",
+    "network": "aws pools use the stack's VPC subnets",
+    "credentials": "aws pools get credentials from their instance role",
+    "gpuRuntime": "aws pools get the NVIDIA runtime from their AMI",
+    "unreachableTolerationSeconds": "pods on aws pools keep the default 300 s and are replaced on other nodes",
+}
 
 
 def pool_names_are_unique(p: Parsed) -> Iterator[Problem]:
@@ -365,9 +374,7 @@ def hybrid_keys_not_on_aws_pools(p: Parsed) -> Iterator[Problem]:
     for path, pool, _ in p.aws_pools():
         for field, key in HYBRID_ONLY_KEYS.items():
             if field in pool.model_fields_set:
-                yield Problem(
-                    f"{path}.{key}", "only hybrid pools (kind: hybrid) read it; aws pools size with `scaling`"
-                )
+                yield Problem(f"{path}.{key}", f"only hybrid pools (kind: hybrid) read it; {AWS_POOLS_INSTEAD[key]}")
 
 
 def device_plugin_settings_need_gpus(p: Parsed) -> Iterator[Problem]:
