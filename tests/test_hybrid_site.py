@@ -11,19 +11,9 @@ from components.planning.addons.monitoring import EKS_HIDDEN_COMPONENTS
 from components.planning.hybrid.site import pod_routes, scrape_paths, site_summary, static_route_warnings
 from components.planning.serving import METRICS_PORT
 from components.planning.stack_plan import plan_pools, plan_stack
-from tests.builders import shipped_plan, stack_config
+from tests.builders import A40, SYSTEM, shipped_plan, stack_config
 
-A40: dict[str, Any] = {
-    "name": "a40",
-    "kind": "hybrid",
-    "role": "inference",
-    "gpuModel": "A40",
-    "gpusPerNode": 4,
-    "nodes": 4,
-    "network": {"remoteNodeCidrs": ["192.168.100.0/24"], "remotePodCidrs": ["192.168.128.0/18"]},
-}
 BGP = {"peerAddress": "192.168.100.1", "peerAsn": 65000, "localAsn": 65010}
-SYSTEM = {"name": "system", "role": "system", "instanceType": "m7i.xlarge", "scaling": {"min": 2, "max": 3}}
 
 
 def spec(*pools: dict[str, Any], prometheus: bool = True) -> Any:
