@@ -1,0 +1,19 @@
+"""Names the node health loop's parts agree on (pure constants): the startup taint a new GPU node registers with,
+the label that records its health state, and the prefix of the metrics the loop exports.
+
+One place for them, so the node registration, the health gate, the repair path, the dashboards and the alerts
+cannot drift apart. docs/operations.md describes the loop; each value's source is cited beside it.
+"""
+
+from __future__ import annotations
+
+#: The taint a GPU node registers with and keeps until its health gate passes. cluster-autoscaler treats taints with
+#: the `startup-taint.cluster-autoscaler.kubernetes.io/` prefix as startup taints: the node counts as not ready yet,
+#: so the autoscaler does not scale up again for the pods waiting on it.
+STARTUP_TAINT_KEY = "startup-taint.cluster-autoscaler.kubernetes.io/gpu-health"
+#: The node label that records the health state: `pending`, `passed` or `failed`.
+HEALTH_STATE_LABEL = "gpu-clusters/node-health"
+#: Where the health loop runs.
+NODE_HEALTH_NAMESPACE = "node-health"
+#: The prefix of every metric the health loop exports (gate results, repairs, capped repairs).
+METRIC_PREFIX = "gpu_clusters_node_health"
