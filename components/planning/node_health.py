@@ -17,3 +17,11 @@ HEALTH_STATE_LABEL = "gpu-clusters/node-health"
 NODE_HEALTH_NAMESPACE = "node-health"
 #: The prefix of every metric the health loop exports (gate results, repairs, capped repairs).
 METRIC_PREFIX = "gpu_clusters_node_health"
+#: The service account the health loop runs as (its RBAC and its Pod Identity role are bound to it).
+SERVICE_ACCOUNT = "node-health"
+#: Gate and idle checks run, by `pool`, `kind` (`gate` or `idle`) and `result` (`passed` or `failed`).
+CHECKS_METRIC = f"{METRIC_PREFIX}_checks_total"
+#: Repairs started, by `pool` and `action` (`replace`, `cordon-only` for on-prem servers, ...).
+REPAIRS_METRIC = f"{METRIC_PREFIX}_repairs_total"
+#: Repairs held back, by `pool` and `reason` (`hourly-cap`, `capacity-block`, ...): what the storm alert reads.
+REPAIRS_HELD_METRIC = f"{METRIC_PREFIX}_repairs_held_total"
