@@ -60,3 +60,14 @@ def test_the_promql_step_runs_every_module_that_uses_promtool() -> None:
     uses = re.compile(r"^from tests\.promtool import", re.M)
     users = {p.name for p in (ROOT / "tests").glob("test_*.py") if uses.search(p.read_text())}
     assert users and users == {p.name for p in (ROOT / "tests").glob("test_*_promtool.py")}
+
+
+def test_the_training_step_runs_every_module_marked_training() -> None:
+    """The `training` step runs the reference script's tests with torch required; a `training` test in another
+    module would be left out of the everyday run and never run in CI."""
+    step = (ROOT / ".ci/run").read_text().split("training() {", 1)[1].split("\n}", 1)[0]
+    command = re.search(r"BLUEPRINT_REQUIRE_TORCH=1 \.venv/bin/python -m pytest -q -m training -n 0 (.+)", step)
+    assert command, step
+    marks = re.compile(r"^\s*(@|pytestmark = \[?)?pytest\.mark\.training\b", re.M)
+    marked = {p.name for p in (ROOT / "tests").rglob("test_*.py") if marks.search(p.read_text())}
+    assert marked and {f"tests/{name}" for name in marked} == set(command[1].split())

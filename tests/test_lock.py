@@ -17,6 +17,18 @@ ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())
 RUNTIME_LOCK = ROOT / "requirements.lock"
 DEV_LOCK = ROOT / "requirements-dev.lock"
+TRAIN_LOCK = ROOT / "requirements-train.lock"
+#: Where CI runs the training tests and where the CPU wheel of torch exists: CPython 3.11 on Linux x86_64.
+CI_PLATFORM = {
+    "python_version": "3.11",
+    "python_full_version": "3.11.7",
+    "platform_machine": "x86_64",
+    "sys_platform": "linux",
+    "platform_system": "Linux",
+    "platform_python_implementation": "CPython",
+    "implementation_name": "cpython",
+    "os_name": "posix",
+}
 _PIN = re.compile(
     r"^(?P<name>[A-Za-z0-9][A-Za-z0-9._-]*)==(?P<version>[^\s;\\]+)(?:\s*;\s*(?P<marker>[^\\]+?))?\s*\\?$"
 )
@@ -28,10 +40,11 @@ class Pin:
     marker: str | None
     hashes: int = 0
 
-    def applies(self) -> bool:
-        """Whether this pin is the one for this interpreter and platform (universal locks split by marker)."""
+    def applies(self, environment: dict[str, str] | None = None) -> bool:
+        """Whether this pin is the one for this interpreter and platform, or for `environment` (universal locks
+        split by marker)."""
         marker = Requirement(f"x; {self.marker}").marker if self.marker else None
-        return marker is None or marker.evaluate()
+        return marker is None or marker.evaluate(environment)
 
 
 def pins(lock: Path) -> dict[str, list[Pin]]:
@@ -54,9 +67,12 @@ def requirements(*groups: list[str]) -> list[Requirement]:
 
 RUNTIME = requirements(PYPROJECT["project"]["dependencies"], PYPROJECT["build-system"]["requires"])
 DEV = RUNTIME + requirements(PYPROJECT["project"]["optional-dependencies"]["dev"])
+TRAIN = requirements(PYPROJECT["project"]["optional-dependencies"]["train"])
 
 
-@pytest.mark.parametrize(("lock", "wanted"), [(RUNTIME_LOCK, RUNTIME), (DEV_LOCK, DEV)], ids=["runtime", "dev"])
+@pytest.mark.parametrize(
+    ("lock", "wanted"), [(RUNTIME_LOCK, RUNTIME), (DEV_LOCK, DEV), (TRAIN_LOCK, TRAIN)], ids=["runtime", "dev", "train"]
+)
 def test_every_requirement_is_pinned_inside_its_range(lock: Path, wanted: list[Requirement]) -> None:
     pinned = pins(lock)
     problems = []
@@ -73,7 +89,7 @@ def test_every_requirement_is_pinned_inside_its_range(lock: Path, wanted: list[R
     assert not problems, "\n".join(problems) + "\nrun .ci/lock to regenerate the locks from pyproject.toml"
 
 
-@pytest.mark.parametrize("lock", [RUNTIME_LOCK, DEV_LOCK], ids=["runtime", "dev"])
+@pytest.mark.parametrize("lock", [RUNTIME_LOCK, DEV_LOCK, TRAIN_LOCK], ids=["runtime", "dev", "train"])
 def test_every_pin_carries_hashes_and_no_index_address(lock: Path) -> None:
     text = lock.read_text()
     assert all(pin.hashes > 0 for found in pins(lock).values() for pin in found)
@@ -85,10 +101,24 @@ def test_the_dev_lock_runs_on_the_runtime_lock_s_versions() -> None:
     assert {name: dev[name] for name in runtime} == runtime
 
 
-def test_the_virtualenv_is_the_dev_lock() -> None:
-    """What runs these tests is what the README's set-up installs; reinstall (README) when this fails."""
+def test_the_train_lock_runs_on_the_dev_lock_s_versions() -> None:
+    dev, train = pins(DEV_LOCK), pins(TRAIN_LOCK)
+    assert {name: train[name] for name in dev if name in train} == {name: dev[name] for name in train if name in dev}
+
+
+def test_ci_installs_torch_s_cpu_build_alone() -> None:
+    """On CI's platform the train lock pins torch's CPU build (a wheel of some 190 MB), not the index's CUDA build
+    with its GBs of nvidia-* and triton wheels; elsewhere it keeps the index's builds (uv's universal resolution)."""
+    applying = {
+        name: pin.version for name, found in pins(TRAIN_LOCK).items() for pin in found if pin.applies(CI_PLATFORM)
+    }
+    assert applying["torch"].endswith("+cpu")
+    assert not [name for name in applying if name.startswith("nvidia-") or name in ("triton", "cuda-toolkit")]
+
+
+def installed_differences(lock: Path) -> list[str]:
     differ = []
-    for name, found in pins(DEV_LOCK).items():
+    for name, found in pins(lock).items():
         for pin in filter(Pin.applies, found):
             try:
                 installed = metadata.version(name)
@@ -96,6 +126,18 @@ def test_the_virtualenv_is_the_dev_lock() -> None:
                 installed = "not installed"
             if installed != pin.version:
                 differ.append(f"{name}: lock {pin.version}, installed {installed}")
+    return differ
+
+
+def test_the_virtualenv_is_the_dev_lock() -> None:
+    """What runs these tests is what the README's set-up installs; reinstall (README) when this fails."""
+    differ = installed_differences(DEV_LOCK)
+    assert not differ, "\n".join(differ)
+
+
+@pytest.mark.training  # CI's `training` step, where torch is required: the README's set-up installs the train lock
+def test_the_virtualenv_has_the_train_lock() -> None:
+    differ = installed_differences(TRAIN_LOCK)
     assert not differ, "\n".join(differ)
 
 

@@ -118,6 +118,7 @@ def read_until_step(run: subprocess.Popen[str], reader: int, step: int) -> list[
     return lines
 
 
+@pytest.mark.timeout(600)  # three torchrun launches, each importing torch in three processes on two shared cores
 def test_a_killed_run_resumes_from_its_latest_complete_checkpoint_with_the_same_loss_curve(tmp_path: Path) -> None:
     uninterrupted = tmp_path / "uninterrupted"
     finish(torchrun(uninterrupted, uninterrupted / "loss.jsonl"))
