@@ -17,7 +17,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -85,12 +85,13 @@ def kill_tree(root: int) -> None:
         tree.append(queue.pop())
         queue += children.get(tree[-1], [])
     for pid in tree:
-        os.kill(pid, signal.SIGKILL)
+        with suppress(ProcessLookupError):  # a process that ended on its own meanwhile
+            os.kill(pid, signal.SIGKILL)
 
 
 @contextmanager
 def one_page_fifo(fifo: Path) -> Iterator[int]:
-    """The read end of a FIFO whose buffer is one page (4 KiB, some 60 log lines). Once the test stops reading,
+    """The read end of a FIFO whose buffer is one page (4 KiB, some 70 log lines). Once the test stops reading,
     the writer blocks when the page is full, so a run logging into it cannot get far ahead of the test, let alone
     finish before the test kills it: no timing involved."""
     os.mkfifo(fifo)
@@ -131,7 +132,7 @@ def test_a_killed_run_resumes_from_its_latest_complete_checkpoint_with_the_same_
         # the save at 2*INTERVAL starts only once the one at INTERVAL completed: step 2*INTERVAL + 1 proves it
         before_kill = read_until_step(first, reader, 2 * INTERVAL + 1)
         kill_tree(first.pid)
-        first.wait()
+        first.communicate()
     assert before_kill[0] == {"event": "start", "step": 0, "world_size": 2}
     assert {step: expected[step] for step in curve(before_kill)} == curve(before_kill)
 
