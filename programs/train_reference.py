@@ -30,6 +30,7 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch import nn
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+from torch.distributed.checkpoint.state_dict_saver import AsyncSaveResponse
 from torch.nn.parallel import DistributedDataParallel
 
 log = logging.getLogger("train_reference")
@@ -109,9 +110,9 @@ class Checkpointer:
         self.wait()  # the previous save must finish before the next starts: at most one copy in memory and in flight
         path = self.directory / CHECKPOINT_NAME.format(step)
         log.info("step %d, loss %.6f: saving checkpoint to %s", step, loss, path)
-        future = dcp.async_save(state(step, model, optimizer), checkpoint_id=path, process_group=self.group)
-        # async_save returns a Future, or an AsyncSaveResponse whose upload_completion is the save's Future
-        self.pending = getattr(future, "upload_completion", future)
+        saving = dcp.async_save(state(step, model, optimizer), checkpoint_id=path, process_group=self.group)
+        # a Future, or with a stager that stages asynchronously an AsyncSaveResponse holding the save's Future
+        self.pending = saving.upload_completion if isinstance(saving, AsyncSaveResponse) else saving
 
         def report(done: Future[Any]) -> None:  # in the saving thread, when the metadata is written
             if done.exception() is None:
