@@ -30,7 +30,6 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch import nn
 from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
-from torch.distributed.checkpoint.state_dict_saver import AsyncSaveResponse
 from torch.nn.parallel import DistributedDataParallel
 
 log = logging.getLogger("train_reference")
@@ -111,8 +110,8 @@ class Checkpointer:
         path = self.directory / CHECKPOINT_NAME.format(step)
         log.info("step %d, loss %.6f: saving checkpoint to %s", step, loss, path)
         saving = dcp.async_save(state(step, model, optimizer), checkpoint_id=path, process_group=self.group)
-        # a Future, or with a stager that stages asynchronously an AsyncSaveResponse holding the save's Future
-        self.pending = saving.upload_completion if isinstance(saving, AsyncSaveResponse) else saving
+        # a Future, or (with a stager that stages asynchronously) an AsyncSaveResponse holding the save's Future
+        self.pending = saving if isinstance(saving, Future) else saving.upload_completion
 
         def report(done: Future[Any]) -> None:  # in the saving thread, when the metadata is written
             if done.exception() is None:
