@@ -1,5 +1,6 @@
-"""Node pools as the policies see them in a stack: an Auto Scaling group, its launch template, the template's
-network interfaces, the pool's taints and capacity type, and the catalog entries of its instance types.
+"""Node pools as the policies see them in a stack: a self-managed Auto Scaling group or an EKS managed node group,
+its launch template, the template's network interfaces, the pool's taints and capacity type, and the catalog
+entries of its instance types.
 
 Stack rules of several families (fabric, nodes, spot, cost) read pools through this one model.
 """
@@ -17,6 +18,7 @@ from components.tags import CAPACITY_TYPE, GPU_MODEL, POOL, ROLE, TAINTS
 from policies.resources import (
     AUTOSCALING_GROUP,
     LAUNCH_TEMPLATE,
+    NODE_GROUP,
     Resource,
     Stack,
     get,
@@ -93,7 +95,8 @@ class Taint:
 
 @dataclass(frozen=True)
 class Pool:
-    """A node pool as deployed: its Auto Scaling group and (when it can be resolved) its launch template."""
+    """A node pool as deployed: its Auto Scaling group or EKS managed node group (`asg`, both carry the pool's
+    tags) and (when it can be resolved) its launch template."""
 
     asg: Resource
     launch_template: Resource | None
@@ -112,12 +115,13 @@ class Pool:
 
     @property
     def instance_types(self) -> list[str]:
-        """The overrides of a mixed-instances policy (which replace the template's type), else the template's."""
+        """The overrides of a mixed-instances policy or a node group's `instanceTypes` (which replace the
+        template's type), else the template's."""
         overrides = [
             str(get(o, "instanceType"))
             for o in items(self.asg.get("mixedInstancesPolicy", "launchTemplate", "overrides"))
             if get(o, "instanceType")
-        ]
+        ] + [str(t) for t in items(self.asg.get("instanceTypes")) if t]
         if overrides:
             return list(dict.fromkeys(overrides))
         primary = self.launch_template.get("instanceType") if self.launch_template else None
@@ -129,6 +133,9 @@ class Pool:
         tagged = self.asg.tags().get(CAPACITY_TYPE)
         if tagged:
             return tagged
+        if self.asg.type == NODE_GROUP:
+            managed = str(self.asg.get("capacityType") or "ON_DEMAND")
+            return {"SPOT": "spot", "CAPACITY_BLOCK": "capacity-block"}.get(managed, "on-demand")
         lt = self.launch_template
         market = lt.get("instanceMarketOptions", "marketType") if lt else None
         if market in ("spot", "capacity-block"):
@@ -179,4 +186,9 @@ def node_pools(stack: Stack) -> list[Pool]:
             values = [peek(spec, "launchTemplateId"), peek(spec, "launchTemplateName")]
         found = stack.referenced(asg, prop, [v for v in values if isinstance(v, str)], [LAUNCH_TEMPLATE])
         pools.append(Pool(asg, found[0] if len(found) == 1 else None))
+    for group in stack.of_type(NODE_GROUP):
+        spec = group.get("launchTemplate")
+        values = [peek(spec, "id"), peek(spec, "name")]
+        found = stack.referenced(group, "launchTemplate", [v for v in values if isinstance(v, str)], [LAUNCH_TEMPLATE])
+        pools.append(Pool(group, found[0] if len(found) == 1 else None))
     return pools
