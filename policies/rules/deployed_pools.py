@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pulumi_policy.proxy import UnknownValueError
 
 from components.catalog import InstanceType, instance_type
-from components.planning.autoscaler_tags import TAINT_TAG_PREFIX
+from components.planning.autoscaler_tags import ENABLED_TAG, TAINT_TAG_PREFIX
 from components.planning.efa import EFA_INTERFACE_TYPES
 from components.tags import CAPACITY_TYPE, GPU_MODEL, POOL, ROLE, TAINTS
 from policies.resources import (
@@ -108,6 +108,34 @@ class Pool:
     @property
     def role(self) -> str | None:
         return self.asg.tags().get(ROLE)
+
+    @property
+    def managed(self) -> bool:
+        """An EKS managed node group (its Auto Scaling group is EKS's, not in the stack)."""
+        return self.asg.type == NODE_GROUP
+
+    @property
+    def autoscaled(self) -> bool:
+        """cluster-autoscaler finds the group: a self-managed group tagged for discovery, or any managed node
+        group, whose group EKS tags for discovery itself (EKS user guide, "Managed node groups concepts")."""
+        return self.managed or ENABLED_TAG in self.asg.tags()
+
+    @property
+    def capacity_rebalance(self) -> bool:
+        """A self-managed group's `capacityRebalance`; EKS turns it on for every spot managed node group (EKS user
+        guide, "Managed node group capacity types")."""
+        return self.managed or truthy(self.asg.get("capacityRebalance", default=False))
+
+    @property
+    def max_size(self) -> int:
+        """The group's `maxSize` (a node group's `scalingConfig.maxSize`)."""
+        path = ("scalingConfig", "maxSize") if self.managed else ("maxSize",)
+        return int(self.asg.get(*path, default=0))
+
+    @property
+    def subnets_property(self) -> str:
+        """The property naming the pool's subnets: `vpcZoneIdentifiers`, or a node group's `subnetIds`."""
+        return "subnetIds" if self.managed else "vpcZoneIdentifiers"
 
     @property
     def efa(self) -> bool:
