@@ -419,7 +419,7 @@ class NodePool(pulumi.ComponentResource):
         """cluster-autoscaler's node-template tags on the group EKS created, one `aws.autoscaling.Tag` each, kept on
         the group (not propagated). EKS puts the two auto-discovery tags there itself (EKS user guide, "Managed node
         groups concepts"), so they are left out; cluster-autoscaler reads the resources, labels and taints of a
-        managed group's template from its Auto Scaling group's tags as from a self-managed one ([CA] aws_manager.go
+        managed group's template from its Auto Scaling group's tags as from a self-managed one ([CAMNG] aws_manager.go
         `buildNodeFromTemplate`)."""
         discovery = discovery_tags(self._ctx.cluster_name_plain)
         template = {
