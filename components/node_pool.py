@@ -23,6 +23,7 @@ Resources per pool:
 from __future__ import annotations
 
 import base64
+from collections.abc import Sequence
 
 import pulumi
 import pulumi_aws as aws
@@ -519,9 +520,9 @@ def group_tag_suffix(key: str) -> str:
     return key.removeprefix(OWNER_TAG_PREFIX).replace("/", "-")
 
 
-def generated_group_name(resources: list[aws.eks.outputs.NodeGroupResource] | None) -> str:
+def generated_group_name(resources: Sequence[aws.eks.outputs.NodeGroupResource]) -> str:
     """The name of the one Auto Scaling group EKS created for a node group (its `resources` output)."""
-    groups = [group.name for resource in resources or [] for group in resource.autoscaling_groups or [] if group.name]
+    groups = [group.name for resource in resources for group in resource.autoscaling_groups or [] if group.name]
     if len(groups) != 1:
         raise ValueError(f"a managed node group has one Auto Scaling group; EKS reported {groups}")
     return groups[0]
