@@ -56,6 +56,7 @@ CLOUDFORMATION_TYPES = {
     "aws:eks/accessPolicyAssociation:AccessPolicyAssociation": "AWS::EKS::AccessEntry",
     "aws:eks/addon:Addon": "AWS::EKS::Addon",
     "aws:eks/cluster:Cluster": "AWS::EKS::Cluster",
+    "aws:eks/nodeGroup:NodeGroup": "AWS::EKS::Nodegroup",
     "aws:eks/podIdentityAssociation:PodIdentityAssociation": "AWS::EKS::PodIdentityAssociation",
     "aws:fsx/dataRepositoryAssociation:DataRepositoryAssociation": "AWS::FSx::DataRepositoryAssociation",
     "aws:iam/instanceProfile:InstanceProfile": "AWS::IAM::InstanceProfile",
@@ -138,6 +139,12 @@ MANUAL: dict[str, dict[str, Any]] = {
         "source": "SARSSM",
         "note": "no CloudFormation resource type; the activation passes the hybrid nodes role to Systems Manager",
     },
+    # A tag on a group the stack does not create (a managed node group's, which EKS creates).
+    "aws:autoscaling/tag:Tag": {
+        "actions": ["autoscaling:CreateOrUpdateTags", "autoscaling:DeleteTags", "autoscaling:DescribeTags"],
+        "source": "SARASG",
+        "note": "tags are part of AWS::AutoScaling::AutoScalingGroup in CloudFormation; these are the three calls",
+    },
 }
 
 #: Provider invokes the program makes (`blueprint.plan.mocks.PlanMocks.call` answers them offline) -> actions.
@@ -187,6 +194,11 @@ SOURCES = {
         "title": "Service Authorization Reference: actions, resources and condition keys for AWS Identity and Access "
         "Management",
         "url": "https://docs.aws.amazon.com/service-authorization/latest/reference/list_awsidentityandaccessmanagementiam.html",
+        "snapshot": "2025-2026",
+    },
+    "SARASG": {
+        "title": "Service Authorization Reference: actions, resources and condition keys for Amazon EC2 Auto Scaling",
+        "url": "https://docs.aws.amazon.com/service-authorization/latest/reference/list_amazonec2autoscaling.html",
         "snapshot": "2025-2026",
     },
     "SARKMS": {

@@ -468,6 +468,48 @@ class InstanceRefresh(Model):
     """Skip instances that already run the latest launch template version. Default `true`."""
 
 
+class RepairOverride(Model):
+    """One condition and reason of the node monitoring agent with its own repair action and wait (EKS
+    `NodeRepairConfigOverrides`; all four fields are required by EKS)."""
+
+    condition: Literal[
+        "AcceleratedHardwareReady", "ContainerRuntimeReady", "KernelReady", "NetworkingReady", "StorageReady"
+    ]
+    """The node condition the agent reports (`nodeMonitoringCondition`). Required."""
+    reason: Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9]{1,128}$")]
+    """The agent's reason code for the unhealthy condition (`nodeUnhealthyReason`), e.g. `NvidiaXID79Error`.
+    Required."""
+    wait_minutes: int = Field(ge=1, le=1440)
+    """Minutes the condition must persist before the node is repaired (`minRepairWaitTimeMins`), 1-1440. Required."""
+    action: Literal["Replace", "Reboot", "NoAction"]
+    """`Replace` (terminate, the group launches a new node), `Reboot` or `NoAction` (`repairAction`). Required."""
+
+
+class NodeRepair(Model):
+    """EKS node auto repair of a managed pool (`nodeRepairConfig`): which nodes EKS replaces or reboots on the node
+    monitoring agent's conditions, and how many at once. Self-managed pools ignore it (docs/node-pools.md,
+    "Management and node auto repair")."""
+
+    enabled: bool = True
+    """Turn node auto repair on. Default `true`."""
+    max_parallel_count: int | None = Field(None, ge=1)
+    """Repair at most this many nodes at a time (`maxParallelNodesRepairedCount`). Give this or
+    `maxParallelPercentage`, not both. Default 1 when neither is given: one GPU node at a time."""
+    max_parallel_percentage: int | None = Field(None, ge=1, le=100)
+    """Repair at most this percentage (1-100) of the unhealthy nodes at a time
+    (`maxParallelNodesRepairedPercentage`)."""
+    max_unhealthy_count: int | None = Field(None, ge=1)
+    """Stop repairing while more than this many nodes are unhealthy (`maxUnhealthyNodeThresholdCount`). Give this or
+    `maxUnhealthyPercentage`, not both. Default: EKS's own (repairs stop when more than 20% of a group of more than
+    five nodes is unhealthy)."""
+    max_unhealthy_percentage: int | None = Field(None, ge=1, le=100)
+    """Stop repairing while more than this percentage (1-100) of the nodes is unhealthy
+    (`maxUnhealthyNodeThresholdPercentage`)."""
+    overrides: list[RepairOverride] = Field(default_factory=list)
+    """Per-condition repair actions and waits (`nodeRepairConfigOverrides`). Default none: EKS's table (GPU faults
+    after 10 minutes, others after 30)."""
+
+
 #: SSM CreateActivation `RegistrationLimit`: "Valid Range: Minimum value of 1. Maximum value of 1000." (AWS Systems
 #: Manager API Reference, CreateActivation).
 SSM_REGISTRATION_LIMIT_MAX = 1000
@@ -609,6 +651,12 @@ class NodePool(Model):
     letters, digits, spaces and `_ . : / = + @ -` (EC2 tag values)."""
     instance_refresh: InstanceRefresh = InstanceRefresh()
     """How launch template changes roll out to running nodes (AWS pools)."""
+    management: Literal["auto", "managed", "self-managed"] = "auto"
+    """AWS pools: `managed` (an EKS managed node group with node auto repair), `self-managed` (a self-managed Auto
+    Scaling group) or `auto` (default): managed when every feature the pool uses works there, else self-managed
+    (`blueprint plan` shows the choice and why; docs/node-pools.md, "Management and node auto repair")."""
+    node_repair: NodeRepair = NodeRepair()
+    """Managed pools: EKS node auto repair and its limits. Default on, one node at a time."""
     device_plugin: DevicePluginSettings = DevicePluginSettings()
     """Per-pool GPU sharing: time-slicing and MIG partitions (docs/gpu-sharing.md)."""
     # hybrid pools only

@@ -109,6 +109,7 @@ class GpuCluster(pulumi.ComponentResource):
             self.eks.name,
             self.partition,
             self.tags,
+            managed_pools=[plan.name for plan in self.pool_plans if plan.management == "managed"],
             opts=self._child(),
         )
         self.flow_logs: VpcFlowLogs | None = None
@@ -218,11 +219,11 @@ class GpuCluster(pulumi.ComponentResource):
             for plan in self.pool_plans
             if plan.kind == "aws"
         }
-        self._exports["nodePoolAsgNames"] = {pool: np.asg.name for pool, np in self.node_pools.items()}
+        self._exports["nodePoolAsgNames"] = {pool: np.asg_name for pool, np in self.node_pools.items()}
 
     @property
     def _system_asgs(self) -> list[pulumi.Resource]:
-        return [np.asg for np in self.node_pools.values() if np.plan.role == "system"]
+        return [np.group for np in self.node_pools.values() if np.plan.role == "system"]
 
     def _system_addons(self) -> None:
         """The managed add-ons that run as pods (CoreDNS, EBS CSI): they wait for the system pool and the node
@@ -276,7 +277,7 @@ class GpuCluster(pulumi.ComponentResource):
             f"{self.base_name}-addons",
             context=self.context,
             stack_plan=self.stack_plan,
-            asg_names={pool: np.asg.name for pool, np in self.node_pools.items()},
+            asg_names={pool: np.asg_name for pool, np in self.node_pools.items()},
             file_systems=MonitoredFileSystems(
                 lustre=self.storage.lustre.file_system_id if self.storage.lustre is not None else None,
                 efs=self.storage.nfs.file_system_id if isinstance(self.storage.nfs, EfsStorage) else None,

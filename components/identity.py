@@ -55,6 +55,10 @@ class NodeIdentity(pulumi.ComponentResource):
 
     `role_arns[pool]` and `instance_profile_arns[pool]` resolve only once that pool's access entry exists: a launch
     template that reads them therefore waits for the entry, and nodes never boot into a cluster that rejects them.
+    `managed_pools` get no entry: EKS creates the access entry of a managed node group's role itself, and a role can
+    be in only one access entry, so a second one from the stack would fail (EKS user guide, "Create access
+    entries": "It's unnecessary to create an access entry for an IAM role that's used for a managed node group";
+    "An IAM principal can't be included in more than one access entry").
     """
 
     def __init__(
@@ -64,6 +68,7 @@ class NodeIdentity(pulumi.ComponentResource):
         cluster_name: pulumi.Input[str],
         partition: pulumi.Input[str],
         tags: Mapping[str, str],
+        managed_pools: Sequence[str] = (),
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpu-clusters:index:NodeIdentity", name, None, opts)
@@ -93,16 +98,20 @@ class NodeIdentity(pulumi.ComponentResource):
                 for policy in NODE_MANAGED_POLICIES
             ]
             profile = aws.iam.InstanceProfile(prefix, role=role.name, tags=pool_tags, opts=child)
-            entry = aws.eks.AccessEntry(
-                prefix,
-                cluster_name=cluster_name,
-                principal_arn=role.arn,
-                type=NODE_ACCESS_ENTRY_TYPE,
-                tags=pool_tags,
-                opts=child,
-            )
-            ready = pulumi.Output.all(entry.access_entry_arn, *[a.id for a in attachments])
-            self.roles[pool], self.instance_profiles[pool], self.access_entries[pool] = role, profile, entry
+            waits: list[pulumi.Output[str]] = [a.id for a in attachments]
+            if pool not in managed_pools:
+                entry = aws.eks.AccessEntry(
+                    prefix,
+                    cluster_name=cluster_name,
+                    principal_arn=role.arn,
+                    type=NODE_ACCESS_ENTRY_TYPE,
+                    tags=pool_tags,
+                    opts=child,
+                )
+                self.access_entries[pool] = entry
+                waits.append(entry.access_entry_arn)
+            ready = pulumi.Output.all(*waits)
+            self.roles[pool], self.instance_profiles[pool] = role, profile
             self.role_arns[pool] = pulumi.Output.all(role.arn, ready).apply(lambda v: v[0])
             self.instance_profile_arns[pool] = pulumi.Output.all(profile.arn, ready).apply(lambda v: v[0])
         self.register_outputs({"roleArns": {pool: role.arn for pool, role in self.roles.items()}})

@@ -1,18 +1,21 @@
-"""One `aws` node pool: a launch template and a self-managed Auto Scaling group, plus its EFA plumbing.
+"""One `aws` node pool: a launch template and either a self-managed Auto Scaling group or an EKS managed node group
+(`PoolPlan.management`), plus its EFA plumbing.
 
-Self-managed rather than EKS managed node groups because a GPU training pool needs what managed node groups hide or
-fight: exact per-card EFA interfaces (peers.md gap 1), capacity-block and reservation targeting without a forced
-placement group (gap 2), and cluster-autoscaler node-template tags on the ASG itself (gap 4). Every decision is
-already made in the pool's `PoolPlan` (components.planning.pools) and the pure renderers (nodeadm,
-autoscaler_tags); this component only turns them into resources.
+Both kinds run the same launch template (EFA interfaces, placement group, capacity targeting, the pinned AMI and its
+NodeConfig); a managed pool's template leaves out what EKS sets itself (the instance profile, and the instance type
+of a spot pool). Every decision is already made in the pool's `PoolPlan` (components.planning.pools,
+components.planning.management) and the pure renderers (nodeadm, autoscaler_tags, node_groups); this component only
+turns them into resources (docs/node-pools.md, "Management and node auto repair").
 
 Resources per pool:
 - launch template: the EKS-optimized AMI (SSM parameter), nodeadm/Bottlerocket user data, IMDSv2, encrypted gp3,
   network interfaces (every EFA device of the type, or one plain ENA), placement group and capacity targeting;
 - EFA pools: a security group whose members may exchange all traffic with each other, both ways;
 - placement-group pools: a cluster placement group;
-- the Auto Scaling group, with spot diversification, instance refresh, and the tags that the autoscaler, the node
-  termination handler, cost reports and the policy pack read;
+- self-managed: the Auto Scaling group, with spot diversification, instance refresh, and the tags that the
+  autoscaler, the node termination handler, cost reports and the policy pack read;
+- managed: the EKS node group (capacity type, spot types, update config, node auto repair), and the autoscaler's
+  node-template tags on the Auto Scaling group EKS creates for it;
 - capacity-block pools: a scheduled action that sets the group to zero before the block ends, so its nodes drain
   through the terminate lifecycle hook (components.planning.reservations).
 """
@@ -20,6 +23,7 @@ Resources per pool:
 from __future__ import annotations
 
 import base64
+from collections.abc import Sequence
 
 import pulumi
 import pulumi_aws as aws
@@ -27,8 +31,9 @@ import pulumi_aws as aws
 from components import tags
 from components.context import ClusterContext
 from components.planning import nodeadm
-from components.planning.autoscaler_tags import autoscaler_tags
+from components.planning.autoscaler_tags import OWNER_TAG_PREFIX, autoscaler_tags, discovery_tags
 from components.planning.efa import NetworkInterface
+from components.planning.node_groups import NodeGroupSettings, node_group_settings
 from components.planning.pools import PoolPlan, refresh_healthy_percentages
 from components.planning.reservations import SCHEDULE_TIME_ZONE, schedule_name_suffix, yearly_recurrence
 from components.security_groups import allow_all_within
@@ -48,9 +53,14 @@ TAGGED_AT_LAUNCH = ("instance", "volume", "network-interface")
 
 
 class NodePool(pulumi.ComponentResource):
-    """A self-managed GPU (or CPU) node pool built from a `PoolPlan`."""
+    """A GPU (or CPU) node pool built from a `PoolPlan`: self-managed or an EKS managed node group."""
 
-    asg: aws.autoscaling.Group
+    #: The self-managed group; None on a managed pool, whose group EKS creates (`asg_name`).
+    asg: aws.autoscaling.Group | None
+    node_group: aws.eks.NodeGroup | None
+    #: The name of the pool's Auto Scaling group, either kind: what the terminate hook, the scheduled scale-in and the
+    #: exports name.
+    asg_name: pulumi.Output[str]
     launch_template: aws.ec2.LaunchTemplate
     block_end: aws.autoscaling.Schedule | None
     efa_security_group: aws.ec2.SecurityGroup | None
@@ -71,16 +81,31 @@ class NodePool(pulumi.ComponentResource):
         self.pool_tags = pool_tags(ctx, plan)
         self.efa_security_group = self._efa_security_group(name, child) if plan.efa else None
         self.placement_group = self._placement_group(name, child) if plan.placement_group else None
+        self.managed = plan.management == "managed"
         self.launch_template = self._launch_template(name, child)
-        self.asg = self._auto_scaling_group(name, child)
+        self.asg, self.node_group, self.group_tags = None, None, []
+        if self.managed:
+            self.node_group = self._node_group(name, child, node_group_settings(plan))
+            self.asg_name = self.node_group.resources.apply(generated_group_name)
+            self.group_tags = self._generated_group_tags(name, child)
+        else:
+            self.asg = self._auto_scaling_group(name, child)
+            self.asg_name = self.asg.name
         self.block_end = self._capacity_block_end(name, child) if plan.scale_to_zero_at else None
         self.register_outputs(
             {
-                "asgName": self.asg.name,
+                "asgName": self.asg_name,
                 "launchTemplateId": self.launch_template.id,
                 "efaSecurityGroupId": self.efa_security_group.id if self.efa_security_group else None,
             }
         )
+
+    @property
+    def group(self) -> pulumi.Resource:
+        """The resource that brings up the pool's nodes: the node group of a managed pool, else the group."""
+        group = self.node_group if self.node_group is not None else self.asg
+        assert group is not None
+        return group
 
     # ------------------------------------------------------------------------------------------------ EFA
     def _placement_group(self, name: str, child: pulumi.ResourceOptions) -> aws.ec2.PlacementGroup:
@@ -120,11 +145,12 @@ class NodePool(pulumi.ComponentResource):
             name,
             description=f"{ctx.cluster_name_plain} pool {plan.name}: {plan.instance.name}, {plan.capacity_type}",
             image_id=ami.value,
-            instance_type=plan.instance.name,
+            instance_type=None if (self.managed and plan.capacity_type == "spot") else plan.instance.name,
             user_data=self._user_data(),
-            iam_instance_profile=aws.ec2.LaunchTemplateIamInstanceProfileArgs(
-                arn=ctx.node_instance_profile_arns[plan.name]
-            ),
+            # EKS refuses an instance profile in a managed node group's template: it uses the node group's role.
+            iam_instance_profile=None
+            if self.managed
+            else aws.ec2.LaunchTemplateIamInstanceProfileArgs(arn=ctx.node_instance_profile_arns[plan.name]),
             network_interfaces=self._network_interfaces(),
             metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
                 http_endpoint="enabled",
@@ -142,7 +168,7 @@ class NodePool(pulumi.ComponentResource):
             tag_specifications=[
                 aws.ec2.LaunchTemplateTagSpecificationArgs(
                     resource_type=kind,
-                    tags={**self.pool_tags, "Name": f"{ctx.cluster_name_plain}-{plan.name}"}
+                    tags={**self._instance_tags(), "Name": f"{ctx.cluster_name_plain}-{plan.name}"}
                     if kind == "instance"
                     else self.pool_tags,
                 )
@@ -152,6 +178,12 @@ class NodePool(pulumi.ComponentResource):
             tags=self._launch_template_tags(),
             opts=child,
         )
+
+    def _instance_tags(self) -> dict[str, str]:
+        """The pool's tags; on a managed pool also what a self-managed group propagates to its instances (the node
+        identity tag and the termination handler's opt-in, `propagated_tags`), since EKS's group propagates none of
+        the pool's tags."""
+        return propagated_tags(self._ctx, self.plan) if self.managed else dict(self.pool_tags)
 
     def _launch_template_tags(self) -> dict[str, str]:
         """The pool's tags, and the reason for an IMDS hop limit above 1 (validation requires one)."""
@@ -328,6 +360,82 @@ class NodePool(pulumi.ComponentResource):
             ),
         )
 
+    # ------------------------------------------------------------------------------------ managed node group
+    def _node_group(self, name: str, child: pulumi.ResourceOptions, settings: NodeGroupSettings) -> aws.eks.NodeGroup:
+        """The EKS managed node group on the pool's launch template (components.planning.node_groups).
+
+        The template names the pinned AMI, so EKS merges no user data and takes no `amiType`/`releaseVersion`: the
+        NodeConfig registers labels, taints and maxPods exactly as on a self-managed node, and the node group's
+        own `labels`/`taints` stay empty (EKS would apply them only after the node joined, and could put back a
+        startup taint the health gate had removed). The desired size is set at creation and then ignored, as on a
+        self-managed group. `forceUpdateVersion` stays off: an update whose pods cannot leave within their
+        disruption budgets fails instead of killing them. EKS creates the node role's access entry itself
+        (components.identity).
+        """
+        plan, ctx = self.plan, self._ctx
+        repair, update = settings.repair, settings.update
+        return aws.eks.NodeGroup(
+            name,
+            cluster_name=ctx.cluster_name,
+            node_role_arn=ctx.node_role_arns[plan.name],
+            subnet_ids=[ctx.private_subnet_ids[zone] for zone in plan.availability_zones],
+            capacity_type=settings.capacity_type,
+            instance_types=list(settings.instance_types) if settings.instance_types else None,
+            launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
+                id=self.launch_template.id, version=self.launch_template.latest_version.apply(str)
+            ),
+            scaling_config=aws.eks.NodeGroupScalingConfigArgs(
+                min_size=settings.min_size, max_size=settings.max_size, desired_size=settings.desired_size
+            ),
+            update_config=aws.eks.NodeGroupUpdateConfigArgs(
+                max_unavailable=update.max_unavailable,
+                max_unavailable_percentage=update.max_unavailable_percentage,
+                update_strategy=update.strategy,
+            ),
+            node_repair_config=aws.eks.NodeGroupNodeRepairConfigArgs(
+                enabled=repair.enabled,
+                max_parallel_nodes_repaired_count=repair.max_parallel_count,
+                max_parallel_nodes_repaired_percentage=repair.max_parallel_percentage,
+                max_unhealthy_node_threshold_count=repair.max_unhealthy_count,
+                max_unhealthy_node_threshold_percentage=repair.max_unhealthy_percentage,
+                node_repair_config_overrides=[
+                    aws.eks.NodeGroupNodeRepairConfigNodeRepairConfigOverrideArgs(
+                        node_monitoring_condition=o.condition,
+                        node_unhealthy_reason=o.reason,
+                        min_repair_wait_time_mins=o.wait_minutes,
+                        repair_action=o.action,
+                    )
+                    for o in repair.overrides
+                ]
+                or None,
+            ),
+            force_update_version=False,
+            tags=dict(self.pool_tags),
+            opts=pulumi.ResourceOptions.merge(
+                child, pulumi.ResourceOptions(ignore_changes=["scalingConfig.desiredSize"])
+            ),
+        )
+
+    def _generated_group_tags(self, name: str, child: pulumi.ResourceOptions) -> list[aws.autoscaling.Tag]:
+        """cluster-autoscaler's node-template tags on the group EKS created, one `aws.autoscaling.Tag` each, kept on
+        the group (not propagated). EKS puts the two auto-discovery tags there itself (EKS user guide, "Managed node
+        groups concepts"), so they are left out; cluster-autoscaler reads the resources, labels and taints of a
+        managed group's template from its Auto Scaling group's tags as from a self-managed one ([CAMNG] aws_manager.go
+        `buildNodeFromTemplate`)."""
+        discovery = discovery_tags(self._ctx.cluster_name_plain)
+        template = {
+            k: v for k, v in autoscaler_tags(self._ctx.cluster_name_plain, self.plan).items() if k not in discovery
+        }
+        return [
+            aws.autoscaling.Tag(
+                f"{name}-{group_tag_suffix(key)}",
+                autoscaling_group_name=self.asg_name,
+                tag=aws.autoscaling.TagTagArgs(key=key, value=value, propagate_at_launch=False),
+                opts=child,
+            )
+            for key, value in sorted(template.items())
+        ]
+
     def _capacity_block_end(self, name: str, child: pulumi.ResourceOptions) -> aws.autoscaling.Schedule:
         """Set the group to zero (min, max and desired) at `plan.scale_to_zero_at`, ahead of the block's end: each
         node then leaves through the terminate hook, drained by the handler, before EC2 reclaims the block
@@ -344,7 +452,7 @@ class NodePool(pulumi.ComponentResource):
             scheduled_action_name=(
                 f"{self._ctx.cluster_name_plain}-{self.plan.name}-capacity-block-end-{schedule_name_suffix(moment)}"
             ),
-            autoscaling_group_name=self.asg.name,
+            autoscaling_group_name=self.asg_name,
             recurrence=yearly_recurrence(moment),
             time_zone=SCHEDULE_TIME_ZONE,
             min_size=0,
@@ -392,10 +500,29 @@ def asg_tags(ctx: ClusterContext, plan: PoolPlan) -> list[dict[str, object]]:
     (https://docs.aws.amazon.com/tag-editor/latest/userguide/tagging.html), which dozens of node-template tags
     copied onto every node would eat into.
     """
-    propagated = {
+    group_only = autoscaler_tags(ctx.cluster_name_plain, plan)
+    return tags.asg_tags(propagated_tags(ctx, plan)) + tags.asg_tags(group_only, propagate_at_launch=False)
+
+
+def propagated_tags(ctx: ClusterContext, plan: PoolPlan) -> dict[str, str]:
+    """What every instance of the pool carries: the pool's tags, the node identity tag and the termination
+    handler's opt-in."""
+    return {
         **pool_tags(ctx, plan),
         tags.kubernetes_cluster(ctx.cluster_name_plain): tags.OWNED,
         tags.NTH_MANAGED: "true",
     }
-    group_only = autoscaler_tags(ctx.cluster_name_plain, plan)
-    return tags.asg_tags(propagated) + tags.asg_tags(group_only, propagate_at_launch=False)
+
+
+def group_tag_suffix(key: str) -> str:
+    """A tag resource's name from its key, so each key keeps its resource when others come and go (a name by
+    position would hand a key to a new resource, and deleting the old one would remove the tag)."""
+    return key.removeprefix(OWNER_TAG_PREFIX).replace("/", "-")
+
+
+def generated_group_name(resources: Sequence[aws.eks.outputs.NodeGroupResource]) -> str:
+    """The name of the one Auto Scaling group EKS created for a node group (its `resources` output)."""
+    groups = [group.name for resource in resources for group in resource.autoscaling_groups or [] if group.name]
+    if len(groups) != 1:
+        raise ValueError(f"a managed node group has one Auto Scaling group; EKS reported {groups}")
+    return groups[0]

@@ -29,6 +29,7 @@ from pulumi_policy.proxy import UnknownValueError
 # Resource type tokens (pulumi-aws 7 / pulumi-kubernetes 4), named once.
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 AUTOSCALING_GROUP = "aws:autoscaling/group:Group"
+NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 PLACEMENT_GROUP = "aws:ec2/placementGroup:PlacementGroup"
 SUBNET = "aws:ec2/subnet:Subnet"
 SECURITY_GROUP = "aws:ec2/securityGroup:SecurityGroup"

@@ -272,14 +272,20 @@ def test_h100_mig_stack_plans_its_partitions_end_to_end() -> None:
     (template,) = [r for r in _resources(plan, LAUNCH_TEMPLATE) if r["name"] == "corpus-mig"]
     user_data = base64.b64decode(template["inputs"]["userData"]).decode()
     assert f"nvidia.com/mig.config={MIG_CONFIG}" in user_data
-    (group,) = [r for r in _resources(plan, AUTOSCALING_GROUP) if r["name"] == "corpus-mig"]
-    tags = {t["key"]: t["value"] for t in group["inputs"]["tags"]}
+    # An inference pool that refreshes is a managed node group: its template tags go on the group EKS creates.
+    assert not [r for r in _resources(plan, AUTOSCALING_GROUP) if r["name"] == "corpus-mig"]
+    tags = {
+        r["inputs"]["tag"]["key"]: r["inputs"]["tag"]["value"]
+        for r in _resources(plan, "aws:autoscaling/tag:Tag")
+        if r["name"].startswith("corpus-mig-")
+    }
     assert tags[f"{NODE_TEMPLATE}/resources/nvidia.com/gpu"] == "112", "8 GPUs x 7 devices x 2 replicas"
     (config_map,) = [r for r in _resources(plan, "kubernetes:core/v1:ConfigMap") if r["name"].endswith("-config")]
     assert yaml.safe_load(config_map["inputs"]["data"]["config.yaml"])["mig-configs"][MIG_CONFIG][0]["mig-devices"] == {
         "1g.10gb": 7
     }
     pools = {p["name"]: p for p in plan["summary"]["nodePools"]}
+    assert pools["mig"]["management"] == "managed"
     assert pools["mig"]["migDevicesPerGpu"] == {"1g.10gb": 7}
     assert pools["mig"]["gpuResourcesPerNode"] == {"nvidia.com/gpu": 112}
     assert pools["train"]["migDevicesPerGpu"] is None

@@ -27,6 +27,7 @@ from tests.builders import (
     stack_config,
 )
 
+NODE_GROUP = "aws:eks/nodeGroup:NodeGroup"
 LT = LAUNCH_TEMPLATE
 ASG = AUTOSCALING_GROUP
 GET_PARAMETER = "aws:ssm/getParameter:getParameter"
@@ -77,14 +78,26 @@ def test_system_and_inference_pools_roll_launch_before_terminate_and_training_is
     assert system["preferences"]["maxHealthyPercentage"] == 200
     assert system["preferences"]["skipMatching"] is True
     assert "instanceRefresh" not in run.one(ASG, "demo-h100").inputs
-    inference = run.one(ASG, "demo-l40s").inputs["instanceRefresh"]["preferences"]
-    assert (inference["minHealthyPercentage"], inference["maxHealthyPercentage"]) == (100, 200)
+    # The inference pool is a managed node group: the same rollout as EKS's update config, one node at a time,
+    # launching its replacement first.
+    inference = run.one(NODE_GROUP, "demo-l40s").inputs["updateConfig"]
+    assert inference == {"updateStrategy": "DEFAULT", "maxUnavailable": 1}
 
 
 def test_a_training_pool_refreshes_only_when_asked():
-    asked = {**TRAINING_POOL, "instanceRefresh": {"enabled": True, "minHealthyPercentage": 0}}
+    refresh = {"enabled": True, "minHealthyPercentage": 0}
+    asked = {**TRAINING_POOL, "management": "self-managed", "instanceRefresh": refresh}
     run = build(stack_config(SYSTEM_POOL, asked))
     assert run.one(ASG, "demo-h100").inputs["instanceRefresh"]["preferences"]["minHealthyPercentage"] == 0
+
+
+def test_a_managed_training_pool_that_asks_for_refresh_takes_its_nodes_out_as_configured():
+    asked = {**TRAINING_POOL, "instanceRefresh": {"enabled": True, "minHealthyPercentage": 0}}
+    run = build(stack_config(SYSTEM_POOL, asked))
+    assert run.one(NODE_GROUP, "demo-h100").inputs["updateConfig"] == {
+        "updateStrategy": "MINIMAL",
+        "maxUnavailablePercentage": 100,
+    }
 
 
 def test_the_offline_mocks_refuse_a_moving_image_parameter():

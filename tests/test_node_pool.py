@@ -298,7 +298,11 @@ def test_configured_refresh_percentages_win_and_the_derived_maximum_stays_within
 
 
 def test_training_pool_can_opt_into_instance_refresh() -> None:
-    pool = {**P5, "instanceRefresh": {"enabled": True, "minHealthyPercentage": 50, "instanceWarmupSeconds": 900}}
+    pool = {
+        **P5,
+        "management": "self-managed",
+        "instanceRefresh": {"enabled": True, "minHealthyPercentage": 50, "instanceWarmupSeconds": 900},
+    }
     refresh = build(pool)[0].one(ASG, "t-h100").inputs["instanceRefresh"]
     assert refresh["preferences"]["minHealthyPercentage"] == 50
     assert refresh["preferences"]["instanceWarmup"] == "900"
@@ -382,7 +386,11 @@ def test_cpu_pool_has_one_plain_interface_standard_ami_and_only_the_system_taint
     config = node_config(lt)
     taint_flags = [f for f in config["spec"]["kubelet"]["flags"] if f.startswith("--register-with-taints")]
     assert taint_flags == ["--register-with-taints=CriticalAddonsOnly=true:NoSchedule"]
-    assert asg_tags(run.one(ASG, "t-system"))["kubernetes.io/cluster/t"] == ("owned", True)
+    # The system pool refreshes and is autoscaled, so it is a managed node group: its instances get the node
+    # identity tag from the launch template, as a self-managed group's would from the group.
+    assert built["system"].managed and run.of_type(ASG) and not [a for a in run.of_type(ASG) if a.name == "t-system"]
+    (instance,) = [t for t in lt.inputs["tagSpecifications"] if t["resourceType"] == "instance"]
+    assert instance["tags"]["kubernetes.io/cluster/t"] == "owned"
     assert built["system"].efa_security_group is None
 
 

@@ -97,14 +97,16 @@ def test_the_hybrid_stack_gives_every_pool_its_own_role_and_binds_it_in_the_poli
     # One role per pool, none shared.
     arns = [arn for roles in allowed.values() for arn in roles]
     assert len(arns) == len(set(arns)) == len(pools)
-    # EC2 pools: each role has its EC2_LINUX access entry; the hybrid pool's role its HYBRID_LINUX entry.
+    # Self-managed EC2 pools: each role has its EC2_LINUX access entry; the hybrid pool's role its HYBRID_LINUX
+    # entry. The managed burst pool's node group names its role, and EKS creates that role's entry itself.
     entries = {e.inputs["principalArn"]: e.inputs["type"] for e in run.of_type(ACCESS_ENTRY)}
-    assert {pool: entries[roles[0]] for pool, roles in allowed.items()} == {
+    assert {pool: entries.get(roles[0]) for pool, roles in allowed.items()} == {
         "system": "EC2_LINUX",
         "h100": "EC2_LINUX",
-        "burst": "EC2_LINUX",
+        "burst": None,
         "a40": "HYBRID_LINUX",
     }
+    assert run.one("aws:eks/nodeGroup:NodeGroup", "hybrid-burst").inputs["nodeRoleArn"] == allowed["burst"][0]
     node_roles = {r.name for r in run.of_type(IAM_ROLE) if r.name.endswith("-node")}
     assert node_roles == {"hybrid-system-node", "hybrid-h100-node", "hybrid-burst-node", "hybrid-a40-hybrid-node"}
     binding = run.one(BINDING)
@@ -114,8 +116,10 @@ def test_the_hybrid_stack_gives_every_pool_its_own_role_and_binds_it_in_the_poli
 def test_each_launch_template_boots_with_its_own_pools_instance_profile() -> None:
     run = shipped_stack("hybrid").run
     templates = run.of_type("aws:ec2/launchTemplate:LaunchTemplate")
-    profiles = {t.name: t.inputs["iamInstanceProfile"]["arn"] for t in templates}
-    assert len(set(profiles.values())) == len(profiles) == 3
+    # The managed burst pool's template names no profile: EKS refuses one there and uses the node group's role.
+    assert [t.name for t in templates if "iamInstanceProfile" not in t.inputs] == ["hybrid-burst"]
+    profiles = {t.name: t.inputs["iamInstanceProfile"]["arn"] for t in templates if "iamInstanceProfile" in t.inputs}
+    assert len(set(profiles.values())) == len(profiles) == 2
     for name, arn in profiles.items():
         pool = name.rsplit("-", 1)[-1]
         assert f"instance-profile/hybrid-{pool}-node" in arn, (name, arn)

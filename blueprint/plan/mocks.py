@@ -241,6 +241,10 @@ class PlanMocks(pulumi.runtime.Mocks):
             return {"latestVersion": 1}
         if args.typ == "aws:ssm/activation:Activation":
             return {"activationCode": "offline-activation-code"}
+        if args.typ == "aws:eks/nodeGroup:NodeGroup":
+            # EKS names a managed node group's Auto Scaling group `eks-<node group>-<uuid>`.
+            group = f"eks-{name}-{_uuid(args.typ, name)}"
+            return {"resources": [{"autoscalingGroups": [{"name": group}]}], "status": "ACTIVE"}
         return {}
 
     def call(self, args: MockCallArgs) -> Any:

@@ -25,7 +25,9 @@ from components.planning.hybrid import (
 from components.planning.hybrid.egress import egress, hybrid_images
 from components.planning.hybrid.join_script import join_script
 from components.planning.hybrid.site import site_summary, static_route_warnings
+from components.planning.management import managed_blockers
 from components.planning.mig import advertised_resources, mig_devices
+from components.planning.node_groups import repair_settings
 from components.planning.pools import PoolPlan
 from components.planning.quotas import stack_quotas
 from components.planning.serving import METRICS_PORT, SERVING_PORT
@@ -69,12 +71,35 @@ def pool_summary(plan: PoolPlan, cost: StackCost) -> dict[str, Any]:
             None if pool_cost is None else {"idle": round(pool_cost.idle_usd, 4), "max": round(pool_cost.max_usd, 4)}
         ),
     }
+    if plan.kind == "aws":
+        summary.update(management_summary(plan))
     if plan.kind == "hybrid" and plan.is_gpu:
         summary["gpuRuntime"] = {
             "mode": plan.pool.gpu_runtime,
             "serverCommands": gpu_server_commands(plan),
         }
     return summary
+
+
+def management_summary(plan: PoolPlan) -> dict[str, Any]:
+    """`management` (`managed` or `self-managed`); a self-managed pool's `selfManagedBecause` (each setting a
+    managed node group cannot carry, by key path; empty when configured so); a managed pool's `nodeRepair` (EKS node
+    auto repair as registered: components.planning.node_groups)."""
+    if plan.management == "managed":
+        repair = repair_settings(plan)
+        return {
+            "management": "managed",
+            "nodeRepair": {
+                "enabled": repair.enabled,
+                "maxParallelCount": repair.max_parallel_count,
+                "maxParallelPercentage": repair.max_parallel_percentage,
+                "maxUnhealthyCount": repair.max_unhealthy_count,
+                "maxUnhealthyPercentage": repair.max_unhealthy_percentage,
+                "overrides": [asdict(o) for o in repair.overrides],
+            },
+        }
+    because = [] if plan.pool.management == "self-managed" else managed_blockers(plan.pool, plan.instance_refresh)
+    return {"management": "self-managed", "selfManagedBecause": [f"{b.path}: {b.message}" for b in because]}
 
 
 #: The warning a stack gets when it creates alarms that tell nobody (the `alarms-notify-someone` policy says the same

@@ -31,6 +31,10 @@ SERVICE_LINKED_ROLES: dict[str, tuple[str, str]] = {
         "AWSServiceRoleForAmazonEKS",
         "https://docs.aws.amazon.com/eks/latest/userguide/using-service-linked-roles-eks.html",
     ),
+    "eks-nodegroup.amazonaws.com": (
+        "AWSServiceRoleForAmazonEKSNodegroup",
+        "https://docs.aws.amazon.com/eks/latest/userguide/using-service-linked-roles-eks-nodegroups.html",
+    ),
     "elasticfilesystem.amazonaws.com": (
         "AWSServiceRoleForAmazonElasticFileSystem",
         "https://docs.aws.amazon.com/efs/latest/ug/using-service-linked-roles.html",

@@ -21,6 +21,7 @@ from components.config import ClusterConfig, NetworkConfig, NodePool, StackConfi
 from components.planning import max_pods
 from components.planning.drain import hook_timeout_seconds
 from components.planning.efa import NetworkInterface, efa_device_count, efa_interfaces
+from components.planning.management import Management, choose_management
 from components.planning.reservations import reservation_zone, scale_in_time
 
 #: The extended resource the NVIDIA device plugin advertises (time-slicing keeps the name, `renameByDefault: false`,
@@ -84,6 +85,9 @@ class PoolPlan:
     #: cluster-autoscaler's GPU scale-down threshold for this pool's group, when a serving workload runs on it
     #: (`components.planning.serving_autoscaling.with_serving_scale_down`); None keeps the global setting.
     scale_down_gpu_utilization: float | None = None
+    #: How the pool's instances are run: an EKS managed node group with node auto repair, or a self-managed Auto
+    #: Scaling group (components.planning.management). Hybrid pools are `self-managed` (they have no group).
+    management: Management = "self-managed"
 
     @property
     def name(self) -> str:
@@ -269,6 +273,7 @@ def plan_pool(
     Block's scale-to-zero moment needs the handler's drain timeout (`addons.nodeTerminationHandler`); what its MIG
     devices advertise needs the device plugin's MIG strategy."""
     instance = resolve_instance(pool)
+    rolls_out = refreshes(pool)
     efa = wants_efa(pool, instance)
     interfaces = tuple(efa_interfaces(instance, pool.efa_layout)) if (efa and instance) else ()
     if instance is not None:
@@ -295,13 +300,14 @@ def plan_pool(
         local_storage=local_storage_strategy(pool, instance),
         taints=default_taints(pool, gpus),
         labels=node_labels(pool, gpu_model, gpus, efa),
-        instance_refresh=refreshes(pool),
+        instance_refresh=rolls_out,
         min_nodes=low,
         max_nodes=high,
         initial_nodes=initial,
         ami_release=ami_release,
         scale_to_zero_at=_scale_to_zero_at(pool, drain_timeout_seconds),
         mig_strategy=mig_strategy,
+        management=choose_management(pool, rolls_out),
     )
 
 

@@ -27,6 +27,8 @@ AWS_ONLY_KEYS = {
     "ami_family": "amiFamily",
     "imds_hop_limit": "imdsHopLimit",
     "imds_hop_limit_reason": "imdsHopLimitReason",
+    "management": "management",
+    "node_repair": "nodeRepair",
 }
 
 

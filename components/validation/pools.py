@@ -14,6 +14,7 @@ from components import catalog, tags
 from components.errors import Problem
 from components.planning.autoscaler_tags import AUTOSCALED_MODES, autoscaler_tags
 from components.planning.efa import efa_interfaces
+from components.planning.management import choose_management, managed_blockers
 from components.planning.pools import (
     ACCELERATOR_LABEL,
     DEVICE_PLUGIN_CONFIG_LABEL,
@@ -490,6 +491,50 @@ def imds_hop_limit_has_a_reason(p: Parsed) -> Iterator[Problem]:
             yield Problem(f"{path}.imdsHopLimitReason", "only with imdsHopLimit above 1; remove it")
 
 
+#: Node repair limits EKS takes as a count or a percentage, never both (EKS API `NodeRepairConfig`).
+REPAIR_LIMIT_PAIRS = (
+    ("max_parallel_count", "max_parallel_percentage", "maxParallelCount", "maxParallelPercentage"),
+    ("max_unhealthy_count", "max_unhealthy_percentage", "maxUnhealthyCount", "maxUnhealthyPercentage"),
+)
+
+
+def managed_pools_can_be_managed(p: Parsed) -> Iterator[Problem]:
+    """`management: managed` on a pool using a feature an EKS managed node group cannot carry: each such setting
+    once, with what would work (components.planning.management)."""
+    for path, pool, _ in p.aws_pools():
+        if pool.management != "managed":
+            continue
+        for blocker in managed_blockers(pool, refreshes(pool)):
+            yield Problem(f"{path}.{blocker.path}", f"with management: managed, {blocker.message}")
+
+
+def node_repair_fits(p: Parsed) -> Iterator[Problem]:
+    """Node repair settings apply to managed pools only (self-managed pools are repaired by the health loop through
+    their Auto Scaling group), and each limit is a count or a percentage, not both."""
+    for path, pool, _ in p.aws_pools():
+        repair = pool.node_repair
+        if repair.model_fields_set and choose_management(pool, refreshes(pool)) != "managed":
+            why = "management: self-managed" if pool.management == "self-managed" else "it stays self-managed"
+            yield Problem(
+                f"{path}.nodeRepair",
+                f"only managed pools read it ({why}; `blueprint plan` shows why); remove it or make the pool "
+                "management: managed",
+            )
+            continue
+        for count, percentage, count_key, percentage_key in REPAIR_LIMIT_PAIRS:
+            if getattr(repair, count) is not None and getattr(repair, percentage) is not None:
+                yield Problem(f"{path}.nodeRepair.{percentage_key}", f"give {count_key} or {percentage_key}, not both")
+        seen: set[tuple[str, str]] = set()
+        for index, override in enumerate(repair.overrides):
+            key = (override.condition, override.reason)
+            if key in seen:
+                yield Problem(
+                    f"{path}.nodeRepair.overrides[{index}]",
+                    f"{override.condition}/{override.reason} has an override already; one per condition and reason",
+                )
+            seen.add(key)
+
+
 RULES = (
     pool_names_are_unique,
     instance_type_resolves,
@@ -514,4 +559,6 @@ RULES = (
     group_tags_fit,
     refresh_settings_need_a_refresh,
     imds_hop_limit_has_a_reason,
+    managed_pools_can_be_managed,
+    node_repair_fits,
 )

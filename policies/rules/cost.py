@@ -52,14 +52,14 @@ def cost_allocation_tags(r: Resource, config: Config) -> Iterator[str]:
 def gpu_budget(stack: Stack, config: Config) -> StackViolations:
     """At maximum size the stack's node pools stay within `maxGpus` GPUs and `maxUsdPerHour` dollars an hour.
 
-    Counts every Auto Scaling group at `maxSize`, each at the GPU count and us-east-1 on-demand price of its
-    largest / dearest instance type in the catalog ([KPP]); spot and reservations cost less, so this is an upper
-    bound. A pool whose type has no catalog price cannot be bounded and is reported.
+    Counts every Auto Scaling group (or managed node group) at `maxSize`, each at the GPU count and us-east-1
+    on-demand price of its largest / dearest instance type in the catalog ([KPP]); spot and reservations cost less,
+    so this is an upper bound. A pool whose type has no catalog price cannot be bounded and is reported.
     """
     max_gpus, max_usd = config.get("maxGpus"), config.get("maxUsdPerHour")
     total_gpus, total_usd = 0, 0.0
     for pool in node_pools(stack):
-        size = int(pool.asg.get("maxSize", default=0))
+        size = pool.max_size
         entries = pool.catalog_entries()
         if not entries:
             if size > 0:

@@ -1,5 +1,6 @@
-"""Node pools as the policies see them in a stack: an Auto Scaling group, its launch template, the template's
-network interfaces, the pool's taints and capacity type, and the catalog entries of its instance types.
+"""Node pools as the policies see them in a stack: a self-managed Auto Scaling group or an EKS managed node group,
+its launch template, the template's network interfaces, the pool's taints and capacity type, and the catalog
+entries of its instance types.
 
 Stack rules of several families (fabric, nodes, spot, cost) read pools through this one model.
 """
@@ -11,12 +12,13 @@ from dataclasses import dataclass
 from pulumi_policy.proxy import UnknownValueError
 
 from components.catalog import InstanceType, instance_type
-from components.planning.autoscaler_tags import TAINT_TAG_PREFIX
+from components.planning.autoscaler_tags import ENABLED_TAG, TAINT_TAG_PREFIX
 from components.planning.efa import EFA_INTERFACE_TYPES
 from components.tags import CAPACITY_TYPE, GPU_MODEL, POOL, ROLE, TAINTS
 from policies.resources import (
     AUTOSCALING_GROUP,
     LAUNCH_TEMPLATE,
+    NODE_GROUP,
     Resource,
     Stack,
     get,
@@ -93,7 +95,8 @@ class Taint:
 
 @dataclass(frozen=True)
 class Pool:
-    """A node pool as deployed: its Auto Scaling group and (when it can be resolved) its launch template."""
+    """A node pool as deployed: its Auto Scaling group or EKS managed node group (`asg`, both carry the pool's
+    tags) and (when it can be resolved) its launch template."""
 
     asg: Resource
     launch_template: Resource | None
@@ -107,17 +110,46 @@ class Pool:
         return self.asg.tags().get(ROLE)
 
     @property
+    def managed(self) -> bool:
+        """An EKS managed node group (its Auto Scaling group is EKS's, not in the stack)."""
+        return self.asg.type == NODE_GROUP
+
+    @property
+    def autoscaled(self) -> bool:
+        """cluster-autoscaler finds the group: a self-managed group tagged for discovery, or any managed node
+        group, whose group EKS tags for discovery itself (EKS user guide, "Managed node groups concepts")."""
+        return self.managed or ENABLED_TAG in self.asg.tags()
+
+    @property
+    def capacity_rebalance(self) -> bool:
+        """A self-managed group's `capacityRebalance`; EKS turns it on for every spot managed node group (EKS user
+        guide, "Managed node group capacity types")."""
+        return self.managed or truthy(self.asg.get("capacityRebalance", default=False))
+
+    @property
+    def max_size(self) -> int:
+        """The group's `maxSize` (a node group's `scalingConfig.maxSize`)."""
+        path = ("scalingConfig", "maxSize") if self.managed else ("maxSize",)
+        return int(self.asg.get(*path, default=0))
+
+    @property
+    def subnets_property(self) -> str:
+        """The property naming the pool's subnets: `vpcZoneIdentifiers`, or a node group's `subnetIds`."""
+        return "subnetIds" if self.managed else "vpcZoneIdentifiers"
+
+    @property
     def efa(self) -> bool:
         return is_efa_launch_template(self.launch_template)
 
     @property
     def instance_types(self) -> list[str]:
-        """The overrides of a mixed-instances policy (which replace the template's type), else the template's."""
+        """The overrides of a mixed-instances policy or a node group's `instanceTypes` (which replace the
+        template's type), else the template's."""
         overrides = [
             str(get(o, "instanceType"))
             for o in items(self.asg.get("mixedInstancesPolicy", "launchTemplate", "overrides"))
             if get(o, "instanceType")
-        ]
+        ] + [str(t) for t in items(self.asg.get("instanceTypes")) if t]
         if overrides:
             return list(dict.fromkeys(overrides))
         primary = self.launch_template.get("instanceType") if self.launch_template else None
@@ -129,6 +161,9 @@ class Pool:
         tagged = self.asg.tags().get(CAPACITY_TYPE)
         if tagged:
             return tagged
+        if self.asg.type == NODE_GROUP:
+            managed = str(self.asg.get("capacityType") or "ON_DEMAND")
+            return {"SPOT": "spot", "CAPACITY_BLOCK": "capacity-block"}.get(managed, "on-demand")
         lt = self.launch_template
         market = lt.get("instanceMarketOptions", "marketType") if lt else None
         if market in ("spot", "capacity-block"):
@@ -179,4 +214,9 @@ def node_pools(stack: Stack) -> list[Pool]:
             values = [peek(spec, "launchTemplateId"), peek(spec, "launchTemplateName")]
         found = stack.referenced(asg, prop, [v for v in values if isinstance(v, str)], [LAUNCH_TEMPLATE])
         pools.append(Pool(asg, found[0] if len(found) == 1 else None))
+    for group in stack.of_type(NODE_GROUP):
+        spec = group.get("launchTemplate")
+        values = [peek(spec, "id"), peek(spec, "name")]
+        found = stack.referenced(group, "launchTemplate", [v for v in values if isinstance(v, str)], [LAUNCH_TEMPLATE])
+        pools.append(Pool(group, found[0] if len(found) == 1 else None))
     return pools

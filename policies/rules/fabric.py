@@ -183,8 +183,8 @@ def efa_pool_single_az(stack: Stack, config: Config) -> StackViolations:
     for pool in node_pools(stack):
         if not pool.efa:
             continue
-        values = strings(pool.asg.get("vpcZoneIdentifiers"))
-        subnets = stack.referenced(pool.asg, "vpcZoneIdentifiers", values, [SUBNET])
+        values = strings(pool.asg.get(pool.subnets_property))
+        subnets = stack.referenced(pool.asg, pool.subnets_property, values, [SUBNET])
         zones = {str(s.get("availabilityZone") or s.get("availabilityZoneId") or "?") for s in subnets}
         unresolved = max(len(values) - len(subnets), 0)
         if len(zones - {"?"}) > 1:

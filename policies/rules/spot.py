@@ -6,10 +6,8 @@ from __future__ import annotations
 
 from components import catalog
 from components.catalog.versions import chart
-from components.planning.autoscaler_tags import ENABLED_TAG
 from policies.resources import (
     Stack,
-    truthy,
 )
 from policies.rules.deployed_pools import node_pools
 from policies.rules.releases import helm_releases
@@ -35,7 +33,7 @@ def spot_instance_diversification(stack: Stack, config: Config) -> StackViolatio
         types = pool.instance_types
         entries = pool.catalog_entries()
         needed = minimum
-        if ENABLED_TAG in pool.asg.tags() and entries:
+        if pool.autoscaled and entries:
             first = entries[0]
             sizes = {(e.vcpu, e.memory_gib) for e in entries}
             if len(sizes) > 1:
@@ -66,11 +64,11 @@ def spot_instance_diversification(stack: Stack, config: Config) -> StackViolatio
 
 
 def spot_capacity_rebalance(stack: Stack, config: Config) -> StackViolations:
-    """Spot Auto Scaling groups turn on capacity rebalancing, so a replacement launches on a rebalance
-    recommendation instead of after the two-minute interruption notice
+    """Spot Auto Scaling groups turn on capacity rebalancing (managed node groups always do), so a replacement
+    launches on a rebalance recommendation instead of after the two-minute interruption notice
     (https://docs.aws.amazon.com/autoscaling/ec2/userguide/ec2-auto-scaling-capacity-rebalancing.html)."""
     for pool in node_pools(stack):
-        if pool.capacity_type == "spot" and not truthy(pool.asg.get("capacityRebalance", default=False)):
+        if pool.capacity_type == "spot" and not pool.capacity_rebalance:
             yield (f"spot pool '{pool.name}' does not enable capacityRebalance", pool.asg.urn)
 
 
