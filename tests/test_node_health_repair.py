@@ -149,11 +149,15 @@ def test_a_condition_on_a_busy_node_drains_through_budgets_then_replaces() -> No
     assert kube.pods_on("gpu-1") == ["kube-system/dcgm-exporter-x", "team-a/server-0"]
 
     kube.budgets["server"]["disruptionsAllowed"] = 1  # the server's other replica became ready elsewhere
+    with stubbed() as (aws, _, _):
+        second = run(kube, aws, "gpu-1", reason, NOW + timedelta(minutes=2), cfg, counts)
+    assert (second.action, second.pods_left) == ("draining", ("team-a/server-0",))
+    assert ("evict_pod", "team-a/server-0") in kube.calls
     with stubbed() as (aws, asg, _):
         expect_replacement(asg, "i-0bbbbbbbbbbbbbbb1")
-        second = run(kube, aws, "gpu-1", reason, NOW + timedelta(minutes=2), cfg, counts)
-    assert second.action == "replaced"
-    assert second.pods_left == ()
+        third = run(kube, aws, "gpu-1", reason, NOW + timedelta(minutes=3), cfg, counts)
+    assert third.action == "replaced"
+    assert third.pods_left == ()
     assert kube.pods_on("gpu-1") == ["kube-system/dcgm-exporter-x"]  # a DaemonSet pod is not evicted
 
 
