@@ -66,7 +66,8 @@ class FakeKube:
         metadata: dict[str, Any] = {"namespace": namespace, "name": name, "labels": dict(labels or {})}
         if owner_kind:
             metadata["ownerReferences"] = [{"kind": owner_kind, "name": f"{name}-owner"}]
-        self.pods[(namespace, name)] = {"metadata": metadata, "spec": {"nodeName": node}, "status": {"phase": "Running"}}
+        pod = {"metadata": metadata, "spec": {"nodeName": node}, "status": {"phase": "Running"}}
+        self.pods[(namespace, name)] = pod
 
     def add_budget(self, name: str, namespace: str, selector: dict[str, str], disruptions_allowed: int) -> None:
         self.budgets[name] = {"namespace": namespace, "selector": selector, "disruptionsAllowed": disruptions_allowed}
@@ -120,10 +121,11 @@ class FakeKube:
         pod = self.pods.get((namespace, name))
         if pod is None:
             raise KubeError(f"pod {namespace}/{name} not found", 404)
+        labels = pod["metadata"]["labels"]
         budgets = [
             b
             for b in self.budgets.values()
-            if b["namespace"] == namespace and all(pod["metadata"]["labels"].get(k) == v for k, v in b["selector"].items())
+            if b["namespace"] == namespace and all(labels.get(k) == v for k, v in b["selector"].items())
         ]
         if any(b["disruptionsAllowed"] <= 0 for b in budgets):
             self.calls.append(("evict_refused", f"{namespace}/{name}"))

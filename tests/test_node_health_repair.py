@@ -37,7 +37,7 @@ class Counts:
         return self.seen[(name, tuple(sorted(labels.items())))]
 
 
-def config(**pools: dict[str, object]) -> repair.RepairConfig:
+def config(**pools: Mapping[str, object]) -> repair.RepairConfig:
     text = json.dumps({"pools": pools, "drainTimeoutSeconds": 600, "capacityBlockLeadSeconds": 7200})
     return repair.RepairConfig.from_json(text)
 
@@ -46,7 +46,7 @@ TRAIN = {"kind": "aws", "management": "self-managed", "capacityBlockId": None, "
 ONPREM = {"kind": "hybrid", "management": "self-managed", "capacityBlockId": None, "maxRepairsPerHour": 3}
 
 
-def client(service: str):  # type: ignore[no-untyped-def]
+def client(service: str):
     return botocore.session.get_session().create_client(
         service, region_name="us-west-2", aws_access_key_id="test", aws_secret_access_key="test"
     )
@@ -92,11 +92,7 @@ def gpu_node(kube: FakeKube, name: str, pool: str = "train", instance: str = "i-
     kube.add_node(name, {POOL: pool}, provider_id=f"aws:///us-west-2a/{instance}")
 
 
-def node(kube: FakeKube, name: str) -> dict[str, object]:
-    return kube.nodes[name]
-
-
-def run(kube, aws, name, reason, now, cfg, counts) -> repair.Outcome:  # type: ignore[no-untyped-def]
+def run(kube, aws, name, reason, now, cfg, counts) -> repair.Outcome:
     return repair.handle_failed(kube, aws, kube.nodes[name], reason, now, config=cfg, counters=counts)
 
 
@@ -137,6 +133,7 @@ def test_a_condition_on_a_busy_node_drains_through_budgets_then_replaces() -> No
     kube.add_pod("kube-system", "dcgm-exporter-x", "gpu-1", owner_kind="DaemonSet")
     kube.add_budget("server", "team-a", {"app": "server"}, disruptions_allowed=0)
     [(found, reason)] = repair.pending(kube.list_nodes())
+    assert found["metadata"]["name"] == "gpu-1"
     assert reason == "condition:AcceleratedHardwareReady"
 
     with stubbed() as (aws, _, _):  # no AWS call while the budget refuses

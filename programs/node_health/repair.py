@@ -261,9 +261,7 @@ def handle_failed(
     return _replace(api, aws, node, reason, now, pool, config, counters)
 
 
-def _cordon_only(
-    api: KubeApi, name: str, reason: str, state: str, pool: PoolSettings, counters: Counters
-) -> Outcome:
+def _cordon_only(api: KubeApi, name: str, reason: str, state: str, pool: PoolSettings, counters: Counters) -> Outcome:
     """On-prem servers (and gate failures on managed pools): cordon, drain, count once, alert; never replaced."""
     if state != "cordon-only":
         counters.inc(REPAIRS_METRIC, {"pool": pool.name, "action": "cordon-only"})
