@@ -310,3 +310,23 @@ def test_an_unknown_pool_is_cordoned_and_nothing_else() -> None:
         assert run(kube, aws, "gpu-1", "gate", NOW, config(train=TRAIN), counts).action == "unknown-pool"
     assert kube.nodes["gpu-1"]["spec"]["unschedulable"] is True
     assert not counts.seen
+
+
+def test_the_loops_hand_off_and_its_pass_resume_a_repair_where_it_stood() -> None:
+    """The loop hands a gate failure over once (Unix seconds); its later passes call `resume` with every node."""
+    kube, counts, cfg = FakeKube(), Counts(), config(train=TRAIN)
+    gpu_node(kube, "gpu-1", instance="i-0aaaaaaaaaaaaaa77")
+    kube.add_pod("team-a", "server-0", "gpu-1", {"app": "server"})
+    kube.add_budget("server", "team-a", {"app": "server"}, disruptions_allowed=0)
+    start = NOW.timestamp()
+    with stubbed() as (aws, _, _):
+        path = repair.RepairPath(aws, cfg, counts)
+        path(kube, kube.nodes["gpu-1"], "gate: 7 of 8 GPUs visible", start)
+    assert kube.nodes["gpu-1"]["metadata"]["annotations"][repair.REPAIR_ANNOTATION] == "draining"
+    kube.budgets["server"]["disruptionsAllowed"] = 1
+    with stubbed() as (aws, asg, _):
+        path = repair.RepairPath(aws, cfg, counts)  # a restarted loop: the node's labels and the ledger carry on
+        expect_replacement(asg, "i-0aaaaaaaaaaaaaa77")
+        assert [o.action for o in path.resume(kube, kube.list_nodes(), start + 60)] == ["draining"]
+        assert [o.action for o in path.resume(kube, kube.list_nodes(), start + 120)] == ["replaced"]
+    assert kube.nodes["gpu-1"]["metadata"]["annotations"][repair.REASON_ANNOTATION] == "gate: 7 of 8 GPUs visible"

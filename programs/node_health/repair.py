@@ -25,12 +25,14 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any, Protocol
 
-from programs.node_health.aws_calls import AwsCalls, AwsError
+from programs.node_health.aws_calls import AwsCalls, AwsError, Boto3Calls
 from programs.node_health.kube import KubeApi, KubeError
 
 LOG = logging.getLogger("node_health.repair")
@@ -44,6 +46,8 @@ REPAIRS_HELD_METRIC = "gpu_clusters_node_health_repairs_held_total"
 
 #: The key of the loop's ConfigMap that holds the repair settings (`components.planning.node_health_repair`).
 CONFIG_KEY = "repair.json"
+#: Where the loop's Deployment mounts that key.
+CONFIG_PATH = Path(os.environ.get("NODE_HEALTH_REPAIR_CONFIG", f"/etc/node-health/{CONFIG_KEY}"))
 #: The ConfigMap (in NAMESPACE) the loop keeps its ledger of repairs and holds in, so a restart keeps the caps.
 LEDGER_CONFIG_MAP = "node-health-repairs"
 LEDGER_KEY = "ledger.json"
@@ -375,3 +379,32 @@ def _hold(
 def _log(outcome: Outcome) -> Outcome:
     LOG.info("repair %s: %s", outcome.action, outcome.detail)
     return outcome
+
+
+# ------------------------------------------------------------------------------------------------- the hand-off
+class RepairPath:
+    """What the loop holds: called with a node the moment its gate or idle check fails (the loop's hand-off,
+    `(api, node, reason, now)` with `now` in Unix seconds), and `resume` on every pass, which takes each failed node
+    (and each node the agent marks unhealthy) one step further. One node's error is logged and retried next pass."""
+
+    def __init__(self, aws: AwsCalls, config: RepairConfig, counters: Counters) -> None:
+        self.aws, self.config, self.counters = aws, config, counters
+
+    @classmethod
+    def from_environment(cls, counters: Counters, path: Path = CONFIG_PATH) -> RepairPath:
+        """Settings from the mounted ConfigMap, AWS clients from the pod's Pod Identity credentials."""
+        return cls(Boto3Calls.from_environment(), RepairConfig.from_json(path.read_text()), counters)
+
+    def __call__(self, api: KubeApi, node: dict[str, Any], reason: str, now: float) -> None:
+        self._step(api, node, reason, now)
+
+    def resume(self, api: KubeApi, nodes: Iterable[Mapping[str, Any]], now: float) -> list[Outcome]:
+        return [o for node, reason in pending(nodes) if (o := self._step(api, node, reason, now)) is not None]
+
+    def _step(self, api: KubeApi, node: Mapping[str, Any], reason: str, now: float) -> Outcome | None:
+        moment = datetime.fromtimestamp(now, UTC)
+        try:
+            return handle_failed(api, self.aws, node, reason, moment, config=self.config, counters=self.counters)
+        except KubeError as error:
+            LOG.warning("repair of %s failed this pass, retrying: %s", node["metadata"]["name"], error)
+            return None
