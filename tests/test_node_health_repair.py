@@ -210,8 +210,10 @@ def test_one_repair_at_a_time_per_pool() -> None:
     with stubbed() as (aws, _, _):
         assert run(kube, aws, "gpu-1", "gate", NOW, cfg, counts).action == "draining"
         second = run(kube, aws, "gpu-2", "gate", NOW + timedelta(minutes=1), cfg, counts)
-    assert second.held_reason == "one-at-a-time"
+    assert second.action == "queued"
     assert "gpu-1" in second.detail
+    assert kube.nodes["gpu-2"]["spec"]["unschedulable"] is True
+    assert not counts.seen  # queued is the normal pace: nothing for the storm alert
     # Once the first node is gone (scaled in meanwhile), the pool is free again.
     del kube.nodes["gpu-1"]
     with stubbed() as (aws, asg, _):

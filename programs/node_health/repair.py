@@ -11,14 +11,15 @@ the loop's ConfigMap as `CONFIG_KEY`):
   idle failure, which EKS does not see, is cordoned, drained and alerted like an on-prem server;
 - a `hybrid` pool (on-prem servers, no group): cordon, drain, count and alert; never replaced, never an AWS call.
 
-Guard rails, kept across loop restarts in a ConfigMap ledger: at most one repair at a time per pool, at most
-`maxPerHour` started per pool in any hour, and never a node of a Capacity Block whose replacement could not land (the
-block is not active, or ends before a replacement would be ready). A held node stays cordoned and is not drained, so a
-storm of false failures takes no work away; it is retried on every pass and counted once per hold.
+Guard rails, kept across loop restarts in a ConfigMap ledger: at most one repair at a time per pool (the next
+failed node is queued, cordoned), at most `maxPerHour` started per pool in any hour, and never a node of a Capacity
+Block whose replacement could not land (the block is not active, or ends before a replacement would be ready). A
+held node stays cordoned and is not drained, so a storm of false failures takes no work away; it is retried on every
+pass and counted once per hold.
 
-The loop calls `pending(nodes)` on each pass and `handle_failed` for every node it returns (and for a node the moment
-its gate or idle check fails); each call does what the node's repair needs next and returns. docs/operations.md,
-"Repair", describes it for operators.
+The loop holds a `RepairPath`: it calls it with a node the moment its gate or idle check fails, and `resume` on every
+pass, which finds failed nodes and the agent's unhealthy ones (`pending`) and takes each one step further
+(`handle_failed`). docs/operations.md, "Repairing failed nodes", describes it for operators.
 """
 
 from __future__ import annotations
@@ -116,8 +117,9 @@ class RepairConfig:
 
 @dataclass(frozen=True)
 class Outcome:
-    """What one call did: `replaced`, `draining`, `held`, `cordoned` (no replacement for this pool), `replacing`
-    (already handed to the group), `left-to-eks` or `unknown-pool`, with the why."""
+    """What one call did: `replaced`, `draining`, `queued` (another node of the pool first), `held` (a guard: the
+    hourly cap or the Capacity Block), `cordoned` (no replacement for this pool), `replacing` (already handed to the
+    group), `left-to-eks` or `unknown-pool`, with the why."""
 
     action: str
     detail: str
@@ -300,8 +302,10 @@ def _replace(
         current = {"pool": pool.name, "node": name, "reason": reason, "started": now.isoformat(), "done": False}
         ledger.repairs.append(current)
     elif current["node"] != name:
-        detail = f"another node of the pool, {current['node']}, is being repaired"
-        return _hold(api, ledger, name, reason, now, pool, ("one-at-a-time", detail), counters)
+        # Queued, not held: one repair at a time is the normal pace, not a guard tripping (no storm alert).
+        _mark(api, name, reason, "queued")
+        detail = f"{name}: queued, another node of pool {pool.name}, {current['node']}, is being repaired"
+        return _log(Outcome("queued", detail))
     ledger.held.pop(name, None)
     _mark(api, name, reason, "draining")
     ledger.save(api, now)
