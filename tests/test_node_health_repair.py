@@ -194,6 +194,9 @@ def test_a_storm_is_capped_the_fourth_failure_in_an_hour_is_held_and_counted_onc
     with stubbed() as (aws, _, _):
         restarted = run(kube, aws, "gpu-4", "gate", NOW + timedelta(minutes=30), cfg, Counts())
     assert restarted.held_reason == "hourly-cap"
+    # The ledger keeps the hold while the node exists, and forgets it once the node is gone.
+    ledger = json.loads(kube.config_maps[(repair.NAMESPACE, repair.LEDGER_CONFIG_MAP)][repair.LEDGER_KEY])
+    assert ledger["held"] == {"gpu-4": "hourly-cap"}
     # An hour after the first repair, the window has room again.
     with stubbed() as (aws, asg, _):
         expect_replacement(asg, "i-0dddddddddddddd04")
@@ -332,3 +335,17 @@ def test_the_loops_hand_off_and_its_pass_resume_a_repair_where_it_stood() -> Non
         assert [o.action for o in path.resume(kube, kube.list_nodes(), start + 60)] == ["draining"]
         assert [o.action for o in path.resume(kube, kube.list_nodes(), start + 120)] == ["replaced"]
     assert kube.nodes["gpu-1"]["metadata"]["annotations"][repair.REASON_ANNOTATION] == "gate: 7 of 8 GPUs visible"
+
+
+def test_a_pass_forgets_the_holds_of_nodes_that_are_gone() -> None:
+    kube, counts, cfg = FakeKube(), Counts(), config(train={**TRAIN, "maxRepairsPerHour": 0})
+    gpu_node(kube, "gpu-1")
+    with stubbed() as (aws, _, _):
+        path = repair.RepairPath(aws, cfg, counts)
+        path(kube, kube.nodes["gpu-1"], "gate", NOW.timestamp())
+        ledger = json.loads(kube.config_maps[(repair.NAMESPACE, repair.LEDGER_CONFIG_MAP)][repair.LEDGER_KEY])
+        assert ledger["held"] == {"gpu-1": "hourly-cap"}
+        del kube.nodes["gpu-1"]
+        assert path.resume(kube, kube.list_nodes(), NOW.timestamp() + 30) == []
+    ledger = json.loads(kube.config_maps[(repair.NAMESPACE, repair.LEDGER_CONFIG_MAP)][repair.LEDGER_KEY])
+    assert ledger["held"] == {}

@@ -259,7 +259,8 @@ def handle_failed(
         _mark(api, name, reason, "unknown-pool")
         return _log(Outcome("unknown-pool", f"{name}: no pool the loop knows; cordoned, nothing else"))
     if pool.kind == "aws" and pool.management == "managed" and reason.startswith(CONDITION_PREFIX):
-        return _log(Outcome("left-to-eks", f"{name}: {reason} on managed pool {pool.name}: EKS node auto-repair's"))
+        # Not logged: the node is listed on every pass until EKS has repaired it.
+        return Outcome("left-to-eks", f"{name}: {reason} on managed pool {pool.name}: EKS node auto-repair's")
     if state == "replacing":
         return Outcome("replacing", f"{name}: handed to its Auto Scaling group already")
     if pool.kind == "hybrid" or pool.management == "managed":
@@ -403,7 +404,17 @@ class RepairPath:
         self._step(api, node, reason, now)
 
     def resume(self, api: KubeApi, nodes: Iterable[Mapping[str, Any]], now: float) -> list[Outcome]:
-        return [o for node, reason in pending(nodes) if (o := self._step(api, node, reason, now)) is not None]
+        listed = list(nodes)
+        outcomes = [o for node, reason in pending(listed) if (o := self._step(api, node, reason, now)) is not None]
+        self._forget_gone(api, {n["metadata"]["name"] for n in listed}, now)
+        return outcomes
+
+    def _forget_gone(self, api: KubeApi, names: set[str], now: float) -> None:
+        """Drop the holds of nodes that no longer exist, so the ledger does not grow with every node ever held."""
+        ledger = Ledger.load(api)
+        if any(name not in names for name in ledger.held):
+            ledger.held = {name: why for name, why in ledger.held.items() if name in names}
+            ledger.save(api, datetime.fromtimestamp(now, UTC))
 
     def _step(self, api: KubeApi, node: Mapping[str, Any], reason: str, now: float) -> Outcome | None:
         moment = datetime.fromtimestamp(now, UTC)
