@@ -45,7 +45,9 @@ class Boto3Calls:
 
     @classmethod
     def from_environment(cls, region: str | None = None) -> Boto3Calls:
-        """Clients from the pod's environment (region and Pod Identity credentials set by EKS)."""
+        """Clients from the pod's environment: Pod Identity's credentials (EKS sets only
+        `AWS_CONTAINER_CREDENTIALS_FULL_URI` and `AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE`), and the region from
+        `region` or the `AWS_REGION` the Deployment sets."""
         import boto3
 
         return cls(boto3.client("autoscaling", region_name=region), boto3.client("ec2", region_name=region))
