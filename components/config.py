@@ -510,6 +510,16 @@ class NodeRepair(Model):
     after 10 minutes, others after 30)."""
 
 
+class PoolRepair(Model):
+    """How the health loop repairs the pool's failed nodes (docs/operations.md, "Repair")."""
+
+    max_per_hour: int = Field(3, ge=0, le=100)
+    """Repairs the health loop may start on this pool in any hour, 0-100 (0: failed nodes are only cordoned). One
+    runs at a time; a failure past the cap keeps its node cordoned, undrained and unreplaced, and is counted in
+    `gpu_clusters_node_health_repairs_held_total` (the storm alert). On-prem servers are never replaced, so the cap
+    does not apply to `hybrid` pools. Default 3."""
+
+
 #: SSM CreateActivation `RegistrationLimit`: "Valid Range: Minimum value of 1. Maximum value of 1000." (AWS Systems
 #: Manager API Reference, CreateActivation).
 SSM_REGISTRATION_LIMIT_MAX = 1000
@@ -659,6 +669,8 @@ class NodePool(Model):
     """Managed pools: EKS node auto repair and its limits. Default on, one node at a time."""
     device_plugin: DevicePluginSettings = DevicePluginSettings()
     """Per-pool GPU sharing: time-slicing and MIG partitions (docs/gpu-sharing.md)."""
+    repair: PoolRepair = PoolRepair()
+    """How the health loop repairs the pool's failed nodes: the hourly cap (docs/operations.md, "Repair")."""
     # hybrid pools only
     nodes: int | None = Field(None, ge=1)
     """Hybrid pools: number of on-prem servers that join, at least 1; with `spareRegistrations`, the default SSM

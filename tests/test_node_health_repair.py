@@ -1,0 +1,351 @@
+"""Scenarios of the health loop's repair path on the in-memory Kubernetes API (tests/fake_kube.py) with the Auto
+Scaling and EC2 calls stubbed by botocore's Stubber: every AWS call the path makes is expected here, and one it
+makes that is not fails the test."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+
+import botocore.session
+import pytest
+from botocore.stub import Stubber
+
+from components.planning import node_health
+from components.tags import POOL
+from programs.node_health import repair
+from programs.node_health.aws_calls import Boto3Calls
+from tests.fake_kube import FakeKube
+
+NOW = datetime(2026, 11, 27, 6, 0, tzinfo=UTC)
+BLOCK = "cr-0123456789abcdef0"
+
+
+class Counts:
+    """The loop's counters, as a Counter of (metric, sorted labels)."""
+
+    def __init__(self) -> None:
+        self.seen: Counter[tuple[str, tuple[tuple[str, str], ...]]] = Counter()
+
+    def inc(self, name: str, labels: Mapping[str, str]) -> None:
+        self.seen[(name, tuple(sorted(labels.items())))] += 1
+
+    def get(self, name: str, **labels: str) -> int:
+        return self.seen[(name, tuple(sorted(labels.items())))]
+
+
+def config(**pools: Mapping[str, object]) -> repair.RepairConfig:
+    text = json.dumps({"pools": pools, "drainTimeoutSeconds": 600, "capacityBlockLeadSeconds": 7200})
+    return repair.RepairConfig.from_json(text)
+
+
+TRAIN = {"kind": "aws", "management": "self-managed", "capacityBlockId": None, "maxRepairsPerHour": 3}
+ONPREM = {"kind": "hybrid", "management": "self-managed", "capacityBlockId": None, "maxRepairsPerHour": 3}
+
+
+def client(service: str):
+    return botocore.session.get_session().create_client(
+        service, region_name="us-west-2", aws_access_key_id="test", aws_secret_access_key="test"
+    )
+
+
+@contextmanager
+def stubbed() -> Iterator[tuple[Boto3Calls, Stubber, Stubber]]:
+    """AWS calls with nothing expected yet; on exit, every expected call must have been made."""
+    autoscaling, ec2 = client("autoscaling"), client("ec2")
+    with Stubber(autoscaling) as asg_stub, Stubber(ec2) as ec2_stub:
+        yield Boto3Calls(autoscaling, ec2), asg_stub, ec2_stub
+        asg_stub.assert_no_pending_responses()
+        ec2_stub.assert_no_pending_responses()
+
+
+def expect_replacement(stub: Stubber, instance: str) -> None:
+    stub.add_response(
+        "set_instance_health",
+        {},
+        {"InstanceId": instance, "HealthStatus": "Unhealthy", "ShouldRespectGracePeriod": False},
+    )
+
+
+def expect_block(stub: Stubber, state: str, end: datetime, available: int = 0) -> None:
+    stub.add_response(
+        "describe_capacity_reservations",
+        {
+            "CapacityReservations": [
+                {
+                    "CapacityReservationId": BLOCK,
+                    "State": state,
+                    "AvailableInstanceCount": available,
+                    "TotalInstanceCount": 2,
+                    "EndDate": end,
+                }
+            ]
+        },
+        {"CapacityReservationIds": [BLOCK]},
+    )
+
+
+def gpu_node(kube: FakeKube, name: str, pool: str = "train", instance: str = "i-0aaaaaaaaaaaaaaa1") -> None:
+    kube.add_node(name, {POOL: pool}, provider_id=f"aws:///us-west-2a/{instance}")
+
+
+def run(kube, aws, name, reason, now, cfg, counts) -> repair.Outcome:
+    return repair.handle_failed(kube, aws, kube.nodes[name], reason, now, config=cfg, counters=counts)
+
+
+def test_names_match_the_planning_constants() -> None:
+    assert repair.NAMESPACE == node_health.NODE_HEALTH_NAMESPACE
+    assert repair.HEALTH_STATE_LABEL == node_health.HEALTH_STATE_LABEL
+    assert repair.REPAIRS_METRIC == node_health.REPAIRS_METRIC
+    assert repair.REPAIRS_HELD_METRIC == node_health.REPAIRS_HELD_METRIC
+    assert repair.POOL_LABEL == POOL
+
+
+def test_a_node_failing_the_gate_is_cordoned_and_replaced() -> None:
+    kube, counts, cfg = FakeKube(), Counts(), config(train=TRAIN)
+    gpu_node(kube, "gpu-1", instance="i-0123456789abcdef0")
+    with stubbed() as (aws, asg, _):
+        expect_replacement(asg, "i-0123456789abcdef0")
+        outcome = run(kube, aws, "gpu-1", "gate", NOW, cfg, counts)
+    assert outcome.action == "replaced"
+    spec, metadata = kube.nodes["gpu-1"]["spec"], kube.nodes["gpu-1"]["metadata"]
+    assert spec["unschedulable"] is True
+    assert metadata["labels"][repair.HEALTH_STATE_LABEL] == "failed"
+    assert metadata["annotations"][repair.REASON_ANNOTATION] == "gate"
+    assert metadata["annotations"][repair.REPAIR_ANNOTATION] == "replacing"
+    assert counts.get(repair.REPAIRS_METRIC, pool="train", action="replace") == 1
+    # The next pass finds it handed over already: no second SetInstanceHealth (the stub would refuse it).
+    with stubbed() as (aws, _, _):
+        again = run(kube, aws, "gpu-1", "gate", NOW + timedelta(minutes=1), cfg, counts)
+    assert again.action == "replacing"
+    assert counts.get(repair.REPAIRS_METRIC, pool="train", action="replace") == 1
+
+
+def test_a_condition_on_a_busy_node_drains_through_budgets_then_replaces() -> None:
+    kube, counts, cfg = FakeKube(), Counts(), config(train=TRAIN)
+    gpu_node(kube, "gpu-1", instance="i-0bbbbbbbbbbbbbbb1")
+    kube.nodes["gpu-1"]["status"]["conditions"] = [{"type": "AcceleratedHardwareReady", "status": "False"}]
+    kube.add_pod("team-a", "trainer-0", "gpu-1", {"app": "trainer"})
+    kube.add_pod("team-a", "server-0", "gpu-1", {"app": "server"})
+    kube.add_pod("kube-system", "dcgm-exporter-x", "gpu-1", owner_kind="DaemonSet")
+    kube.add_budget("server", "team-a", {"app": "server"}, disruptions_allowed=0)
+    [(found, reason)] = repair.pending(kube.list_nodes())
+    assert found["metadata"]["name"] == "gpu-1"
+    assert reason == "condition:AcceleratedHardwareReady"
+
+    with stubbed() as (aws, _, _):  # no AWS call while the budget refuses
+        first = run(kube, aws, "gpu-1", reason, NOW, cfg, counts)
+    assert first.action == "draining"
+    # Evicted or refused, both are still leaving on this pass; the next pass lists what is really left.
+    assert first.pods_left == ("team-a/server-0", "team-a/trainer-0")
+    assert ("evict_pod", "team-a/trainer-0") in kube.calls
+    assert ("evict_refused", "team-a/server-0") in kube.calls
+    assert kube.pods_on("gpu-1") == ["kube-system/dcgm-exporter-x", "team-a/server-0"]
+
+    kube.budgets["server"]["disruptionsAllowed"] = 1  # the server's other replica became ready elsewhere
+    with stubbed() as (aws, _, _):
+        second = run(kube, aws, "gpu-1", reason, NOW + timedelta(minutes=2), cfg, counts)
+    assert (second.action, second.pods_left) == ("draining", ("team-a/server-0",))
+    assert ("evict_pod", "team-a/server-0") in kube.calls
+    with stubbed() as (aws, asg, _):
+        expect_replacement(asg, "i-0bbbbbbbbbbbbbbb1")
+        third = run(kube, aws, "gpu-1", reason, NOW + timedelta(minutes=3), cfg, counts)
+    assert third.action == "replaced"
+    assert third.pods_left == ()
+    assert kube.pods_on("gpu-1") == ["kube-system/dcgm-exporter-x"]  # a DaemonSet pod is not evicted
+
+
+def test_a_drain_past_its_deadline_proceeds_and_says_so() -> None:
+    kube, counts, cfg = FakeKube(), Counts(), config(train=TRAIN)
+    gpu_node(kube, "gpu-1", instance="i-0ccccccccccccccc1")
+    kube.add_pod("team-a", "server-0", "gpu-1", {"app": "server"})
+    kube.add_budget("server", "team-a", {"app": "server"}, disruptions_allowed=0)
+    with stubbed() as (aws, _, _):
+        assert run(kube, aws, "gpu-1", "idle", NOW, cfg, counts).action == "draining"
+        assert run(kube, aws, "gpu-1", "idle", NOW + timedelta(seconds=599), cfg, counts).action == "draining"
+    with stubbed() as (aws, asg, _):
+        expect_replacement(asg, "i-0ccccccccccccccc1")
+        late = run(kube, aws, "gpu-1", "idle", NOW + timedelta(seconds=600), cfg, counts)
+    assert late.action == "replaced"
+    assert late.pods_left == ("team-a/server-0",)
+    assert "drain deadline passed with 1 pods left: team-a/server-0" in late.detail
+
+
+def test_a_storm_is_capped_the_fourth_failure_in_an_hour_is_held_and_counted_once() -> None:
+    kube, counts, cfg = FakeKube(), Counts(), config(train=TRAIN)
+    for i in range(1, 5):
+        gpu_node(kube, f"gpu-{i}", instance=f"i-0dddddddddddddd{i:02d}")
+    with stubbed() as (aws, asg, _):
+        for i in range(1, 4):
+            expect_replacement(asg, f"i-0dddddddddddddd{i:02d}")
+            assert run(kube, aws, f"gpu-{i}", "gate", NOW + timedelta(minutes=i), cfg, counts).action == "replaced"
+        fourth = run(kube, aws, "gpu-4", "gate", NOW + timedelta(minutes=10), cfg, counts)
+        again = run(kube, aws, "gpu-4", "gate", NOW + timedelta(minutes=11), cfg, counts)
+    assert (fourth.action, fourth.held_reason) == ("held", "hourly-cap")
+    assert again.held_reason == "hourly-cap"
+    assert counts.get(repair.REPAIRS_HELD_METRIC, pool="train", reason="hourly-cap") == 1
+    assert counts.get(repair.REPAIRS_METRIC, pool="train", action="replace") == 3
+    assert kube.nodes["gpu-4"]["spec"]["unschedulable"] is True
+    assert kube.nodes["gpu-4"]["metadata"]["annotations"][repair.REPAIR_ANNOTATION] == "held:hourly-cap"
+    # The ledger is what holds the cap: a restarted loop (a new counter, the same ConfigMap) still holds.
+    with stubbed() as (aws, _, _):
+        restarted = run(kube, aws, "gpu-4", "gate", NOW + timedelta(minutes=30), cfg, Counts())
+    assert restarted.held_reason == "hourly-cap"
+    # The ledger keeps the hold while the node exists, and forgets it once the node is gone.
+    ledger = json.loads(kube.config_maps[(repair.NAMESPACE, repair.LEDGER_CONFIG_MAP)][repair.LEDGER_KEY])
+    assert ledger["held"] == {"gpu-4": "hourly-cap"}
+    # An hour after the first repair, the window has room again.
+    with stubbed() as (aws, asg, _):
+        expect_replacement(asg, "i-0dddddddddddddd04")
+        later = run(kube, aws, "gpu-4", "gate", NOW + timedelta(minutes=61), cfg, counts)
+    assert later.action == "replaced"
+
+
+def test_one_repair_at_a_time_per_pool() -> None:
+    kube, counts, cfg = FakeKube(), Counts(), config(train=TRAIN)
+    gpu_node(kube, "gpu-1", instance="i-0eeeeeeeeeeeeee01")
+    gpu_node(kube, "gpu-2", instance="i-0eeeeeeeeeeeeee02")
+    kube.add_pod("team-a", "server-0", "gpu-1", {"app": "server"})
+    kube.add_budget("server", "team-a", {"app": "server"}, disruptions_allowed=0)
+    with stubbed() as (aws, _, _):
+        assert run(kube, aws, "gpu-1", "gate", NOW, cfg, counts).action == "draining"
+        second = run(kube, aws, "gpu-2", "gate", NOW + timedelta(minutes=1), cfg, counts)
+    assert second.action == "queued"
+    assert "gpu-1" in second.detail
+    assert kube.nodes["gpu-2"]["spec"]["unschedulable"] is True
+    assert not counts.seen  # queued is the normal pace: nothing for the storm alert
+    # Once the first node is gone (scaled in meanwhile), the pool is free again.
+    del kube.nodes["gpu-1"]
+    with stubbed() as (aws, asg, _):
+        expect_replacement(asg, "i-0eeeeeeeeeeeeee02")
+        assert run(kube, aws, "gpu-2", "gate", NOW + timedelta(minutes=2), cfg, counts).action == "replaced"
+
+
+def test_the_capacity_block_guard_holds_a_node_whose_block_ends_too_soon() -> None:
+    kube, counts = FakeKube(), Counts()
+    cfg = config(train={**TRAIN, "capacityBlockId": BLOCK})
+    gpu_node(kube, "gpu-1", instance="i-0fffffffffffffff1")
+    with stubbed() as (aws, _, ec2):
+        expect_block(ec2, "active", end=NOW + timedelta(hours=1))
+        held = run(kube, aws, "gpu-1", "gate", NOW, cfg, counts)
+    assert (held.action, held.held_reason) == ("held", "capacity-block")
+    assert "before a replacement would be ready" in held.detail
+    assert counts.get(repair.REPAIRS_HELD_METRIC, pool="train", reason="capacity-block") == 1
+    assert kube.nodes["gpu-1"]["spec"]["unschedulable"] is True
+
+
+def test_the_capacity_block_guard_holds_when_the_block_is_no_longer_active() -> None:
+    kube, counts = FakeKube(), Counts()
+    cfg = config(train={**TRAIN, "capacityBlockId": BLOCK})
+    gpu_node(kube, "gpu-1", instance="i-0fffffffffffffff2")
+    with stubbed() as (aws, _, ec2):
+        expect_block(ec2, "expired", end=NOW - timedelta(minutes=5))
+        held = run(kube, aws, "gpu-1", "gate", NOW, cfg, counts)
+    assert held.held_reason == "capacity-block"
+    assert "expired" in held.detail
+
+
+def test_a_block_with_time_left_takes_the_replacement() -> None:
+    kube, counts = FakeKube(), Counts()
+    cfg = config(train={**TRAIN, "capacityBlockId": BLOCK})
+    gpu_node(kube, "gpu-1", instance="i-0fffffffffffffff3")
+    with stubbed() as (aws, asg, ec2):
+        expect_block(ec2, "active", end=NOW + timedelta(days=3))
+        expect_replacement(asg, "i-0fffffffffffffff3")
+        assert run(kube, aws, "gpu-1", "gate", NOW, cfg, counts).action == "replaced"
+
+
+def test_an_on_prem_server_is_cordoned_drained_and_alerted_never_replaced() -> None:
+    kube, counts, cfg = FakeKube(), Counts(), config(onprem=ONPREM)
+    kube.add_node("site-a40-1", {POOL: "onprem"}, provider_id="eks-hybrid:///us-west-2/my-cluster/site-a40-1")
+    kube.add_pod("serving", "llm-0", "site-a40-1", {"app": "llm"})
+    with stubbed() as (aws, _, _):  # no AWS call at all: the stubs refuse any
+        outcome = run(kube, aws, "site-a40-1", "gate", NOW, cfg, counts)
+        again = run(kube, aws, "site-a40-1", "gate", NOW + timedelta(minutes=1), cfg, counts)
+    assert outcome.action == again.action == "cordoned"
+    assert repair.RUNBOOK in outcome.detail
+    assert kube.nodes["site-a40-1"]["spec"]["unschedulable"] is True
+    assert kube.nodes["site-a40-1"]["metadata"]["labels"][repair.HEALTH_STATE_LABEL] == "failed"
+    assert kube.pods_on("site-a40-1") == []
+    assert counts.get(repair.REPAIRS_METRIC, pool="onprem", action="cordon-only") == 1
+
+
+def test_managed_pools_leave_the_agents_conditions_to_eks() -> None:
+    kube, counts = FakeKube(), Counts()
+    cfg = config(managed={**TRAIN, "management": "managed"})
+    gpu_node(kube, "gpu-1", pool="managed")
+    with stubbed() as (aws, _, _):
+        outcome = run(kube, aws, "gpu-1", "condition:KernelReady", NOW, cfg, counts)
+        gate = run(kube, aws, "gpu-1", "gate", NOW, cfg, counts)
+    assert outcome.action == "left-to-eks"
+    assert gate.action == "cordoned"  # EKS does not see gate failures: cordoned, drained and alerted instead
+    assert counts.get(repair.REPAIRS_METRIC, pool="managed", action="cordon-only") == 1
+
+
+def test_pending_finds_checked_failures_and_agent_conditions_only() -> None:
+    kube = FakeKube()
+    kube.add_node("ok", {POOL: "train"}, conditions=[{"type": "KernelReady", "status": "True"}])
+    kube.add_node("gate", {POOL: "train", repair.HEALTH_STATE_LABEL: "failed"})
+    kube.nodes["gate"]["metadata"]["annotations"][repair.REASON_ANNOTATION] = "idle"
+    kube.add_node("net", {POOL: "train"}, conditions=[{"type": "NetworkingReady", "status": "False"}])
+    kube.add_node("ready", {POOL: "train"}, conditions=[{"type": "Ready", "status": "False"}])
+    found = {n["metadata"]["name"]: reason for n, reason in repair.pending(kube.list_nodes())}
+    assert found == {"gate": "idle", "net": "condition:NetworkingReady"}
+
+
+@pytest.mark.parametrize(
+    ("provider_id", "expected"),
+    [
+        ("aws:///us-west-2a/i-0123456789abcdef0", "i-0123456789abcdef0"),
+        ("eks-hybrid:///us-west-2/c/server-1", None),
+        ("", None),
+    ],
+)
+def test_instance_id_comes_from_the_provider_id(provider_id: str, expected: str | None) -> None:
+    assert repair.instance_id({"spec": {"providerID": provider_id}}) == expected
+
+
+def test_an_unknown_pool_is_cordoned_and_nothing_else() -> None:
+    kube, counts = FakeKube(), Counts()
+    gpu_node(kube, "gpu-1", pool="gone")
+    with stubbed() as (aws, _, _):
+        assert run(kube, aws, "gpu-1", "gate", NOW, config(train=TRAIN), counts).action == "unknown-pool"
+    assert kube.nodes["gpu-1"]["spec"]["unschedulable"] is True
+    assert not counts.seen
+
+
+def test_the_loops_hand_off_and_its_pass_resume_a_repair_where_it_stood() -> None:
+    """The loop hands a gate failure over once (Unix seconds); its later passes call `resume` with every node."""
+    kube, counts, cfg = FakeKube(), Counts(), config(train=TRAIN)
+    gpu_node(kube, "gpu-1", instance="i-0aaaaaaaaaaaaaa77")
+    kube.add_pod("team-a", "server-0", "gpu-1", {"app": "server"})
+    kube.add_budget("server", "team-a", {"app": "server"}, disruptions_allowed=0)
+    start = NOW.timestamp()
+    with stubbed() as (aws, _, _):
+        path = repair.RepairPath(aws, cfg, counts)
+        path(kube, kube.nodes["gpu-1"], "gate: 7 of 8 GPUs visible", start)
+    assert kube.nodes["gpu-1"]["metadata"]["annotations"][repair.REPAIR_ANNOTATION] == "draining"
+    kube.budgets["server"]["disruptionsAllowed"] = 1
+    with stubbed() as (aws, asg, _):
+        path = repair.RepairPath(aws, cfg, counts)  # a restarted loop: the node's labels and the ledger carry on
+        expect_replacement(asg, "i-0aaaaaaaaaaaaaa77")
+        assert [o.action for o in path.resume(kube, kube.list_nodes(), start + 60)] == ["draining"]
+        assert [o.action for o in path.resume(kube, kube.list_nodes(), start + 120)] == ["replaced"]
+    assert kube.nodes["gpu-1"]["metadata"]["annotations"][repair.REASON_ANNOTATION] == "gate: 7 of 8 GPUs visible"
+
+
+def test_a_pass_forgets_the_holds_of_nodes_that_are_gone() -> None:
+    kube, counts, cfg = FakeKube(), Counts(), config(train={**TRAIN, "maxRepairsPerHour": 0})
+    gpu_node(kube, "gpu-1")
+    with stubbed() as (aws, _, _):
+        path = repair.RepairPath(aws, cfg, counts)
+        path(kube, kube.nodes["gpu-1"], "gate", NOW.timestamp())
+        ledger = json.loads(kube.config_maps[(repair.NAMESPACE, repair.LEDGER_CONFIG_MAP)][repair.LEDGER_KEY])
+        assert ledger["held"] == {"gpu-1": "hourly-cap"}
+        del kube.nodes["gpu-1"]
+        assert path.resume(kube, kube.list_nodes(), NOW.timestamp() + 30) == []
+    ledger = json.loads(kube.config_maps[(repair.NAMESPACE, repair.LEDGER_CONFIG_MAP)][repair.LEDGER_KEY])
+    assert ledger["held"] == {}
