@@ -25,3 +25,9 @@ CHECKS_METRIC = f"{METRIC_PREFIX}_checks_total"
 REPAIRS_METRIC = f"{METRIC_PREFIX}_repairs_total"
 #: Repairs held back, by `pool` and `reason` (`hourly-cap`, `capacity-block`, ...): what the storm alert reads.
 REPAIRS_HELD_METRIC = f"{METRIC_PREFIX}_repairs_held_total"
+#: The labels the health loop's pods carry: what its PodMonitor selects (and its Deployment must set).
+POD_LABELS: dict[str, str] = {"app.kubernetes.io/name": "node-health"}
+#: The container port the health loop serves its Prometheus metrics on, and that port's name (the PodMonitor scrapes
+#: the port by name, so the Deployment must name it so).
+METRICS_PORT = 9464
+METRICS_PORT_NAME = "metrics"
