@@ -263,8 +263,8 @@ class ManagedAddons(pulumi.ComponentResource):
 
     `addons` picks the set (NODE_AGENT_ADDONS or SYSTEM_ADDONS, or any catalog add-on); `after` lists what they
     must wait for (the system pool for SYSTEM_ADDONS); `hybrid_pools` the hybrid pool plans CoreDNS also runs
-    on and the Pod Identity agent serves; `plans` every pool plan (the node monitoring agent's tolerations). Attributes: `addons` ({name: aws.eks.Addon}) and
-    `roles` ({name: IAM role} for add-ons with a Pod Identity role).
+    on and the Pod Identity agent serves; `plans` every pool plan (the node monitoring agent's tolerations).
+    Attributes: `addons` ({name: aws.eks.Addon}) and `roles` ({name: IAM role} for add-ons with a Pod Identity role).
     """
 
     def __init__(

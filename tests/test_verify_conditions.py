@@ -88,7 +88,11 @@ def test_the_agent_and_its_dcgm_server_must_run_on_every_cloud_gpu_node() -> Non
 
 
 def test_expectations_name_the_agents_conditions_on_cloud_gpu_pools_only() -> None:
-    hybrid = expect("hybrid")
-    assert hybrid.pool("h100").health_conditions == AGENT_CONDITIONS
-    assert hybrid.pool("a40").health_conditions == ()
-    assert expect("training").pool("system").health_conditions == ()
+    def conditions_of(stack: str, pool: str) -> tuple[str, ...]:
+        found = expect(stack).pool(pool)
+        assert found is not None
+        return found.health_conditions
+
+    assert conditions_of("hybrid", "h100") == AGENT_CONDITIONS
+    assert conditions_of("hybrid", "a40") == ()
+    assert conditions_of("training", "system") == ()

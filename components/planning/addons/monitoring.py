@@ -428,9 +428,10 @@ def kube_prometheus_stack_values(
     """Helm values of kube-prometheus-stack: controllers on the system pool, node-exporter on every node, our
     GPU rules (and the node health rules on a stack with GPU pools, `node_monitoring.node_health_rules`), Alertmanager
     to SNS when a topic exists. Prometheus selects every ServiceMonitor/PodMonitor/PrometheusRule (not only the
-    release's), so the DCGM exporter's ServiceMonitor and the health loop's PodMonitor are scraped. Grafana runs with our dashboards
-    (`components.planning.addons.grafana`), and a CloudWatch data source when the stack has a file system whose
-    metrics live there (`cloudwatch`: FSx for Lustre, EFS). No scraping of what EKS hides (`EKS_HIDDEN_COMPONENTS`).
+    release's), so the DCGM exporter's ServiceMonitor and the health loop's PodMonitor are scraped. Grafana runs with
+    our dashboards (`components.planning.addons.grafana`), and a CloudWatch data source when the stack has a file
+    system whose metrics live there (`cloudwatch`: FSx for Lustre, EFS). No scraping of what EKS hides
+    (`EKS_HIDDEN_COMPONENTS`).
 
     The admission webhook's certificate Jobs (`prometheusOperator.admissionWebhooks.patch`, pre-install hooks)
     run on the system pool too: the chart gives them no toleration and no selector ([KPS] values.yaml
