@@ -13,16 +13,12 @@ from components.config import Taint
 from components.managed_addons import NODE_AGENT_ADDONS, node_agent_addons
 from components.planning.addons.node_monitoring import (
     AGENT_CONDITIONS,
+    METRICS_PORT_NAME,
     NODE_MONITORING_AGENT,
     monitored_gpu_plans,
     node_monitoring_configuration,
 )
-from components.planning.node_health import (
-    METRICS_PORT_NAME,
-    NODE_HEALTH_NAMESPACE,
-    POD_LABELS,
-    STARTUP_TAINT_KEY,
-)
+from components.planning.node_health import LOOP_POD_LABELS, NODE_HEALTH_NAMESPACE, STARTUP_TAINT_KEY
 from components.planning.stack_plan import plan_pools
 from components.planning.tolerations import tolerates
 from tests.builders import EKS_ADDON, HELM_RELEASE, SYSTEM, file_plan, shipped_stack, stack_config
@@ -104,7 +100,7 @@ def test_prometheus_stacks_ship_the_node_health_rules_and_scrape_the_health_loop
     monitor = run.one(POD_MONITOR, "serve-node-health-pod-monitor").inputs
     assert monitor["metadata"]["namespace"] == "monitoring"
     assert monitor["spec"] == {
-        "selector": {"matchLabels": POD_LABELS},
+        "selector": {"matchLabels": LOOP_POD_LABELS},
         "namespaceSelector": {"matchNames": [NODE_HEALTH_NAMESPACE]},
         "podMetricsEndpoints": [{"port": METRICS_PORT_NAME}],
     }

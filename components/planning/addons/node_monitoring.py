@@ -15,9 +15,8 @@ from components.planning.addons.placement import gpu_plans, tolerations_for
 from components.planning.node_health import (
     CHECKS_METRIC,
     HEALTH_STATE_LABEL,
-    METRICS_PORT_NAME,
+    LOOP_POD_LABELS,
     NODE_HEALTH_NAMESPACE,
-    POD_LABELS,
     REPAIRS_HELD_METRIC,
     REPAIRS_METRIC,
     STARTUP_TAINT_KEY,
@@ -180,6 +179,9 @@ def node_health_rules() -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------------- scraping
 #: The health loop's PodMonitor; it lives with Prometheus and selects the loop's pods in their own namespace.
 HEALTH_LOOP_POD_MONITOR = "node-health"
+#: The name of the loop's container port `node_health.METRICS_PORT`, which the PodMonitor scrapes (the loop's
+#: Deployment names it so).
+METRICS_PORT_NAME = "metrics"
 
 
 def health_loop_pod_monitor(namespace: str) -> dict[str, Any]:
@@ -192,7 +194,7 @@ def health_loop_pod_monitor(namespace: str) -> dict[str, Any]:
         "kind": "PodMonitor",
         "metadata": {"name": HEALTH_LOOP_POD_MONITOR, "namespace": namespace},
         "spec": {
-            "selector": {"matchLabels": dict(POD_LABELS)},
+            "selector": {"matchLabels": dict(LOOP_POD_LABELS)},
             "namespaceSelector": {"matchNames": [NODE_HEALTH_NAMESPACE]},
             "podMetricsEndpoints": [{"port": METRICS_PORT_NAME}],
         },
