@@ -19,7 +19,7 @@ from components.context import ClusterContext
 from components.flow_logs import VpcFlowLogs
 from components.hybrid import HybridNodes
 from components.identity import NodeIdentity, PodIdentityRoles
-from components.managed_addons import DNS_ADDON, NODE_AGENT_ADDONS, SYSTEM_ADDONS, ManagedAddons
+from components.managed_addons import DNS_ADDON, SYSTEM_ADDONS, ManagedAddons, node_agent_addons
 from components.namespaces import StackNamespaces
 from components.network import Network
 from components.node_pool import NodePool
@@ -191,8 +191,9 @@ class GpuCluster(pulumi.ComponentResource):
         self.node_agents = ManagedAddons(
             f"{self.base_name}-node-agents",
             self.context,
-            NODE_AGENT_ADDONS,
+            node_agent_addons(self.stack_plan.pools),
             hybrid_pools=self.stack_plan.hybrid,
+            plans=self.stack_plan.pools,
             opts=self._child(),
         )
         secret_kubeconfig: pulumi.Output[str] = pulumi.Output.secret(self.kubeconfig)

@@ -1,10 +1,10 @@
-"""EKS managed add-ons: VPC CNI, kube-proxy, Pod Identity agent, CoreDNS, EBS CSI driver.
+"""EKS managed add-ons: VPC CNI, kube-proxy, Pod Identity agent, node monitoring agent, CoreDNS, EBS CSI driver.
 
 They are built in two steps because EKS only reports an add-on ACTIVE once its pods run:
 
-1. node agents (`NODE_AGENT_ADDONS`, DaemonSets: vpc-cni, kube-proxy, eks-pod-identity-agent) right after the
-   control plane. A DaemonSet with no nodes is healthy, and nodes need the CNI to become Ready at all, so these
-   must not wait for any node;
+1. node agents (`NODE_AGENT_ADDONS`, DaemonSets: vpc-cni, kube-proxy, eks-pod-identity-agent; and on a stack with
+   GPU pools the node monitoring agent, `node_agent_addons`) right after the control plane. A DaemonSet with no
+   nodes is healthy, and nodes need the CNI to become Ready at all, so these must not wait for any node;
 2. system add-ons (`SYSTEM_ADDONS`, Deployments: coredns, aws-ebs-csi-driver) once the system pool exists. Their
    pods are pinned to the system pool (`gpu-clusters/role=system`), so CoreDNS and the EBS controller never land on
    (or wait for) a GPU node. Created before any node, they would sit DEGRADED until the create times out.
@@ -35,6 +35,11 @@ from components.context import ClusterContext
 from components.errors import ConfigError, Problem
 from components.identity import PodIdentityRoles
 from components.planning import compute_types
+from components.planning.addons.node_monitoring import (
+    NODE_MONITORING_AGENT,
+    agent_wanted,
+    node_monitoring_configuration,
+)
 from components.planning.addons.placement import CRITICAL_ADDONS_ONLY, SYSTEM_NODE_SELECTOR, tolerations_for
 from components.planning.hybrid import ZONE_LABEL, pod_identity_agent_hybrid_configuration
 from components.planning.key_policy import ebs_csi_key_policy
@@ -44,6 +49,15 @@ from components.planning.tolerations import hybrid_outage_tolerations
 
 POD_IDENTITY_AGENT = "eks-pod-identity-agent"
 NODE_AGENT_ADDONS: tuple[str, ...] = ("vpc-cni", "kube-proxy", POD_IDENTITY_AGENT)
+
+
+def node_agent_addons(plans: Sequence[PoolPlan]) -> tuple[str, ...]:
+    """The node agents a stack gets: `NODE_AGENT_ADDONS`, and the node monitoring agent when a pool has GPUs (it
+    sets the GPU nodes' health conditions, `components.planning.addons.node_monitoring`). Its DaemonSets run on the
+    host network or a host port, so they need no CNI, and with no node yet EKS reports them ACTIVE."""
+    return NODE_AGENT_ADDONS + ((NODE_MONITORING_AGENT,) if agent_wanted(plans) else ())
+
+
 #: Cluster DNS. Kubernetes objects wait for this add-on (`ClusterContext.kubernetes_ready`): ACTIVE means its pods
 #: run on a Ready system node.
 DNS_ADDON = "coredns"
@@ -172,11 +186,15 @@ def kube_dns_service_patch(hybrid_pools: Sequence[PoolPlan]) -> dict[str, Any] |
 
 
 def addon_configuration(
-    name: str, hybrid_pools: Sequence[PoolPlan] = (), cloud_zones: int = COREDNS_REPLICAS
+    name: str,
+    hybrid_pools: Sequence[PoolPlan] = (),
+    cloud_zones: int = COREDNS_REPLICAS,
+    plans: Sequence[PoolPlan] = (),
 ) -> dict[str, Any] | None:
     """The `configuration_values` of an add-on (pure; validated by EKS against the add-on's JSON schema).
     `hybrid_pools` are the stack's hybrid pool plans: CoreDNS puts a replica on them, and the Pod Identity agent
-    runs its hybrid DaemonSet for them. `cloud_zones`: how many AZs the system pool spans (CoreDNS's replicas)."""
+    runs its hybrid DaemonSet for them. `cloud_zones`: how many AZs the system pool spans (CoreDNS's replicas).
+    `plans`: every pool plan (the node monitoring agent's DCGM server tolerates the GPU pools' taints)."""
     if name == "vpc-cni":
         # Replaces the add-on's default affinity, so it restates linux/amd64|arm64 and adds the exclusions. Prefix
         # delegation is stated, not left to the default: every node's maxPods is computed from it. The network
@@ -205,6 +223,8 @@ def addon_configuration(
     if name == POD_IDENTITY_AGENT:
         # Pods of hybrid nodes get Pod Identity credentials only from the add-on's hybrid DaemonSet.
         return pod_identity_agent_hybrid_configuration() if hybrid_pools else None
+    if name == NODE_MONITORING_AGENT:
+        return node_monitoring_configuration(plans)
     if name == "aws-ebs-csi-driver":
         # The controller runs on the system pool; the node DaemonSet keeps its default of tolerating every taint,
         # so GPU pods can mount EBS volumes too. Its default affinity keeps it off hybrid nodes: AWS gave the add-ons
@@ -243,8 +263,8 @@ class ManagedAddons(pulumi.ComponentResource):
 
     `addons` picks the set (NODE_AGENT_ADDONS or SYSTEM_ADDONS, or any catalog add-on); `after` lists what they
     must wait for (the system pool for SYSTEM_ADDONS); `hybrid_pools` the hybrid pool plans CoreDNS also runs
-    on and the Pod Identity agent serves. Attributes: `addons` ({name: aws.eks.Addon}) and
-    `roles` ({name: IAM role} for add-ons with a Pod Identity role).
+    on and the Pod Identity agent serves; `plans` every pool plan (the node monitoring agent's tolerations).
+    Attributes: `addons` ({name: aws.eks.Addon}) and `roles` ({name: IAM role} for add-ons with a Pod Identity role).
     """
 
     def __init__(
@@ -255,6 +275,7 @@ class ManagedAddons(pulumi.ComponentResource):
         after: Sequence[pulumi.Resource] = (),
         hybrid_pools: Sequence[PoolPlan] = (),
         cloud_zones: int = COREDNS_REPLICAS,
+        plans: Sequence[PoolPlan] = (),
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpu-clusters:index:ManagedAddons", name, None, opts)
@@ -268,7 +289,7 @@ class ManagedAddons(pulumi.ComponentResource):
                 wait_for.extend(self._ebs_csi_identity(ctx))
             if addon == "vpc-cni":
                 wait_for.extend(self._vpc_cni_identity(ctx))
-            config = addon_configuration(addon, hybrid_pools, cloud_zones)
+            config = addon_configuration(addon, hybrid_pools, cloud_zones, plans)
             self.addons[addon] = aws.eks.Addon(
                 f"{ctx.cluster_name_plain}-{addon}",
                 cluster_name=ctx.cluster_name,

@@ -16,6 +16,7 @@ from blueprint.plan.plan import run_stack_under_mocks
 from components.addons.monitoring import MonitoredFileSystems
 from components.catalog import dashboards
 from components.catalog.metrics import cloudwatch_metrics, efa_metric_name, efa_port_counters, prometheus_metrics
+from components.planning.addons.cloudwatch_dashboard import NODE_HEALTH_NOTE, cloudwatch_dashboard
 from components.planning.addons.efa_metrics import EFA_TEXTFILE, efa_counters_pass, efa_metric_names
 from components.planning.addons.grafana import (
     CLOUDWATCH_UID,
@@ -26,15 +27,19 @@ from components.planning.addons.grafana import (
     render_dashboard,
 )
 from components.planning.addons.monitoring import DCGM_COUNTERS
+from components.planning.addons.node_monitoring import repair_metrics
+from components.planning.stack_plan import plan_pools
 from tests.builders import (
     HELM_RELEASE,
     IAM_ROLE,
     ROLE_POLICY,
+    SYSTEM,
     SYSTEM_POOL,
     TRAINING_POOL,
     addon_stack,
     releases,
     run_addons,
+    stack_config,
 )
 
 STACKS = Path(__file__).resolve().parents[1] / "stacks"
@@ -44,9 +49,13 @@ PROMETHEUS_DS = {"type": "prometheus", "uid": "${datasource}"}
 CLOUDWATCH_DS = {"type": "cloudwatch", "uid": CLOUDWATCH_UID}
 
 #: Every Prometheus metric name a dashboard may query: the exporters' sourced lists (metrics.yaml), the DCGM
-#: exporter's configured counters and the EFA sidecar's counters. Derived, never written twice.
+#: exporter's configured counters, the EFA sidecar's counters and the health loop's own metrics
+#: (components/planning/node_health.py). Derived, never written twice.
 ALLOWED_PROMQL = (
-    frozenset().union(*prometheus_metrics().values()) | {field for field, _, _ in DCGM_COUNTERS} | efa_metric_names()
+    frozenset().union(*prometheus_metrics().values())
+    | {field for field, _, _ in DCGM_COUNTERS}
+    | efa_metric_names()
+    | set(repair_metrics())
 )
 
 # ------------------------------------------------------------------------------------------- PromQL metric names
@@ -293,7 +302,9 @@ def test_hybrid_exporters_label_nodes_and_export_efa(hybrid_stack):
     exporter = values["prometheus-node-exporter"]
     assert exporter["prometheus"]["monitor"]["relabelings"] == [relabel]
     assert by_name["dcgm-exporter"]["values"]["serviceMonitor"]["relabelings"] == [relabel]
-    assert values["kube-state-metrics"]["metricLabelsAllowlist"] == ["nodes=[gpu-clusters/pool,gpu-clusters/role]"]
+    assert values["kube-state-metrics"]["metricLabelsAllowlist"] == [
+        "nodes=[gpu-clusters/pool,gpu-clusters/role,gpu-clusters/node-health]"
+    ]
     # the p5 pool has EFA: the textfile sidecar runs in the busybox variant of the pinned node-exporter image
     assert exporter["image"] == {"distroless": False}
     assert "--collector.textfile.directory=/run/efa-textfile" in exporter["extraArgs"]
@@ -394,3 +405,15 @@ def test_cloudwatch_dashboard_without_file_systems():
     body = json.loads(run.one(CW_DASHBOARD).inputs["dashboardBody"])
     _check_cloudwatch_body(body)
     assert not [r for r in _widget_metrics(body) if not isinstance(r[0], dict) and r[0] in ("AWS/FSx", "AWS/EFS")]
+
+
+def test_cloudwatch_dashboard_says_where_gpu_node_health_is_read():
+    """The agent's conditions are not Container Insights metrics: a GPU stack's dashboard points to where they are;
+    a stack without GPUs has no such note."""
+    body = json.loads(
+        run_addons(addon_stack(SYSTEM_POOL, TRAINING_POOL, name="train")).one(CW_DASHBOARD).inputs["dashboardBody"]
+    )
+    notes = [w["properties"]["markdown"] for w in body["widgets"] if w["type"] == "text"]
+    assert NODE_HEALTH_NOTE in notes and "blueprint verify --only conditions" in NODE_HEALTH_NOTE
+    without_gpus = cloudwatch_dashboard("c", "us-east-1", plan_pools(stack_config(SYSTEM)), None, None)
+    assert NODE_HEALTH_NOTE not in [w["properties"].get("markdown") for w in without_gpus["widgets"]]

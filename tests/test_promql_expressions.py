@@ -25,6 +25,7 @@ from tests.promql_expressions import (
     shape,
 )
 from tests.test_alert_rules_promtool import SCENARIOS
+from tests.test_node_health_rules_promtool import NODE_HEALTH_SCENARIOS
 from tests.test_queue_rule_promtool import covered_queue_shapes
 from tests.test_serving_rule_promtool import covered_scaler_shapes
 
@@ -36,7 +37,7 @@ RECORD_SCENARIOS: frozenset[str] = frozenset()
 def uncovered(expressions: Iterable[Expression]) -> list[str]:
     """What the promtool tests do not cover: alerts and recording rules without scenarios, autoscaler queries of a
     shape no scenario evaluates, and PromQL found where the collector does not read it."""
-    alerts = {s.alert for s in SCENARIOS}
+    alerts = {s.alert for s in [*SCENARIOS, *NODE_HEALTH_SCENARIOS]}
     scalers = covered_scaler_shapes() | covered_queue_shapes()
     missing = []
     for e in expressions:
@@ -54,7 +55,8 @@ def test_every_shipped_expression_is_covered() -> None:
     expressions = list(every_expression())
     assert {ALERT, SCALER, PANEL, VARIABLE} <= {e.kind for e in expressions}
     assert uncovered(expressions) == []
-    assert {s.alert for s in SCENARIOS} <= {e.name for e in expressions if e.kind == ALERT}  # no stale scenarios
+    scenarios = {s.alert for s in [*SCENARIOS, *NODE_HEALTH_SCENARIOS]}
+    assert scenarios <= {e.name for e in expressions if e.kind == ALERT}  # no stale scenarios
 
 
 def _keda_trigger(query: str) -> dict[str, object]:
@@ -101,6 +103,7 @@ _SOURCE_PROMQL = re.compile(
 #: Grafana dashboards.
 PROMQL_SOURCES = {
     "components/planning/addons/monitoring.py",
+    "components/planning/addons/node_monitoring.py",
     "components/planning/serving_autoscaling.py",
     "components/catalog/dashboards/efa.json",
     "components/catalog/dashboards/gpus.json",

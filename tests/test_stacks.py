@@ -109,7 +109,8 @@ def test_inference_pool_is_4x48gb_on_spot_and_its_serving_replicas_scale_on_vllm
     # The default rule, the comparison's best (docs/serving-simulation.md): vLLM's requests running and waiting.
     assert "vllm:num_requests_waiting" in query and "vllm:num_requests_running" in query
     assert "DCGM_FI_DEV_GPU_UTIL" not in query
-    (monitor,) = resources("inference", "kubernetes:monitoring.coreos.com/v1:PodMonitor")
+    monitors = resources("inference", "kubernetes:monitoring.coreos.com/v1:PodMonitor")
+    (monitor,) = [m for m in monitors if m["inputs"]["metadata"]["name"] != "node-health"]  # the serving scrape
     assert monitor["inputs"]["metadata"]["namespace"] == "inference"
     summary = shipped_plan("inference")["summary"]["hourlyUsd"]
     assert summary["spotSaving"] > 0 and summary["max"] < summary["maxOnDemand"]

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from blueprint.verify.kube import KubeError
+from components.planning.addons.node_monitoring import AGENT_CONDITIONS
 
 DATA = Path(__file__).parent / "data" / "verify"
 
@@ -27,8 +28,11 @@ def node(
     hybrid: bool = False,
     resources: dict[str, int] | None = None,
     extra_labels: dict[str, str] | None = None,
+    health: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """A node as the API returns it; `resources` adds allocatable extended resources (`nvidia.com/mig-3g.40gb`)."""
+    """A node as the API returns it; `resources` adds allocatable extended resources (`nvidia.com/mig-3g.40gb`).
+    `health`: the node monitoring agent's conditions by type and status; by default a healthy cloud GPU node
+    reports all of them True, and other nodes none (the agent watches cloud GPU nodes only)."""
     labels = {"gpu-clusters/pool": pool, "kubernetes.io/hostname": name, **(extra_labels or {})}
     if instance_type:
         labels["node.kubernetes.io/instance-type"] = instance_type
@@ -40,12 +44,13 @@ def node(
     if efa:
         allocatable["vpc.amazonaws.com/efa"] = str(efa)
     allocatable.update({resource: str(count) for resource, count in (resources or {}).items()})
+    if health is None:
+        health = dict.fromkeys(AGENT_CONDITIONS, "True") if gpus and not hybrid else {}
+    conditions = [{"type": "Ready", "status": "True" if ready else "False"}]
+    conditions += [{"type": kind, "status": status} for kind, status in health.items()]
     return {
         "metadata": {"name": name, "labels": labels},
-        "status": {
-            "allocatable": allocatable,
-            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
-        },
+        "status": {"allocatable": allocatable, "conditions": conditions},
     }
 
 

@@ -27,6 +27,13 @@ from components.planning.addons.monitoring import (
     DCGM_EXPORTER_RUNTIME_CLASS_RELEASE,
     MONITORING_NAMESPACE,
 )
+from components.planning.addons.node_monitoring import (
+    AGENT_CONDITIONS,
+    AGENT_DAEMONSET,
+    DCGM_SERVER_DAEMONSET,
+    NODE_MONITORING_NAMESPACE,
+    monitored_gpu_plans,
+)
 from components.planning.addons.placement import KUBE_SYSTEM
 from components.planning.addons.selection import AddonSelection
 from components.planning.gpu_runtime import NVIDIA_RUNTIME_CLASS, runtime_class_plans
@@ -97,6 +104,9 @@ class PoolExpectation:
     tolerations: tuple[dict[str, str], ...]
     daemons: tuple[Daemon, ...]
     interconnect: Interconnect | None
+    #: The node conditions the EKS node monitoring agent must report True on the pool's nodes (its cloud GPU pools;
+    #: none where the agent does not run: on-prem servers, CPU pools).
+    health_conditions: tuple[str, ...] = ()
     #: The RuntimeClass a GPU pod on the pool names (`nvidia` on `gpuRuntime: runtime-class` hybrid pools, whose
     #: containerd runs the NVIDIA runtime only for pods that ask for it), None elsewhere.
     runtime_class: str | None = None
@@ -204,6 +214,11 @@ def _daemons(plan: PoolPlan, selection: AddonSelection) -> tuple[Daemon, ...]:
         found.append(Daemon("DCGM exporter", namespace, PROMETHEUS_EXPORTER_DAEMONSETS))
     elif plan.is_gpu and plan.kind == "aws" and selection.on("container-insights"):
         found.append(Daemon("DCGM exporter (Container Insights)", CLOUDWATCH_NAMESPACE, CLOUDWATCH_EXPORTER_DAEMONSETS))
+    if monitored_gpu_plans([plan]):
+        found.append(Daemon("EKS node monitoring agent", NODE_MONITORING_NAMESPACE, (AGENT_DAEMONSET,)))
+        found.append(
+            Daemon("node monitoring agent's DCGM host engine", NODE_MONITORING_NAMESPACE, (DCGM_SERVER_DAEMONSET,))
+        )
     return tuple(found)
 
 
@@ -228,6 +243,7 @@ def pool_expectation(plan: PoolPlan, selection: AddonSelection) -> PoolExpectati
         daemons=_daemons(plan, selection),
         interconnect=interconnect(plan),
         runtime_class=NVIDIA_RUNTIME_CLASS if runtime_class_plans([plan]) else None,
+        health_conditions=AGENT_CONDITIONS if monitored_gpu_plans([plan]) else (),
     )
 
 

@@ -8,7 +8,16 @@ from typing import Any, Literal
 Status = Literal["pass", "fail", "skip", "error"]
 
 #: Every check, in the order the runner runs them: the cheap API reads first, then the test pods.
-CHECKS: tuple[str, ...] = ("nodes", "allocatable", "daemons", "topology", "dcgm", "nccl", "storage")
+CHECKS: tuple[str, ...] = (
+    "nodes",
+    "allocatable",
+    "daemons",
+    "conditions",
+    "topology",
+    "dcgm",
+    "nccl",
+    "storage",
+)
 #: Checks that start pods on GPU nodes (minutes, and they hold GPUs while they run): `--skip` these for a quick look.
 HEAVY_CHECKS: tuple[str, ...] = ("topology", "dcgm", "nccl", "storage")
 

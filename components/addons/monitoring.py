@@ -52,6 +52,7 @@ from components.planning.addons.monitoring import (
     dcgm_exporter_values,
     kube_prometheus_stack_values,
 )
+from components.planning.addons.node_monitoring import HEALTH_LOOP_POD_MONITOR, agent_wanted, health_loop_pod_monitor
 from components.planning.addons.selection import AddonSelection, AlertsTopic
 from components.planning.gpu_runtime import runtime_class_plans
 from components.planning.pools import PoolPlan
@@ -94,6 +95,7 @@ class Monitoring(pulumi.ComponentResource):
         self._runtime_class = runtime_class
         self._file_systems = file_systems or MonitoredFileSystems()
         self.dashboards: dict[str, k8s.core.v1.ConfigMap] = {}
+        self.health_loop_scrape: k8s.apiextensions.CustomResource | None = None
         self.cloudwatch_dashboard: aws.cloudwatch.Dashboard | None = None
 
         self._alerts_topic(selection.alerts_topic)
@@ -239,6 +241,8 @@ class Monitoring(pulumi.ComponentResource):
         )
         for dashboard in prometheus_dashboards(plans, file_systems):
             self.dashboards[dashboard.name] = self._dashboard_config_map(dashboard)
+        if agent_wanted(plans):
+            self.health_loop_scrape = self._health_loop_pod_monitor()
         dcgm = versions.chart("dcgm-exporter")
         self.dcgm_exporter = helm_release(
             f"{context.cluster_name_plain}-{DCGM_EXPORTER_RELEASE}",
@@ -262,6 +266,27 @@ class Monitoring(pulumi.ComponentResource):
                 parent=self,
                 depends_on=[self.prometheus, self._runtime_class],
             )
+
+    def _health_loop_pod_monitor(self) -> k8s.apiextensions.CustomResource:
+        """The health loop's PodMonitor (`node_monitoring.health_loop_pod_monitor`); its CRD comes with
+        kube-prometheus-stack."""
+        context = self._ctx
+        body = health_loop_pod_monitor(MONITORING_NAMESPACE)
+        return k8s.apiextensions.CustomResource(
+            f"{context.cluster_name_plain}-{HEALTH_LOOP_POD_MONITOR}-pod-monitor",
+            api_version=body["apiVersion"],
+            kind=body["kind"],
+            metadata=body["metadata"],
+            spec=body["spec"],
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                provider=context.k8s_provider,
+                depends_on=[
+                    *context.namespace_ready(MONITORING_NAMESPACE),
+                    *([self.prometheus] if self.prometheus else []),
+                ],
+            ),
+        )
 
     def _dashboard_config_map(self, dashboard: DashboardPlan) -> k8s.core.v1.ConfigMap:
         """A dashboard as a ConfigMap in `monitoring`, labelled for Grafana's dashboard sidecar (grafana.py). It

@@ -30,6 +30,14 @@ def dashboard_name(cluster: str) -> str:
     return f"{cluster}-gpu-cluster"
 
 
+#: Where a GPU node's health is read on a Container Insights stack: the EKS node monitoring agent's conditions are
+#: node conditions, not CloudWatch metrics ([CWI] lists none for them), so the dashboard points to them.
+NODE_HEALTH_NOTE = (
+    "## GPU node health: the node monitoring agent's conditions (AcceleratedHardwareReady, ...) are not CloudWatch "
+    "metrics; read them with `blueprint verify --only conditions` (docs/operations.md, Detecting failed GPU nodes)"
+)
+
+
 @dataclass
 class _Layout:
     """Places widgets left to right, two per row, sections starting on a new row."""
@@ -228,4 +236,7 @@ def cloudwatch_dashboard(
         "Nodes",
         [_ci("cluster_node_count", cluster, label="nodes"), _ci("cluster_failed_node_count", cluster, label="failed")],
     )
+    if gpu_plans(plans):
+        # Container Insights publishes no metric for the agent's conditions: say where they are read instead.
+        board.heading(NODE_HEALTH_NOTE)
     return {"widgets": board.widgets}

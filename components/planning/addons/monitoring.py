@@ -16,6 +16,7 @@ from components.planning.addons.alarms import METRIC_PERIOD_SECONDS, MetricAlarm
 from components.planning.addons.efa_metrics import efa_plans, efa_textfile_values
 from components.planning.addons.grafana import NODE_RELABELING, grafana_values
 from components.planning.addons.image_digests import with_image_digests
+from components.planning.addons.node_monitoring import agent_wanted, node_health_rules
 from components.planning.addons.placement import (
     SYSTEM_NODE_SELECTOR,
     gpu_plans,
@@ -31,6 +32,7 @@ from components.planning.mig import (
     MIG_STATE_SUCCESS,
     mig_plans,
 )
+from components.planning.node_health import HEALTH_STATE_LABEL
 from components.planning.pools import GPU_PRESENT_LABEL, MIG_CONFIG_LABEL, PoolPlan
 from components.planning.serving_autoscaling import ScrapeTarget
 
@@ -402,8 +404,9 @@ EKS_HIDDEN_COMPONENTS: tuple[str, ...] = ("kubeScheduler", "kubeControllerManage
 
 
 #: Node labels kube-state-metrics copies onto `kube_node_labels` (`--metric-labels-allowlist`, [KSM]): by default
-#: none, and the dashboards group and filter nodes by pool.
-NODE_LABELS_FOR_DASHBOARDS: tuple[str, ...] = (tags.POOL, tags.ROLE)
+#: none. The dashboards group and filter nodes by pool; the node health row and the `NodeHealthFailedTooLong` alert
+#: read the health state label (`components.planning.node_health.HEALTH_STATE_LABEL`).
+NODE_LABELS_FOR_DASHBOARDS: tuple[str, ...] = (tags.POOL, tags.ROLE, HEALTH_STATE_LABEL)
 
 
 def node_exporter_values(plans: Sequence[PoolPlan]) -> dict[str, Any]:
@@ -423,10 +426,12 @@ def kube_prometheus_stack_values(
     alerts: Alerts, region: str, plans: Sequence[PoolPlan], topic_arn: str | None, cloudwatch: bool = False
 ) -> dict[str, Any]:
     """Helm values of kube-prometheus-stack: controllers on the system pool, node-exporter on every node, our
-    GPU rules, Alertmanager to SNS when a topic exists. Prometheus selects every ServiceMonitor/PrometheusRule
-    (not only the release's), so the DCGM exporter's ServiceMonitor is scraped. Grafana runs with our dashboards
-    (`components.planning.addons.grafana`), and a CloudWatch data source when the stack has a file system whose
-    metrics live there (`cloudwatch`: FSx for Lustre, EFS). No scraping of what EKS hides (`EKS_HIDDEN_COMPONENTS`).
+    GPU rules (and the node health rules on a stack with GPU pools, `node_monitoring.node_health_rules`), Alertmanager
+    to SNS when a topic exists. Prometheus selects every ServiceMonitor/PodMonitor/PrometheusRule (not only the
+    release's), so the DCGM exporter's ServiceMonitor and the health loop's PodMonitor are scraped. Grafana runs with
+    our dashboards (`components.planning.addons.grafana`), and a CloudWatch data source when the stack has a file
+    system whose metrics live there (`cloudwatch`: FSx for Lustre, EFS). No scraping of what EKS hides
+    (`EKS_HIDDEN_COMPONENTS`).
 
     The admission webhook's certificate Jobs (`prometheusOperator.admissionWebhooks.patch`, pre-install hooks)
     run on the system pool too: the chart gives them no toleration and no selector ([KPS] values.yaml
@@ -455,11 +460,15 @@ def kube_prometheus_stack_values(
                 "prometheusSpec": {
                     **system,
                     "serviceMonitorSelectorNilUsesHelmValues": False,
+                    "podMonitorSelectorNilUsesHelmValues": False,
                     "ruleSelectorNilUsesHelmValues": False,
                     "resources": {"requests": dict(PROMETHEUS_REQUESTS)},
                 }
             },
             "alertmanager": alertmanager,
-            "additionalPrometheusRulesMap": prometheus_rules(alerts),
+            "additionalPrometheusRulesMap": {
+                **prometheus_rules(alerts),
+                **(node_health_rules() if agent_wanted(plans) else {}),
+            },
         },
     )
