@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from components.config import ClusterQueueConfig, QueuesConfig, StorageConfig
+from components.config import ClusterQueueConfig, PoolQuota, QueuesConfig, StorageConfig
 from components.errors import Problem
 from components.planning.pools import PoolPlan
 from components.planning.queues import pool_capacity, queue_pools
@@ -162,22 +162,25 @@ def queue_quotas_fit_the_pools(p: Parsed) -> Iterator[Problem]:
             if quota is None:
                 continue
             yield from _within(where, plan, quota.gpus, gpu_capacity, quota.efa_devices, efa_capacity)
-            for key, limit in (
-                ("borrowingLimitGpus", quota.borrowing_limit_gpus),
-                ("lendingLimitGpus", quota.lending_limit_gpus),
-            ):
-                if limit is not None and config.cohort is None:
-                    yield Problem(
-                        f"{where}.{key}",
-                        "set, but the ClusterQueue has no `cohort` to borrow from or lend to; add a cohort or drop it",
-                    )
-            if quota.lending_limit_gpus is not None and quota.lending_limit_gpus > gpus:
-                yield Problem(
-                    f"{where}.lendingLimitGpus",
-                    f"{quota.lending_limit_gpus}, above the queue's own {gpus} GPUs on {plan.name}; lend at most "
-                    f"{gpus}",
-                )
+            yield from _limits(where, plan, quota, gpus, config.cohort)
     yield from _shared_pools(by_name, used)
+
+
+def _limits(where: str, plan: PoolPlan, quota: PoolQuota, gpus: int, cohort: str | None) -> Iterator[Problem]:
+    for key, limit in (
+        ("borrowingLimitGpus", quota.borrowing_limit_gpus),
+        ("lendingLimitGpus", quota.lending_limit_gpus),
+    ):
+        if limit is not None and cohort is None:
+            yield Problem(
+                f"{where}.{key}",
+                "set, but the ClusterQueue has no `cohort` to borrow from or lend to; add a cohort or drop it",
+            )
+    if quota.lending_limit_gpus is not None and quota.lending_limit_gpus > gpus:
+        yield Problem(
+            f"{where}.lendingLimitGpus",
+            f"{quota.lending_limit_gpus}, above the queue's own {gpus} GPUs on {plan.name}; lend at most {gpus}",
+        )
 
 
 def _within(
