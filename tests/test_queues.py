@@ -469,3 +469,10 @@ def test_a_bad_queue_exits_2_through_the_cli(tmp_path: Path, blueprint_cli: Call
     assert "workloads.queues.clusterQueues[0].quotas.h100.gpus: 64 GPUs, but h100 holds 32" in result.stderr
     assert "workloads.queues.admission.timeout" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_kueues_namespace_is_restricted_and_no_workload_namespace() -> None:
+    """No default-deny there: the API server reaches the webhook without an allow (docs/training.md)."""
+    stack_plan = plan_stack(stack_config(SYSTEM_POOL, TRAINING_POOL, validated=True, storage=LUSTRE))
+    (kueue,) = [n for n in stack_plan.namespaces if n.name == KUEUE_NAMESPACE]
+    assert (kueue.level, kueue.ownership, kueue.workload) == ("restricted", "created", False)
