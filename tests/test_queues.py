@@ -476,3 +476,11 @@ def test_kueues_namespace_is_restricted_and_no_workload_namespace() -> None:
     stack_plan = plan_stack(stack_config(SYSTEM_POOL, TRAINING_POOL, validated=True, storage=LUSTRE))
     (kueue,) = [n for n in stack_plan.namespaces if n.name == KUEUE_NAMESPACE]
     assert (kueue.level, kueue.ownership, kueue.workload) == ("restricted", "created", False)
+
+
+def test_the_plan_prints_the_queues(blueprint_cli: Callable[..., CliResult]) -> None:
+    table = blueprint_cli("plan", "--stack", "training")
+    assert table.returncode == 0
+    assert "Kueue queues (docs/training.md, 'Queues and quotas')" in table.stdout
+    markdown = blueprint_cli("plan", "--stack", "training", "--format", "markdown")
+    assert "| shared | training | h100 (topology aws-network) | 32 | 128 | - | capacity |" in markdown.stdout
