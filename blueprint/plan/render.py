@@ -293,7 +293,7 @@ def _queue_rows(summary: dict[str, Any]) -> list[tuple[str, ...]]:
     cohort and the admission checks on that flavor (summary `queues`, components.planning.queues)."""
     queues = summary.get("queues") or {}
     topology = {f["name"]: f["topology"] for f in queues.get("flavors", [])}
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for cq in queues.get("clusterQueues", []):
         for f in cq["flavors"]:
             flavor = f["flavor"] + (f" (topology {topology[f['flavor']]})" if topology.get(f["flavor"]) else "")
