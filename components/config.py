@@ -952,6 +952,12 @@ class ClusterAutoscaler(Model):
     """Wait after a scale-up before any scale-down is considered, as `<n>s`, `<n>m` or `<n>h`. Default `10m`."""
 
 
+class Kueue(Model):
+    enabled: Literal["auto", "on", "off"] = "auto"
+    """`auto` (default): deployed when a GPU pool has role `training` or `workloads.queues` is set; `on` or `off`
+    force it (docs/training.md#queues-and-quotas)."""
+
+
 class NodeTerminationHandler(Model):
     enabled: Literal["auto", "on", "off"] = "auto"
     """`auto` (default): deployed when the stack has an `aws` pool, since every Auto Scaling group terminates
@@ -1013,6 +1019,8 @@ class AddonsConfig(Model):
     """cluster-autoscaler, with scale-from-zero for GPU pools."""
     node_termination_handler: NodeTerminationHandler = NodeTerminationHandler()
     """AWS Node Termination Handler in queue mode, draining spot nodes before EC2 reclaims them."""
+    kueue: Kueue = Kueue()
+    """Kueue: job queues, quotas, all-or-nothing admission and topology-aware placement of training jobs."""
     monitoring: Monitoring = Monitoring()
     """Container Insights, DCGM/Prometheus and GPU alerts."""
     managed: AddonVersions = AddonVersions()
@@ -1147,6 +1155,97 @@ class TeamNamespace(Model):
     pods request; it does not pin them to these pools (tolerations and node selectors do)."""
 
 
+#: A Kueue object name (ClusterQueue, cohort): a DNS-1123 label, so it can also name a label value.
+QueueName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")]
+#: A duration as Kueue's configuration reads it (Go `time.Duration`): `<n>s`, `<n>m` or `<n>h`.
+QueueDuration = Annotated[str, StringConstraints(pattern=r"^[1-9]\d*[smh]$")]
+
+
+class PoolQuota(Model):
+    """A ClusterQueue's quota on one GPU pool (its ResourceFlavor), in devices (docs/training.md#queues-and-quotas)."""
+
+    gpus: int | None = Field(None, ge=0)
+    """`nvidia.com/gpu` the ClusterQueue may use on the pool at once. Default: every GPU the pool holds at
+    `scaling.max` (or `nodes` for hybrid pools)."""
+    efa_devices: int | None = Field(None, ge=0)
+    """`vpc.amazonaws.com/efa` devices on the pool. Default: every EFA device the pool wires at its maximum size (0
+    on a pool without EFA)."""
+    borrowing_limit_gpus: int | None = Field(None, ge=0)
+    """GPUs above `gpus` the ClusterQueue may borrow from its cohort on this pool. Default: no limit (only with a
+    `cohort`)."""
+    lending_limit_gpus: int | None = Field(None, ge=0)
+    """GPUs of `gpus` the ClusterQueue lends its cohort on this pool, at most `gpus`. Default: all of them (only with
+    a `cohort`)."""
+
+
+class QueuePreemption(Model):
+    """Kueue's preemption policy of one ClusterQueue (Kueue ClusterQueue `spec.preemption`)."""
+
+    within_cluster_queue: Literal["Never", "LowerPriority", "LowerOrNewerEqualPriority"] = "LowerPriority"
+    """Whether a pending job may evict jobs of its own ClusterQueue: `LowerPriority` (default), `Never` or
+    `LowerOrNewerEqualPriority`."""
+    reclaim_within_cohort: Literal["Never", "LowerPriority", "Any"] = "Any"
+    """Whether a pending job may evict jobs of other ClusterQueues of the cohort that borrowed its quota: `Any`
+    (default: lent quota always comes back), `LowerPriority` or `Never`."""
+    borrow_within_cohort: Literal["Never", "LowerPriority"] = "Never"
+    """Whether a job that needs to borrow may evict lower-priority jobs of the cohort: `Never` (default) or
+    `LowerPriority`."""
+
+
+class ClusterQueueConfig(Model):
+    """One Kueue ClusterQueue: which workload namespaces submit to it, which GPU pools it admits jobs onto, and its
+    quota on each (docs/training.md#queues-and-quotas)."""
+
+    name: QueueName
+    """The ClusterQueue's name (a DNS-1123 label). Required."""
+    namespaces: list[NamespaceName] | None = Field(None, min_length=1)
+    """Workload namespaces whose LocalQueue points here. Left out: every workload namespace no other ClusterQueue
+    names (at most one ClusterQueue may leave it out)."""
+    pools: list[str] | None = Field(None, min_length=1)
+    """GPU pools the ClusterQueue admits jobs onto, one ResourceFlavor each, tried in this order. Left out: every GPU
+    pool of the stack, in config order."""
+    quotas: dict[str, PoolQuota] = Field(default_factory=dict)
+    """Quota by pool name (one of `pools`). A pool not named here: all it holds at its maximum size. The quotas of
+    one pool over every ClusterQueue may not exceed what it holds."""
+    cohort: QueueName | None = None
+    """The cohort whose ClusterQueues borrow each other's unused quota. Default none."""
+    preemption: QueuePreemption = QueuePreemption()
+    """When a pending job may evict running ones."""
+
+
+class GangAdmission(Model):
+    """All-or-nothing start of a job (Kueue's waitForPodsReady) and, on pools cluster-autoscaler scales, capacity
+    requested for the whole job before it is admitted (docs/training.md#all-or-nothing-admission)."""
+
+    timeout: QueueDuration = "10m"
+    """How long an admitted job's pods have to all be ready before Kueue evicts and requeues it. Default `10m`
+    (Kueue's own default is `30m`)."""
+    recovery_timeout: QueueDuration | None = None
+    """How long a running job may stay with a pod not ready (a node lost, a pod being replaced) before Kueue evicts
+    and requeues it. Default: `timeout`."""
+    backoff_limit_count: int | None = Field(None, ge=0)
+    """Requeues after a timeout before Kueue deactivates the job. Default none: requeued without end."""
+    backoff_base_seconds: int = Field(60, ge=1)
+    """First requeue delay, doubling each time (Kueue's default 60)."""
+    backoff_max_seconds: int = Field(3600, ge=1)
+    """Longest requeue delay (Kueue's default 3600)."""
+    provisioning: Literal["auto", "off"] = "auto"
+    """`auto` (default): a job whose flavor is a pool cluster-autoscaler scales is admitted only after
+    cluster-autoscaler has scaled the pool up for all of its pods (a ProvisioningRequest); `off`: Kueue admits on
+    quota alone."""
+
+
+class QueuesConfig(Model):
+    """Kueue's queues: ClusterQueues over the GPU pools and a LocalQueue in every workload namespace
+    (docs/training.md#queues-and-quotas)."""
+
+    cluster_queues: list[ClusterQueueConfig] = Field(default_factory=list)
+    """ClusterQueues, one per team or one shared. Default: one ClusterQueue `shared` over every GPU pool and every
+    workload namespace."""
+    admission: GangAdmission = GangAdmission()
+    """All-or-nothing admission: the pods-ready timeout, requeueing and capacity requests."""
+
+
 class WorkloadsConfig(Model):
     serving: list[ServingWorkload] = Field(default_factory=list)
     """Inference servers the stack deploys, each with its autoscaler. Default none."""
@@ -1157,6 +1256,9 @@ class WorkloadsConfig(Model):
     """GPU ResourceQuotas by workload namespace (a claim namespace of `storage` or a team namespace under
     `namespaces`). Every workload namespace gets one; a namespace not named here gets the default, everything its
     pools hold. Default none named."""
+    queues: QueuesConfig | None = None
+    """Kueue's queues and gang admission. Left out: the defaults when Kueue is on (`addons.kueue`), which it is by
+    default on a stack with a training GPU pool."""
 
 
 # ------------------------------------------------------------------------------------------------------------ stack

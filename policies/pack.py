@@ -57,6 +57,7 @@ from policies.rules import (
     logs,
     network,
     nodes,
+    queues,
     resource_policies,
     spot,
     supply_chain,
@@ -290,6 +291,7 @@ POLICIES: list[Policy] = [
     resource_policy("k8s-service-exposure", kubernetes.k8s_service_exposure, [kubernetes.SERVICE]),
     resource_policy("k8s-pod-host-access", kubernetes.k8s_pod_host_access, kubernetes.POD_TEMPLATES.keys()),
     resource_policy("k8s-namespace-pod-security", kubernetes.k8s_namespace_pod_security, kubernetes.NAMESPACE_SOURCES),
+    stack_policy("training-namespaces-queued", queues.training_namespaces_queued),
     # Encryption and logs
     resource_policy("kms-key-rotation", encryption.kms_key_rotation, [KMS_KEY]),
     resource_policy("sqs-queue-encrypted", encryption.sqs_queue_encrypted, [encryption.SQS_QUEUE]),

@@ -45,11 +45,13 @@ def test_training_stack_gets_both_device_plugins_and_the_autoscaler():
     assert s.on("nvidia-device-plugin") and s.on("efa-device-plugin") and s.on("cluster-autoscaler")
     assert s.on("node-termination-handler")  # every Auto Scaling group drains through it, on-demand ones too
     assert not s.on("keda")  # no serving workload
+    assert s.on("kueue")  # a training GPU pool queues its jobs
     assert s.enabled == [
         "nvidia-device-plugin",
         "efa-device-plugin",
         "cluster-autoscaler",
         "node-termination-handler",
+        "kueue",
         "container-insights",
     ]
 

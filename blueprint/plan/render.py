@@ -195,6 +195,7 @@ def table(plan: dict[str, Any], console: Console) -> None:
         breakdown.add_row(*row)
     console.print(breakdown)
     _print_quotas(summary, console)
+    _print_queues(summary, console)
     cost = summary["hourlyUsd"]
     console.print(
         f"GPUs: {summary['gpus']['min']} idle .. {summary['gpus']['max']} at max.  "
@@ -284,6 +285,53 @@ def _quota_markdown(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
+QUEUE_COLUMNS = ("ClusterQueue", "namespaces", "flavor", "GPUs", "EFA", "cohort", "checks")
+
+
+def _queue_rows(summary: dict[str, Any]) -> list[tuple[str, ...]]:
+    """One row per ClusterQueue flavor: its queue, the namespaces whose LocalQueue points to it, the quota, the
+    cohort and the admission checks on that flavor (summary `queues`, components.planning.queues)."""
+    queues = summary.get("queues") or {}
+    topology = {f["name"]: f["topology"] for f in queues.get("flavors", [])}
+    rows: list[tuple[str, ...]] = []
+    for cq in queues.get("clusterQueues", []):
+        for f in cq["flavors"]:
+            flavor = f["flavor"] + (f" (topology {topology[f['flavor']]})" if topology.get(f["flavor"]) else "")
+            rows.append(
+                (
+                    cq["name"],
+                    ", ".join(cq["namespaces"]) or "-",
+                    flavor,
+                    str(f["gpus"]),
+                    "-" if f["efaDevices"] is None else str(f["efaDevices"]),
+                    cq["cohort"] or "-",
+                    ", ".join(cq["admissionChecks"]) if f["flavor"] in cq["checkedFlavors"] else "-",
+                )
+            )
+    return rows
+
+
+def _print_queues(summary: dict[str, Any], console: Console) -> None:
+    rows = _queue_rows(summary)
+    if not rows:
+        return
+    t = Table(title="Kueue queues (docs/training.md, 'Queues and quotas')", title_justify="left")
+    for column in QUEUE_COLUMNS:
+        t.add_column(column, justify="right" if column in ("GPUs", "EFA") else "left", overflow="fold")
+    for row in rows:
+        t.add_row(*row)
+    console.print(t)
+
+
+def _queue_markdown(summary: dict[str, Any]) -> list[str]:
+    rows = _queue_rows(summary)
+    if not rows:
+        return []
+    lines = ["", "| " + " | ".join(QUEUE_COLUMNS) + " |", "|---|---|---|---:|---:|---|---|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return lines
+
+
 def _print_violations(violations: list[dict[str, Any]], console: Console) -> None:
     if not violations:
         console.print("[green]Policy pack: no violations.[/green]")
@@ -335,6 +383,7 @@ def markdown(plan: dict[str, Any]) -> str:
                 f"{', '.join(s.get('mountedBy', [])) or '-'} | {per_gpu} |"
             )
     lines += _quota_markdown(summary)
+    lines += _queue_markdown(summary)
     lines += ["", "```mermaid", *mermaid(plan), "```", ""]
     if plan["violations"]:
         lines += ["| level | policy | resource | message |", "|---|---|---|---|"]

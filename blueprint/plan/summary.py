@@ -29,6 +29,7 @@ from components.planning.management import managed_blockers
 from components.planning.mig import advertised_resources, mig_devices
 from components.planning.node_groups import repair_settings
 from components.planning.pools import PoolPlan
+from components.planning.queues import quota_warnings
 from components.planning.quotas import stack_quotas
 from components.planning.serving import METRICS_PORT, SERVING_PORT
 from components.planning.stack_plan import StackPlan
@@ -231,8 +232,9 @@ def placeholder_site_gateways(spec: StackConfig) -> list[str]:
 def warnings(stack_plan: StackPlan, cost: StackCost) -> list[str]:
     """What a stack builds but probably did not mean to: alarms with nowhere to send them, API access CIDRs that are
     documentation placeholders, an example id for the gateway to the site, pools in AZs whose offerings could not be
-    checked without their AZ IDs, billed parts the catalog has no price for (left out of $/h), and hybrid pools whose
-    pod blocks are routed by static routes that a rejoin leaves stale."""
+    checked without their AZ IDs, billed parts the catalog has no price for (left out of $/h), hybrid pools whose
+    pod blocks are routed by static routes that a rejoin leaves stale, and ClusterQueues that may admit more GPUs for
+    a namespace than its ResourceQuota lets it create."""
     spec, plans = stack_plan.spec, stack_plan.pools
     found: list[str] = [
         f"cost: {item.kind} {item.name}: {item.reason}; not counted in $/h idle or at max" for item in cost.unpriced
@@ -253,6 +255,7 @@ def warnings(stack_plan: StackPlan, cost: StackCost) -> list[str]:
     )
     found.extend(unchecked_zone_warnings(spec, plans))
     found.extend(static_route_warnings(plans))
+    found.extend(quota_warnings(spec, plans, stack_plan.job_queues))
     return found
 
 
@@ -312,5 +315,7 @@ def summarize(stack_plan: StackPlan) -> dict[str, Any]:
         ),
         **({"hybrid": hybrid_summary(stack_plan)} if stack_plan.hybrid else {}),
         "quotas": [need.to_json() for need in stack_quotas(spec, plans)],
+        # Kueue's ClusterQueues, LocalQueues, flavors and gang admission (components.planning.queues); null without.
+        "queues": stack_plan.job_queues.summary() if stack_plan.job_queues is not None else None,
         "warnings": warnings(stack_plan, cost),
     }

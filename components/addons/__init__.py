@@ -1,5 +1,5 @@
 """GPU platform add-ons: device plugins, cluster-autoscaler, drains before terminations (the node termination
-handler), KEDA (serving autoscaling), monitoring and alerts.
+handler), KEDA (serving autoscaling), Kueue (training queues), monitoring and alerts.
 
 `ADDONS` is the registry: one `AddonSpec` per add-on component, with its name and how to build it. Whether the stack
 gets it is the plan's switch of the same name (`components.planning.addons.selection.ADDON_SWITCHES`, where every
@@ -28,6 +28,7 @@ from components.addons.cluster_autoscaler import ClusterAutoscaler
 from components.addons.device_plugins import EfaDevicePlugin, NvidiaDevicePlugin, nvidia_runtime_class
 from components.addons.interruption import InterruptionHandler
 from components.addons.keda import Keda
+from components.addons.kueue import Kueue, provisioning_request_crd
 from components.addons.mig_manager import MigManager
 from components.addons.monitoring import MonitoredFileSystems, Monitoring
 from components.config import AddonsConfig
@@ -35,6 +36,7 @@ from components.context import ClusterContext
 from components.planning.addons.selection import AddonSelection
 from components.planning.gpu_runtime import runtime_class_plans
 from components.planning.pools import PoolPlan
+from components.planning.queues import QueuePlan
 from components.planning.stack_plan import StackPlan
 
 T = TypeVar("T")
@@ -48,6 +50,7 @@ __all__ = [
     "EfaDevicePlugin",
     "InterruptionHandler",
     "Keda",
+    "Kueue",
     "MigManager",
     "MonitoredFileSystems",
     "Monitoring",
@@ -69,6 +72,10 @@ class AddonBuild:
     runtime_class: k8s.node.v1.RuntimeClass | None
     file_systems: MonitoredFileSystems | None
     opts: pulumi.ResourceOptions
+    #: Kueue's queues (components.planning.queues); None without Kueue.
+    queues: QueuePlan | None = None
+    #: The ProvisioningRequest CRD, when Kueue's capacity check uses it: cluster-autoscaler and Kueue start after it.
+    provisioning_crd: pulumi.Resource | None = None
 
 
 @dataclass(frozen=True)
@@ -98,8 +105,20 @@ def _nvidia_device_plugin(b: AddonBuild) -> NvidiaDevicePlugin:
 
 def _cluster_autoscaler(b: AddonBuild) -> ClusterAutoscaler:
     return ClusterAutoscaler(
-        b.name, context=b.context, settings=b.settings.cluster_autoscaler, plans=b.pools, opts=b.opts
+        b.name,
+        context=b.context,
+        settings=b.settings.cluster_autoscaler,
+        plans=b.pools,
+        provisioning_crd=b.provisioning_crd,
+        opts=b.opts,
     )
+
+
+def _kueue(b: AddonBuild) -> Kueue:
+    if b.queues is None:
+        raise ValueError("Kueue is on but the stack plan has no queues (components.planning.queues plans them)")
+    waits = [b.provisioning_crd] if b.provisioning_crd is not None else []
+    return Kueue(b.name, context=b.context, plans=b.pools, queues=b.queues, depends_on=waits, opts=b.opts)
 
 
 def _interruption_handler(b: AddonBuild) -> InterruptionHandler:
@@ -134,6 +153,7 @@ ADDONS: tuple[AddonSpec, ...] = (
     AddonSpec("cluster-autoscaler", _cluster_autoscaler),
     AddonSpec("node-termination-handler", _interruption_handler),
     AddonSpec("keda", lambda b: Keda(b.name, context=b.context, plans=b.pools, opts=b.opts)),
+    AddonSpec("kueue", _kueue),
     # container insights, DCGM metrics and the alerts topic are switches of this one component
     AddonSpec("monitoring", _monitoring, enabled=lambda s: s.monitoring),
 )
@@ -160,6 +180,13 @@ class Addons(pulumi.ComponentResource):
             nvidia_runtime_class(f"{name}-nvidia-runtime-class", context, self) if runtime_class_plans(pools) else None
         )
         self.built: dict[str, pulumi.ComponentResource] = {}
+        queues = stack_plan.job_queues
+        # Kueue's capacity check creates ProvisioningRequests that cluster-autoscaler handles: both need the CRD.
+        self.provisioning_crd = (
+            provisioning_request_crd(f"{name}-provisioning-request-crd", context, self)
+            if queues is not None and queues.provisioning
+            else None
+        )
         for addon in ADDONS:
             if addon.wanted(self.selection):
                 build = AddonBuild(
@@ -172,6 +199,8 @@ class Addons(pulumi.ComponentResource):
                     runtime_class=self.nvidia_runtime_class,
                     file_systems=file_systems,
                     opts=pulumi.ResourceOptions(parent=self),
+                    queues=queues,
+                    provisioning_crd=self.provisioning_crd,
                 )
                 self.built[addon.name] = addon.build(build)
         self.register_outputs({"enabled": self.selection.enabled})

@@ -38,8 +38,11 @@ class ClusterAutoscaler(pulumi.ComponentResource):
         context: ClusterContext,
         settings: config.ClusterAutoscaler,
         plans: Sequence[PoolPlan],
+        provisioning_crd: pulumi.Resource | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
+        """`provisioning_crd`: the ProvisioningRequest CRD, when Kueue's capacity check sends requests; the
+        autoscaler then handles them and starts after the CRD exists."""
         super().__init__("gpu-clusters:index:ClusterAutoscaler", name, None, opts)
         pin = versions.cluster_autoscaler_chart(context.kubernetes_version)
         cluster = context.cluster_name_plain
@@ -56,7 +59,12 @@ class ClusterAutoscaler(pulumi.ComponentResource):
             self,
         )
         self.values = cluster_autoscaler_values(
-            settings, context.cluster_name_plain, context.region, plans, pin.image_tag
+            settings,
+            context.cluster_name_plain,
+            context.region,
+            plans,
+            pin.image_tag,
+            provisioning_requests=provisioning_crd is not None,
         )
         self.release: k8s.helm.v3.Release = helm_release(
             name,
@@ -66,6 +74,6 @@ class ClusterAutoscaler(pulumi.ComponentResource):
             self.values,
             context,
             parent=self,
-            depends_on=self.identity,
+            depends_on=[*self.identity, *([provisioning_crd] if provisioning_crd is not None else [])],
         )
         self.register_outputs({"release": self.release.name})

@@ -32,6 +32,7 @@ from components.planning.addons.selection import AddonSelection
 from components.planning.gpu_quotas import GpuQuota, gpu_quotas
 from components.planning.gpu_runtime import runtime_class_plans
 from components.planning.pools import PoolPlan
+from components.planning.training_platform import KUEUE_NAMESPACE
 
 Level = Literal["privileged", "baseline", "restricted"]
 #: How the namespace gets its labels: `created` by the stack with them; `patched` onto a namespace Kubernetes
@@ -53,6 +54,7 @@ ADDON_NAMESPACES = frozenset(
         DCGM_EXPORTER_RUNTIME_CLASS_NAMESPACE,
         MIG_MANAGER_NAMESPACE,
         CLOUDWATCH_NAMESPACE,
+        KUEUE_NAMESPACE,
     }
 )
 
@@ -121,6 +123,11 @@ def plan_namespaces(spec: StackConfig, plans: Sequence[PoolPlan], addons: AddonS
         # Every KEDA pod runs as non-root with all capabilities dropped, no privilege escalation and the runtime's
         # seccomp profile ([KEDA] chart 2.20.2 values `podSecurityContext`, `securityContext`; the chart tests check).
         planned.append(NamespacePlan(KEDA_NAMESPACE, "restricted", None, "created"))
+    if addons.on("kueue"):
+        # Kueue's controller runs as non-root with all capabilities dropped, no privilege escalation, a read-only
+        # root filesystem and the runtime's seccomp profile ([KUEUE] chart 0.19.2 values
+        # `controllerManager.manager.podSecurityContext` / `containerSecurityContext`; the chart tests check).
+        planned.append(NamespacePlan(KUEUE_NAMESPACE, "restricted", None, "created"))
     if addons.on("dcgm-prometheus"):
         planned.append(NamespacePlan(MONITORING_NAMESPACE, "privileged", MONITORING_REASON, "created"))
         if runtime_class_plans(plans):

@@ -19,6 +19,7 @@ from components.planning.hybrid import hybrid_plans
 from components.planning.lustre_clients import with_lustre_clients
 from components.planning.namespaces import NamespacePlan, plan_namespaces
 from components.planning.pools import PoolPlan, plan_each_pool
+from components.planning.queues import QueuePlan, plan_queues
 from components.planning.serving_autoscaling import (
     ServingRule,
     replicas_per_node,
@@ -50,6 +51,8 @@ class StackPlan:
     namespaces: list[NamespacePlan]
     #: The queue rule of each serving workload that scales on vLLM's requests in flight (the default), by name.
     queue_rules: Mapping[str, QueueRule] = field(default_factory=dict)
+    #: Kueue's flavors, ClusterQueues and LocalQueues (components.planning.queues); None without Kueue.
+    job_queues: QueuePlan | None = None
 
     def pool(self, name: str) -> PoolPlan:
         return next(p for p in self.pools if p.name == name)
@@ -93,4 +96,5 @@ def plan_stack(spec: StackConfig) -> StackPlan:
         hybrid=hybrid_plans(pools),
         namespaces=plan_namespaces(spec, pools, addons),
         queue_rules=queue_rules(spec, pools),
+        job_queues=plan_queues(spec, pools, addons),
     )

@@ -23,3 +23,8 @@ NETWORK_TOPOLOGY_LEVELS: tuple[str, ...] = (
     "topology.k8s.aws/network-node-layer-3",
     "kubernetes.io/hostname",
 )
+#: The level a job asks to be packed within (`kueue.x-k8s.io/podset-preferred-topology`): the bottom network layer of
+#: most supported instance types (EKS user guide, "Place distributed AI/ML workloads with network topology labels").
+#: Preferred, not required: Kueue places the job as low in the tree as its pods fit and goes up a level when they
+#: do not (docs/training.md#topology-aware-placement).
+PREFERRED_TOPOLOGY_LEVEL = NETWORK_TOPOLOGY_LEVELS[2]

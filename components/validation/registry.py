@@ -20,6 +20,7 @@ from components.validation import (
     node_images,
     offerings,
     pools,
+    queues,
     regions,
     reservations,
     shared_gpus,
@@ -38,7 +39,7 @@ BY_CONCERN: dict[str, tuple[Rule, ...]] = {
     "hybrid": hybrid.RULES,
     "storage": (*storage.RULES, *lustre_backups.RULES, *lustre_clients.RULES),
     "addons": (*addons.RULES, *dcgm_exporters.RULES, *mig.RULES),
-    "workloads": (*workloads.RULES, *shared_gpus.RULES, *namespaces.RULES),
+    "workloads": (*workloads.RULES, *shared_gpus.RULES, *namespaces.RULES, *queues.RULES),
 }
 #: The one list every validation runs.
 RULES: tuple[Rule, ...] = tuple(rule for rules in BY_CONCERN.values() for rule in rules)

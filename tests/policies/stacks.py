@@ -314,7 +314,35 @@ def good_stack() -> list[Record]:
     return [
         key, subnet_a, subnet_b, cluster, efa_sg, node_sg, *self_rules, group, train_lt, train_asg, infer_lt,
         infer_asg, *releases, lustre, efs, bucket, *bucket_settings, *security_records(key),
+        *training_namespace_records(),
     ]  # fmt: skip
+
+
+def training_namespace_records(namespace: str = "training") -> list[Record]:
+    """A workload namespace as the stack declares it: restricted, default-deny ingress, a GPU ResourceQuota and a
+    Kueue LocalQueue (the `training-namespaces-queued` rule)."""
+    labels = {"pod-security.kubernetes.io/enforce": "restricted"}
+    deny = {"podSelector": {}, "policyTypes": ["Ingress"]}
+    return [
+        record(
+            "kubernetes:core/v1:Namespace", f"good-ns-{namespace}", {"metadata": {"name": namespace, "labels": labels}}
+        ),
+        record(
+            "kubernetes:networking.k8s.io/v1:NetworkPolicy",
+            f"good-{namespace}-default-deny",
+            {"metadata": {"name": "default-deny-ingress", "namespace": namespace}, "spec": deny},
+        ),
+        record(
+            "kubernetes:core/v1:ResourceQuota",
+            f"good-{namespace}-gpu-quota",
+            {"metadata": {"name": "gpu", "namespace": namespace}, "spec": {"hard": {"requests.nvidia.com/gpu": "32"}}},
+        ),
+        record(
+            "kubernetes:kueue.x-k8s.io/v1beta2:LocalQueue",
+            f"good-{namespace}-local-queue",
+            {"metadata": {"name": "default", "namespace": namespace}, "spec": {"clusterQueue": "shared"}},
+        ),
+    ]
 
 
 def policy_json(*statements: Mapping[str, object]) -> str:

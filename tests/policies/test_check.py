@@ -19,6 +19,7 @@ BROKEN = Path(__file__).with_name("fixtures") / "broken_plan.json"
 #: Every (policy, resource) the broken fixture must be reported for, and nothing more; "" is the stack itself.
 EXPECTED_BROKEN = {
     ("eks-endpoint-private", "broken"),
+    ("training-namespaces-queued", "broken-ns-serving"),
     ("eks-control-plane-logging", "broken"),
     ("eks-secrets-encryption", "broken"),
     ("no-public-ingress", "broken-efa"),

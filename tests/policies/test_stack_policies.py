@@ -388,3 +388,41 @@ def test_s3_bucket_public_access_block_needs_all_four_settings() -> None:
 def test_s3_sse_kms_only_when_required() -> None:
     records = without(good_stack(), "good-checkpoints-sse")
     assert validate_stack("s3-bucket-hardened", records, config={"requireKmsKey": False}) == []
+
+
+# --------------------------------------------------------------------------------------------------- queues
+@pytest.mark.parametrize(
+    ("missing", "what"),
+    [
+        ("good-training-local-queue", "a Kueue LocalQueue"),
+        ("good-training-gpu-quota", "a GPU ResourceQuota"),
+    ],
+)
+def test_a_training_namespace_needs_a_local_queue_and_a_gpu_quota(missing: str, what: str) -> None:
+    assert validate_stack("training-namespaces-queued", without(good_stack(), missing)) == [
+        (
+            "good-ns-training",
+            f"training namespace 'training' has no {what}: a stack with a training GPU pool queues every workload "
+            "namespace's jobs through Kueue and caps its GPUs",
+        )
+    ]
+
+
+def test_a_quota_on_other_resources_is_no_gpu_quota() -> None:
+    def cpu_only(records: list[Record]) -> None:
+        find(records, "good-training-gpu-quota")["inputs"]["spec"]["hard"] = {"requests.cpu": "64"}
+
+    assert [name for name, _ in validate_stack("training-namespaces-queued", broken(cpu_only))] == ["good-ns-training"]
+
+
+def test_a_namespace_without_default_deny_is_not_a_workload_namespace() -> None:
+    def opened(records: list[Record]) -> None:
+        find(records, "good-training-default-deny")["inputs"]["spec"]["ingress"] = [{"from": [{"podSelector": {}}]}]
+
+    records = broken(opened)
+    assert validate_stack("training-namespaces-queued", without(records, "good-training-local-queue")) == []
+
+
+def test_a_stack_without_a_training_gpu_pool_needs_no_queues() -> None:
+    records = without(good_stack(), "good-train", "good-training-local-queue")
+    assert validate_stack("training-namespaces-queued", records) == []

@@ -122,8 +122,19 @@ def unready_flags(plans: Iterable[PoolPlan]) -> dict[str, int]:
     }
 
 
+#: Turns on cluster-autoscaler's ProvisioningRequest handling ([CASRC] cluster-autoscaler-1.35.2
+#: config/flags/flags.go `enable-provisioning-requests`, default false). The chart already grants the RBAC on
+#: `provisioningrequests.autoscaling.x-k8s.io` ([CA] chart 9.59.0 templates/clusterrole.yaml) but installs no CRD.
+PROVISIONING_REQUESTS_FLAG = "enable-provisioning-requests"
+
+
 def cluster_autoscaler_values(
-    settings: ClusterAutoscaler, cluster_name: str, region: str, plans: Sequence[PoolPlan], image_tag: str | None
+    settings: ClusterAutoscaler,
+    cluster_name: str,
+    region: str,
+    plans: Sequence[PoolPlan],
+    image_tag: str | None,
+    provisioning_requests: bool = False,
 ) -> dict[str, Any]:
     """Helm values of cluster-autoscaler ([CA] chart values.yaml, facts §6).
 
@@ -133,7 +144,9 @@ def cluster_autoscaler_values(
       and the default (true) would then never scale a GPU node down;
     - with hybrid pools, the readiness gate raised by the servers' count (`unready_flags`), so a site-link outage
       does not freeze the cloud pools;
-    - the image tag of the cluster's Kubernetes minor (catalog), since the chart's appVersion trails releases.
+    - the image tag of the cluster's Kubernetes minor (catalog), since the chart's appVersion trails releases;
+    - with Kueue's capacity check (`provisioning_requests`), ProvisioningRequests handled
+      (components.planning.queues, docs/training.md#all-or-nothing-admission).
     """
     values: dict[str, Any] = {
         "cloudProvider": "aws",
@@ -147,6 +160,7 @@ def cluster_autoscaler_values(
             "balance-similar-node-groups": True,
             "skip-nodes-with-local-storage": False,
             **unready_flags(plans),
+            **({PROVISIONING_REQUESTS_FLAG: True} if provisioning_requests else {}),
         },
         "rbac": {"serviceAccount": {"create": True, "name": CLUSTER_AUTOSCALER_SERVICE_ACCOUNT}},
         "nodeSelector": dict(SYSTEM_NODE_SELECTOR),

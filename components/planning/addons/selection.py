@@ -42,10 +42,15 @@ def _switch(value: str, auto: bool) -> bool:
     return auto if value == "auto" else value == "on"
 
 
+def _wants_queues(f: AddonFacts) -> bool:
+    training = any(p.is_gpu and p.role == "training" for p in f.plans)
+    return training or (f.workloads is not None and f.workloads.queues is not None)
+
+
 #: Every add-on switch, in the order the plan lists the enabled ones. `auto`: EFA plugin when a pool wires EFA,
 #: cluster-autoscaler when a pool is in cluster-autoscaler or gpu-utilization mode with room to scale, termination
 #: handler when an `aws` pool exists (every Auto Scaling group drains through it); the mig-manager whenever a pool
-#: partitions its GPUs; KEDA when a serving workload exists.
+#: partitions its GPUs; KEDA when a serving workload exists; Kueue when a GPU pool trains or queues are configured.
 ADDON_SWITCHES: tuple[AddonSwitch, ...] = (
     AddonSwitch("nvidia-device-plugin", lambda f: f.settings.nvidia_device_plugin.enabled and bool(gpu_plans(f.plans))),
     AddonSwitch("mig-manager", lambda f: bool(mig_plans(f.plans))),
@@ -61,6 +66,9 @@ ADDON_SWITCHES: tuple[AddonSwitch, ...] = (
     ),
     #: KEDA scales the serving workloads' replicas on their GPU utilization (`workloads.serving`).
     AddonSwitch("keda", lambda f: bool(f.workloads is not None and f.workloads.serving)),
+    #: Kueue queues training jobs (components.planning.queues): `auto` when a GPU pool has role `training` or the
+    #: stack configures `workloads.queues`.
+    AddonSwitch("kueue", lambda f: _switch(f.settings.kueue.enabled, _wants_queues(f))),
     AddonSwitch("container-insights", lambda f: f.settings.monitoring.container_insights),
     AddonSwitch("dcgm-prometheus", lambda f: f.settings.monitoring.dcgm_prometheus),
 )
