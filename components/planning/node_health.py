@@ -25,3 +25,14 @@ CHECKS_METRIC = f"{METRIC_PREFIX}_checks_total"
 REPAIRS_METRIC = f"{METRIC_PREFIX}_repairs_total"
 #: Repairs held back, by `pool` and `reason` (`hourly-cap`, `capacity-block`, ...): what the storm alert reads.
 REPAIRS_HELD_METRIC = f"{METRIC_PREFIX}_repairs_held_total"
+#: Check pods running now (the loop runs at most `addons.nodeHealth.maxConcurrentChecks`).
+CHECKS_RUNNING_METRIC = f"{METRIC_PREFIX}_checks_running"
+#: GPU nodes of the checked pools by `pool` and `state` (the state label's value).
+NODES_METRIC = f"{METRIC_PREFIX}_nodes"
+#: Unix time of the loop's last complete pass: a stale value means the loop is stuck or down.
+LAST_PASS_METRIC = f"{METRIC_PREFIX}_last_pass_timestamp_seconds"
+#: The node label with the pool's name (`components.tags.POOL`), by which the loop finds a node's check.
+POOL_LABEL = "gpu-clusters/pool"
+#: The port of the loop's `/metrics` endpoint (Prometheus text format) and its pods' labels, for the scrape.
+METRICS_PORT = 9469
+LOOP_POD_LABELS = {"app.kubernetes.io/name": "node-health", "app.kubernetes.io/component": "health-loop"}
