@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import pytest
-
 from components.planning import node_health as planned
 from programs.node_health import names
 from programs.node_health.checks import HealthLoop, Settings, format_time, parse_time
@@ -242,8 +240,7 @@ def test_settings_are_read_from_the_planned_config() -> None:
     assert (read.idle_check_seconds, read.max_concurrent_checks, read.poll_seconds) == (21600.0, 3, 15.0)
 
 
-@pytest.mark.parametrize("port_free", [True])
-def test_the_metrics_endpoint_speaks_prometheus_text(port_free: bool) -> None:
+def test_the_metrics_endpoint_speaks_prometheus_text() -> None:
     import urllib.request
 
     from programs.node_health.metrics import serve
