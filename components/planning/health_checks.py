@@ -32,7 +32,8 @@ _LINKS_PER_GPU = re.compile(r"(\d+)\s+links/GPU")
 
 
 def nvlink_links_per_gpu(plan: PoolPlan) -> int | None:
-    """NVLink links per GPU from the catalog's `nvlink` entry (`18 links/GPU` on p5), None without NVLink."""
+    """NVLink links per GPU from the catalog's `nvlink` entry (`18 links/GPU` on p5), None without NVLink; the
+    check counts the links `nvidia-smi nvlink --status` shows up ([NVSMI])."""
     nvlink = plan.instance.nvlink if plan.instance else None
     found = _LINKS_PER_GPU.search(nvlink) if nvlink else None
     return int(found.group(1)) if found else None

@@ -39,8 +39,8 @@ DEFAULT_SYSTEM_TAINT = Taint(key="CriticalAddonsOnly", value="true", effect="NoS
 #: The taint a gated GPU node registers with and keeps until its health check passes (docs/operations.md, "The
 #: health loop"). cluster-autoscaler 1.35 treats a taint under `startup-taint.cluster-autoscaler.kubernetes.io/` as a
 #: startup taint: the node counts as not ready, so no second scale-up starts for the pods waiting on it, and the
-#: taint is stripped from node templates ([CA] utils/taints/taints.go `StartupTaintPrefix`, `IsStartupTaint`,
-#: `FilterOutNodesWithStartupTaints`, `SanitizeTaints`).
+#: taint is stripped from node templates ([CASTARTUP] utils/taints/taints.go `StartupTaintPrefix`,
+#: `IsStartupTaint`, `FilterOutNodesWithStartupTaints`, `SanitizeTaints`).
 STARTUP_TAINT = Taint(key=STARTUP_TAINT_KEY, value="true", effect="NoSchedule")
 #: cluster-autoscaler's AWS GPU label ([CA] in aws-gpu-facts.md §6): set at kubelet start so the autoscaler knows a
 #: node has GPUs before the device plugin advertises them (no repeated scale-ups).
