@@ -60,7 +60,7 @@ def state(api: FakeKube, node: str) -> str | None:
 def test_the_program_names_are_the_planned_ones() -> None:
     for name in ("STARTUP_TAINT_KEY", "HEALTH_STATE_LABEL", "NODE_HEALTH_NAMESPACE", "METRIC_PREFIX", "CHECKS_METRIC"):
         assert getattr(names, name) == getattr(planned, name), name
-    for name in ("CHECKS_RUNNING_METRIC", "NODES_METRIC", "LAST_PASS_METRIC", "POOL_LABEL"):
+    for name in ("CHECKS_RUNNING_METRIC", "NODES_METRIC", "LAST_PASS_METRIC", "POOL_LABEL", "REPAIRS_METRIC"):
         assert getattr(names, name) == getattr(planned, name), name
 
 
@@ -255,3 +255,21 @@ def test_the_metrics_endpoint_speaks_prometheus_text() -> None:
         server.shutdown()
     assert f"# TYPE {names.CHECKS_METRIC} counter" in body
     assert f'{names.CHECKS_METRIC}{{kind="gate",pool="h100",result="passed"}} 1' in body
+
+
+def test_the_repair_path_is_resumed_on_every_pass_with_every_node() -> None:
+    api, repair = FakeKube(), Repair()
+    api.add_node("n1", "h100", [TAINT])
+    seen: list[tuple[list[str], float]] = []
+    health = HealthLoop(
+        api,
+        settings(),
+        repair,
+        Metrics(),
+        lambda _, nodes, now: seen.append(([n["metadata"]["name"] for n in nodes], now)),
+    )
+    health.run_once(at(api, 0))
+    health.run_once(at(api, 30))
+    assert seen == [(["n1"], T0), (["n1"], T0 + 30)]
+    health.metrics.inc(names.REPAIRS_METRIC, {"pool": "h100", "action": "replace"})  # the repair path counts here
+    assert f'{names.REPAIRS_METRIC}{{action="replace",pool="h100"}} 1' in health.metrics.render()

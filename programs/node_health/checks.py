@@ -24,6 +24,8 @@ from programs.node_health.metrics import Metrics
 
 #: What the loop calls with a node that failed its check, after cordoning and labelling it: the repair path.
 HandOff = Callable[[KubeApi, dict[str, Any], str, float], None]
+#: What the loop calls once per pass with every node, so the repair path takes each failed node a step further.
+Resume = Callable[[KubeApi, list[dict[str, Any]], float], object]
 GATE, IDLE = "gate", "idle"
 CHECK_SELECTOR = names.CHECK_KIND_LABEL
 
@@ -187,11 +189,19 @@ def judge(pod: Mapping[str, Any], kind: str, now: float, settings: Settings) -> 
 class HealthLoop:
     """The loop's passes over the cluster; `hand_off` is the repair path for failed nodes."""
 
-    def __init__(self, api: KubeApi, settings: Settings, hand_off: HandOff, metrics: Metrics | None = None) -> None:
+    def __init__(
+        self,
+        api: KubeApi,
+        settings: Settings,
+        hand_off: HandOff,
+        metrics: Metrics | None = None,
+        resume: Resume | None = None,
+    ) -> None:
         self.api = api
         self.settings = settings
         self.hand_off = hand_off
         self.metrics = metrics or Metrics()
+        self.resume = resume
 
     # ------------------------------------------------------------------------------------------------ the pass
     def run_once(self, now: float) -> None:
@@ -227,6 +237,8 @@ class HealthLoop:
                 print(f"node-health: cannot start the {kind} check of {name}: {error}", flush=True)
                 continue
             running[name] = node
+        if self.resume is not None:
+            self.resume(self.api, self.api.list_nodes(), now)
         self._export(now, len(running))
 
     def _pool(self, node: Mapping[str, Any]) -> str:

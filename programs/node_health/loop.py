@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from programs.node_health.checks import HandOff, HealthLoop, Settings
+from programs.node_health.checks import HandOff, HealthLoop, Resume, Settings
 from programs.node_health.incluster import InClusterApi
 from programs.node_health.kube import KubeApi, KubeError
 from programs.node_health.metrics import Metrics, serve
@@ -24,21 +24,24 @@ def _cordon_only(api: KubeApi, node: dict[str, Any], reason: str, now: float) ->
     print(f"node-health: no repair path shipped; {node['metadata']['name']} stays cordoned ({reason})", flush=True)
 
 
-def repair_path() -> HandOff:
-    """The repair module's `handle_failed` when it is shipped beside the loop; else failed nodes stay cordoned."""
+def repair_path(metrics: Metrics) -> tuple[HandOff, Resume | None]:
+    """The repair module shipped beside the loop (`programs.node_health.repair`): its `RepairPath`, called with each
+    failed node and resumed on every pass. Without it, or without its settings, failed nodes stay cordoned."""
     try:
-        module = importlib.import_module("programs.node_health.repair")
-    except ImportError:
-        return _cordon_only
-    found: HandOff = module.handle_failed
-    return found
+        module: Any = importlib.import_module("programs.node_health.repair")
+        repair = module.RepairPath.from_environment(metrics)
+    except (ImportError, AttributeError, OSError, ValueError) as error:
+        print(f"node-health: repair path unavailable ({error}); failed nodes stay cordoned", flush=True)
+        return _cordon_only, None
+    return repair, repair.resume
 
 
 def main() -> int:
     settings = Settings.from_json(CONFIG_PATH.read_text())
     metrics = Metrics()
     serve(metrics, settings.metrics_port)
-    loop = HealthLoop(InClusterApi(), settings, repair_path(), metrics)
+    hand_off, resume = repair_path(metrics)
+    loop = HealthLoop(InClusterApi(), settings, hand_off, metrics, resume)
     while True:
         try:
             loop.run_once(time.time())

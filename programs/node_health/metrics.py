@@ -11,6 +11,8 @@ from programs.node_health import names
 
 HELP = {
     names.CHECKS_METRIC: ("counter", "Gate and idle checks finished, by pool, kind (gate, idle) and result."),
+    names.REPAIRS_METRIC: ("counter", "Repairs started, by pool and action (the repair path counts them)."),
+    names.REPAIRS_HELD_METRIC: ("counter", "Repairs held back, by pool and reason (hourly cap, Capacity Block)."),
     names.CHECKS_RUNNING_METRIC: ("gauge", "Check pods running now."),
     names.NODES_METRIC: ("gauge", "GPU nodes by pool and health state (pending, passed, failed)."),
     names.LAST_PASS_METRIC: ("gauge", "Unix time of the loop's last complete pass over the nodes."),
