@@ -159,11 +159,12 @@ def test_the_program_config_map_holds_the_whole_package_and_each_file_compiles()
 def test_the_loop_runs_restricted_on_the_system_pool_with_least_privilege() -> None:
     spec = addon_stack(SYSTEM_POOL, TRAINING_POOL)
     stack = plan_stack(spec)
-    deployment = loop_addon.deployment_spec(stack.pools)
+    deployment = loop_addon.deployment_spec(stack.pools, "us-east-1")
     pod = deployment["template"]["spec"]
     assert deployment["replicas"] == 1 and deployment["strategy"] == {"type": "Recreate"}
     assert pod["nodeSelector"] == {"gpu-clusters/role": "system"}
     assert pod["serviceAccountName"] == node_health.SERVICE_ACCOUNT
+    assert {"name": "AWS_REGION", "value": "us-east-1"} in pod["containers"][0]["env"]
     assert pod["securityContext"]["runAsNonRoot"] is True
     assert pod["containers"][0]["securityContext"]["capabilities"] == {"drop": ["ALL"]}
     assert deployment["template"]["metadata"]["labels"] == node_health.LOOP_POD_LABELS

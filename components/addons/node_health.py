@@ -90,7 +90,7 @@ class NodeHealthLoop(pulumi.ComponentResource):
         self.deployment = k8s.apps.v1.Deployment(
             f"{name}-deployment",
             metadata=meta(name=plan.NAME, namespace=plan.NAMESPACE, labels=dict(plan.LOOP_POD_LABELS)),
-            spec=cast(Any, plan.deployment_spec(plans)),
+            spec=cast(Any, plan.deployment_spec(plans, context.region)),
             opts=pulumi.ResourceOptions.merge(
                 ns_opts, pulumi.ResourceOptions(depends_on=[account, *bindings, self.program, self.settings])
             ),

@@ -94,8 +94,9 @@ NAMESPACE_RULES: tuple[dict[str, Any], ...] = (
 )
 
 
-def deployment_spec(plans: Sequence[PoolPlan]) -> dict[str, Any]:
-    """One replica (`Recreate`: never two loops at once, each would start checks), on the system pool, restricted."""
+def deployment_spec(plans: Sequence[PoolPlan], region: str) -> dict[str, Any]:
+    """One replica (`Recreate`: never two loops at once, each would start checks), on the system pool, restricted.
+    `AWS_REGION` for the repair path's AWS calls (Pod Identity gives credentials, not a region)."""
     labels = dict(LOOP_POD_LABELS)
     return {
         "replicas": 1,
@@ -121,6 +122,7 @@ def deployment_spec(plans: Sequence[PoolPlan]) -> dict[str, Any]:
                         "env": [
                             {"name": "PYTHONPATH", "value": PYTHON_PATH},
                             {"name": "PYTHONUNBUFFERED", "value": "1"},
+                            {"name": "AWS_REGION", "value": region},
                             {"name": "NODE_HEALTH_CONFIG", "value": f"{SETTINGS_DIR}/config.json"},
                         ],
                         "ports": [{"name": "metrics", "containerPort": METRICS_PORT, "protocol": "TCP"}],
