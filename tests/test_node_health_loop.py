@@ -273,3 +273,14 @@ def test_the_repair_path_is_resumed_on_every_pass_with_every_node() -> None:
     assert seen == [(["n1"], T0), (["n1"], T0 + 30)]
     health.metrics.inc(names.REPAIRS_METRIC, {"pool": "h100", "action": "replace"})  # the repair path counts here
     assert f'{names.REPAIRS_METRIC}{{action="replace",pool="h100"}} 1' in health.metrics.render()
+
+
+def test_an_idle_check_the_kubelet_refuses_for_lack_of_gpus_is_cancelled() -> None:
+    api, repair = FakeKube(), Repair()
+    api.add_node("n1", "h100", labels={names.HEALTH_STATE_LABEL: names.PASSED})
+    health = loop(api, repair)
+    health.run_once(at(api, 3600))
+    [pod] = api.check_pods()
+    pod["status"] = {"phase": "Failed", "reason": "OutOfnvidia.com/gpu"}
+    health.run_once(at(api, 3630))
+    assert repair.handed == [] and state(api, "n1") == names.PASSED

@@ -169,6 +169,10 @@ def judge(pod: Mapping[str, Any], kind: str, now: float, settings: Settings) -> 
         return Verdict(names.PASSED, _message(_terminated(pod)) or "check passed")
     if phase == "Failed":
         ended = _terminated(pod)
+        refused = str(status.get("reason") or "")
+        if not ended and kind == IDLE and refused.startswith("OutOf"):
+            # the kubelet refused the pod: GPU work took the devices between scheduling and admission
+            return Verdict("cancelled", f"idle check refused by the kubelet ({refused}): the node's GPUs are in use")
         reason = _message(ended) if ended else str(status.get("reason") or status.get("message") or "check failed")
         if status.get("reason") == "DeadlineExceeded":
             reason = f"check timed out after {settings.check_timeout_seconds:g}s"
