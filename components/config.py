@@ -610,6 +610,17 @@ class DevicePluginSettings(Model):
     (docs/gpu-sharing.md)."""
 
 
+class HealthGate(Model):
+    """The health gate of a GPU pool's new nodes (docs/operations.md, "The health loop")."""
+
+    enabled: bool = True
+    """Register the pool's nodes with the startup taint and admit them to GPU work only once their check passes.
+    Default `true`; ignored on CPU pools and on MIG pools (DCGM's diagnostic needs whole GPUs). Needs
+    `addons.nodeHealth.enabled`."""
+    dcgm_level: Literal[1, 2] = 1
+    """The DCGM diagnostic level of the check (`dcgmi diag -r`): 1 (seconds) or 2 (about two minutes). Default 1."""
+
+
 class NodePool(Model):
     name: PoolName
     """Pool name: 2 to 32 lower-case letters, digits and `-`, starting with a letter. Part of resource names and of
@@ -689,6 +700,8 @@ class NodePool(Model):
     shorter than that evicts nothing (the servers keep serving on-prem clients, and nothing is killed and reloaded
     on reconnection), while the pods of one dead server still move to the others after it (docs/operations.md,
     "Pods only the servers can run")."""
+    health_gate: HealthGate = HealthGate()
+    """GPU pools: the health check a new node passes before it takes GPU work, and again when idle."""
     gpu_runtime: Literal["default-runtime", "runtime-class"] = "default-runtime"
     """Hybrid pools: how GPU containers get the NVIDIA container runtime, which nodeadm does not configure on
     hybrid nodes (containerd's default stays runc). `default-runtime` (default): each server makes `nvidia`
@@ -969,6 +982,23 @@ class NodeTerminationHandler(Model):
     hook waits at most 7200 s). Default 600."""
 
 
+class NodeHealth(Model):
+    """The health loop: gates new GPU nodes behind a quick check and re-checks idle ones (docs/operations.md)."""
+
+    enabled: bool = True
+    """Run the loop, and register GPU pools whose `healthGate` is on with the startup taint. Default `true`."""
+    idle_check_minutes: int | None = Field(360, ge=30, le=10080)
+    """Check a passed GPU node again after this many minutes (30-10080) with no GPU pod and no check; `null` turns
+    idle checks off. Default 360."""
+    max_concurrent_checks: int = Field(2, ge=1, le=100)
+    """Check pods running at once, 1-100. Default 2."""
+    check_timeout_seconds: int = Field(1200, ge=120, le=7200)
+    """Seconds a started check may run before the node fails as hung, 120-7200. Default 1200."""
+    schedule_timeout_seconds: int = Field(600, ge=60, le=3600)
+    """Seconds a check pod may wait to be scheduled, 60-3600: a gate check then fails the node (its devices never
+    registered), an idle check is cancelled (GPU work took the node). Default 600."""
+
+
 class Alerts(Model):
     gpu_temperature_celsius: float = Field(85, gt=0)
     """Alert when a GPU's temperature is above this many degrees Celsius (5 minutes on the CloudWatch path). Default
@@ -1023,6 +1053,8 @@ class AddonsConfig(Model):
     """Kueue: job queues, quotas, all-or-nothing admission and topology-aware placement of training jobs."""
     monitoring: Monitoring = Monitoring()
     """Container Insights, DCGM/Prometheus and GPU alerts."""
+    node_health: NodeHealth = NodeHealth()
+    """The health loop: a check before a new GPU node takes work, checks of idle GPU nodes."""
     managed: AddonVersions = AddonVersions()
     """Version pins of the EKS managed add-ons."""
 

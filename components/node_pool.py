@@ -483,8 +483,8 @@ def pool_tags(ctx: ClusterContext, plan: PoolPlan) -> dict[str, str]:
     out = tags.with_tags(ctx.tags, pool=plan.name, role=plan.role, capacity_type=plan.capacity_type)
     if plan.gpu_model and plan.is_gpu:
         out[tags.GPU_MODEL] = plan.gpu_model
-    if plan.taints:
-        out[tags.TAINTS] = ",".join(taint.render() for taint in plan.taints)
+    if plan.registration_taints:
+        out[tags.TAINTS] = ",".join(taint.render() for taint in plan.registration_taints)
     if plan.efa:
         out[tags.EFA_DEVICES] = str(plan.efa_devices)
     return out

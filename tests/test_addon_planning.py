@@ -19,7 +19,7 @@ from components.planning.addons.monitoring import (
 )
 from components.planning.addons.placement import CRITICAL_ADDONS_ONLY, tolerations_for
 from components.planning.addons.selection import select_addons
-from components.planning.pools import DEVICE_PLUGIN_CONFIG_LABEL
+from components.planning.pools import DEVICE_PLUGIN_CONFIG_LABEL, STARTUP_TAINT
 from components.planning.stack_plan import plan_pools
 from tests.builders import (
     EKS_ADDON,
@@ -53,6 +53,7 @@ def test_training_stack_gets_both_device_plugins_and_the_autoscaler():
         "node-termination-handler",
         "kueue",
         "container-insights",
+        "node-health",
     ]
 
 
@@ -114,6 +115,8 @@ def test_tolerations_match_each_taint_once_with_its_value_and_effect():
         {"key": "CriticalAddonsOnly", "operator": "Equal", "value": "true", "effect": "NoSchedule"},
         {"key": "dedicated", "operator": "Equal", "value": "training", "effect": "NoExecute"},
         {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+        # node agents run on held nodes: the check needs them
+        {"key": STARTUP_TAINT.key, "operator": "Equal", "value": "true", "effect": "NoSchedule"},
     ]
 
 

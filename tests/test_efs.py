@@ -8,6 +8,7 @@ from typing import Any
 from blueprint.plan.runner import ProgramRun
 from components import tags
 from components.config import StackConfig
+from components.planning.pools import STARTUP_TAINT
 from components.planning.stack_plan import plan_pools
 from components.storage.efs import EfsStorage
 from tests.builders import (
@@ -158,6 +159,7 @@ def test_csi_addon_role_and_gpu_tolerations() -> None:
             "tolerations": [
                 {"effect": "NoSchedule", "key": "CriticalAddonsOnly", "operator": "Exists"},
                 {"effect": "NoSchedule", "key": "nvidia.com/gpu", "operator": "Exists"},
+                {"effect": "NoSchedule", "key": STARTUP_TAINT.key, "operator": "Exists"},
             ]
         }
     }

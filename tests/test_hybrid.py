@@ -20,6 +20,7 @@ from components.errors import ConfigError
 from components.hybrid import HybridNodes
 from components.managed_addons import addon_configuration
 from components.planning.hybrid import ROLES_ANYWHERE_NODE_NAME_PLACEHOLDER, ROLES_ANYWHERE_SESSION_SECONDS
+from components.planning.pools import STARTUP_TAINT
 from components.planning.stack_plan import plan_pools
 from components.planning.tolerations import tolerates
 from tests.builders import (
@@ -349,7 +350,7 @@ def test_node_config_is_a_secret_output_that_parses_back(ssm: tuple[ProgramRun, 
     flags = doc["spec"]["kubelet"]["flags"]
     assert any(f.startswith("--node-labels=") and "nvidia.com/gpu.present=true" in f for f in flags)
     assert any(f.startswith("--node-labels=") and "gpu-clusters/pool=a40" in f for f in flags)
-    assert "--register-with-taints=nvidia.com/gpu=true:NoSchedule" in flags
+    assert f"--register-with-taints=nvidia.com/gpu=true:NoSchedule,{STARTUP_TAINT.render()}" in flags
     # AWS's CoreDNS guidance: hybrid nodes carry an on-prem zone, so a CoreDNS replica spreads onto them.
     assert any(f.startswith("--node-labels=") and "topology.kubernetes.io/zone=onprem" in f for f in flags)
 

@@ -13,6 +13,7 @@ from components.config import StackConfig, Taint
 from components.errors import ConfigError
 from components.managed_addons import addon_configuration
 from components.planning import hybrid
+from components.planning.pools import STARTUP_TAINT
 from components.planning.stack_plan import plan_pools
 from components.planning.tolerations import tolerates
 from tests.builders import stack_config
@@ -284,7 +285,8 @@ def test_ssm_node_config_parses_back_with_credentials_and_kubelet_flags() -> Non
     assert labels["gpu-clusters/pool"] == "a40"
     assert labels["gpu-clusters/gpu-model"] == "A40"
     assert labels["site"] == "fra1"
-    assert "--register-with-taints=nvidia.com/gpu=true:NoSchedule" in flags
+    # the health gate's startup taint too: on-prem servers pass the same check before they take work
+    assert f"--register-with-taints=nvidia.com/gpu=true:NoSchedule,{STARTUP_TAINT.render()}" in flags
 
 
 def test_roles_anywhere_node_config_names_the_arns_and_certificate_paths() -> None:

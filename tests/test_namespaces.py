@@ -62,9 +62,13 @@ def _labels(level: str, audit: str = "restricted") -> dict[str, str]:
 @pytest.mark.parametrize(
     ("stack", "levels"),
     [
-        ("training", {"training": "restricted", "kueue-system": "restricted"}),
-        ("smoke", {"smoke": "restricted"}),
-        ("inference", {"inference": "restricted", "keda": "restricted", "monitoring": "privileged"}),
+        # every shipped stack has gated GPU pools, so the health loop's namespace (its DCGM check adds SYS_ADMIN)
+        ("training", {"training": "restricted", "kueue-system": "restricted", "node-health": "privileged"}),
+        ("smoke", {"smoke": "restricted", "node-health": "privileged"}),
+        (
+            "inference",
+            {"inference": "restricted", "keda": "restricted", "monitoring": "privileged", "node-health": "privileged"},
+        ),
         (
             "hybrid",
             {
@@ -73,6 +77,7 @@ def _labels(level: str, audit: str = "restricted") -> dict[str, str]:
                 "keda": "restricted",
                 "kueue-system": "restricted",
                 "monitoring": "privileged",
+                "node-health": "privileged",
             },
         ),
     ],
@@ -123,7 +128,7 @@ def test_claims_in_default_label_it_by_patch_and_the_plan_names_every_privileged
     by_name = {n.name: n for n in stack_plan.namespaces}
     assert by_name["default"].ownership == "patched" and by_name["default"].level == "restricted"
     privileged = {n.name for n in stack_plan.namespaces if n.level == "privileged"}
-    assert privileged == {"kube-system", "amazon-cloudwatch", "nvidia-mig-manager"}
+    assert privileged == {"kube-system", "amazon-cloudwatch", "nvidia-mig-manager", "node-health"}
     assert all(by_name[name].reason for name in privileged)
     assert not by_name["kube-system"].labelled and not by_name["amazon-cloudwatch"].labelled
 
@@ -174,7 +179,11 @@ def test_workload_namespaces_deny_ingress_but_from_themselves_and_prometheus() -
     ]
     # Without Prometheus (training: Container Insights) there is nothing to admit from monitoring.
     training = _policies(shipped_plan("training"))
-    assert set(training) == {("training", "default-deny-ingress"), ("training", "allow-same-namespace")}
+    assert set(training) == {
+        ("training", "default-deny-ingress"),
+        ("training", "allow-same-namespace"),
+        ("node-health", "default-deny-ingress"),
+    }
 
 
 def test_monitoring_admits_only_its_clients() -> None:

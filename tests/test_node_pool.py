@@ -15,6 +15,7 @@ from blueprint.plan.runner import ProgramRun
 from components.config import StackConfig
 from components.context import ClusterContext
 from components.node_pool import NodePool
+from components.planning.pools import STARTUP_TAINT
 from components.planning.stack_plan import plan_pools
 from tests.builders import (
     AUTOSCALING_GROUP,
@@ -175,7 +176,7 @@ def test_p5_user_data_is_a_nodeadm_config_with_raid0(p5_run: tuple[ProgramRun, A
     }
     assert config["spec"]["instance"] == {"localStorage": {"strategy": "RAID0"}}
     flags = config["spec"]["kubelet"]["flags"]
-    assert "--register-with-taints=nvidia.com/gpu=true:NoSchedule" in flags
+    assert f"--register-with-taints=nvidia.com/gpu=true:NoSchedule,{STARTUP_TAINT.render()}" in flags
     assert any(f.startswith("--node-labels=") and "nvidia.com/gpu.present=true" in f for f in flags)
 
 
@@ -200,7 +201,9 @@ def test_asg_tags_pool_identity_and_scale_from_zero_template(p5_run: tuple[Progr
     assert tags["gpu-clusters/pool"] == ("h100", True)
     assert tags["gpu-clusters/role"] == ("training", True)
     assert tags["gpu-clusters/capacity-type"] == ("on-demand", True)
-    assert tags["gpu-clusters/taints"] == ("nvidia.com/gpu=true:NoSchedule", True)
+    assert tags["gpu-clusters/taints"] == (f"nvidia.com/gpu=true:NoSchedule,{STARTUP_TAINT.render()}", True)
+    # the scale-from-zero template describes the node once admitted: no startup taint there
+    assert not any(STARTUP_TAINT.key in key for key in tags)
     assert tags["gpu-clusters/efa-devices"] == ("32", True)
     assert tags[f"{CA_PREFIX}enabled"] == ("true", False)
     assert tags[f"{CA_PREFIX}t"] == ("owned", False)
@@ -427,7 +430,10 @@ def test_bottlerocket_pool_sizes_the_data_volume_and_renders_toml() -> None:
     assert all(d["encrypted"] == "true" and d["kmsKeyId"] == KMS_KEY_ARN for d in devices.values())
     settings = tomllib.loads(decoded_user_data(lt))["settings"]
     assert settings["kubernetes"]["api-server"] == CLUSTER_ENDPOINT
-    assert settings["kubernetes"]["node-taints"] == {"nvidia.com/gpu": ["true:NoSchedule"]}
+    assert settings["kubernetes"]["node-taints"] == {
+        "nvidia.com/gpu": ["true:NoSchedule"],
+        STARTUP_TAINT.key: ["true:NoSchedule"],
+    }
     assert "000-mount-instance-storage" in settings["bootstrap-commands"]
 
 

@@ -15,7 +15,7 @@ import yaml
 
 from components.config import Taint
 from components.planning import nodeadm
-from components.planning.pools import PoolPlan
+from components.planning.pools import STARTUP_TAINT, PoolPlan
 from tests.builders import first_pool_plan
 
 ENDPOINT = "https://ABCDEF0123456789.gr7.us-east-1.eks.amazonaws.com"
@@ -72,7 +72,8 @@ def test_node_config_carries_cluster_coordinates_flags_and_raid0() -> None:
     assert labels["gpu-clusters/pool"] == "pool"
     assert labels["gpu-clusters/role"] == "training"
     assert labels["team"] == "llm"
-    assert taints_flag == "--register-with-taints=nvidia.com/gpu=true:NoSchedule"
+    # the pool's taints, then the health gate's startup taint, which the node loses once its check passes
+    assert taints_flag == f"--register-with-taints=nvidia.com/gpu=true:NoSchedule,{STARTUP_TAINT.render()}"
     assert config["spec"]["instance"] == {"localStorage": {"strategy": "RAID0"}}
 
 
@@ -177,7 +178,10 @@ def test_bottlerocket_settings_parse_back_as_toml() -> None:
     assert kubernetes["cluster-certificate"] == CA
     assert kubernetes["cluster-dns-ip"] == "172.20.0.10"
     assert kubernetes["node-labels"] == plan.labels
-    assert kubernetes["node-taints"] == {"nvidia.com/gpu": ["true:NoSchedule", "true:NoExecute"]}
+    assert kubernetes["node-taints"] == {
+        "nvidia.com/gpu": ["true:NoSchedule", "true:NoExecute"],
+        STARTUP_TAINT.key: ["true:NoSchedule"],
+    }
     command = parsed["settings"]["bootstrap-commands"]["000-mount-instance-storage"]
     assert command["commands"][0] == ["apiclient", "ephemeral-storage", "init"]
     assert command["commands"][1][:4] == ["apiclient", "ephemeral-storage", "bind", "--dirs"]

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from components.config import DataRepository, StackConfig
+from components.planning.pools import STARTUP_TAINT
 from components.planning.stack_plan import plan_pools
 from components.planning.storage import (
     bucket_prefix,
@@ -170,6 +171,8 @@ def test_tolerations() -> None:
         {"key": "CriticalAddonsOnly", "operator": "Exists", "effect": "NoSchedule"},  # the system pool's taint
         {"key": "dedicated", "operator": "Exists", "effect": "NoExecute"},
         {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
+        # the GPU pools' health gate: a claim's pod on a held node is not what needs it, the check's agents are
+        {"key": STARTUP_TAINT.key, "operator": "Exists", "effect": "NoSchedule"},
     ]
 
 

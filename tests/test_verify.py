@@ -18,9 +18,10 @@ from blueprint.verify.expectations import Expectations, expectations, load_spec
 from blueprint.verify.kube import KubeError, KubernetesApi, kubeconfig_source
 from blueprint.verify.nccl import expected_busbw, judge_two_node
 from blueprint.verify.parsers import ParseError, dcgm_failures, parse_dcgm, parse_nccl, parse_storage, parse_topology
-from blueprint.verify.pods import RUN_LABEL, PodSession, pod_spec
+from blueprint.verify.pods import RUN_LABEL, PodSession
 from blueprint.verify.runner import run_checks, selected
 from blueprint.verify.topology import judge
+from components.planning.check_pods import pod_spec
 from tests.builders import TRAINING_POOL, stack_config
 from tests.charts.rendering import level_violations
 from tests.verify_fakes import FakeApi, daemon_pod, node, sample, workload_pod

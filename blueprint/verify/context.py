@@ -11,6 +11,7 @@ from blueprint.verify.kube import KubeApi
 from blueprint.verify.model import Result
 from blueprint.verify.pods import MANAGED_BY, MANAGED_BY_LABEL, Budget, PodSession
 from components import tags
+from components.catalog.images import image
 from components.planning.compute_types import COMPUTE_TYPE_LABEL
 
 INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
@@ -31,7 +32,7 @@ RUN_SECONDS = 900.0
 #: NVIDIA's DCGM image, a tag NVIDIA's GPU Operator pins (v26.3.x `deployments/gpu-operator/values.yaml`,
 #: `dcgm.version`, [GPUOP]): DCGM 4.5.2, the release before the 4.5.3 the pinned exporter embeds, on the same
 #: Ubuntu 22.04 base as `CUDA_IMAGE`. `dcgmi diag` runs against the image's own `nv-hostengine` ([DCGMDIAG]).
-DCGM_IMAGE = "nvcr.io/nvidia/cloud-native/dcgm:4.5.2-1-ubuntu22.04"
+DCGM_IMAGE = image("dcgm").reference
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,8 @@ from blueprint.verify.expectations import PoolExpectation
 from blueprint.verify.exporter_pause import exporters_paused
 from blueprint.verify.model import PodsStopped, Result
 from blueprint.verify.parsers import DcgmTest, ParseError, dcgm_failures, parse_dcgm
-from blueprint.verify.pods import NODE_NAME_LABEL, Budget, gpu_resources, pod_spec
+from blueprint.verify.pods import NODE_NAME_LABEL, Budget
+from components.planning.check_pods import DCGM_CAPABILITIES, dcgm_diag, gpu_resources, pod_spec
 
 CHECK = "dcgm"
 
@@ -56,11 +57,11 @@ def _run_pool(
                 ctx.session.name(CHECK, name.split(".")[0]),
                 ctx.session.labels(CHECK),
                 ctx.options.dcgm_image,
-                ["sh", "-c", f"nv-hostengine >/dev/null 2>&1; sleep 2; dcgmi diag -r {level} -j"],
+                ["sh", "-c", dcgm_diag(level)],
                 {NODE_NAME_LABEL: name},
                 pool.tolerations,
                 gpu_resources(pool.gpus_per_node),
-                capabilities=("SYS_ADMIN",),
+                capabilities=DCGM_CAPABILITIES,
                 run_as=None,
                 runtime_class=pool.runtime_class,
             )

@@ -7,7 +7,6 @@ DaemonSets run where. Nothing here is a second table of facts; `blueprint verify
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +36,7 @@ from components.planning.addons.node_monitoring import (
 from components.planning.addons.placement import KUBE_SYSTEM
 from components.planning.addons.selection import AddonSelection
 from components.planning.gpu_runtime import NVIDIA_RUNTIME_CLASS, runtime_class_plans
+from components.planning.health_checks import nvlink_links_per_gpu
 from components.planning.lustre_directories import workload_directories
 from components.planning.mig import advertised_gpus, advertised_resources, mig_devices
 from components.planning.pools import GPU_RESOURCE, PoolPlan
@@ -53,9 +53,6 @@ NVIDIA_DEVICE_PLUGIN_DAEMONSETS = (NVIDIA_DEVICE_PLUGIN_RELEASE, NVIDIA_DEVICE_P
 EFA_DEVICE_PLUGIN_DAEMONSETS = (EFA_DEVICE_PLUGIN_RELEASE,)
 PROMETHEUS_EXPORTER_DAEMONSETS = (DCGM_EXPORTER_RELEASE, DCGM_EXPORTER_RUNTIME_CLASS_RELEASE)
 CLOUDWATCH_EXPORTER_DAEMONSETS = ("dcgm-exporter",)
-
-#: "NVSwitch, NVLink 4 (18 links/GPU), ..." in the catalog's `nvlink` text: every GPU pair shows `NV18`.
-_LINKS_PER_GPU = re.compile(r"(\d+)\s+links/GPU")
 
 
 @dataclass(frozen=True)
@@ -171,8 +168,8 @@ def interconnect(plan: PoolPlan) -> Interconnect | None:
         return None
     nvlink = plan.instance.nvlink if plan.instance else None
     if nvlink:
-        found = _LINKS_PER_GPU.search(nvlink)
-        return Interconnect(True, int(found.group(1)) if found else None, nvlink)
+        # "NVSwitch, NVLink 4 (18 links/GPU), ...": every GPU pair shows `NV18`
+        return Interconnect(True, nvlink_links_per_gpu(plan), nvlink)
     model = catalog.gpu_models().get(plan.gpu_model or "")
     if model is not None and model.form_factor == "PCIe":
         return Interconnect(False, None, f"{model.name} PCIe: no NVLink switch")

@@ -20,9 +20,10 @@ from blueprint.verify.context import Context, free_nodes, mig_skip, node_name
 from blueprint.verify.expectations import PoolExpectation
 from blueprint.verify.model import PodsStopped, Result, Status
 from blueprint.verify.parsers import NcclRun, ParseError, parse_nccl
-from blueprint.verify.pods import NODE_NAME_LABEL, gpu_resources, pod_spec
+from blueprint.verify.pods import NODE_NAME_LABEL
 from components import catalog
 from components.planning.autoscaler_tags import EFA_RESOURCE
+from components.planning.check_pods import gpu_resources, pod_spec
 from components.planning.hugepages import HUGEPAGES_RESOURCE
 
 CHECK = "nccl"

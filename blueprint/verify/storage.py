@@ -14,8 +14,9 @@ from blueprint.verify.context import Context, Options
 from blueprint.verify.expectations import PoolExpectation, StorageExpectation
 from blueprint.verify.model import PodsStopped, Result
 from blueprint.verify.parsers import ParseError, parse_storage
-from blueprint.verify.pods import PodSession, pod_spec
+from blueprint.verify.pods import PodSession
 from components import tags
+from components.planning.check_pods import pod_spec
 
 CHECK = "storage"
 MOUNT = "/mnt/claim"

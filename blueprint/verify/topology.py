@@ -13,7 +13,8 @@ from blueprint.verify.context import Context, node_name, whole_gpu_pools
 from blueprint.verify.expectations import Interconnect
 from blueprint.verify.model import PodsStopped, Result
 from blueprint.verify.parsers import PCIE_LINKS, ParseError, Topology, nvlink_count, parse_topology
-from blueprint.verify.pods import DEFAULT_RUN_AS, NODE_NAME_LABEL, gpu_resources, pod_spec
+from blueprint.verify.pods import DEFAULT_RUN_AS, NODE_NAME_LABEL
+from components.planning.check_pods import gpu_resources, pod_spec
 
 CHECK = "topology"
 

@@ -31,6 +31,7 @@ from components.addons.keda import Keda
 from components.addons.kueue import Kueue, provisioning_request_crd
 from components.addons.mig_manager import MigManager
 from components.addons.monitoring import MonitoredFileSystems, Monitoring
+from components.addons.node_health import NodeHealthLoop
 from components.config import AddonsConfig
 from components.context import ClusterContext
 from components.planning.addons.selection import AddonSelection
@@ -54,6 +55,7 @@ __all__ = [
     "MigManager",
     "MonitoredFileSystems",
     "Monitoring",
+    "NodeHealthLoop",
     "NvidiaDevicePlugin",
 ]
 
@@ -154,6 +156,12 @@ ADDONS: tuple[AddonSpec, ...] = (
     AddonSpec("node-termination-handler", _interruption_handler),
     AddonSpec("keda", lambda b: Keda(b.name, context=b.context, plans=b.pools, opts=b.opts)),
     AddonSpec("kueue", _kueue),
+    AddonSpec(
+        "node-health",
+        lambda b: NodeHealthLoop(
+            b.name, context=b.context, settings=b.settings.node_health, plans=b.pools, opts=b.opts
+        ),
+    ),
     # container insights, DCGM metrics and the alerts topic are switches of this one component
     AddonSpec("monitoring", _monitoring, enabled=lambda s: s.monitoring),
 )

@@ -27,6 +27,7 @@ from components.planning.addons.monitoring import (
     DCGM_EXPORTER_RUNTIME_CLASS_NAMESPACE,
     MONITORING_NAMESPACE,
 )
+from components.planning.addons.node_health import NAMESPACE as NODE_HEALTH_NAMESPACE
 from components.planning.addons.placement import KUBE_SYSTEM
 from components.planning.addons.selection import AddonSelection
 from components.planning.gpu_quotas import GpuQuota, gpu_quotas
@@ -55,6 +56,7 @@ ADDON_NAMESPACES = frozenset(
         MIG_MANAGER_NAMESPACE,
         CLOUDWATCH_NAMESPACE,
         KUEUE_NAMESPACE,
+        NODE_HEALTH_NAMESPACE,
     }
 )
 
@@ -77,6 +79,11 @@ DCGM_RUNTIME_CLASS_REASON = (
 MIG_MANAGER_REASON = (
     "mig-manager repartitions the GPUs of MIG pools: a privileged container in the host's PID and IPC namespaces "
     "with the host's / and /sys (hostPath)"
+)
+NODE_HEALTH_REASON = (
+    "the health loop's check pods run NVIDIA's DCGM diagnostic, which adds the SYS_ADMIN capability that baseline "
+    "refuses ([PSS]); they are root in the DCGM image, ask for every GPU and EFA device of the node they check, "
+    "and mount nothing of the host. The loop itself meets restricted"
 )
 CLOUDWATCH_REASON = (
     "created and owned by the amazon-cloudwatch-observability EKS add-on, which the stack does not label: the "
@@ -136,6 +143,8 @@ def plan_namespaces(spec: StackConfig, plans: Sequence[PoolPlan], addons: AddonS
             )
     if addons.on("container-insights"):
         planned.append(NamespacePlan(CLOUDWATCH_NAMESPACE, "privileged", CLOUDWATCH_REASON, "unlabelled"))
+    if addons.on("node-health"):
+        planned.append(NamespacePlan(NODE_HEALTH_NAMESPACE, "privileged", NODE_HEALTH_REASON, "created"))
     if addons.on("mig-manager"):
         planned.append(NamespacePlan(MIG_MANAGER_NAMESPACE, "privileged", MIG_MANAGER_REASON, "created"))
     for quota in gpu_quotas(spec.storage, spec.workloads, plans):

@@ -32,6 +32,7 @@ from components.planning.addons.monitoring import MONITORING_NAMESPACE
 from components.planning.addons.selection import AddonSelection
 from components.planning.hybrid.networks import hybrid_plans, remote_node_cidrs
 from components.planning.namespaces import NamespacePlan, workload_namespaces
+from components.planning.node_health import LOOP_POD_LABELS, METRICS_PORT, NODE_HEALTH_NAMESPACE
 from components.planning.pools import PoolPlan
 from components.planning.subnets import pod_address_ranges
 
@@ -150,6 +151,21 @@ def monitoring_policies(addons: AddonSelection) -> list[NetworkPolicyPlan]:
     ]
 
 
+def node_health_policies(addons: AddonSelection) -> list[NetworkPolicyPlan]:
+    """The health loop's namespace takes no connection but Prometheus's scrape of the loop's metrics port (when the
+    Prometheus path runs): the check pods serve nothing."""
+    policies = [NetworkPolicyPlan(NODE_HEALTH_NAMESPACE, DEFAULT_DENY, _ingress(None, []))]
+    if addons.on("dcgm-prometheus"):
+        scrape = {
+            "from": [_in_namespace(MONITORING_NAMESPACE, PROMETHEUS_PODS)],
+            "ports": [{"protocol": "TCP", "port": METRICS_PORT}],
+        }
+        policies.append(
+            NetworkPolicyPlan(NODE_HEALTH_NAMESPACE, PROMETHEUS_SCRAPES, _ingress(LOOP_POD_LABELS, [scrape]))
+        )
+    return policies
+
+
 def _namespace_across(namespace: NamespacePlan, across: CrossCniSources | None) -> CrossCniSources | None:
     pools = namespace.quota.pools if namespace.quota is not None else ()
     return across if across is not None and across.reaches(pools) else None
@@ -167,4 +183,6 @@ def network_policies(
     ]
     if addons.on("dcgm-prometheus"):
         policies += monitoring_policies(addons)
+    if addons.on("node-health"):
+        policies += node_health_policies(addons)
     return policies

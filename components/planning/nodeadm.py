@@ -86,7 +86,7 @@ def node_config(
     `/var/log/pods` on one array of all instance-store NVMe disks ([AMI] `templates/shared/runtime/bin/
     setup-local-disks`), which is where multi-GB training images and checkpoints should land.
     """
-    kubelet: dict[str, Any] = {"flags": kubelet_flags(plan.labels, plan.taints)}
+    kubelet: dict[str, Any] = {"flags": kubelet_flags(plan.labels, plan.registration_taints)}
     if plan.max_pods is not None:
         kubelet["config"] = {"maxPods": plan.max_pods}
     spec: dict[str, Any] = {
@@ -178,7 +178,7 @@ def bottlerocket_settings(
     RAID10 or Mount strategy: any local-storage strategy becomes the ephemeral-storage RAID0 bootstrap command.
     """
     taints: dict[str, list[str]] = {}
-    for taint in plan.taints:
+    for taint in plan.registration_taints:
         taints.setdefault(taint.key, []).append(f"{taint.value}:{taint.effect}")
     kubernetes: dict[str, Any] = {
         "cluster-name": cluster_name,

@@ -22,6 +22,7 @@ from components.planning import max_pods
 from components.planning.drain import hook_timeout_seconds
 from components.planning.efa import NetworkInterface, efa_device_count, efa_interfaces
 from components.planning.management import Management, choose_management
+from components.planning.node_health import STARTUP_TAINT_KEY
 from components.planning.reservations import reservation_zone, scale_in_time
 
 #: The extended resource the NVIDIA device plugin advertises (time-slicing keeps the name, `renameByDefault: false`,
@@ -36,6 +37,12 @@ DEFAULT_GPU_TAINT = Taint(key=GPU_RESOURCE, value="true", effect="NoSchedule")
 #: FSx charts tolerate by default (https://github.com/aws/containers-roadmap/issues/1389 for CoreDNS,
 #: [EKSCH] and [NVDP] facts §8).
 DEFAULT_SYSTEM_TAINT = Taint(key="CriticalAddonsOnly", value="true", effect="NoSchedule")
+#: The taint a gated GPU node registers with and keeps until its health check passes (docs/operations.md, "The
+#: health loop"). cluster-autoscaler 1.35 treats a taint under `startup-taint.cluster-autoscaler.kubernetes.io/` as a
+#: startup taint: the node counts as not ready, so no second scale-up starts for the pods waiting on it, and the
+#: taint is stripped from node templates ([CASTARTUP] utils/taints/taints.go `StartupTaintPrefix`,
+#: `IsStartupTaint`, `FilterOutNodesWithStartupTaints`, `SanitizeTaints`).
+STARTUP_TAINT = Taint(key=STARTUP_TAINT_KEY, value="true", effect="NoSchedule")
 #: cluster-autoscaler's AWS GPU label ([CA] in aws-gpu-facts.md §6): set at kubelet start so the autoscaler knows a
 #: node has GPUs before the device plugin advertises them (no repeated scale-ups).
 ACCELERATOR_LABEL = "k8s.amazonaws.com/accelerator"
@@ -64,6 +71,7 @@ class PoolPlan:
     availability_zones: tuple[str, ...]
     placement_group: bool
     local_storage: str | None
+    #: The taints work must tolerate to run on the pool's nodes once they are admitted.
     taints: tuple[Taint, ...]
     labels: dict[str, str]
     instance_refresh: bool
@@ -88,6 +96,18 @@ class PoolPlan:
     #: How the pool's instances are run: an EKS managed node group with node auto repair, or a self-managed Auto
     #: Scaling group (components.planning.management). Hybrid pools are `self-managed` (they have no group).
     management: Management = "self-managed"
+    #: Taints the nodes register with on top of `taints` and lose once admitted: the health gate's startup taint on
+    #: a gated GPU pool (`health_gated`). Node agents tolerate them; work does not.
+    startup_taints: tuple[Taint, ...] = ()
+
+    @property
+    def registration_taints(self) -> tuple[Taint, ...]:
+        """The kubelet's `--register-with-taints`: the pool's taints, then its startup taints."""
+        return (*self.taints, *self.startup_taints)
+
+    @property
+    def health_gated(self) -> bool:
+        return bool(self.startup_taints)
 
     @property
     def name(self) -> str:
@@ -188,6 +208,12 @@ def default_taints(pool: NodePool, gpus: int) -> tuple[Taint, ...]:
     return (DEFAULT_SYSTEM_TAINT,) if pool.role == "system" else ()
 
 
+def gated(pool: NodePool, gpus: int, health_loop: bool) -> bool:
+    """Whether the pool's nodes pass the health gate: GPU pools with `healthGate.enabled` while the health loop runs,
+    except MIG pools, whose GPUs DCGM's diagnostic cannot test ([MIGLIMITS])."""
+    return health_loop and gpus > 0 and pool.health_gate.enabled and not pool.device_plugin.mig_devices
+
+
 def local_storage_strategy(pool: NodePool, instance: InstanceType | None) -> str | None:
     """nodeadm `instance.localStorage.strategy`: RAID0 by default on training pools with instance-store NVMe."""
     if pool.local_storage == "none":
@@ -268,10 +294,12 @@ def plan_pool(
     ami_release: str | None = None,
     drain_timeout_seconds: int | None = None,
     mig_strategy: Literal["none", "single", "mixed"] = "none",
+    health_loop: bool = False,
 ) -> PoolPlan:
     """The pool's plan. `ami_release` is the pinned release of its image family (`image_release`); a Capacity
     Block's scale-to-zero moment needs the handler's drain timeout (`addons.nodeTerminationHandler`); what its MIG
-    devices advertise needs the device plugin's MIG strategy."""
+    devices advertise needs the device plugin's MIG strategy; the health gate needs the health loop
+    (`addons.nodeHealth.enabled`)."""
     instance = resolve_instance(pool)
     rolls_out = refreshes(pool)
     efa = wants_efa(pool, instance)
@@ -308,6 +336,7 @@ def plan_pool(
         scale_to_zero_at=_scale_to_zero_at(pool, drain_timeout_seconds),
         mig_strategy=mig_strategy,
         management=choose_management(pool, rolls_out),
+        startup_taints=(STARTUP_TAINT,) if gated(pool, gpus, health_loop) else (),
     )
 
 
@@ -346,7 +375,8 @@ def plan_each_pool(spec: StackConfig) -> list[PoolPlan]:
     thresholds are later steps of `components.planning.stack_plan.plan_pools`."""
     drain = spec.addons.node_termination_handler.drain_timeout_seconds
     mig = spec.addons.nvidia_device_plugin.mig_strategy
+    loop = spec.addons.node_health.enabled
     return [
-        plan_pool(pool, spec.network, image_release(pool, spec.cluster), drain, mig)
+        plan_pool(pool, spec.network, image_release(pool, spec.cluster), drain, mig, loop)
         for pool in with_default_system_pool(spec.node_pools)
     ]

@@ -141,7 +141,11 @@ def deployment_spec(workload: ServingWorkload, plan: PoolPlan, claim: str) -> di
     labels = serving_labels(workload)
     pod: dict[str, Any] = {
         "nodeSelector": {POOL: plan.name},
-        "tolerations": [*tolerations_for([plan], critical_addons=False), *pinned_outage_tolerations(plan)],
+        # the pool's taints but not the health gate's: a replica waits until its node passed the check
+        "tolerations": [
+            *tolerations_for([plan], critical_addons=False, startup=False),
+            *pinned_outage_tolerations(plan),
+        ],
         "terminationGracePeriodSeconds": workload.termination_grace_seconds,
         # The server calls no Kubernetes API: no token in the pod.
         "automountServiceAccountToken": False,

@@ -35,7 +35,7 @@ def toleration(taint: TaintLike) -> dict[str, str]:
 def key_tolerations(pool_plans: Iterable[PoolPlan]) -> list[dict[str, str]]:
     """Tolerations of every taint key and effect the pools carry, whatever the value: CSI node plugins must run on
     every node a claim's pod may land on. Sorted and without repeats, so a change of pool order changes nothing."""
-    seen = sorted({(t.key, t.effect) for pool in pool_plans for t in pool.taints})
+    seen = sorted({(t.key, t.effect) for pool in pool_plans for t in pool.registration_taints})
     return [{"key": key, "operator": "Exists", "effect": effect} for key, effect in seen]
 
 

@@ -254,6 +254,31 @@ def test_every_daemonset_fits_some_pool(case: Case) -> None:
     assert not nowhere, f"{case.name}: DaemonSets that fit no pool:\n  " + "\n  ".join(nowhere)
 
 
+def test_every_daemonset_of_a_gated_pool_runs_while_the_gate_holds_the_node(case: Case) -> None:
+    """A node of a gated GPU pool registers with the health gate's startup taint and keeps it until its check
+    passes; the check needs the device plugins, exporters, CSI node plugins and every other agent running, so each
+    DaemonSet that runs on the pool's admitted nodes must run on its held ones too."""
+    plans = {plan.name: plan for plan in case.pools}
+    held = []
+    for admitted in _nodes(case, existing_only=False):
+        plan = plans[admitted.pool]
+        if not plan.health_gated:
+            continue
+        gated = Node(
+            admitted.pool, admitted.labels, tuple((t.key, t.value, t.effect) for t in plan.registration_taints)
+        )
+        for release in rendered(case):
+            for obj in objects_of(release):
+                spec = pod_spec(obj)
+                if spec is None or obj["kind"] != "DaemonSet":
+                    continue
+                if not fits(spec, admitted) and fits(spec, gated):
+                    held.append(
+                        f"{release.name}: DaemonSet {obj['metadata']['name']} on {plan.name}: {fits(spec, gated)}"
+                    )
+    assert not held, f"{case.name}: DaemonSets the startup taint keeps off gated nodes:\n  " + "\n  ".join(held)
+
+
 def _windows_only(spec: dict[str, Any]) -> bool:
     """The CloudWatch chart renders Windows DaemonSets on every cluster; the stacks have no Windows pool."""
     return (spec.get("nodeSelector") or {}).get("kubernetes.io/os") == "windows"

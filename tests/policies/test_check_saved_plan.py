@@ -41,7 +41,11 @@ def test_a_saved_plan_with_a_mandatory_violation_fails(blueprint_cli: Cli, tmp_p
 
 def test_a_plan_edited_after_planning_is_judged_as_saved(blueprint_cli: Cli, tmp_path: Path) -> None:
     plan = json.loads(blueprint_cli("plan", "--stack", "smoke", "--format", "json").stdout)
-    namespace = next(r for r in plan["resources"] if r["type"] == "kubernetes:core/v1:Namespace")
+    namespace = next(
+        r
+        for r in plan["resources"]
+        if r["type"] == "kubernetes:core/v1:Namespace" and r["inputs"]["metadata"]["name"] == "smoke"
+    )
     namespace["inputs"]["metadata"]["labels"].pop("pod-security.kubernetes.io/enforce")
     result = blueprint_cli("check", "--plan", str(save(tmp_path, plan)), "--format", "json")
     assert result.returncode == 1

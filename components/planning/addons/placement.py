@@ -29,11 +29,15 @@ NODE_CRITICAL = "system-node-critical"
 KUBE_SYSTEM = "kube-system"
 
 
-def tolerations_for(plans: Iterable[PoolPlan], critical_addons: bool = True) -> list[dict[str, str]]:
-    """Tolerations for every taint of `plans`, each once, in a stable order (plus CriticalAddonsOnly)."""
+def tolerations_for(
+    plans: Iterable[PoolPlan], critical_addons: bool = True, startup: bool = True
+) -> list[dict[str, str]]:
+    """Tolerations for every taint of `plans`, each once, in a stable order (plus CriticalAddonsOnly). `startup`:
+    the health gate's startup taint too, as node agents need (device plugins, exporters: the check needs them
+    running); work passes `startup=False`, so it waits for the gate."""
     found: dict[tuple[str, str, str], dict[str, str]] = {}
     for plan in plans:
-        for taint in plan.taints:
+        for taint in plan.registration_taints if startup else plan.taints:
             found.setdefault((taint.key, taint.value, taint.effect), toleration(taint))
     out = [found[k] for k in sorted(found)]
     return ([dict(CRITICAL_ADDONS_ONLY)] if critical_addons else []) + out

@@ -50,7 +50,8 @@ def _wants_queues(f: AddonFacts) -> bool:
 #: Every add-on switch, in the order the plan lists the enabled ones. `auto`: EFA plugin when a pool wires EFA,
 #: cluster-autoscaler when a pool is in cluster-autoscaler or gpu-utilization mode with room to scale, termination
 #: handler when an `aws` pool exists (every Auto Scaling group drains through it); the mig-manager whenever a pool
-#: partitions its GPUs; KEDA when a serving workload exists; Kueue when a GPU pool trains or queues are configured.
+#: partitions its GPUs; KEDA when a serving workload exists; Kueue when a GPU pool trains or queues are configured;
+#: the health loop when a pool is gated.
 ADDON_SWITCHES: tuple[AddonSwitch, ...] = (
     AddonSwitch("nvidia-device-plugin", lambda f: f.settings.nvidia_device_plugin.enabled and bool(gpu_plans(f.plans))),
     AddonSwitch("mig-manager", lambda f: bool(mig_plans(f.plans))),
@@ -71,6 +72,9 @@ ADDON_SWITCHES: tuple[AddonSwitch, ...] = (
     AddonSwitch("kueue", lambda f: _switch(f.settings.kueue.enabled, _wants_queues(f))),
     AddonSwitch("container-insights", lambda f: f.settings.monitoring.container_insights),
     AddonSwitch("dcgm-prometheus", lambda f: f.settings.monitoring.dcgm_prometheus),
+    #: The health loop, whenever a pool's nodes register with the health gate's startup taint: without it they
+    #: would never lose it (`addons.nodeHealth.enabled` off leaves the taint out, components.planning.pools).
+    AddonSwitch("node-health", lambda f: any(p.health_gated for p in f.plans)),
 )
 
 

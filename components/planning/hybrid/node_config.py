@@ -144,7 +144,7 @@ def hybrid_node_config(
         "spec": {
             "cluster": {"name": cluster_name, "region": region, **cluster.render()},
             "hybrid": {**credentials.render(), "enableCredentialsFile": True},
-            "kubelet": {"flags": kubelet_flags({**plan.labels, ZONE_LABEL: HYBRID_ZONE}, plan.taints)},
+            "kubelet": {"flags": kubelet_flags({**plan.labels, ZONE_LABEL: HYBRID_ZONE}, plan.registration_taints)},
         },
     }
 

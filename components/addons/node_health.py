@@ -1,0 +1,98 @@
+"""The health loop: its service account and RBAC, the ConfigMaps of its program and settings, and its Deployment on
+the system pool, in the `node-health` namespace (created with its Pod Security level by `components.namespaces`).
+What goes into them is computed in `components.planning.addons.node_health`; the IAM role of the repair path's AWS
+calls is bound to the same service account by the repair side.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, cast
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.config import NodeHealth
+from components.context import ClusterContext
+from components.planning.addons import node_health as plan
+from components.planning.pools import PoolPlan
+
+
+def _rules(rules: Sequence[dict[str, Any]]) -> list[k8s.rbac.v1.PolicyRuleArgs]:
+    return [
+        k8s.rbac.v1.PolicyRuleArgs(api_groups=r["apiGroups"], resources=r["resources"], verbs=r["verbs"]) for r in rules
+    ]
+
+
+class NodeHealthLoop(pulumi.ComponentResource):
+    """The health loop's Deployment and what it needs."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        context: ClusterContext,
+        settings: NodeHealth,
+        plans: Sequence[PoolPlan],
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("gpu-clusters:index:NodeHealthLoop", name, None, opts)
+        k8s_opts = pulumi.ResourceOptions(
+            provider=context.k8s_provider, parent=self, depends_on=list(context.kubernetes_ready)
+        )
+        ns_opts = pulumi.ResourceOptions.merge(
+            k8s_opts, pulumi.ResourceOptions(depends_on=context.namespace_ready(plan.NAMESPACE))
+        )
+        meta = k8s.meta.v1.ObjectMetaArgs
+        account = k8s.core.v1.ServiceAccount(
+            f"{name}-service-account", metadata=meta(name=plan.NAME, namespace=plan.NAMESPACE), opts=ns_opts
+        )
+        cluster_role = k8s.rbac.v1.ClusterRole(
+            f"{name}-cluster-role", metadata=meta(name=plan.NAME), rules=_rules(plan.CLUSTER_RULES), opts=k8s_opts
+        )
+        role = k8s.rbac.v1.Role(
+            f"{name}-role",
+            metadata=meta(name=plan.NAME, namespace=plan.NAMESPACE),
+            rules=_rules(plan.NAMESPACE_RULES),
+            opts=ns_opts,
+        )
+        subject = k8s.rbac.v1.SubjectArgs(kind="ServiceAccount", name=plan.NAME, namespace=plan.NAMESPACE)
+        bindings = [
+            k8s.rbac.v1.ClusterRoleBinding(
+                f"{name}-cluster-role-binding",
+                metadata=meta(name=plan.NAME),
+                role_ref=k8s.rbac.v1.RoleRefArgs(
+                    api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=plan.NAME
+                ),
+                subjects=[subject],
+                opts=pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[cluster_role])),
+            ),
+            k8s.rbac.v1.RoleBinding(
+                f"{name}-role-binding",
+                metadata=meta(name=plan.NAME, namespace=plan.NAMESPACE),
+                role_ref=k8s.rbac.v1.RoleRefArgs(api_group="rbac.authorization.k8s.io", kind="Role", name=plan.NAME),
+                subjects=[subject],
+                opts=pulumi.ResourceOptions.merge(ns_opts, pulumi.ResourceOptions(depends_on=[role])),
+            ),
+        ]
+        self.program = k8s.core.v1.ConfigMap(
+            f"{name}-program",
+            metadata=meta(name=plan.PROGRAM_CONFIG_MAP, namespace=plan.NAMESPACE),
+            data=plan.program_files(),
+            opts=ns_opts,
+        )
+        self.settings = k8s.core.v1.ConfigMap(
+            f"{name}-settings",
+            metadata=meta(name=plan.SETTINGS_CONFIG_MAP, namespace=plan.NAMESPACE),
+            data={"config.json": plan.settings_file(settings, plans)},
+            opts=ns_opts,
+        )
+        self.deployment = k8s.apps.v1.Deployment(
+            f"{name}-deployment",
+            metadata=meta(name=plan.NAME, namespace=plan.NAMESPACE, labels=dict(plan.LOOP_POD_LABELS)),
+            spec=cast(Any, plan.deployment_spec(plans, context.region)),
+            opts=pulumi.ResourceOptions.merge(
+                ns_opts, pulumi.ResourceOptions(depends_on=[account, *bindings, self.program, self.settings])
+            ),
+        )
+        self.register_outputs({"deployment": self.deployment.metadata.name})

@@ -1,0 +1,24 @@
+"""The names the loop shares with the rest of the stack: equal to `components.planning.node_health` (a test holds
+them equal; the program cannot import the project). docs/operations.md, "The health loop", explains each."""
+
+from __future__ import annotations
+
+STARTUP_TAINT_KEY = "startup-taint.cluster-autoscaler.kubernetes.io/gpu-health"
+HEALTH_STATE_LABEL = "gpu-clusters/node-health"
+PENDING, PASSED, FAILED = "pending", "passed", "failed"
+NODE_HEALTH_NAMESPACE = "node-health"
+METRIC_PREFIX = "gpu_clusters_node_health"
+CHECKS_METRIC = f"{METRIC_PREFIX}_checks_total"
+REPAIRS_METRIC = f"{METRIC_PREFIX}_repairs_total"
+REPAIRS_HELD_METRIC = f"{METRIC_PREFIX}_repairs_held_total"
+CHECKS_RUNNING_METRIC = f"{METRIC_PREFIX}_checks_running"
+NODES_METRIC = f"{METRIC_PREFIX}_nodes"
+LAST_PASS_METRIC = f"{METRIC_PREFIX}_last_pass_timestamp_seconds"
+#: The node label every pool's nodes carry with their pool's name (components.tags.POOL).
+POOL_LABEL = "gpu-clusters/pool"
+#: Labels and annotations of the loop's own state, kept on the Kubernetes objects so a restarted loop resumes.
+CHECK_KIND_LABEL = "gpu-clusters/node-health-check"
+CHECK_NODE_ANNOTATION = "gpu-clusters/node-health-node"
+CHECKED_AT_ANNOTATION = "gpu-clusters/node-health-checked-at"
+BUSY_AT_ANNOTATION = "gpu-clusters/node-health-busy-at"
+REASON_ANNOTATION = "gpu-clusters/node-health-reason"
