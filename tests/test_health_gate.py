@@ -197,6 +197,7 @@ def test_the_namespace_is_privileged_for_the_dcgm_check_with_its_reason_and_admi
 
 
 def test_the_add_on_registers_the_loop_its_program_settings_and_rbac() -> None:
+    from components.planning.node_health_repair import REPAIR_CONFIG_KEY, ROLE_NAME
     from tests.builders import run_addons
 
     run = run_addons(addon_stack(SYSTEM_POOL, TRAINING_POOL))
@@ -209,6 +210,12 @@ def test_the_add_on_registers_the_loop_its_program_settings_and_rbac() -> None:
     assert program.inputs["data"] == loop_addon.program_files()
     settings = run.one("kubernetes:core/v1:ConfigMap", "gpu-addons-node-health-settings")
     assert list(json.loads(settings.inputs["data"]["config.json"])["pools"]) == ["h100"]
+    # the repair path's settings beside the loop's, and the Pod Identity role of its AWS calls, which the
+    # Deployment waits for (Pod Identity injects credentials only into pods admitted after the association)
+    repair = json.loads(settings.inputs["data"][REPAIR_CONFIG_KEY])
+    assert repair["pools"]["h100"]["kind"] == "aws" and repair["drainTimeoutSeconds"] == 600
+    iam_role = run.one("aws:iam/role:Role", ROLE_NAME)
+    assert iam_role.urn in deployment.depends_on
     role = run.one("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole", "gpu-addons-node-health-cluster-role")
     assert [r["resources"] for r in role.inputs["rules"]] == [["nodes"], ["pods"], ["pods/eviction"]]
 

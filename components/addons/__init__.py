@@ -159,7 +159,12 @@ ADDONS: tuple[AddonSpec, ...] = (
     AddonSpec(
         "node-health",
         lambda b: NodeHealthLoop(
-            b.name, context=b.context, settings=b.settings.node_health, plans=b.pools, opts=b.opts
+            b.name,
+            context=b.context,
+            settings=b.settings.node_health,
+            plans=b.pools,
+            drain_timeout_seconds=b.settings.node_termination_handler.drain_timeout_seconds,
+            opts=b.opts,
         ),
     ),
     # container insights, DCGM metrics and the alerts topic are switches of this one component

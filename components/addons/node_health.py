@@ -1,7 +1,7 @@
 """The health loop: its service account and RBAC, the ConfigMaps of its program and settings, and its Deployment on
-the system pool, in the `node-health` namespace (created with its Pod Security level by `components.namespaces`).
-What goes into them is computed in `components.planning.addons.node_health`; the IAM role of the repair path's AWS
-calls is bound to the same service account by the repair side.
+the system pool, in the `node-health` namespace (created with its Pod Security level by `components.namespaces`),
+and the Pod Identity role of the repair path's AWS calls (`components.node_health_role`). What goes into them is
+computed in `components.planning.addons.node_health` and `components.planning.node_health_repair`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ import pulumi_kubernetes as k8s
 
 from components.config import NodeHealth
 from components.context import ClusterContext
+from components.node_health_role import node_health_role
 from components.planning.addons import node_health as plan
+from components.planning.node_health_repair import ROLE_NAME, repair_config_data
 from components.planning.pools import PoolPlan
 
 
@@ -34,6 +36,7 @@ class NodeHealthLoop(pulumi.ComponentResource):
         context: ClusterContext,
         settings: NodeHealth,
         plans: Sequence[PoolPlan],
+        drain_timeout_seconds: int,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpu-clusters:index:NodeHealthLoop", name, None, opts)
@@ -84,15 +87,25 @@ class NodeHealthLoop(pulumi.ComponentResource):
         self.settings = k8s.core.v1.ConfigMap(
             f"{name}-settings",
             metadata=meta(name=plan.SETTINGS_CONFIG_MAP, namespace=plan.NAMESPACE),
-            data={"config.json": plan.settings_file(settings, plans)},
+            data={
+                "config.json": plan.settings_file(settings, plans),
+                **repair_config_data(
+                    plans, drain_timeout_seconds, {p.name for p in plans if p.management == "managed"}
+                ),
+            },
             opts=ns_opts,
         )
+        # The repair path's AWS calls: Pod Identity injects the credentials when the pod is admitted, so the
+        # Deployment waits for the association, not only the role.
+        role = node_health_role(context.pod_identity_role, context.cluster_name_plain, self)
+        association = getattr(context.pod_identity_role, "associations", {}).get(ROLE_NAME)
+        identity = [role, *([association] if association is not None else [])]
         self.deployment = k8s.apps.v1.Deployment(
             f"{name}-deployment",
             metadata=meta(name=plan.NAME, namespace=plan.NAMESPACE, labels=dict(plan.LOOP_POD_LABELS)),
             spec=cast(Any, plan.deployment_spec(plans, context.region)),
             opts=pulumi.ResourceOptions.merge(
-                ns_opts, pulumi.ResourceOptions(depends_on=[account, *bindings, self.program, self.settings])
+                ns_opts, pulumi.ResourceOptions(depends_on=[account, *bindings, self.program, self.settings, *identity])
             ),
         )
         self.register_outputs({"deployment": self.deployment.metadata.name})
