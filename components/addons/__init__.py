@@ -1,5 +1,5 @@
 """GPU platform add-ons: device plugins, cluster-autoscaler, drains before terminations (the node termination
-handler), KEDA (serving autoscaling), monitoring and alerts.
+handler), KEDA (serving autoscaling), JobSet (multi-node training jobs), monitoring and alerts.
 
 `ADDONS` is the registry: one `AddonSpec` per add-on component, with its name and how to build it. Whether the stack
 gets it is the plan's switch of the same name (`components.planning.addons.selection.ADDON_SWITCHES`, where every
@@ -27,6 +27,7 @@ import pulumi_kubernetes as k8s
 from components.addons.cluster_autoscaler import ClusterAutoscaler
 from components.addons.device_plugins import EfaDevicePlugin, NvidiaDevicePlugin, nvidia_runtime_class
 from components.addons.interruption import InterruptionHandler
+from components.addons.jobset import JobSet
 from components.addons.keda import Keda
 from components.addons.mig_manager import MigManager
 from components.addons.monitoring import MonitoredFileSystems, Monitoring
@@ -47,6 +48,7 @@ __all__ = [
     "ClusterAutoscaler",
     "EfaDevicePlugin",
     "InterruptionHandler",
+    "JobSet",
     "Keda",
     "MigManager",
     "MonitoredFileSystems",
@@ -134,6 +136,7 @@ ADDONS: tuple[AddonSpec, ...] = (
     AddonSpec("cluster-autoscaler", _cluster_autoscaler),
     AddonSpec("node-termination-handler", _interruption_handler),
     AddonSpec("keda", lambda b: Keda(b.name, context=b.context, plans=b.pools, opts=b.opts)),
+    AddonSpec("jobset", lambda b: JobSet(b.name, context=b.context, plans=b.pools, opts=b.opts)),
     # container insights, DCGM metrics and the alerts topic are switches of this one component
     AddonSpec("monitoring", _monitoring, enabled=lambda s: s.monitoring),
 )

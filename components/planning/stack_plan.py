@@ -27,6 +27,7 @@ from components.planning.serving_autoscaling import (
 )
 from components.planning.serving_policies import QueueRule, queue_rule
 from components.planning.storage import storage_summary, with_nfs_labels
+from components.planning.training_job import TrainingJobPlan, plan_training_job
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,8 @@ class StackPlan:
     namespaces: list[NamespacePlan]
     #: The queue rule of each serving workload that scales on vLLM's requests in flight (the default), by name.
     queue_rules: Mapping[str, QueueRule] = field(default_factory=dict)
+    #: The reference training job (`workloads.training`), rendered for the user to submit; None without one.
+    training: TrainingJobPlan | None = None
 
     def pool(self, name: str) -> PoolPlan:
         return next(p for p in self.pools if p.name == name)
@@ -93,4 +96,5 @@ def plan_stack(spec: StackConfig) -> StackPlan:
         hybrid=hybrid_plans(pools),
         namespaces=plan_namespaces(spec, pools, addons),
         queue_rules=queue_rules(spec, pools),
+        training=plan_training_job(spec, pools),
     )

@@ -45,7 +45,8 @@ def _switch(value: str, auto: bool) -> bool:
 #: Every add-on switch, in the order the plan lists the enabled ones. `auto`: EFA plugin when a pool wires EFA,
 #: cluster-autoscaler when a pool is in cluster-autoscaler or gpu-utilization mode with room to scale, termination
 #: handler when an `aws` pool exists (every Auto Scaling group drains through it); the mig-manager whenever a pool
-#: partitions its GPUs; KEDA when a serving workload exists.
+#: partitions its GPUs; KEDA when a serving workload exists; JobSet, the multi-node job controller, when a training
+#: pool or the reference training job (`workloads.training`) exists.
 ADDON_SWITCHES: tuple[AddonSwitch, ...] = (
     AddonSwitch("nvidia-device-plugin", lambda f: f.settings.nvidia_device_plugin.enabled and bool(gpu_plans(f.plans))),
     AddonSwitch("mig-manager", lambda f: bool(mig_plans(f.plans))),
@@ -61,6 +62,12 @@ ADDON_SWITCHES: tuple[AddonSwitch, ...] = (
     ),
     #: KEDA scales the serving workloads' replicas on their GPU utilization (`workloads.serving`).
     AddonSwitch("keda", lambda f: bool(f.workloads is not None and f.workloads.serving)),
+    AddonSwitch(
+        "jobset",
+        lambda f: (
+            any(p.role == "training" for p in f.plans) or (f.workloads is not None and f.workloads.training is not None)
+        ),
+    ),
     AddonSwitch("container-insights", lambda f: f.settings.monitoring.container_insights),
     AddonSwitch("dcgm-prometheus", lambda f: f.settings.monitoring.dcgm_prometheus),
 )

@@ -1,0 +1,202 @@
+"""The reference training job: a small model on synthetic data, trained with DDP under torchrun, checkpointed
+asynchronously with torch.distributed.checkpoint (DCP) and resumed from its latest complete checkpoint after a
+restart, so that a job the controller restarts continues the same loss curve (docs/training.md, "The reference
+script").
+
+Standalone: shipped to the pods as a ConfigMap of this file, it imports only the standard library and torch.
+
+    torchrun --nnodes N --nproc-per-node G ... train_reference.py --checkpoint-dir /lustre/ckpt/job --steps 1000
+
+Determinism is what makes a resumed curve equal the uninterrupted one: the model is initialised from `--seed`, each
+step's batch is drawn from a generator seeded by (seed, step, rank), and nothing else draws random numbers. The only
+RNG state is therefore the step number, which the checkpoint carries; no wall-clock or global RNG state is lost on a
+restart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import re
+import sys
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch import nn
+from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+from torch.nn.parallel import DistributedDataParallel
+
+log = logging.getLogger("train_reference")
+
+#: A checkpoint's directory under --checkpoint-dir: the step it holds, zero-padded so that names sort by step.
+CHECKPOINT_NAME = "step-{:09d}"
+_CHECKPOINT_DIR = re.compile(r"^step-(\d{9})$")
+#: The file DCP's FileSystemWriter.finish writes last, on the coordinator rank, once every rank's data is written
+#: (it writes `.metadata.tmp`, then renames it): a directory without it is a save that did not finish.
+METADATA_FILE = ".metadata"
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--checkpoint-dir", type=Path, required=True, help="where checkpoints are written and found")
+    parser.add_argument("--steps", type=int, default=1000, help="train until this step (counted from 1)")
+    parser.add_argument("--checkpoint-interval", type=int, default=100, help="save every this many steps")
+    parser.add_argument("--hidden-size", type=int, default=1024, help="width of the model's hidden layers")
+    parser.add_argument("--layers", type=int, default=4, help="number of hidden layers")
+    parser.add_argument("--batch-size", type=int, default=64, help="samples per rank per step")
+    parser.add_argument("--seed", type=int, default=0, help="seeds the model, the target and every batch")
+    parser.add_argument(
+        "--loss-log", type=Path, default=None, help="rank 0's JSON lines log (default: CHECKPOINT_DIR/loss.jsonl)"
+    )
+    args = parser.parse_args(argv)
+    for name in ("steps", "checkpoint_interval", "hidden_size", "layers", "batch_size"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be at least 1, not {getattr(args, name)}")
+    if args.loss_log is None:
+        args.loss_log = args.checkpoint_dir / "loss.jsonl"
+    return args
+
+
+def latest_checkpoint(checkpoint_dir: Path) -> tuple[int, Path] | None:
+    """The highest-step checkpoint whose metadata file exists, or None. A save killed part-way leaves its directory
+    with data files but no metadata (DCP writes it last, by rename), so it is skipped, not loaded half-written."""
+    complete = [
+        (int(match[1]), path)
+        for path in checkpoint_dir.glob("step-*")
+        if (match := _CHECKPOINT_DIR.match(path.name)) and (path / METADATA_FILE).is_file()
+    ]
+    return max(complete, default=None)
+
+
+def build_model(args: argparse.Namespace) -> nn.Module:
+    """An MLP from `--seed` alone, so that every rank and every restart starts from the same weights."""
+    torch.manual_seed(args.seed)
+    width = args.hidden_size
+    layers: list[nn.Module] = [nn.Linear(INPUT_SIZE, width), nn.ReLU()]
+    for _ in range(args.layers - 1):
+        layers += [nn.Linear(width, width), nn.ReLU()]
+    layers.append(nn.Linear(width, OUTPUT_SIZE))
+    return nn.Sequential(*layers)
+
+
+INPUT_SIZE = 64
+OUTPUT_SIZE = 8
+
+
+def batch(args: argparse.Namespace, step: int, rank: int, target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The batch of `rank` at `step`: drawn from a generator seeded by both, so a resumed run sees the same data."""
+    generator = torch.Generator().manual_seed(args.seed * 2**40 + step * 2**16 + rank)
+    inputs = torch.randn(args.batch_size, INPUT_SIZE, generator=generator)
+    return inputs, torch.tanh(inputs @ target)
+
+
+class Checkpointer:
+    """Asynchronous DCP saves, one in flight at a time, over a gloo group of their own: the save's collectives run
+    in a background thread, and sharing the training group would interleave them with DDP's all-reduces."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self.group = dist.new_group(backend="gloo")
+        self.pending: Future[Any] | None = None
+
+    def save(self, step: int, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
+        self.wait()  # the previous save must finish before the next starts: at most one copy in memory and in flight
+        path = self.directory / CHECKPOINT_NAME.format(step)
+        log.info("step %d: saving checkpoint to %s", step, path)
+        future = dcp.async_save(state(step, model, optimizer), checkpoint_id=path, process_group=self.group)
+        # async_save returns a Future, or an AsyncSaveResponse whose upload_completion is the save's Future
+        self.pending = getattr(future, "upload_completion", future)
+        self.pending.add_done_callback(lambda done: done.exception() or log.info("checkpoint %s complete", path))
+
+    def wait(self) -> None:
+        if self.pending is not None:
+            self.pending.result()
+            self.pending = None
+
+    def load(self, path: Path, model: nn.Module, optimizer: torch.optim.Optimizer) -> int:
+        """Loads model and optimizer in place and returns the step the checkpoint holds."""
+        loaded = state(0, model, optimizer)
+        dcp.load(loaded, checkpoint_id=path, process_group=self.group)
+        set_state_dict(model, optimizer, model_state_dict=loaded["model"], optim_state_dict=loaded["optimizer"])
+        return int(loaded["step"].item())
+
+
+def state(step: int, model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, Any]:
+    """What a checkpoint holds: model, optimizer (Adam's moments and its step count) and the training step, which
+    is also the only random state (see the module's docstring)."""
+    model_state, optimizer_state = get_state_dict(model, optimizer)
+    return {"model": model_state, "optimizer": optimizer_state, "step": torch.tensor(step)}
+
+
+def train(args: argparse.Namespace) -> None:
+    rank, local_rank = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"])
+    if torch.cuda.is_available():
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+        dist.init_process_group(backend="cpu:gloo,cuda:nccl", device_id=device)
+    else:
+        device = torch.device("cpu")
+        dist.init_process_group(backend="gloo")
+    world_size = dist.get_world_size()
+    log.info("rank %d of %d on %s (%s)", rank, world_size, device, dist.get_backend())
+
+    model = build_model(args).to(device)
+    target = torch.randn(INPUT_SIZE, OUTPUT_SIZE, generator=torch.Generator().manual_seed(args.seed)).to(device)
+    ddp = DistributedDataParallel(model, device_ids=[local_rank] if device.type == "cuda" else None)
+    optimizer = torch.optim.Adam(ddp.parameters(), lr=1e-3)
+    checkpointer = Checkpointer(args.checkpoint_dir)
+
+    start = 0
+    latest = latest_checkpoint(args.checkpoint_dir)  # every rank reads the same shared directory
+    if latest is not None:
+        start = checkpointer.load(latest[1], ddp, optimizer)
+        log.info("resumed from %s at step %d", latest[1], start)
+    else:
+        log.info("no complete checkpoint in %s: starting at step 0", args.checkpoint_dir)
+
+    # rank 0 logs the mean loss, a line a step, each line written whole and at once (line-buffered)
+    loss_log = open(args.loss_log, "a", buffering=1) if rank == 0 else None  # noqa: SIM115 (open for the whole run)
+    if loss_log is not None:
+        record = {"event": "start", "step": start, "world_size": world_size}
+        if latest is not None:
+            record["checkpoint"] = str(latest[1])
+        loss_log.write(json.dumps(record) + "\n")
+    for step in range(start + 1, args.steps + 1):
+        inputs, labels = batch(args, step, rank, target.cpu())
+        loss = nn.functional.mse_loss(ddp(inputs.to(device)), labels.to(device))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        mean = loss.detach()
+        dist.all_reduce(mean)  # the loss over all ranks' batches, for the log
+        if loss_log is not None:
+            loss_log.write(json.dumps({"event": "step", "step": step, "loss": mean.item() / world_size}) + "\n")
+        if step % args.checkpoint_interval == 0 or step == args.steps:
+            checkpointer.save(step, ddp, optimizer)
+    checkpointer.wait()
+    if loss_log is not None:
+        loss_log.write(json.dumps({"event": "done", "step": args.steps}) + "\n")
+        loss_log.close()
+    log.info("trained to step %d", args.steps)
+    dist.destroy_process_group()
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO,
+        format=f"%(asctime)s rank {os.environ.get('RANK', '?')} %(levelname)s %(message)s",
+        stream=sys.stderr,
+    )
+    args.checkpoint_dir.mkdir(parents=True, exist_ok=True)
+    train(args)
+
+
+if __name__ == "__main__":
+    main()
