@@ -62,12 +62,18 @@ def _labels(level: str, audit: str = "restricted") -> dict[str, str]:
 @pytest.mark.parametrize(
     ("stack", "levels"),
     [
-        ("training", {"training": "restricted"}),
+        ("training", {"training": "restricted", "jobset-system": "restricted"}),
         ("smoke", {"smoke": "restricted"}),
         ("inference", {"inference": "restricted", "keda": "restricted", "monitoring": "privileged"}),
         (
             "hybrid",
-            {"inference": "restricted", "training": "restricted", "keda": "restricted", "monitoring": "privileged"},
+            {
+                "inference": "restricted",
+                "training": "restricted",
+                "keda": "restricted",
+                "jobset-system": "restricted",
+                "monitoring": "privileged",
+            },
         ),
     ],
 )

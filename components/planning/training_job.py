@@ -213,7 +213,7 @@ def worker_resources(plan: TrainingJobPlan) -> dict[str, Any]:
 def pod_spec(plan: TrainingJobPlan) -> dict[str, Any]:
     """Pod Security `restricted`: the namespace directory's numeric user and group, RuntimeDefault seccomp, every
     capability dropped. EFA needs no IPC_LOCK: containers get no such capability on the EKS AMI either, root or not
-    (nodeadm's containerd base runtime spec), and AWS's own EFA NCCL workers add none ([ADTNCCL])."""
+    (nodeadm's containerd base runtime spec, [EKSRUNTIME]), and AWS's own EFA NCCL workers add none ([ADTNCCL])."""
     return {
         "restartPolicy": "Never",
         "nodeSelector": {POOL: plan.pool.name},
