@@ -40,6 +40,9 @@ _CHECKPOINT_DIR = re.compile(r"^step-(\d{9})$")
 #: The file DCP's FileSystemWriter.finish writes last, on the coordinator rank, once every rank's data is written
 #: (it writes `.metadata.tmp`, then renames it): a directory without it is a save that did not finish.
 METADATA_FILE = ".metadata"
+#: The model's input and output features (the target is a fixed random map between them).
+INPUT_SIZE = 64
+OUTPUT_SIZE = 8
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -85,12 +88,9 @@ def build_model(args: argparse.Namespace) -> nn.Module:
     return nn.Sequential(*layers)
 
 
-INPUT_SIZE = 64
-OUTPUT_SIZE = 8
-
-
 def batch(args: argparse.Namespace, step: int, rank: int, target: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The batch of `rank` at `step`: drawn from a generator seeded by both, so a resumed run sees the same data."""
+    """The batch of `rank` at `step` (from 1): drawn on the CPU from a generator seeded by both, so a resumed run
+    sees the same data on any device."""
     generator = torch.Generator().manual_seed(args.seed * 2**40 + step * 2**16 + rank)
     inputs = torch.randn(args.batch_size, INPUT_SIZE, generator=generator)
     return inputs, torch.tanh(inputs @ target)
@@ -105,14 +105,19 @@ class Checkpointer:
         self.group = dist.new_group(backend="gloo")
         self.pending: Future[Any] | None = None
 
-    def save(self, step: int, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
+    def save(self, step: int, loss: float, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
         self.wait()  # the previous save must finish before the next starts: at most one copy in memory and in flight
         path = self.directory / CHECKPOINT_NAME.format(step)
-        log.info("step %d: saving checkpoint to %s", step, path)
-        future = dcp.async_save(state(step, model, optimizer), checkpoint_id=path, process_group=self.group)
-        # async_save returns a Future, or an AsyncSaveResponse whose upload_completion is the save's Future
-        self.pending = getattr(future, "upload_completion", future)
-        self.pending.add_done_callback(lambda done: done.exception() or log.info("checkpoint %s complete", path))
+        log.info("step %d, loss %.6f: saving checkpoint to %s", step, loss, path)
+        saving = dcp.async_save(state(step, model, optimizer), checkpoint_id=path, process_group=self.group)
+        # a Future, or (with a stager that stages asynchronously) an AsyncSaveResponse holding the save's Future
+        self.pending = saving if isinstance(saving, Future) else saving.upload_completion
+
+        def report(done: Future[Any]) -> None:  # in the saving thread, when the metadata is written
+            if done.exception() is None:
+                log.info("checkpoint %s complete", path)
+
+        self.pending.add_done_callback(report)
 
     def wait(self) -> None:
         if self.pending is not None:
@@ -147,18 +152,21 @@ def train(args: argparse.Namespace) -> None:
     log.info("rank %d of %d on %s (%s)", rank, world_size, device, dist.get_backend())
 
     model = build_model(args).to(device)
-    target = torch.randn(INPUT_SIZE, OUTPUT_SIZE, generator=torch.Generator().manual_seed(args.seed)).to(device)
+    target = torch.randn(INPUT_SIZE, OUTPUT_SIZE, generator=torch.Generator().manual_seed(args.seed))  # on the CPU
     ddp = DistributedDataParallel(model, device_ids=[local_rank] if device.type == "cuda" else None)
     optimizer = torch.optim.Adam(ddp.parameters(), lr=1e-3)
     checkpointer = Checkpointer(args.checkpoint_dir)
 
     start = 0
-    latest = latest_checkpoint(args.checkpoint_dir)  # every rank reads the same shared directory
+    # rank 0 picks the checkpoint for all: ranks listing a shared file system apart could otherwise disagree
+    found = [latest_checkpoint(args.checkpoint_dir) if rank == 0 else None]
+    dist.broadcast_object_list(found, src=0, group=checkpointer.group)
+    latest = found[0]
     if latest is not None:
         start = checkpointer.load(latest[1], ddp, optimizer)
         log.info("resumed from %s at step %d", latest[1], start)
     else:
-        log.info("no complete checkpoint in %s: starting at step 0", args.checkpoint_dir)
+        log.info("no complete checkpoint in %s: starting from scratch", args.checkpoint_dir)
 
     # rank 0 logs the mean loss, a line a step, each line written whole and at once (line-buffered)
     loss_log = open(args.loss_log, "a", buffering=1) if rank == 0 else None  # noqa: SIM115 (open for the whole run)
@@ -168,17 +176,18 @@ def train(args: argparse.Namespace) -> None:
             record["checkpoint"] = str(latest[1])
         loss_log.write(json.dumps(record) + "\n")
     for step in range(start + 1, args.steps + 1):
-        inputs, labels = batch(args, step, rank, target.cpu())
+        inputs, labels = batch(args, step, rank, target)
         loss = nn.functional.mse_loss(ddp(inputs.to(device)), labels.to(device))
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
-        mean = loss.detach()
-        dist.all_reduce(mean)  # the loss over all ranks' batches, for the log
+        total = loss.detach()
+        dist.all_reduce(total)  # the loss over all ranks' batches, for the log
+        mean = total.item() / world_size
         if loss_log is not None:
-            loss_log.write(json.dumps({"event": "step", "step": step, "loss": mean.item() / world_size}) + "\n")
+            loss_log.write(json.dumps({"event": "step", "step": step, "loss": mean}) + "\n")
         if step % args.checkpoint_interval == 0 or step == args.steps:
-            checkpointer.save(step, ddp, optimizer)
+            checkpointer.save(step, mean, ddp, optimizer)
     checkpointer.wait()
     if loss_log is not None:
         loss_log.write(json.dumps({"event": "done", "step": args.steps}) + "\n")

@@ -50,6 +50,7 @@ def test_training_stack_gets_both_device_plugins_and_the_autoscaler():
         "efa-device-plugin",
         "cluster-autoscaler",
         "node-termination-handler",
+        "jobset",
         "container-insights",
     ]
 

@@ -422,8 +422,9 @@ def test_claims_wait_for_their_namespace_created_once() -> None:
         SharedStorage("storage", ctx, spec.storage, stack_plan.pools)
 
     run = run_with_context(spec, build)
-    assert [r.inputs["metadata"]["name"] for r in run.of_type(NAMESPACE)] == ["ml"]
-    namespace = run.one(NAMESPACE).urn
+    # beside JobSet's own namespace (the stack has a training pool)
+    assert [r.inputs["metadata"]["name"] for r in run.of_type(NAMESPACE)] == ["jobset-system", "ml"]
+    namespace = run.one(NAMESPACE, "train-ns-ml").urn
     assert len(run.of_type(PVC)) == 2
     assert all(namespace in r.depends_on for r in run.of_type(PVC))
 
