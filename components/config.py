@@ -1088,13 +1088,13 @@ class TeamNamespace(Model):
 
 
 class TrainingModel(Model):
-    """The reference job's model: `layers` square linear layers of `hiddenSize` features, trained on synthetic data.
-    Its size sets the checkpoint's size (docs/training.md#the-reference-job)."""
+    """The reference job's model: an MLP of `layers` hidden linear layers of `hiddenSize` features, trained on
+    synthetic data. Its size sets the checkpoint's size (docs/training.md#the-reference-job)."""
 
     layers: int = Field(8, ge=1, le=256)
     """Linear layers, 1-256. Default 8."""
     hidden_size: int = Field(4096, ge=64, le=65536)
-    """Features of each layer, 64-65536. Default 4096 (8 layers: 134 M parameters, a 1.6 GB checkpoint)."""
+    """Features of each layer, 64-65536. Default 4096 (8 layers: 118 M parameters, a 1.41 GB checkpoint)."""
 
 
 class TrainingWorkload(Model):

@@ -7,7 +7,6 @@ JobSet (`components.planning.training_job`) that mounts it, for the user to appl
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -36,14 +35,13 @@ class TrainingScript(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpu-clusters:index:TrainingScript", name, None, opts)
-        metadata: dict[str, Any] = {
-            "name": script_config_map(plan.name),
-            "namespace": plan.namespace,
-            "labels": {**MANAGED_BY, "app.kubernetes.io/name": plan.name},
-        }
         self.config_map = k8s.core.v1.ConfigMap(
             f"{name}-script",
-            metadata=metadata,
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=script_config_map(plan.name),
+                namespace=plan.namespace,
+                labels={**MANAGED_BY, "app.kubernetes.io/name": plan.name},
+            ),
             data={SCRIPT_FILE: script_source()},
             opts=pulumi.ResourceOptions(
                 provider=context.k8s_provider,
