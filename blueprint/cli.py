@@ -1,6 +1,7 @@
 """`blueprint`: the offline companion of the Pulumi program.
 
-Commands: `plan`, `check`, `catalog`, `schema`, `deployer-policy`, `verify`, `preflight`, `simulate` (`blueprint
+Commands: `plan`, `check`, `catalog`, `schema`, `deployer-policy`, `verify`, `preflight`, `simulate`,
+`training-job` (`blueprint
 --help`, and README.md for each). Data goes to stdout, messages to stderr; the exit codes are in `blueprint.exit_codes`.
 """
 
@@ -82,6 +83,18 @@ COMMANDS: dict[str, tuple[str, tuple[str, ...], dict[int, str]]] = {
             IO: "the stack file or --series cannot be read, or --plot cannot be written",
         },
     ),
+    "training-job": (
+        "the stack's reference training job, a JobSet for you to submit",
+        (
+            "blueprint training-job --stack training",
+            "blueprint training-job --stack training | kubectl apply -f -",
+        ),
+        {
+            CONFIG: "an invalid stack config",
+            USAGE: "a usage error, or a stack without `workloads.training`",
+            IO: "the stack file cannot be read",
+        },
+    ),
 }
 
 
@@ -152,6 +165,10 @@ def _parser() -> argparse.ArgumentParser:
     preflight.add_argument("--stack", help="stack name: stacks/Pulumi.<stack>.yaml")
     preflight.add_argument("--config", type=Path, help="the stack file, instead of stacks/Pulumi.<stack>.yaml")
     preflight.add_argument("--format", choices=("table", "json"), default="table")
+    training = command("training-job")
+    training.add_argument("--stack", help="stack name: stacks/Pulumi.<stack>.yaml")
+    training.add_argument("--config", type=Path, help="use this stack file instead of stacks/Pulumi.<stack>.yaml")
+    training.add_argument("--format", choices=("yaml", "json"), default="yaml")
     simulate = command("simulate")
     simulate.add_argument("--stack", help="stack name: stacks/Pulumi.<stack>.yaml")
     simulate.add_argument("--config", type=Path, help="use this stack file instead of stacks/Pulumi.<stack>.yaml")
@@ -276,6 +293,8 @@ def _run(argv: Sequence[str] | None) -> int:
         return _simulate(args)
     if args.command == "deployer-policy":
         return _deployer_policy(args)
+    if args.command == "training-job":
+        return _training_job(args)
     if args.policy_config is not None:
         code = _check_policy_config(args.policy_config)
         if code != OK:
@@ -376,6 +395,34 @@ def _deployer_policy(args: argparse.Namespace) -> int:
     if text is not None:
         print(text, end="")
     return code
+
+
+def _training_job(args: argparse.Namespace) -> int:
+    """Print the reference training job's JobSet (docs/training.md#submitting-a-job); the stack never submits it."""
+    import yaml
+
+    from blueprint.plan.runner import load_stack
+    from components.planning.stack_plan import plan_stack
+    from components.planning.training_job import jobset_manifest
+    from components.validation import validate_config
+
+    def planned() -> tuple[str, Any]:
+        files = load_stack(args.stack, args.config)
+        return files.stack, plan_stack(validate_config(files.config, files.project)).training
+
+    result, code = terminal.reporting(planned)
+    if result is None:
+        return code
+    stack, job = result
+    if job is None:
+        terminal.error(f"training-job: stack {stack} has no workloads.training; add one (docs/training.md)")
+        return USAGE
+    manifest = jobset_manifest(job)
+    if args.format == "json":
+        print(json.dumps(manifest, indent=2))
+    else:
+        print(yaml.safe_dump(manifest, sort_keys=False), end="")
+    return OK
 
 
 def _schema(write: bool, check: bool) -> int:

@@ -1278,6 +1278,46 @@ class QueuesConfig(Model):
     """All-or-nothing admission: the pods-ready timeout, requeueing and capacity requests."""
 
 
+class TrainingModel(Model):
+    """The reference job's model: an MLP of `layers` hidden linear layers of `hiddenSize` features, trained on
+    synthetic data. Its size sets the checkpoint's size (docs/training.md#the-reference-job)."""
+
+    layers: int = Field(8, ge=1, le=256)
+    """Linear layers, 1-256. Default 8."""
+    hidden_size: int = Field(4096, ge=64, le=65536)
+    """Features of each layer, 64-65536. Default 4096 (8 layers: 118 M parameters, a 1.41 GB checkpoint)."""
+
+
+class TrainingWorkload(Model):
+    """The reference multi-node training job (docs/training.md#the-reference-job): torchrun workers, one per node of
+    a GPU pool, each taking every GPU and EFA device of its node, NCCL over EFA, checkpoints on the Lustre claim,
+    restarted whole from its last checkpoint on a failure. The stack creates the script's ConfigMap only; `blueprint
+    training-job` prints the JobSet for you to submit."""
+
+    name: WorkloadName = "reference"
+    """Name of the JobSet and its ConfigMap: a DNS label of at most 40 characters. Default `reference`."""
+    namespace: NamespaceName | None = None
+    """Workload namespace the job runs in; it must be the Lustre claim's namespace (`storage.lustre.kubernetes`).
+    Default that namespace."""
+    pool: str
+    """The GPU pool the workers run on. Required."""
+    nodes: int = Field(2, ge=1, le=1024)
+    """Workers, one per node, at most the pool's `scaling.max`. Default 2."""
+    image: str | None = None
+    """Container image with PyTorch, NCCL, EFA's libfabric and the aws-ofi-nccl plugin. Default the AWS Deep
+    Learning Container pinned in the catalog (`components/catalog/images.yaml`, `pytorch-training`)."""
+    steps: int = Field(1000, ge=1, le=10_000_000)
+    """Training steps in all. Default 1000."""
+    checkpoint_interval: int = Field(100, ge=1, le=10_000_000)
+    """Steps between checkpoints, at most `steps`. Default 100."""
+    model: TrainingModel = TrainingModel()
+    """Size of the model trained, which sets the checkpoint's size."""
+    max_restarts: int = Field(3, ge=0, le=1000)
+    """Restarts of the whole job a failure of the job itself (a bug, a crash) may use, 0-1000; restarts after a node
+    failure (eviction, node loss, spot interruption, drain) do not count (docs/training.md#failures-and-restarts).
+    Default 3."""
+
+
 class WorkloadsConfig(Model):
     serving: list[ServingWorkload] = Field(default_factory=list)
     """Inference servers the stack deploys, each with its autoscaler. Default none."""
@@ -1291,6 +1331,8 @@ class WorkloadsConfig(Model):
     queues: QueuesConfig | None = None
     """Kueue's queues and gang admission. Left out: the defaults when Kueue is on (`addons.kueue`), which it is by
     default on a stack with a training GPU pool."""
+    training: TrainingWorkload | None = None
+    """The reference multi-node training job, rendered for you to submit (`blueprint training-job`). Default none."""
 
 
 # ------------------------------------------------------------------------------------------------------------ stack

@@ -34,6 +34,7 @@ from components.planning.stateful import stateful_protection
 from components.pool_identity import PoolIdentityAdmission
 from components.security_groups import lustre_client_group
 from components.storage import EfsStorage, SharedStorage
+from components.training import TrainingScript
 from components.workloads import ServingWorkloads
 
 
@@ -63,6 +64,7 @@ class GpuCluster(pulumi.ComponentResource):
         self._storage()
         self._addons()
         self._workloads()
+        self._training()
         self._hybrid_nodes()
         self._pool_identity()
         self.register_outputs({})
@@ -300,6 +302,15 @@ class GpuCluster(pulumi.ComponentResource):
             opts=self._child(),
         )
         self._exports.update(self.workloads.exports())
+
+    def _training(self) -> None:
+        """The reference training job's script as a ConfigMap in its namespace; the job itself is printed by
+        `blueprint training-job` for the user to submit, never started by the stack."""
+        self.training: TrainingScript | None = None
+        if self.stack_plan.training is not None:
+            self.training = TrainingScript(
+                f"{self.base_name}-training", context=self.context, plan=self.stack_plan.training, opts=self._child()
+            )
 
     def _hybrid_nodes(self) -> None:
         """For hybrid pools only: the role and SSM activation or Roles Anywhere, the HYBRID_LINUX access entry, API

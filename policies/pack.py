@@ -250,6 +250,7 @@ POLICIES: list[Policy] = [
     stack_policy("efa-pool-single-az", fabric.efa_pool_single_az),
     stack_policy("efa-placement-group", fabric.efa_placement_group),
     stack_policy("efa-device-plugin-deployed", fabric.efa_device_plugin_deployed),
+    stack_policy("efa-jobs-request-every-device", fabric.efa_jobs_request_every_device),
     # Nodes
     resource_policy("imdsv2-required", nodes.imdsv2_required, [LAUNCH_TEMPLATE]),
     resource_policy("imds-hop-limit-justified", nodes.imds_hop_limit_justified, [LAUNCH_TEMPLATE]),

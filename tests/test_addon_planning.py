@@ -52,6 +52,7 @@ def test_training_stack_gets_both_device_plugins_and_the_autoscaler():
         "cluster-autoscaler",
         "node-termination-handler",
         "kueue",
+        "jobset",
         "container-insights",
         "node-health",
     ]

@@ -63,7 +63,15 @@ def _labels(level: str, audit: str = "restricted") -> dict[str, str]:
     ("stack", "levels"),
     [
         # every shipped stack has gated GPU pools, so the health loop's namespace (its DCGM check adds SYS_ADMIN)
-        ("training", {"training": "restricted", "kueue-system": "restricted", "node-health": "privileged"}),
+        (
+            "training",
+            {
+                "training": "restricted",
+                "kueue-system": "restricted",
+                "jobset-system": "restricted",
+                "node-health": "privileged",
+            },
+        ),
         ("smoke", {"smoke": "restricted", "node-health": "privileged"}),
         (
             "inference",
@@ -76,6 +84,7 @@ def _labels(level: str, audit: str = "restricted") -> dict[str, str]:
                 "training": "restricted",
                 "keda": "restricted",
                 "kueue-system": "restricted",
+                "jobset-system": "restricted",
                 "monitoring": "privileged",
                 "node-health": "privileged",
             },
@@ -178,8 +187,9 @@ def test_workload_namespaces_deny_ingress_but_from_themselves_and_prometheus() -
         }
     ]
     # Without Prometheus (training: Container Insights) there is nothing to admit from monitoring.
+    # (`jobset-system` admits the API server to JobSet's webhook: tests/test_training_job.py)
     training = _policies(shipped_plan("training"))
-    assert set(training) == {
+    assert {key for key in training if key[0] in ("training", "node-health")} == {
         ("training", "default-deny-ingress"),
         ("training", "allow-same-namespace"),
         ("node-health", "default-deny-ingress"),
@@ -226,7 +236,7 @@ def test_a_namespace_on_a_hybrid_pool_admits_the_other_network_by_address() -> N
 @pytest.mark.parametrize("stack", ["training", "inference", "smoke"])
 def test_ec2_only_stacks_admit_nothing_by_address(stack: str) -> None:
     for (ns, name), spec in _policies(shipped_plan(stack)).items():
-        peers = [peer for rule in spec.get("ingress", []) for peer in rule["from"]]
+        peers = [peer for rule in spec.get("ingress", []) for peer in rule.get("from", [])]
         assert not any("ipBlock" in peer for peer in peers), (ns, name)
 
 

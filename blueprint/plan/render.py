@@ -95,6 +95,16 @@ def _mbps(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f}"
 
 
+def training_line(job: dict[str, Any]) -> str:
+    """The reference training job in one line: its GPUs, and a checkpoint's size and write time."""
+    return (
+        f"Training job {job['name']} on {job['pool']}: {job['nodes']} nodes, {job['gpus']} GPUs, "
+        f"{job['efaDevices']} EFA devices; checkpoint {job['checkpointBytes'] / 1e9:,.2f} GB written in "
+        f"{job['checkpointWriteSeconds']:g} s at {_mbps(job['lustreThroughputMBps'])} MB/s (Lustre); "
+        f"{job['maxRestarts']} restarts for job failures, node failures not counted"
+    )
+
+
 def _where(pool: dict[str, Any]) -> str:
     if pool["kind"] == "hybrid":
         return "on-prem"
@@ -183,6 +193,8 @@ def table(plan: dict[str, Any], console: Console) -> None:
                 in_text,
             )
         console.print(serving)
+    if summary.get("trainingJob"):
+        console.print(training_line(summary["trainingJob"]))
     _print_hybrid_site(summary.get("hybridSite") or {}, console)
     if summary.get("hybrid"):
         _print_hybrid(summary["hybrid"], console)
@@ -382,6 +394,8 @@ def markdown(plan: dict[str, Any]) -> str:
                 f"| {s['name']} | {s['kind']} | {capacity} | {_mbps(s['throughputMBps'])} | "
                 f"{', '.join(s.get('mountedBy', [])) or '-'} | {per_gpu} |"
             )
+    if summary.get("trainingJob"):
+        lines += ["", training_line(summary["trainingJob"])]
     lines += _quota_markdown(summary)
     lines += _queue_markdown(summary)
     lines += ["", "```mermaid", *mermaid(plan), "```", ""]

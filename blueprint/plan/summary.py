@@ -33,6 +33,7 @@ from components.planning.queues import quota_warnings
 from components.planning.quotas import stack_quotas
 from components.planning.serving import METRICS_PORT, SERVING_PORT
 from components.planning.stack_plan import StackPlan
+from components.planning.training_job import training_summary
 from components.validation.offerings import unchecked_zone_warnings
 
 
@@ -310,6 +311,9 @@ def summarize(stack_plan: StackPlan) -> dict[str, Any]:
         "cost": cost_summary(cost),
         "alerts": alerts_summary(stack_plan),
         "serving": serving_summary(stack_plan),
+        # The reference training job on its training pool: GPUs, and a checkpoint's size and write time at the
+        # Lustre file system's throughput (components.planning.training_job); None without `workloads.training`.
+        "trainingJob": training_summary(stack_plan.training) if stack_plan.training is not None else None,
         "hybridSite": site_summary(
             plans, stack_plan.addons.on("dcgm-prometheus"), {w.pool: METRICS_PORT for w in spec.workloads.serving}
         ),

@@ -25,6 +25,7 @@ from components import catalog
 from components.planning.autoscaler_tags import EFA_RESOURCE
 from components.planning.check_pods import gpu_resources, pod_spec
 from components.planning.hugepages import HUGEPAGES_RESOURCE
+from components.planning.nccl_environment import NCCL_SIZES
 
 CHECK = "nccl"
 #: What AWS's EFA NCCL test workers request besides GPUs and EFA devices ([ADTNCCL] kubernetes/nccl-tests.yaml).
@@ -43,8 +44,7 @@ EXPORT_LD_LIBRARY_PATH = f"export LD_LIBRARY_PATH={LD_LIBRARY_PATH}:$LD_LIBRARY_
 #: The NCCL tuning of AWS's published run ([ADTNCCL] kubernetes/nccl-tests.yaml): the same buffer and chunk sizes
 #: and aws-ofi-nccl's tuner plugin.
 NCCL_TUNING = (
-    "NCCL_BUFFSIZE=8388608",
-    "NCCL_P2P_NET_CHUNKSIZE=524288",
+    *(f"{name}={value}" for name, value in NCCL_SIZES.items()),
     f"NCCL_TUNER_PLUGIN={OFI_NCCL_LIB}/libnccl-ofi-tuner.so",
 )
 SSH_PORT = 22

@@ -1,5 +1,6 @@
 """GPU platform add-ons: device plugins, cluster-autoscaler, drains before terminations (the node termination
-handler), KEDA (serving autoscaling), Kueue (training queues), monitoring and alerts.
+handler), KEDA (serving autoscaling), Kueue (training queues), JobSet (multi-node training jobs), the node health
+loop, monitoring and alerts.
 
 `ADDONS` is the registry: one `AddonSpec` per add-on component, with its name and how to build it. Whether the stack
 gets it is the plan's switch of the same name (`components.planning.addons.selection.ADDON_SWITCHES`, where every
@@ -27,6 +28,7 @@ import pulumi_kubernetes as k8s
 from components.addons.cluster_autoscaler import ClusterAutoscaler
 from components.addons.device_plugins import EfaDevicePlugin, NvidiaDevicePlugin, nvidia_runtime_class
 from components.addons.interruption import InterruptionHandler
+from components.addons.jobset import JobSet
 from components.addons.keda import Keda
 from components.addons.kueue import Kueue, provisioning_request_crd
 from components.addons.mig_manager import MigManager
@@ -50,6 +52,7 @@ __all__ = [
     "ClusterAutoscaler",
     "EfaDevicePlugin",
     "InterruptionHandler",
+    "JobSet",
     "Keda",
     "Kueue",
     "MigManager",
@@ -156,6 +159,7 @@ ADDONS: tuple[AddonSpec, ...] = (
     AddonSpec("node-termination-handler", _interruption_handler),
     AddonSpec("keda", lambda b: Keda(b.name, context=b.context, plans=b.pools, opts=b.opts)),
     AddonSpec("kueue", _kueue),
+    AddonSpec("jobset", lambda b: JobSet(b.name, context=b.context, plans=b.pools, opts=b.opts)),
     AddonSpec(
         "node-health",
         lambda b: NodeHealthLoop(

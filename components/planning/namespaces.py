@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from components.config import StackConfig
+from components.planning.addons.jobset import NAMESPACE as JOBSET_NAMESPACE
 from components.planning.addons.keda import KEDA_NAMESPACE
 from components.planning.addons.mig_manager import NAMESPACE as MIG_MANAGER_NAMESPACE
 from components.planning.addons.monitoring import (
@@ -51,6 +52,7 @@ KUBERNETES_NAMESPACES = frozenset({"default", KUBE_SYSTEM, "kube-public", "kube-
 ADDON_NAMESPACES = frozenset(
     {
         KEDA_NAMESPACE,
+        JOBSET_NAMESPACE,
         MONITORING_NAMESPACE,
         DCGM_EXPORTER_RUNTIME_CLASS_NAMESPACE,
         MIG_MANAGER_NAMESPACE,
@@ -135,6 +137,11 @@ def plan_namespaces(spec: StackConfig, plans: Sequence[PoolPlan], addons: AddonS
         # root filesystem and the runtime's seccomp profile ([KUEUE] chart 0.19.2 values
         # `controllerManager.manager.podSecurityContext` / `containerSecurityContext`; the chart tests check).
         planned.append(NamespacePlan(KUEUE_NAMESPACE, "restricted", None, "created"))
+    if addons.on("jobset"):
+        # The controller runs as non-root with every capability dropped, no privilege escalation, a read-only root
+        # filesystem and the runtime's seccomp profile ([JOBSET] chart 0.12.0 values `controller.securityContext`,
+        # `controller.podSecurityContext`; the chart tests check).
+        planned.append(NamespacePlan(JOBSET_NAMESPACE, "restricted", None, "created"))
     if addons.on("dcgm-prometheus"):
         planned.append(NamespacePlan(MONITORING_NAMESPACE, "privileged", MONITORING_REASON, "created"))
         if runtime_class_plans(plans):

@@ -27,6 +27,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.config import NetworkConfig
+from components.planning.addons.jobset import CONTROLLER_PODS as JOBSET_CONTROLLER_PODS
+from components.planning.addons.jobset import NAMESPACE as JOBSET_NAMESPACE
+from components.planning.addons.jobset import WEBHOOK_PORT as JOBSET_WEBHOOK_PORT
 from components.planning.addons.keda import KEDA_NAMESPACE
 from components.planning.addons.monitoring import MONITORING_NAMESPACE
 from components.planning.addons.selection import AddonSelection
@@ -166,6 +169,14 @@ def node_health_policies(addons: AddonSelection) -> list[NetworkPolicyPlan]:
     return policies
 
 
+def jobset_policies() -> list[NetworkPolicyPlan]:
+    """The JobSet controller admits its webhook's port only, from any address: the API server calls the webhook
+    from the control plane's network interfaces, whose addresses the stack cannot know at plan time. Its metrics
+    port stays closed (nothing scrapes it: the chart's `prometheus.enable` is off)."""
+    webhook = {"ports": [{"protocol": "TCP", "port": JOBSET_WEBHOOK_PORT}]}
+    return [NetworkPolicyPlan(JOBSET_NAMESPACE, "jobset-webhook", _ingress(JOBSET_CONTROLLER_PODS, [webhook]))]
+
+
 def _namespace_across(namespace: NamespacePlan, across: CrossCniSources | None) -> CrossCniSources | None:
     pools = namespace.quota.pools if namespace.quota is not None else ()
     return across if across is not None and across.reaches(pools) else None
@@ -185,4 +196,6 @@ def network_policies(
         policies += monitoring_policies(addons)
     if addons.on("node-health"):
         policies += node_health_policies(addons)
+    if addons.on("jobset"):
+        policies += jobset_policies()
     return policies

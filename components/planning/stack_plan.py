@@ -28,6 +28,7 @@ from components.planning.serving_autoscaling import (
 )
 from components.planning.serving_policies import QueueRule, queue_rule
 from components.planning.storage import storage_summary, with_nfs_labels
+from components.planning.training_job import TrainingJobPlan, plan_training_job
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,8 @@ class StackPlan:
     queue_rules: Mapping[str, QueueRule] = field(default_factory=dict)
     #: Kueue's flavors, ClusterQueues and LocalQueues (components.planning.queues); None without Kueue.
     job_queues: QueuePlan | None = None
+    #: The reference training job (`workloads.training`), rendered for the user to submit; None without one.
+    training: TrainingJobPlan | None = None
 
     def pool(self, name: str) -> PoolPlan:
         return next(p for p in self.pools if p.name == name)
@@ -97,4 +100,5 @@ def plan_stack(spec: StackConfig) -> StackPlan:
         namespaces=plan_namespaces(spec, pools, addons),
         queue_rules=queue_rules(spec, pools),
         job_queues=plan_queues(spec, pools, addons),
+        training=plan_training_job(spec, pools),
     )

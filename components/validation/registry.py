@@ -26,6 +26,7 @@ from components.validation import (
     shared_gpus,
     site_connection,
     storage,
+    training,
     workloads,
 )
 from components.validation.parse import Rule
@@ -39,7 +40,7 @@ BY_CONCERN: dict[str, tuple[Rule, ...]] = {
     "hybrid": hybrid.RULES,
     "storage": (*storage.RULES, *lustre_backups.RULES, *lustre_clients.RULES),
     "addons": (*addons.RULES, *dcgm_exporters.RULES, *mig.RULES),
-    "workloads": (*workloads.RULES, *shared_gpus.RULES, *namespaces.RULES, *queues.RULES),
+    "workloads": (*workloads.RULES, *shared_gpus.RULES, *namespaces.RULES, *queues.RULES, *training.RULES),
 }
 #: The one list every validation runs.
 RULES: tuple[Rule, ...] = tuple(rule for rules in BY_CONCERN.values() for rule in rules)

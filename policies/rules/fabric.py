@@ -12,6 +12,7 @@ from pulumi_policy.proxy import UnknownValueError
 from components.catalog import format_card_ranges
 from components.catalog.versions import EXACT_VERSION, chart, version_at_least
 from components.planning.reservations import RESERVED_CAPACITY_TYPES
+from components.tags import POOL
 from policies.resources import (
     EKS_CLUSTER,
     LAUNCH_TEMPLATE,
@@ -271,3 +272,60 @@ def efa_device_plugin_deployed(stack: Stack, config: Config) -> StackViolations:
                 release.urn,
             )
     yield from untolerated(efa_pools, releases, EFA_DEVICE_PLUGIN_DEFAULT_TOLERATIONS)
+
+
+#: Where each kind of job keeps its pod templates (JobSet: one per replicated job).
+JOB_POD_TEMPLATES: Mapping[str, tuple[tuple[str | int, ...], ...]] = {
+    "kubernetes:core/v1:Pod": (("spec",),),
+    "kubernetes:batch/v1:Job": (("spec", "template", "spec"),),
+    "kubernetes:batch/v1:CronJob": (("spec", "jobTemplate", "spec", "template", "spec"),),
+}
+JOBSET = "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet"
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
+
+
+def _job_pod_specs(r: Resource) -> list[Any]:
+    if r.type == JOBSET:
+        return [get(job, "template", "spec", "template", "spec") for job in items(r.get("spec", "replicatedJobs"))]
+    return [r.get(*path) for path in JOB_POD_TEMPLATES.get(r.type, ())]
+
+
+def _efa_requested(pod: Any) -> int:
+    total = 0
+    for container in items(get(pod, "containers")):
+        value = get(container, "resources", "limits", EFA_RESOURCE) or get(
+            container, "resources", "requests", EFA_RESOURCE
+        )
+        total += int(str(value)) if value is not None and str(value).isdigit() else 0
+    return total
+
+
+def efa_jobs_request_every_device(stack: Stack, config: Config) -> StackViolations:
+    """A job (Pod, Job, CronJob or JobSet) pinned to an EFA pool requests every EFA device of the node.
+
+    One worker per node is how the fabric is used: a pod with fewer `vpc.amazonaws.com/efa` devices than its node
+    has runs NCCL over part of the node's bandwidth (or, with none, over TCP sockets), and leaves the rest to a
+    second pod that would share the node's GPUs' network. Pods are pinned by the pool label `gpu-clusters/pool`
+    (docs/training.md#the-reference-job).
+    """
+    devices = {
+        p.name: sum(1 for i in interfaces(p.launch_template) if i.is_efa)
+        for p in node_pools(stack)
+        if p.efa and p.launch_template is not None
+    }
+    if not devices:
+        return
+    for r in stack.of_type(JOBSET, *JOB_POD_TEMPLATES):
+        for pod in _job_pod_specs(r):
+            pool = get(pod, "nodeSelector", POOL)
+            if pool not in devices:
+                continue
+            requested = _efa_requested(pod)
+            if requested != devices[pool]:
+                kind = r.type.rsplit(":", 1)[-1]
+                yield (
+                    f"{kind} '{r.get('metadata', 'name', default=r.name)}' runs on EFA pool '{pool}' with "
+                    f"{requested} of its nodes' {devices[pool]} EFA devices: request {EFA_RESOURCE}: "
+                    f"{devices[pool]}",
+                    r.urn,
+                )

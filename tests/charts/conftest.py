@@ -37,7 +37,9 @@ def _runtime_class(raw: dict[str, Any]) -> None:
 
 
 def _mig(raw: dict[str, Any]) -> None:
+    """The p5 pool partitioned; the reference training job, which takes whole GPUs, leaves the stack."""
     _pool(raw, "h100")["devicePlugin"] = {"migDevices": {"1g.10gb": 7}}
+    raw.get(f"{PROJECT}:workloads", {}).pop("training", None)
     raw.setdefault(f"{PROJECT}:addons", {}).setdefault("nvidiaDevicePlugin", {})["migStrategy"] = "single"
 
 

@@ -39,6 +39,7 @@ EXPECTED_BROKEN = {
     ("efa-pool-single-az", "broken-train"),
     ("efa-placement-group", "broken-train"),
     ("efa-device-plugin-deployed", "broken-train"),
+    ("efa-jobs-request-every-device", "broken-job"),
     ("gpu-pools-tainted-and-tolerated", "broken-train"),
     ("spot-instance-diversification", "broken-infer"),
     ("spot-capacity-rebalance", "broken-infer"),

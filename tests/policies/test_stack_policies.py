@@ -7,6 +7,7 @@ cross-resource rules hold wherever they run.
 
 from __future__ import annotations
 
+import json
 from typing import Any, get_args
 
 import pytest
@@ -408,6 +409,45 @@ def test_a_training_namespace_needs_a_local_queue_and_a_gpu_quota(missing: str, 
     ]
 
 
+# ------------------------------------------------------------------------------------------- EFA jobs
+def _job(type_: str, efa: str | None, pool: str = "train") -> Record:
+    from tests.policies.stacks import record
+
+    limits = {"nvidia.com/gpu": "8", **({"vpc.amazonaws.com/efa": efa} if efa is not None else {})}
+    pod = {"nodeSelector": {tags.POOL: pool}, "containers": [{"name": "w", "resources": {"limits": limits}}]}
+    specs: dict[str, Any] = {
+        "kubernetes:jobset.x-k8s.io/v1alpha2:JobSet": {
+            "replicatedJobs": [{"name": "workers", "template": {"spec": {"template": {"spec": pod}}}}]
+        },
+        "kubernetes:batch/v1:Job": {"template": {"spec": pod}},
+        "kubernetes:core/v1:Pod": pod,
+    }
+    return record(type_, "job", {"metadata": {"name": "job"}, "spec": specs[type_]})
+
+
+JOB_TYPES = ["kubernetes:jobset.x-k8s.io/v1alpha2:JobSet", "kubernetes:batch/v1:Job", "kubernetes:core/v1:Pod"]
+
+
+@pytest.mark.parametrize("type_", JOB_TYPES)
+def test_a_job_on_an_efa_pool_requesting_every_device_passes(type_: str) -> None:
+    assert validate_stack("efa-jobs-request-every-device", [*good_stack(), _job(type_, "32")]) == []
+    # a job on a pool without EFA is not judged
+    assert validate_stack("efa-jobs-request-every-device", [*good_stack(), _job(type_, None, pool="infer")]) == []
+
+
+@pytest.mark.parametrize("type_", JOB_TYPES)
+@pytest.mark.parametrize("efa", [None, "8"])
+def test_a_job_on_an_efa_pool_with_fewer_devices_is_reported(type_: str, efa: str | None) -> None:
+    kind = type_.rsplit(":", 1)[-1]
+    assert validate_stack("efa-jobs-request-every-device", [*good_stack(), _job(type_, efa)]) == [
+        (
+            "job",
+            f"{kind} 'job' runs on EFA pool 'train' with {efa or 0} of its nodes' 32 EFA devices: request "
+            "vpc.amazonaws.com/efa: 32",
+        )
+    ]
+
+
 def test_a_quota_on_other_resources_is_no_gpu_quota() -> None:
     def cpu_only(records: list[Record]) -> None:
         find(records, "good-training-gpu-quota")["inputs"]["spec"]["hard"] = {"requests.cpu": "64"}
@@ -426,3 +466,27 @@ def test_a_namespace_without_default_deny_is_not_a_workload_namespace() -> None:
 def test_a_stack_without_a_training_gpu_pool_needs_no_queues() -> None:
     records = without(good_stack(), "good-train", "good-training-local-queue")
     assert validate_stack("training-namespaces-queued", records) == []
+
+
+def test_the_reference_jobs_manifest_passes_the_rule() -> None:
+    """The JobSet `blueprint training-job` prints, on the good stack's p5 pool named `train`."""
+    from tests.policies.stacks import record
+
+    manifest = json.loads(json.dumps(_reference_manifest()))
+    job = record("kubernetes:jobset.x-k8s.io/v1alpha2:JobSet", "reference", manifest)
+    assert validate_stack("efa-jobs-request-every-device", [*good_stack(), job]) == []
+
+
+def _reference_manifest() -> dict[str, Any]:
+    from blueprint.plan.runner import load_stack
+    from components.planning.stack_plan import plan_stack
+    from components.planning.training_job import jobset_manifest
+    from components.validation import validate_config
+
+    files = load_stack("training")
+    job = plan_stack(validate_config(files.config, files.project)).training
+    assert job is not None
+    manifest = jobset_manifest(job)
+    pod = manifest["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    pod["nodeSelector"] = {tags.POOL: "train"}  # the good stack's pool name
+    return manifest

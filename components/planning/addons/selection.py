@@ -44,14 +44,16 @@ def _switch(value: str, auto: bool) -> bool:
 
 def _wants_queues(f: AddonFacts) -> bool:
     training = any(p.is_gpu and p.role == "training" for p in f.plans)
-    return training or (f.workloads is not None and f.workloads.queues is not None)
+    configured = f.workloads is not None and (f.workloads.queues is not None or f.workloads.training is not None)
+    return training or configured
 
 
 #: Every add-on switch, in the order the plan lists the enabled ones. `auto`: EFA plugin when a pool wires EFA,
 #: cluster-autoscaler when a pool is in cluster-autoscaler or gpu-utilization mode with room to scale, termination
 #: handler when an `aws` pool exists (every Auto Scaling group drains through it); the mig-manager whenever a pool
 #: partitions its GPUs; KEDA when a serving workload exists; Kueue when a GPU pool trains or queues are configured;
-#: the health loop when a pool is gated.
+#: JobSet, the multi-node job controller, when a training pool or the reference training job (`workloads.training`)
+#: exists; the health loop when a pool is gated.
 ADDON_SWITCHES: tuple[AddonSwitch, ...] = (
     AddonSwitch("nvidia-device-plugin", lambda f: f.settings.nvidia_device_plugin.enabled and bool(gpu_plans(f.plans))),
     AddonSwitch("mig-manager", lambda f: bool(mig_plans(f.plans))),
@@ -70,6 +72,12 @@ ADDON_SWITCHES: tuple[AddonSwitch, ...] = (
     #: Kueue queues training jobs (components.planning.queues): `auto` when a GPU pool has role `training` or the
     #: stack configures `workloads.queues`.
     AddonSwitch("kueue", lambda f: _switch(f.settings.kueue.enabled, _wants_queues(f))),
+    AddonSwitch(
+        "jobset",
+        lambda f: (
+            any(p.role == "training" for p in f.plans) or (f.workloads is not None and f.workloads.training is not None)
+        ),
+    ),
     AddonSwitch("container-insights", lambda f: f.settings.monitoring.container_insights),
     AddonSwitch("dcgm-prometheus", lambda f: f.settings.monitoring.dcgm_prometheus),
     #: The health loop, whenever a pool's nodes register with the health gate's startup taint: without it they

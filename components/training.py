@@ -1,0 +1,52 @@
+"""The reference training job's script, shipped to its namespace as a ConfigMap of `programs/train_reference.py`.
+
+The stack never starts GPU work by itself: it creates this ConfigMap only, and `blueprint training-job` prints the
+JobSet (`components.planning.training_job`) that mounts it, for the user to apply (docs/training.md).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.context import ClusterContext
+from components.planning.training_job import SCRIPT_FILE, TrainingJobPlan, script_config_map
+
+#: The script, as the project ships it.
+SCRIPT_PATH = Path(__file__).resolve().parent.parent / "programs" / SCRIPT_FILE
+MANAGED_BY = {"app.kubernetes.io/managed-by": "gpu-clusters"}
+
+
+def script_source() -> str:
+    return SCRIPT_PATH.read_text(encoding="utf-8")
+
+
+class TrainingScript(pulumi.ComponentResource):
+    """`config_map`: the script's source under its file name, in the job's namespace, after the namespace exists."""
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        context: ClusterContext,
+        plan: TrainingJobPlan,
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__("gpu-clusters:index:TrainingScript", name, None, opts)
+        self.config_map = k8s.core.v1.ConfigMap(
+            f"{name}-script",
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=script_config_map(plan.name),
+                namespace=plan.namespace,
+                labels={**MANAGED_BY, "app.kubernetes.io/name": plan.name},
+            ),
+            data={SCRIPT_FILE: script_source()},
+            opts=pulumi.ResourceOptions(
+                provider=context.k8s_provider,
+                parent=self,
+                depends_on=[*context.kubernetes_ready, *context.namespace_ready(plan.namespace)],
+            ),
+        )
+        self.register_outputs({"configMap": self.config_map.metadata["name"]})
