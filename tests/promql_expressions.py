@@ -129,6 +129,8 @@ class _Collector:
                 self.walk(resource, rest, f"{path}.metadata")
                 return
             for key, item in value.items():
+                if key.endswith(".py"):
+                    continue  # an in-cluster program's source (programs/, shipped as a ConfigMap): no PromQL runs it
                 if key == "groups" and _is_rule_groups(item):
                     self.rule_groups(resource, item, f"{path}.groups")
                 else:

@@ -47,10 +47,7 @@ NT = "k8s.io/cluster-autoscaler/node-template"
 GENERATED_PREFIX = "eks-"
 
 #: A p5 training pool that accepts rolling updates: every feature of the training pool, managed.
-MANAGED_P5 = {**P5, "instanceRefresh": {"enabled": True}, "taints": [
-    {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"},
-    {"key": STARTUP_TAINT_KEY, "value": "pending", "effect": "NoSchedule"},
-]}  # fmt: skip
+MANAGED_P5 = {**P5, "instanceRefresh": {"enabled": True}}
 SPOT_L40S = {
     "name": "l40s",
     "role": "inference",
@@ -261,7 +258,7 @@ def test_labels_taints_and_max_pods_come_from_the_node_config_not_the_node_group
     assert "labels" not in group.inputs and "taints" not in group.inputs
     spec = node_config(run.one(LAUNCH_TEMPLATE, "t-h100"))["spec"]
     flags = spec["kubelet"]["flags"]
-    assert f"--register-with-taints=nvidia.com/gpu=true:NoSchedule,{STARTUP_TAINT_KEY}=pending:NoSchedule" in flags
+    assert f"--register-with-taints=nvidia.com/gpu=true:NoSchedule,{STARTUP_TAINT_KEY}=true:NoSchedule" in flags
     assert any(f.startswith("--node-labels=") and "gpu-clusters/pool=h100" in f for f in flags)
     assert spec["kubelet"]["config"]["maxPods"] > 0
     assert spec["instance"] == {"localStorage": {"strategy": "RAID0"}}

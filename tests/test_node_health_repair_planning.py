@@ -156,3 +156,17 @@ def test_the_role_and_its_association_are_registered_for_the_loops_service_accou
     association = run.one("aws:eks/podIdentityAssociation:PodIdentityAssociation", prefix)
     assert association.inputs["namespace"] == node_health.NODE_HEALTH_NAMESPACE
     assert association.inputs["serviceAccount"] == node_health.SERVICE_ACCOUNT
+
+
+def test_a_startup_taint_set_by_hand_is_refused_at_its_path() -> None:
+    """Only the health gate removes a startup taint: one in the pool's own taints would never go (or double the
+    gate's)."""
+    taints = [
+        {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"},
+        {"key": node_health.STARTUP_TAINT_KEY, "value": "pending", "effect": "NoSchedule"},
+    ]
+    with pytest.raises(ConfigError) as caught:
+        stack_config(pool(SYSTEM_POOL), pool(TRAINING_POOL, taints=taints), validated=True)
+    refused = [p for p in caught.value.problems if "startup taint" in p.message]
+    assert [p.path for p in refused] == ["nodePools[1] (h100).taints[1].key"]
+    assert "healthGate.enabled" in refused[0].message

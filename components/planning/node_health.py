@@ -10,7 +10,9 @@ from __future__ import annotations
 #: The taint a GPU node registers with and keeps until its health gate passes. cluster-autoscaler treats taints with
 #: the `startup-taint.cluster-autoscaler.kubernetes.io/` prefix as startup taints: the node counts as not ready yet,
 #: so the autoscaler does not scale up again for the pods waiting on it.
-STARTUP_TAINT_KEY = "startup-taint.cluster-autoscaler.kubernetes.io/gpu-health"
+#: cluster-autoscaler's prefix of startup taints (utils/taints).
+STARTUP_TAINT_PREFIX = "startup-taint.cluster-autoscaler.kubernetes.io/"
+STARTUP_TAINT_KEY = f"{STARTUP_TAINT_PREFIX}gpu-health"
 #: The node label that records the health state: `pending`, `passed` or `failed`.
 HEALTH_STATE_LABEL = "gpu-clusters/node-health"
 #: Where the health loop runs.

@@ -15,6 +15,7 @@ from components.errors import Problem
 from components.planning.autoscaler_tags import AUTOSCALED_MODES, autoscaler_tags
 from components.planning.efa import efa_interfaces
 from components.planning.management import choose_management, managed_blockers
+from components.planning.node_health import STARTUP_TAINT_PREFIX
 from components.planning.pools import (
     ACCELERATOR_LABEL,
     DEVICE_PLUGIN_CONFIG_LABEL,
@@ -418,6 +419,20 @@ def taints_are_distinct(p: Parsed) -> Iterator[Problem]:
                 )
 
 
+def startup_taints_are_the_gates(p: Parsed) -> Iterator[Problem]:
+    """A pool's own taints stay on its nodes; the startup-taint prefix is cluster-autoscaler's for taints a node loses
+    once admitted ([CASTARTUP]), which only the health gate removes. One set by hand would never go, or would be
+    doubled by the gate's."""
+    for index, pool in p.pools:
+        for t_index, taint in enumerate(pool.taints or []):
+            if taint.key.startswith(STARTUP_TAINT_PREFIX):
+                yield Problem(
+                    f"nodePools[{index}].taints[{t_index}].key",
+                    f"{taint.key} is a cluster-autoscaler startup taint, which nothing but the health gate removes; "
+                    "leave it out (the gate adds its own while `healthGate.enabled` is on)",
+                )
+
+
 def group_tags_fit(p: Parsed) -> Iterator[Problem]:
     """An Auto Scaling group holds at most 50 tags (EC2 Auto Scaling quotas): the cluster's tags, the pool's own and,
     in cluster-autoscaler mode, one node-template tag per label, taint and resource (components.node_pool.asg_tags);
@@ -555,6 +570,7 @@ RULES = (
     device_plugin_settings_need_gpus,
     labels_are_allowed,
     taints_are_distinct,
+    startup_taints_are_the_gates,
     resource_names_fit,
     group_tags_fit,
     refresh_settings_need_a_refresh,

@@ -4,6 +4,7 @@ by a GPU ResourceQuota (components.planning.queues, components.planning.gpu_quot
 
 from __future__ import annotations
 
+from components.planning.namespaces import ADDON_NAMESPACES
 from policies.resources import Resource, Stack
 from policies.rules.deployed_pools import node_pools
 from policies.rules.kubernetes import NAMESPACE, NAMESPACE_PATCH
@@ -16,6 +17,7 @@ RESOURCE_QUOTA = "kubernetes:core/v1:ResourceQuota"
 LOCAL_QUEUE_PREFIX = "kubernetes:kueue.x-k8s.io/"
 LOCAL_QUEUE_KIND = ":LocalQueue"
 GPU_QUOTA_KEY = "requests.nvidia.com/gpu"
+
 
 
 def _namespace_of(r: Resource) -> str | None:
@@ -33,7 +35,8 @@ def _denies_all_ingress(policy: Resource) -> bool:
 
 
 def workload_namespaces(stack: Stack) -> dict[str, Resource]:
-    """The namespaces the stack treats as workload namespaces (a default-deny ingress NetworkPolicy in them), each
+    """The namespaces the stack treats as workload namespaces (a default-deny ingress NetworkPolicy in them, and not
+    an add-on's own namespace), each
     with the resource to report against: its Namespace when the stack declares it, else the policy."""
     found: dict[str, Resource] = {}
     for policy in stack.of_type(NETWORK_POLICY):
@@ -44,7 +47,8 @@ def workload_namespaces(stack: Stack) -> dict[str, Resource]:
         name = ns.get("metadata", "name")
         if name in found:
             found[name] = ns
-    return found
+    # An add-on's own namespace that denies ingress (the health loop's) runs no team's jobs.
+    return {name: resource for name, resource in found.items() if name not in ADDON_NAMESPACES}
 
 
 def training_namespaces_queued(stack: Stack, config: Config) -> StackViolations:

@@ -463,6 +463,24 @@ def test_a_namespace_without_default_deny_is_not_a_workload_namespace() -> None:
     assert validate_stack("training-namespaces-queued", without(records, "good-training-local-queue")) == []
 
 
+def test_an_add_on_namespace_that_denies_ingress_is_not_a_workload_namespace() -> None:
+    """The health loop's namespace denies ingress, but no team submits jobs there."""
+    from tests.policies.stacks import record
+
+    health = [
+        record("kubernetes:core/v1:Namespace", "ns-node-health", {"metadata": {"name": "node-health"}}),
+        record(
+            "kubernetes:networking.k8s.io/v1:NetworkPolicy",
+            "node-health-default-deny",
+            {
+                "metadata": {"name": "default-deny-ingress", "namespace": "node-health"},
+                "spec": {"podSelector": {}, "policyTypes": ["Ingress"]},
+            },
+        ),
+    ]
+    assert validate_stack("training-namespaces-queued", [*good_stack(), *health]) == []
+
+
 def test_a_stack_without_a_training_gpu_pool_needs_no_queues() -> None:
     records = without(good_stack(), "good-train", "good-training-local-queue")
     assert validate_stack("training-namespaces-queued", records) == []
