@@ -97,9 +97,9 @@ class NodeHealthLoop(pulumi.ComponentResource):
         )
         # The repair path's AWS calls: Pod Identity injects the credentials when the pod is admitted, so the
         # Deployment waits for the association, not only the role.
-        role = node_health_role(context.pod_identity_role, context.cluster_name_plain, self)
+        iam_role = node_health_role(context.pod_identity_role, context.cluster_name_plain, self)
         association = getattr(context.pod_identity_role, "associations", {}).get(ROLE_NAME)
-        identity = [role, *([association] if association is not None else [])]
+        identity = [iam_role, *([association] if association is not None else [])]
         self.deployment = k8s.apps.v1.Deployment(
             f"{name}-deployment",
             metadata=meta(name=plan.NAME, namespace=plan.NAMESPACE, labels=dict(plan.LOOP_POD_LABELS)),

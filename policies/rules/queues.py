@@ -19,7 +19,6 @@ LOCAL_QUEUE_KIND = ":LocalQueue"
 GPU_QUOTA_KEY = "requests.nvidia.com/gpu"
 
 
-
 def _namespace_of(r: Resource) -> str | None:
     value = r.get("metadata", "namespace")
     return value if isinstance(value, str) else None
