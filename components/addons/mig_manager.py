@@ -8,20 +8,14 @@ them is computed in `components.planning.addons.mig_manager` (why standalone, wh
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.addons.service_account import service_account_with_roles
 from components.context import ClusterContext
 from components.planning.addons import mig_manager as plan
 from components.planning.pools import PoolPlan
-
-
-def _rules(rules: Sequence[dict[str, Any]]) -> list[k8s.rbac.v1.PolicyRuleArgs]:
-    return [
-        k8s.rbac.v1.PolicyRuleArgs(api_groups=r["apiGroups"], resources=r["resources"], verbs=r["verbs"]) for r in rules
-    ]
 
 
 def _host_path(name: str, path: str, kind: str) -> k8s.core.v1.VolumeArgs:
@@ -49,37 +43,15 @@ class MigManager(pulumi.ComponentResource):
             k8s_opts, pulumi.ResourceOptions(depends_on=context.namespace_ready(plan.NAMESPACE))
         )
         labels = {"app": plan.NAME}
-        account = k8s.core.v1.ServiceAccount(
-            f"{name}-service-account", metadata=meta(name=plan.NAME, namespace=plan.NAMESPACE), opts=ns_opts
+        identity = service_account_with_roles(
+            name,
+            account=plan.NAME,
+            namespace=plan.NAMESPACE,
+            cluster_rules=plan.CLUSTER_RULES,
+            namespace_rules=plan.NAMESPACE_RULES,
+            cluster_opts=k8s_opts,
+            namespace_opts=ns_opts,
         )
-        cluster_role = k8s.rbac.v1.ClusterRole(
-            f"{name}-cluster-role", metadata=meta(name=plan.NAME), rules=_rules(plan.CLUSTER_RULES), opts=k8s_opts
-        )
-        role = k8s.rbac.v1.Role(
-            f"{name}-role",
-            metadata=meta(name=plan.NAME, namespace=plan.NAMESPACE),
-            rules=_rules(plan.NAMESPACE_RULES),
-            opts=ns_opts,
-        )
-        subject = k8s.rbac.v1.SubjectArgs(kind="ServiceAccount", name=plan.NAME, namespace=plan.NAMESPACE)
-        bindings = [
-            k8s.rbac.v1.ClusterRoleBinding(
-                f"{name}-cluster-role-binding",
-                metadata=meta(name=plan.NAME),
-                role_ref=k8s.rbac.v1.RoleRefArgs(
-                    api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=plan.NAME
-                ),
-                subjects=[subject],
-                opts=pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[cluster_role])),
-            ),
-            k8s.rbac.v1.RoleBinding(
-                f"{name}-role-binding",
-                metadata=meta(name=plan.NAME, namespace=plan.NAMESPACE),
-                role_ref=k8s.rbac.v1.RoleRefArgs(api_group="rbac.authorization.k8s.io", kind="Role", name=plan.NAME),
-                subjects=[subject],
-                opts=pulumi.ResourceOptions.merge(ns_opts, pulumi.ResourceOptions(depends_on=[role])),
-            ),
-        ]
         self.config_map = k8s.core.v1.ConfigMap(
             f"{name}-config",
             metadata=meta(name=plan.CONFIG_MAP, namespace=plan.NAMESPACE),
@@ -166,7 +138,7 @@ class MigManager(pulumi.ComponentResource):
                 ),
             ),
             opts=pulumi.ResourceOptions.merge(
-                ns_opts, pulumi.ResourceOptions(depends_on=[account, *bindings, self.config_map, clients])
+                ns_opts, pulumi.ResourceOptions(depends_on=[*identity, self.config_map, clients])
             ),
         )
         self.register_outputs({"daemonSet": self.daemon_set.metadata.name})

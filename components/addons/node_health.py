@@ -12,18 +12,13 @@ from typing import Any, cast
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.addons.service_account import service_account_with_roles
 from components.config import NodeHealth
 from components.context import ClusterContext
 from components.node_health_role import node_health_role
 from components.planning.addons import node_health as plan
 from components.planning.node_health_repair import ROLE_NAME, repair_config_data
 from components.planning.pools import PoolPlan
-
-
-def _rules(rules: Sequence[dict[str, Any]]) -> list[k8s.rbac.v1.PolicyRuleArgs]:
-    return [
-        k8s.rbac.v1.PolicyRuleArgs(api_groups=r["apiGroups"], resources=r["resources"], verbs=r["verbs"]) for r in rules
-    ]
 
 
 class NodeHealthLoop(pulumi.ComponentResource):
@@ -47,37 +42,15 @@ class NodeHealthLoop(pulumi.ComponentResource):
             k8s_opts, pulumi.ResourceOptions(depends_on=context.namespace_ready(plan.NAMESPACE))
         )
         meta = k8s.meta.v1.ObjectMetaArgs
-        account = k8s.core.v1.ServiceAccount(
-            f"{name}-service-account", metadata=meta(name=plan.NAME, namespace=plan.NAMESPACE), opts=ns_opts
+        in_cluster = service_account_with_roles(
+            name,
+            account=plan.NAME,
+            namespace=plan.NAMESPACE,
+            cluster_rules=plan.CLUSTER_RULES,
+            namespace_rules=plan.NAMESPACE_RULES,
+            cluster_opts=k8s_opts,
+            namespace_opts=ns_opts,
         )
-        cluster_role = k8s.rbac.v1.ClusterRole(
-            f"{name}-cluster-role", metadata=meta(name=plan.NAME), rules=_rules(plan.CLUSTER_RULES), opts=k8s_opts
-        )
-        role = k8s.rbac.v1.Role(
-            f"{name}-role",
-            metadata=meta(name=plan.NAME, namespace=plan.NAMESPACE),
-            rules=_rules(plan.NAMESPACE_RULES),
-            opts=ns_opts,
-        )
-        subject = k8s.rbac.v1.SubjectArgs(kind="ServiceAccount", name=plan.NAME, namespace=plan.NAMESPACE)
-        bindings = [
-            k8s.rbac.v1.ClusterRoleBinding(
-                f"{name}-cluster-role-binding",
-                metadata=meta(name=plan.NAME),
-                role_ref=k8s.rbac.v1.RoleRefArgs(
-                    api_group="rbac.authorization.k8s.io", kind="ClusterRole", name=plan.NAME
-                ),
-                subjects=[subject],
-                opts=pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[cluster_role])),
-            ),
-            k8s.rbac.v1.RoleBinding(
-                f"{name}-role-binding",
-                metadata=meta(name=plan.NAME, namespace=plan.NAMESPACE),
-                role_ref=k8s.rbac.v1.RoleRefArgs(api_group="rbac.authorization.k8s.io", kind="Role", name=plan.NAME),
-                subjects=[subject],
-                opts=pulumi.ResourceOptions.merge(ns_opts, pulumi.ResourceOptions(depends_on=[role])),
-            ),
-        ]
         self.program = k8s.core.v1.ConfigMap(
             f"{name}-program",
             metadata=meta(name=plan.PROGRAM_CONFIG_MAP, namespace=plan.NAMESPACE),
@@ -105,7 +78,7 @@ class NodeHealthLoop(pulumi.ComponentResource):
             metadata=meta(name=plan.NAME, namespace=plan.NAMESPACE, labels=dict(plan.LOOP_POD_LABELS)),
             spec=cast(Any, plan.deployment_spec(plans, context.region)),
             opts=pulumi.ResourceOptions.merge(
-                ns_opts, pulumi.ResourceOptions(depends_on=[account, *bindings, self.program, self.settings, *identity])
+                ns_opts, pulumi.ResourceOptions(depends_on=[*in_cluster, self.program, self.settings, *identity])
             ),
         )
         self.register_outputs({"deployment": self.deployment.metadata.name})
