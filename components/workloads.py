@@ -21,10 +21,9 @@ import pulumi_kubernetes as k8s
 from components.addons import Addons
 from components.config import ServingWorkload
 from components.context import ClusterContext
-from components.planning.addons.monitoring import MONITORING_NAMESPACE, prometheus_url
+from components.planning.addons.monitoring import MONITORING_NAMESPACE, POD_MONITOR_LABELS, prometheus_url
 from components.planning.network_policies import cross_cni_sources
 from components.planning.serving import (
-    POD_MONITOR_LABELS,
     SERVING_PORT,
     deployment_spec,
     disruption_budget_spec,

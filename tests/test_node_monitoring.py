@@ -96,9 +96,11 @@ def test_prometheus_stacks_ship_the_node_health_rules_and_scrape_the_health_loop
     rules = values["additionalPrometheusRulesMap"]["node-health"]["groups"][0]["rules"]
     conditions = " ".join(r["expr"] for r in rules if "kube_node_status_condition" in r["expr"])
     assert all(kind in conditions for kind in AGENT_CONDITIONS)
-    assert values["prometheus"]["prometheusSpec"]["podMonitorSelectorNilUsesHelmValues"] is False
+    # selected by the release label, like the serving PodMonitors (tenants' own need the label too)
+    assert "podMonitorSelectorNilUsesHelmValues" not in values["prometheus"]["prometheusSpec"]
     monitor = run.one(POD_MONITOR, "serve-node-health-pod-monitor").inputs
     assert monitor["metadata"]["namespace"] == "monitoring"
+    assert monitor["metadata"]["labels"] == {"release": "kube-prometheus-stack"}
     assert monitor["spec"] == {
         "selector": {"matchLabels": LOOP_POD_LABELS},
         "namespaceSelector": {"matchNames": [NODE_HEALTH_NAMESPACE]},

@@ -44,6 +44,7 @@ from components.planning.addons.monitoring import (
     DCGM_EXPORTER_RUNTIME_CLASS_RELEASE,
     KUBE_PROMETHEUS_STACK_RELEASE,
     MONITORING_NAMESPACE,
+    POD_MONITOR_LABELS,
     alertmanager_sns_policy,
     alerts_key_policy,
     alerts_topic_arn_pattern,
@@ -271,7 +272,7 @@ class Monitoring(pulumi.ComponentResource):
         """The health loop's PodMonitor (`node_monitoring.health_loop_pod_monitor`); its CRD comes with
         kube-prometheus-stack."""
         context = self._ctx
-        body = health_loop_pod_monitor(MONITORING_NAMESPACE)
+        body = health_loop_pod_monitor(MONITORING_NAMESPACE, POD_MONITOR_LABELS)
         return k8s.apiextensions.CustomResource(
             f"{context.cluster_name_plain}-{HEALTH_LOOP_POD_MONITOR}-pod-monitor",
             api_version=body["apiVersion"],

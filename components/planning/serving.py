@@ -14,7 +14,6 @@ from typing import Any
 
 from components.catalog.images import image
 from components.config import ServingWorkload
-from components.planning.addons.monitoring import KUBE_PROMETHEUS_STACK_RELEASE
 from components.planning.addons.placement import tolerations_for
 from components.planning.gpu_runtime import NVIDIA_RUNTIME_CLASS, runtime_class_plans
 from components.planning.mig import advertised_gpus
@@ -31,10 +30,6 @@ SERVING_PORT = 8000
 #: PodMonitor, the NetworkPolicy and any firewall on the way (a hybrid pool's site link) read it here.
 METRICS_PORT = SERVING_PORT
 METRICS_PATH = "/metrics"
-#: kube-prometheus-stack's Prometheus selects PodMonitors labelled `release: <its release>`: the chart's
-#: `podMonitorSelectorNilUsesHelmValues` is true by default and our values leave it so ([KPS] 88.5.3 values.yaml,
-#: templates/prometheus/prometheus.yaml), in every namespace (`podMonitorNamespaceSelector: {}`).
-POD_MONITOR_LABELS = {"release": KUBE_PROMETHEUS_STACK_RELEASE}
 #: The server's numeric user: the image sets no USER ([VLLMDOCKER]), and Pod Security `restricted` needs a non-root
 #: one the kubelet can check without reading the image.
 SERVER_UID = 1000

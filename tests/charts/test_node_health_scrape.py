@@ -1,6 +1,6 @@
 """What kube-prometheus-stack renders for node health: kube-state-metrics exports the health state label on
-`kube_node_labels` (its `--metric-labels-allowlist` argument), and Prometheus selects every PodMonitor, the health
-loop's among them (`podMonitorSelector: {}`), as it selects every ServiceMonitor."""
+`kube_node_labels` (its `--metric-labels-allowlist` argument), and Prometheus selects the health loop's PodMonitor
+by the release label it gives every PodMonitor the stack creates."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 
 from components import tags
+from components.planning.addons.monitoring import POD_MONITOR_LABELS
+from components.planning.addons.node_monitoring import health_loop_pod_monitor
 from components.planning.node_health import HEALTH_STATE_LABEL
 from tests.charts.conftest import planned_case, require_charts
 from tests.charts.rendering import objects, render_text
@@ -32,9 +34,11 @@ def test_kube_state_metrics_is_told_to_export_the_health_state_label(tmp_path: P
     assert allowlists == [f"--metric-labels-allowlist=nodes=[{tags.POOL},{tags.ROLE},{HEALTH_STATE_LABEL}]"]
 
 
-def test_prometheus_selects_every_pod_monitor_and_service_monitor(tmp_path: Path) -> None:
+def test_prometheus_selects_the_health_loops_pod_monitor(tmp_path: Path) -> None:
     [prometheus] = [o for o in _rendered(tmp_path) if o["kind"] == "Prometheus"]
     spec = prometheus["spec"]
-    assert spec["podMonitorSelector"] == {} and spec["serviceMonitorSelector"] == {}
+    labels = health_loop_pod_monitor("monitoring", POD_MONITOR_LABELS)["metadata"]["labels"]
+    selector = spec["podMonitorSelector"]["matchLabels"]
+    assert selector and selector.items() <= labels.items()
     # an absent namespace selector would limit them to Prometheus's own namespace ([PROMOP])
     assert spec["podMonitorNamespaceSelector"] == {}

@@ -1,6 +1,6 @@
 """The serving workloads' PodMonitors are scraped: the pinned kube-prometheus-stack, rendered with the stack's values,
 makes a Prometheus whose PodMonitor selectors match each PodMonitor's labels and namespace, and whose role lets it
-discover and scrape pods in that namespace (components/planning/serving.py, `POD_MONITOR_LABELS`)."""
+discover and scrape pods in that namespace (components/planning/addons/monitoring.py, `POD_MONITOR_LABELS`)."""
 
 from __future__ import annotations
 

@@ -40,6 +40,11 @@ from components.planning.serving_autoscaling import ScrapeTarget
 #: account) pair, so the charts are told these names explicitly instead of deriving them from the release name.
 MONITORING_NAMESPACE = "monitoring"
 KUBE_PROMETHEUS_STACK_RELEASE = "kube-prometheus-stack"
+#: kube-prometheus-stack's Prometheus selects PodMonitors labelled `release: <its release>`: the chart's
+#: `podMonitorSelectorNilUsesHelmValues` is true by default and our values leave it so ([KPS] 88.5.3 values.yaml,
+#: templates/prometheus/prometheus.yaml), in every namespace (`podMonitorNamespaceSelector: {}`). A tenant's own
+#: PodMonitor is scraped only with this label, which its namespace's admins choose to give it.
+POD_MONITOR_LABELS = {"release": KUBE_PROMETHEUS_STACK_RELEASE}
 ALERTMANAGER_SERVICE_ACCOUNT = "alertmanager"
 DCGM_EXPORTER_RELEASE = "dcgm-exporter"
 #: The exporter's second release, on the hybrid pools whose pods name the `nvidia` RuntimeClass, in a namespace of
@@ -460,7 +465,6 @@ def kube_prometheus_stack_values(
                 "prometheusSpec": {
                     **system,
                     "serviceMonitorSelectorNilUsesHelmValues": False,
-                    "podMonitorSelectorNilUsesHelmValues": False,
                     "ruleSelectorNilUsesHelmValues": False,
                     "resources": {"requests": dict(PROMETHEUS_REQUESTS)},
                 }

@@ -184,15 +184,15 @@ HEALTH_LOOP_POD_MONITOR = "node-health"
 METRICS_PORT_NAME = "metrics"
 
 
-def health_loop_pod_monitor(namespace: str) -> dict[str, Any]:
+def health_loop_pod_monitor(namespace: str, labels: dict[str, str]) -> dict[str, Any]:
     """The PodMonitor that has Prometheus scrape the health loop's metrics port by name ([PROMOP] PodMonitor:
     `selector`, `namespaceSelector.matchNames`, `podMetricsEndpoints[].port`). It lives in Prometheus's `namespace`
-    so it does not wait for the loop's namespace, and Prometheus selects it with every other PodMonitor
-    (`podMonitorSelectorNilUsesHelmValues: false`, `monitoring.kube_prometheus_stack_values`)."""
+    so it does not wait for the loop's namespace, and Prometheus selects it by `labels`, the release label
+    (`monitoring.POD_MONITOR_LABELS`) the serving workloads' PodMonitors carry too."""
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PodMonitor",
-        "metadata": {"name": HEALTH_LOOP_POD_MONITOR, "namespace": namespace},
+        "metadata": {"name": HEALTH_LOOP_POD_MONITOR, "namespace": namespace, "labels": dict(labels)},
         "spec": {
             "selector": {"matchLabels": dict(LOOP_POD_LABELS)},
             "namespaceSelector": {"matchNames": [NODE_HEALTH_NAMESPACE]},
