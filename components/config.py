@@ -990,8 +990,9 @@ class NodeHealth(Model):
     idle_check_minutes: int | None = Field(360, ge=30, le=10080)
     """Check a passed GPU node again after this many minutes (30-10080) with no GPU pod and no check; `null` turns
     idle checks off. Default 360."""
-    max_concurrent_checks: int = Field(2, ge=1, le=100)
-    """Check pods running at once, 1-100. Default 2."""
+    max_concurrent_checks: int = Field(16, ge=1, le=100)
+    """Check pods running at once, 1-100: each uses only its own node, so a scale-up is gated at once; the cost is
+    one DCGM image pull per node and a few API calls per check. Default 16."""
     check_timeout_seconds: int = Field(1200, ge=120, le=7200)
     """Seconds a started check may run before the node fails as hung, 120-7200. Default 1200."""
     schedule_timeout_seconds: int = Field(600, ge=60, le=3600)
