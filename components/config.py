@@ -485,39 +485,48 @@ class RepairOverride(Model):
     """`Replace` (terminate, the group launches a new node), `Reboot` or `NoAction` (`repairAction`). Required."""
 
 
-class NodeRepair(Model):
+class RepairLimit(Model):
+    """A limit of EKS node auto repair as a count of nodes or a percentage of the group: one of the two (EKS takes
+    one of each pair)."""
+
+    count: int | None = Field(None, ge=1)
+    """A number of nodes, at least 1."""
+    percentage: int | None = Field(None, ge=1, le=100)
+    """A percentage of the node group's nodes, 1-100."""
+
+
+class EksRepair(Model):
     """EKS node auto repair of a managed pool (`nodeRepairConfig`): which nodes EKS replaces or reboots on the node
-    monitoring agent's conditions, and how many at once. Self-managed pools ignore it (docs/node-pools.md,
-    "Management and node auto repair")."""
+    monitoring agent's conditions, and how many at once. Managed pools only (docs/node-pools.md, "Management and
+    node auto repair")."""
 
     enabled: bool = True
     """Turn node auto repair on. Default `true`."""
-    max_parallel_count: int | None = Field(None, ge=1)
-    """Repair at most this many nodes at a time (`maxParallelNodesRepairedCount`). Give this or
-    `maxParallelPercentage`, not both. Default 1 when neither is given: one GPU node at a time."""
-    max_parallel_percentage: int | None = Field(None, ge=1, le=100)
-    """Repair at most this percentage (1-100) of the unhealthy nodes at a time
-    (`maxParallelNodesRepairedPercentage`)."""
-    max_unhealthy_count: int | None = Field(None, ge=1)
-    """Stop repairing while more than this many nodes are unhealthy (`maxUnhealthyNodeThresholdCount`). Give this or
-    `maxUnhealthyPercentage`, not both. Default: EKS's own (repairs stop when more than 20% of a group of more than
-    five nodes is unhealthy)."""
-    max_unhealthy_percentage: int | None = Field(None, ge=1, le=100)
-    """Stop repairing while more than this percentage (1-100) of the nodes is unhealthy
-    (`maxUnhealthyNodeThresholdPercentage`)."""
+    max_parallel: RepairLimit | None = None
+    """Repair at most this many nodes (`count`, `maxParallelNodesRepairedCount`) or this percentage of the unhealthy
+    ones (`percentage`, `maxParallelNodesRepairedPercentage`) at a time. Default `{count: 1}`: one GPU node at a
+    time."""
+    max_unhealthy: RepairLimit | None = None
+    """Stop repairing while more than this many (`count`, `maxUnhealthyNodeThresholdCount`) or this percentage
+    (`percentage`, `maxUnhealthyNodeThresholdPercentage`) of the nodes is unhealthy. Default: EKS's own (repairs stop
+    when more than 20% of a group of more than five nodes is unhealthy)."""
     overrides: list[RepairOverride] = Field(default_factory=list)
     """Per-condition repair actions and waits (`nodeRepairConfigOverrides`). Default none: EKS's table (GPU faults
     after 10 minutes, others after 30)."""
 
 
 class PoolRepair(Model):
-    """How the health loop repairs the pool's failed nodes (docs/operations.md, "Repair")."""
+    """How the pool's failed nodes are repaired: the health loop's cap and, on managed pools, EKS node auto repair
+    (docs/operations.md, "Repair"; docs/node-pools.md, "Management and node auto repair")."""
 
     max_per_hour: int = Field(3, ge=0, le=100)
-    """Repairs the health loop may start on this pool in any hour, 0-100 (0: failed nodes are only cordoned). One
-    runs at a time; a failure past the cap keeps its node cordoned, undrained and unreplaced, and is counted in
-    `gpu_clusters_node_health_repairs_held_total` (the storm alert). On-prem servers are never replaced, so the cap
-    does not apply to `hybrid` pools. Default 3."""
+    """Replacements the health loop may start on this pool in any hour, 0-100: self-managed `aws` pools' failed
+    nodes, managed pools' gate failures. One runs at a time; a failure past the cap keeps its node cordoned,
+    undrained and unreplaced, and is counted in `gpu_clusters_node_health_repairs_held_total` (the storm alert). 0:
+    failed nodes are only cordoned and drained, never replaced, and nothing is counted as held. On-prem servers are
+    never replaced: `hybrid` pools refuse it. Default 3."""
+    eks: EksRepair = EksRepair()
+    """Managed pools only: EKS node auto repair and its limits. Default on, one node at a time."""
 
 
 #: SSM CreateActivation `RegistrationLimit`: "Valid Range: Minimum value of 1. Maximum value of 1000." (AWS Systems
@@ -676,12 +685,11 @@ class NodePool(Model):
     """AWS pools: `managed` (an EKS managed node group with node auto repair), `self-managed` (a self-managed Auto
     Scaling group) or `auto` (default): managed when every feature the pool uses works there, else self-managed
     (`blueprint plan` shows the choice and why; docs/node-pools.md, "Management and node auto repair")."""
-    node_repair: NodeRepair = NodeRepair()
-    """Managed pools: EKS node auto repair and its limits. Default on, one node at a time."""
     device_plugin: DevicePluginSettings = DevicePluginSettings()
     """Per-pool GPU sharing: time-slicing and MIG partitions (docs/gpu-sharing.md)."""
     repair: PoolRepair = PoolRepair()
-    """How the health loop repairs the pool's failed nodes: the hourly cap (docs/operations.md, "Repair")."""
+    """How the pool's failed nodes are repaired: the health loop's hourly cap (`maxPerHour`) and, on managed pools,
+    EKS node auto repair (`eks`) (docs/operations.md, "Repair")."""
     # hybrid pools only
     nodes: int | None = Field(None, ge=1)
     """Hybrid pools: number of on-prem servers that join, at least 1; with `spareRegistrations`, the default SSM
@@ -990,8 +998,9 @@ class NodeHealth(Model):
     idle_check_minutes: int | None = Field(360, ge=30, le=10080)
     """Check a passed GPU node again after this many minutes (30-10080) with no GPU pod and no check; `null` turns
     idle checks off. Default 360."""
-    max_concurrent_checks: int = Field(2, ge=1, le=100)
-    """Check pods running at once, 1-100. Default 2."""
+    max_concurrent_checks: int = Field(16, ge=1, le=100)
+    """Check pods running at once, 1-100: each uses only its own node, so a scale-up is gated at once; the cost is
+    one DCGM image pull per node and a few API calls per check. Default 16."""
     check_timeout_seconds: int = Field(1200, ge=120, le=7200)
     """Seconds a started check may run before the node fails as hung, 120-7200. Default 1200."""
     schedule_timeout_seconds: int = Field(600, ge=60, le=3600)

@@ -11,6 +11,7 @@ import copy
 from typing import Any
 
 from programs.node_health.kube import KubeError
+from tests.node_health_fake import apply_json_patch
 
 
 def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
@@ -84,6 +85,13 @@ class FakeKube:
             raise KubeError(f"node {name} not found", 404)
         self.calls.append(("patch_node", name))
         _merge(self.nodes[name], patch)
+        return copy.deepcopy(self.nodes[name])
+
+    def json_patch_node(self, name: str, operations: list[dict[str, Any]]) -> dict[str, Any]:
+        if name not in self.nodes:
+            raise KubeError(f"node {name} not found", 404)
+        self.calls.append(("json_patch_node", name))
+        self.nodes[name] = apply_json_patch(self.nodes[name], operations)
         return copy.deepcopy(self.nodes[name])
 
     def list_pods(

@@ -5,6 +5,7 @@ replaced), and helpers that play the scheduler and the kubelet (bind a pod, end 
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 from programs.node_health.kube import KubeError
@@ -21,6 +22,37 @@ def _selected(obj: dict[str, Any], label_selector: str) -> bool:
     return True
 
 
+def apply_json_patch(stored: dict[str, Any], operations: list[dict[str, Any]]) -> dict[str, Any]:
+    """The node after an RFC 6902 patch of `test`, `remove`, `replace` and `add` operations, all or nothing, as the API
+    server applies them: a failed `test` or a missing element raises KubeError (422) and `stored` is left as it was."""
+    node = copy.deepcopy(stored)
+    for op in operations:
+        *parents, last = [part.replace("~1", "/").replace("~0", "~") for part in op["path"].split("/")[1:]]
+        target: Any = node
+        for part in parents:
+            target = target[int(part)] if isinstance(target, list) else target[part]
+        if isinstance(target, list):
+            index = len(target) if last == "-" else int(last)
+            if op["op"] != "add" and index >= len(target):
+                raise KubeError(f"{op['path']}: no such element", 422)
+            if op["op"] == "test" and target[index] != op["value"]:
+                raise KubeError(f"test of {op['path']} failed", 422)
+            if op["op"] == "remove":
+                del target[index]
+            elif op["op"] == "replace":
+                target[index] = copy.deepcopy(op["value"])
+            elif op["op"] == "add":
+                target.insert(index, copy.deepcopy(op["value"]))
+        elif op["op"] == "test":
+            if target.get(last) != op["value"]:
+                raise KubeError(f"test of {op['path']} failed", 422)
+        elif op["op"] == "remove":
+            del target[last]
+        else:
+            target[last] = copy.deepcopy(op["value"])
+    return node
+
+
 class FakeKube:
     def __init__(self) -> None:
         self.nodes: dict[str, dict[str, Any]] = {}
@@ -28,6 +60,9 @@ class FakeKube:
         self.config_maps: dict[tuple[str, str], dict[str, str]] = {}
         self.calls: list[tuple[str, str]] = []
         self.evictions: list[tuple[str, str]] = []
+        #: Called once with the stored node before the next write of a node: another controller's write that lands
+        #: after the loop listed the node.
+        self.before_write: Callable[[dict[str, Any]], None] | None = None
 
     # ------------------------------------------------------------------------------------------------ fixtures
     def add_node(
@@ -88,6 +123,7 @@ class FakeKube:
         self.calls.append(("patch_node", name))
         if name not in self.nodes:
             raise KubeError(f"node {name} not found", 404)
+        self._another_writer(name)
         node = self.nodes[name]
         for key, value in patch.items():
             if key == "metadata":
@@ -95,6 +131,22 @@ class FakeKube:
                     node["metadata"].setdefault(part, {}).update(value.get(part) or {})
             else:
                 node.setdefault(key, {}).update(copy.deepcopy(value))
+        return copy.deepcopy(node)
+
+    def _another_writer(self, name: str) -> None:
+        hook, self.before_write = self.before_write, None
+        if hook is not None:
+            hook(self.nodes[name])
+
+    def json_patch_node(self, name: str, operations: list[dict[str, Any]]) -> dict[str, Any]:
+        """RFC 6902 `test`, `remove`, `replace` and `add` on the node, all or nothing, as the API server applies them;
+        `before_write` plays another controller writing the node between the loop's list and its patch."""
+        self.calls.append(("json_patch_node", name))
+        if name not in self.nodes:
+            raise KubeError(f"node {name} not found", 404)
+        self._another_writer(name)
+        node = apply_json_patch(self.nodes[name], operations)
+        self.nodes[name] = node
         return copy.deepcopy(node)
 
     def list_pods(

@@ -24,7 +24,7 @@ from components.planning.pools import STARTUP_TAINT
 from components.planning.stack_plan import plan_stack
 from components.planning.tolerations import key_tolerations, tolerates
 from programs.node_health.checks import Settings
-from tests.builders import HYBRID_POOL, INFERENCE_POOL, SYSTEM_POOL, TRAINING_POOL, addon_stack, pool
+from tests.builders import HYBRID_POOL, INFERENCE_POOL, SYSTEM_POOL, TRAINING_POOL, addon_stack, pool, shipped_stack
 
 
 def plans_of(*pools: dict[str, Any], **addons: Any) -> dict[str, Any]:
@@ -225,3 +225,12 @@ def test_a_stack_without_gated_pools_gets_no_loop() -> None:
 
     run = run_addons(addon_stack(SYSTEM_POOL, TRAINING_POOL, addons={"nodeHealth": {"enabled": False}}))
     assert run.of_type("gpu-clusters:index:NodeHealthLoop") == []
+
+
+def test_the_plan_summary_shows_each_pools_gate_and_repair_cap() -> None:
+    summary = {p["name"]: p for p in shipped_stack("hybrid").plan["summary"]["nodePools"]}
+    assert summary["h100"]["healthGate"] == {"gated": True, "dcgmLevel": 1}
+    assert summary["h100"]["repair"] == {"maxPerHour": 3}
+    assert summary["system"]["healthGate"] == {"gated": False, "dcgmLevel": None}
+    assert summary["a40"]["healthGate"]["gated"] is True
+    assert summary["a40"]["repair"] == {"maxPerHour": None}  # on-prem servers are never replaced

@@ -315,12 +315,12 @@ def test_a_capacity_block_is_targeted_and_scaled_in_before_its_end() -> None:
 
 def test_repair_limits_and_overrides_are_registered_as_configured() -> None:
     repair = {
-        "maxParallelPercentage": 25,
-        "maxUnhealthyCount": 3,
+        "maxParallel": {"percentage": 25},
+        "maxUnhealthy": {"count": 3},
         "overrides": [{"condition": "AcceleratedHardwareReady", "reason": "NvidiaXID79Error", "waitMinutes": 5,
                        "action": "Replace"}],
     }  # fmt: skip
-    run, _ = build({**SPOT_L40S, "nodeRepair": repair})
+    run, _ = build({**SPOT_L40S, "repair": {"eks": repair}})
     assert run.one(NODE_GROUP, "t-l40s").inputs["nodeRepairConfig"] == {
         "enabled": True,
         "maxParallelNodesRepairedPercentage": 25,

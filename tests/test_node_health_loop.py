@@ -15,6 +15,9 @@ from tests.node_health_fake import FakeKube
 
 T0 = parse_time("2026-11-27T04:00:00Z") or 0.0
 TAINT = {"key": names.STARTUP_TAINT_KEY, "value": "true", "effect": "NoSchedule"}
+FAILED_TAINT = {"key": names.FAILED_TAINT_KEY, "value": "true", "effect": "NoSchedule"}
+#: What cluster-autoscaler adds to a node it is about to delete (utils/taints ToBeDeletedTaint).
+TO_BE_DELETED = {"key": "ToBeDeletedByClusterAutoscaler", "value": "1700000000", "effect": "NoSchedule"}
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "true", "effect": "NoSchedule"}
 TEMPLATE: dict[str, Any] = {
     "apiVersion": "v1",
@@ -62,6 +65,8 @@ def test_the_program_names_are_the_planned_ones() -> None:
         assert getattr(names, name) == getattr(planned, name), name
     for name in ("CHECKS_RUNNING_METRIC", "NODES_METRIC", "LAST_PASS_METRIC", "POOL_LABEL", "REPAIRS_METRIC"):
         assert getattr(names, name) == getattr(planned, name), name
+    for name in ("FAILED_TAINT_KEY",):
+        assert getattr(names, name) == getattr(planned, name), name
 
 
 def test_a_healthy_node_passes_the_gate_and_loses_the_startup_taint() -> None:
@@ -100,7 +105,8 @@ def test_a_failing_node_is_cordoned_labelled_and_handed_to_repair() -> None:
     node = api.nodes["n1"]
     assert state(api, "n1") == names.FAILED
     assert node["spec"]["unschedulable"] is True
-    assert TAINT in node["spec"]["taints"]  # never admitted
+    # never admitted, but not counted unready by cluster-autoscaler either: the startup taint became the status taint
+    assert node["spec"]["taints"] == [GPU_TAINT, FAILED_TAINT]
     assert node["metadata"]["annotations"][names.REASON_ANNOTATION] == "efa: 31 EFA devices, expected 32"
     assert repair.handed == [("n1", "efa: 31 EFA devices, expected 32", T0 + 60)]
     assert health.metrics.value(names.CHECKS_METRIC, {"pool": "h100", "kind": "gate", "result": "failed"}) == 1
@@ -284,3 +290,66 @@ def test_an_idle_check_the_kubelet_refuses_for_lack_of_gpus_is_cancelled() -> No
     pod["status"] = {"phase": "Failed", "reason": "OutOfnvidia.com/gpu"}
     health.run_once(at(api, 3630))
     assert repair.handed == [] and state(api, "n1") == names.PASSED
+
+
+def test_the_failed_taint_is_a_status_taint_cluster_autoscaler_does_not_count_unready() -> None:
+    assert names.FAILED_TAINT_KEY.startswith(planned.STATUS_TAINT_PREFIX)
+    assert not names.FAILED_TAINT_KEY.startswith(planned.STARTUP_TAINT_PREFIX)
+
+
+def _passed_gate(api: FakeKube, health: HealthLoop, seconds: float) -> None:
+    [pod] = api.check_pods()
+    api.bind(pod, format_time(T0 + 10))
+    api.end(pod, 0, json.dumps({"result": "passed", "step": "all", "detail": "ok"}))
+    health.run_once(at(api, seconds))
+
+
+def test_a_taint_cluster_autoscaler_adds_while_the_gate_passes_survives() -> None:
+    api, repair = FakeKube(), Repair()
+    api.add_node("n1", "h100", [GPU_TAINT, TAINT])
+    health = loop(api, repair)
+    health.run_once(at(api, 0))
+    # cluster-autoscaler appends its taint after the loop listed the node and before it writes the node
+    api.before_write = lambda node: node["spec"]["taints"].append(dict(TO_BE_DELETED))
+    _passed_gate(api, health, 120)
+    assert api.nodes["n1"]["spec"]["taints"] == [GPU_TAINT, TO_BE_DELETED]
+    assert state(api, "n1") == names.PASSED
+
+
+def test_a_refused_taint_patch_changes_nothing_and_the_next_pass_settles_the_taint() -> None:
+    api, repair = FakeKube(), Repair()
+    api.add_node("n1", "h100", [GPU_TAINT, TAINT])
+    health = loop(api, repair)
+    health.run_once(at(api, 0))
+    # another controller puts its taint first: the startup taint moved, so the patch's test fails
+    api.before_write = lambda node: node["spec"]["taints"].insert(0, dict(TO_BE_DELETED))
+    _passed_gate(api, health, 120)
+    assert api.nodes["n1"]["spec"]["taints"] == [TO_BE_DELETED, GPU_TAINT, TAINT]
+    health.run_once(at(api, 150))
+    assert api.nodes["n1"]["spec"]["taints"] == [TO_BE_DELETED, GPU_TAINT]
+    assert api.check_pods() == [] and state(api, "n1") == names.PASSED  # settled, not checked again
+
+
+def test_a_failed_node_keeps_a_taint_added_meanwhile_and_gets_the_status_taint() -> None:
+    api, repair = FakeKube(), Repair()
+    api.add_node("n1", "h100", [TAINT])
+    health = loop(api, repair)
+    health.run_once(at(api, 0))
+    [pod] = api.check_pods()
+    api.bind(pod, format_time(T0 + 10))
+    api.end(pod, 1, json.dumps({"result": "failed", "step": "dcgm", "detail": "diag level 2 failed"}))
+    api.before_write = lambda node: node["spec"]["taints"].append(dict(TO_BE_DELETED))
+    health.run_once(at(api, 60))
+    assert api.nodes["n1"]["spec"]["taints"] == [TO_BE_DELETED, FAILED_TAINT]
+    assert api.nodes["n1"]["spec"]["unschedulable"] is True
+
+
+def test_idle_checks_let_cluster_autoscaler_evict_them_and_gate_checks_do_not() -> None:
+    api, repair = FakeKube(), Repair()
+    api.add_node("n1", "h100", [TAINT])
+    api.add_node("n2", "h100", [], labels={names.HEALTH_STATE_LABEL: names.PASSED})
+    health = loop(api, repair)
+    health.run_once(at(api, 7200))
+    kinds = {p["metadata"]["labels"][names.CHECK_KIND_LABEL]: p for p in api.check_pods()}
+    assert kinds["idle"]["metadata"]["annotations"][names.SAFE_TO_EVICT_ANNOTATION] == "true"
+    assert names.SAFE_TO_EVICT_ANNOTATION not in kinds["gate"]["metadata"]["annotations"]

@@ -14,13 +14,14 @@ from blueprint.plan.runner import run_mocked
 from components.errors import ConfigError
 from components.identity import PodIdentityRoles
 from components.node_health_role import node_health_role
-from components.planning import node_health, node_health_repair
+from components.planning import node_groups, node_health, node_health_repair
 from components.planning.stack_plan import plan_pools
 from policies.rules import iam
 from programs.node_health import repair
 from tests.builders import (
     HYBRID_POOL,
     IAM_ROLE,
+    INFERENCE_POOL,
     ROLE_POLICY,
     SYSTEM_POOL,
     TRAINING_POOL,
@@ -170,3 +171,42 @@ def test_a_startup_taint_set_by_hand_is_refused_at_its_path() -> None:
     refused = [p for p in caught.value.problems if "startup taint" in p.message]
     assert [p.path for p in refused] == ["nodePools[1] (h100).taints[1].key"]
     assert "healthGate.enabled" in refused[0].message
+
+
+def test_repair_keys_a_pools_kind_does_not_read_are_all_refused_at_their_paths() -> None:
+    """`repair.eks` is EKS node auto repair, which only managed node groups have; `repair.maxPerHour` caps
+    replacements, which on-prem servers never get."""
+    with pytest.raises(ConfigError) as caught:
+        stack_config(
+            pool(SYSTEM_POOL, management="self-managed", repair={"eks": {"enabled": True}}),
+            pool(HYBRID_POOL, repair={"maxPerHour": 2, "eks": {"maxParallel": {"count": 1}}}),
+            validated=True,
+        )
+    refused = {p.path: p.message for p in caught.value.problems if ".repair." in p.path}
+    assert sorted(refused) == [
+        "nodePools[0] (system).repair.eks",
+        "nodePools[1] (a40).repair.eks",
+        "nodePools[1] (a40).repair.maxPerHour",
+    ]
+    assert "management: managed" in refused["nodePools[0] (system).repair.eks"]
+
+
+def test_an_eks_limit_is_a_count_or_a_percentage_and_defaults_to_one_node_at_a_time() -> None:
+    default = {p.name: p for p in plan_pools(stack_config(SYSTEM_POOL, pool(INFERENCE_POOL, management="managed")))}
+    assert node_groups.repair_settings(default["l40s"]).max_parallel_count == 1
+    by_share = pool(INFERENCE_POOL, management="managed", repair={"eks": {"maxParallel": {"percentage": 10}}})
+    shared = {p.name: p for p in plan_pools(stack_config(SYSTEM_POOL, by_share))}
+    settings = node_groups.repair_settings(shared["l40s"])
+    assert (settings.max_parallel_count, settings.max_parallel_percentage) == (None, 10)
+    with pytest.raises(ConfigError) as caught:
+        stack_config(
+            pool(SYSTEM_POOL),
+            pool(
+                INFERENCE_POOL,
+                management="managed",
+                repair={"eks": {"maxParallel": {}, "maxUnhealthy": {"count": 2, "percentage": 5}}},
+            ),
+            validated=True,
+        )
+    paths = sorted(p.path for p in caught.value.problems if ".repair." in p.path)
+    assert paths == ["nodePools[1] (l40s).repair.eks.maxParallel", "nodePools[1] (l40s).repair.eks.maxUnhealthy"]

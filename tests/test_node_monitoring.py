@@ -18,7 +18,12 @@ from components.planning.addons.node_monitoring import (
     monitored_gpu_plans,
     node_monitoring_configuration,
 )
-from components.planning.node_health import LOOP_POD_LABELS, NODE_HEALTH_NAMESPACE, STARTUP_TAINT_KEY
+from components.planning.node_health import (
+    FAILED_TAINT_KEY,
+    LOOP_POD_LABELS,
+    NODE_HEALTH_NAMESPACE,
+    STARTUP_TAINT_KEY,
+)
 from components.planning.stack_plan import plan_pools
 from components.planning.tolerations import tolerates
 from tests.builders import EKS_ADDON, HELM_RELEASE, SYSTEM, file_plan, shipped_stack, stack_config
@@ -44,7 +49,7 @@ def test_every_shipped_stack_with_gpu_pools_gets_the_pinned_agent() -> None:
         assert addon["resolveConflictsOnCreate"] == addon["resolveConflictsOnUpdate"] == "OVERWRITE"
 
 
-def test_the_dcgm_server_tolerates_every_gpu_pool_taint_and_the_startup_taint() -> None:
+def test_the_dcgm_server_tolerates_every_gpu_pool_taint_and_the_health_loop_taints() -> None:
     """Without its tolerations the DCGM server never starts on a tainted GPU node, and the agent then reports
     DCGMError (AcceleratedHardwareReady False) on every one of them."""
     for stack in ("training", "hybrid"):
@@ -56,6 +61,7 @@ def test_the_dcgm_server_tolerates_every_gpu_pool_taint_and_the_startup_taint() 
             assert all(tolerates(dcgm, taint) for taint in plan.taints), (stack, plan.name)
         for effect in ("NoSchedule", "NoExecute"):
             assert tolerates(dcgm, Taint(key=STARTUP_TAINT_KEY, value="", effect=effect))
+            assert tolerates(dcgm, Taint(key=FAILED_TAINT_KEY, value="true", effect=effect))
         assert not tolerates(
             dcgm, Taint(key="CriticalAddonsOnly", value="true", effect="NoSchedule")
         )  # it has no business there
@@ -74,7 +80,8 @@ def test_a_stack_without_gpu_pools_gets_no_agent() -> None:
     plans = plan_pools(stack_config(SYSTEM))
     assert node_agent_addons(plans) == NODE_AGENT_ADDONS
     assert node_monitoring_configuration(plans)["dcgmAgent"]["tolerations"] == [
-        {"key": STARTUP_TAINT_KEY, "operator": "Exists"}
+        {"key": STARTUP_TAINT_KEY, "operator": "Exists"},
+        {"key": FAILED_TAINT_KEY, "operator": "Exists"},
     ]
 
 

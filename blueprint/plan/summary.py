@@ -42,7 +42,9 @@ def pool_summary(plan: PoolPlan, cost: StackCost) -> dict[str, Any]:
     commands each runs after `nodeadm init` (`components.planning.gpu_runtime`). `migDevicesPerGpu` is a MIG pool's
     partition of each GPU, `gpuResourcesPerNode` what one node advertises once the device plugin runs (whole or
     time-sliced GPUs, or MIG devices: components.planning.mig). `hourlyUsdPerNode` is the Region's on-demand price
-    (0 for owned servers, None where the catalog has no price there); `hourlyUsd` is None for an unpriced pool."""
+    (0 for owned servers, None where the catalog has no price there); `hourlyUsd` is None for an unpriced pool.
+    `healthGate` says whether new nodes wait for the health gate and at which DCGM level; `repair.maxPerHour` is the
+    health loop's hourly cap of replacements (None on hybrid pools, whose servers are never replaced)."""
     pool_cost = cost.pools.get(plan.name, PoolCost(0.0, 0.0, 0.0) if plan.kind == "hybrid" else None)
     per_node = prices.on_demand_usd_per_hour(plan.instance.name, cost.region) if plan.instance else 0.0
     summary: dict[str, Any] = {
@@ -72,6 +74,11 @@ def pool_summary(plan: PoolPlan, cost: StackCost) -> dict[str, Any]:
         "hourlyUsd": (
             None if pool_cost is None else {"idle": round(pool_cost.idle_usd, 4), "max": round(pool_cost.max_usd, 4)}
         ),
+        "healthGate": {
+            "gated": plan.health_gated,
+            "dcgmLevel": plan.pool.health_gate.dcgm_level if plan.health_gated else None,
+        },
+        "repair": {"maxPerHour": plan.pool.repair.max_per_hour if plan.kind == "aws" else None},
     }
     if plan.kind == "aws":
         summary.update(management_summary(plan))

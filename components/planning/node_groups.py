@@ -85,16 +85,15 @@ def update_settings(plan: PoolPlan) -> UpdateSettings:
 
 
 def repair_settings(plan: PoolPlan) -> RepairSettings:
-    repair = plan.pool.node_repair
-    parallel_count = repair.max_parallel_count
-    if parallel_count is None and repair.max_parallel_percentage is None:
-        parallel_count = DEFAULT_MAX_PARALLEL_REPAIRS
+    repair = plan.pool.repair.eks
+    parallel, unhealthy = repair.max_parallel, repair.max_unhealthy
+    parallel_count = parallel.count if parallel else DEFAULT_MAX_PARALLEL_REPAIRS
     return RepairSettings(
         enabled=repair.enabled,
         max_parallel_count=parallel_count,
-        max_parallel_percentage=repair.max_parallel_percentage,
-        max_unhealthy_count=repair.max_unhealthy_count,
-        max_unhealthy_percentage=repair.max_unhealthy_percentage,
+        max_parallel_percentage=parallel.percentage if parallel else None,
+        max_unhealthy_count=unhealthy.count if unhealthy else None,
+        max_unhealthy_percentage=unhealthy.percentage if unhealthy else None,
         overrides=tuple(
             RepairOverrideSettings(o.condition, o.reason, o.wait_minutes, o.action) for o in repair.overrides
         ),

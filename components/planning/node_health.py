@@ -13,6 +13,12 @@ from __future__ import annotations
 #: cluster-autoscaler's prefix of startup taints (utils/taints).
 STARTUP_TAINT_PREFIX = "startup-taint.cluster-autoscaler.kubernetes.io/"
 STARTUP_TAINT_KEY = f"{STARTUP_TAINT_PREFIX}gpu-health"
+#: The taint a node that failed its check carries instead of the startup taint. cluster-autoscaler filters taints
+#: with the `status-taint.cluster-autoscaler.kubernetes.io/` prefix out of its node templates but, unlike startup
+#: taints, does not count their nodes unready: a failed node kept unready would count towards the unready nodes
+#: that stop all autoscaling (clusterstate `IsClusterHealthy`). cluster-autoscaler 1.35.2 utils/taints/taints.go.
+STATUS_TAINT_PREFIX = "status-taint.cluster-autoscaler.kubernetes.io/"
+FAILED_TAINT_KEY = f"{STATUS_TAINT_PREFIX}gpu-health-failed"
 #: The node label that records the health state: `pending`, `passed` or `failed`.
 HEALTH_STATE_LABEL = "gpu-clusters/node-health"
 #: Where the health loop runs.

@@ -28,7 +28,6 @@ AWS_ONLY_KEYS = {
     "imds_hop_limit": "imdsHopLimit",
     "imds_hop_limit_reason": "imdsHopLimitReason",
     "management": "management",
-    "node_repair": "nodeRepair",
 }
 
 

@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 
 from components import catalog, tags
+from components.config import EksRepair
 from components.errors import Problem
 from components.planning.autoscaler_tags import AUTOSCALED_MODES, autoscaler_tags
 from components.planning.efa import efa_interfaces
@@ -506,11 +507,8 @@ def imds_hop_limit_has_a_reason(p: Parsed) -> Iterator[Problem]:
             yield Problem(f"{path}.imdsHopLimitReason", "only with imdsHopLimit above 1; remove it")
 
 
-#: Node repair limits EKS takes as a count or a percentage, never both (EKS API `NodeRepairConfig`).
-REPAIR_LIMIT_PAIRS = (
-    ("max_parallel_count", "max_parallel_percentage", "maxParallelCount", "maxParallelPercentage"),
-    ("max_unhealthy_count", "max_unhealthy_percentage", "maxUnhealthyCount", "maxUnhealthyPercentage"),
-)
+#: EKS node auto repair's limits, each a count or a percentage, never both (EKS API `NodeRepairConfig`).
+REPAIR_LIMITS = (("max_parallel", "maxParallel"), ("max_unhealthy", "maxUnhealthy"))
 
 
 def managed_pools_can_be_managed(p: Parsed) -> Iterator[Problem]:
@@ -523,31 +521,50 @@ def managed_pools_can_be_managed(p: Parsed) -> Iterator[Problem]:
             yield Problem(f"{path}.{blocker.path}", f"with management: managed, {blocker.message}")
 
 
-def node_repair_fits(p: Parsed) -> Iterator[Problem]:
-    """Node repair settings apply to managed pools only (self-managed pools are repaired by the health loop through
-    their Auto Scaling group), and each limit is a count or a percentage, not both."""
+def pool_repair_fits(p: Parsed) -> Iterator[Problem]:
+    """Each pool's `repair` holds only what its kind reads: `eks` (EKS node auto repair) on managed pools, which
+    self-managed and hybrid pools do not have; `maxPerHour` (the health loop's replacements) on `aws` pools, since
+    on-prem servers are never replaced. Each EKS limit is a count or a percentage, one of the two."""
     for path, pool, _ in p.aws_pools():
-        repair = pool.node_repair
-        if repair.model_fields_set and choose_management(pool, refreshes(pool)) != "managed":
+        repair = pool.repair
+        if "eks" in repair.model_fields_set and choose_management(pool, refreshes(pool)) != "managed":
             why = "management: self-managed" if pool.management == "self-managed" else "it stays self-managed"
             yield Problem(
-                f"{path}.nodeRepair",
-                f"only managed pools read it ({why}; `blueprint plan` shows why); remove it or make the pool "
-                "management: managed",
+                f"{path}.repair.eks",
+                f"only managed pools have EKS node auto repair ({why}; `blueprint plan` shows why; the health loop "
+                "repairs this pool, capped by repair.maxPerHour); remove it or make the pool management: managed",
             )
             continue
-        for count, percentage, count_key, percentage_key in REPAIR_LIMIT_PAIRS:
-            if getattr(repair, count) is not None and getattr(repair, percentage) is not None:
-                yield Problem(f"{path}.nodeRepair.{percentage_key}", f"give {count_key} or {percentage_key}, not both")
-        seen: set[tuple[str, str]] = set()
-        for index, override in enumerate(repair.overrides):
-            key = (override.condition, override.reason)
-            if key in seen:
-                yield Problem(
-                    f"{path}.nodeRepair.overrides[{index}]",
-                    f"{override.condition}/{override.reason} has an override already; one per condition and reason",
-                )
-            seen.add(key)
+        yield from _eks_repair_fits(f"{path}.repair.eks", repair.eks)
+    for path, pool in p.hybrid_pools():
+        if "eks" in pool.repair.model_fields_set:
+            yield Problem(
+                f"{path}.repair.eks",
+                "EKS node auto repair acts on managed node groups, not on-prem servers: remove it (the health loop "
+                "cordons, drains and alerts)",
+            )
+        if "max_per_hour" in pool.repair.model_fields_set:
+            yield Problem(
+                f"{path}.repair.maxPerHour",
+                "on-prem servers are never replaced, so there is no replacement to cap: remove it (the health loop "
+                'cordons, drains and alerts; docs/operations.md, "Repair")',
+            )
+
+
+def _eks_repair_fits(path: str, repair: EksRepair) -> Iterator[Problem]:
+    for field, key in REPAIR_LIMITS:
+        limit = getattr(repair, field)
+        if limit is not None and (limit.count is None) == (limit.percentage is None):
+            yield Problem(f"{path}.{key}", "give count or percentage, one of the two (e.g. {count: 1})")
+    seen: set[tuple[str, str]] = set()
+    for index, override in enumerate(repair.overrides):
+        key = (override.condition, override.reason)
+        if key in seen:
+            yield Problem(
+                f"{path}.overrides[{index}]",
+                f"{override.condition}/{override.reason} has an override already; one per condition and reason",
+            )
+        seen.add(key)
 
 
 RULES = (
@@ -576,5 +593,5 @@ RULES = (
     refresh_settings_need_a_refresh,
     imds_hop_limit_has_a_reason,
     managed_pools_can_be_managed,
-    node_repair_fits,
+    pool_repair_fits,
 )

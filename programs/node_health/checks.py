@@ -97,6 +97,33 @@ def has_startup_taint(node: Mapping[str, Any]) -> bool:
     return any(t.get("key") == names.STARTUP_TAINT_KEY for t in (node.get("spec") or {}).get("taints") or [])
 
 
+def _judged(node: Mapping[str, Any]) -> bool:
+    """A node whose gate ended (passed or failed, with the time of its check) but still carries the startup taint."""
+    return (
+        has_startup_taint(node)
+        and _labels(node).get(names.HEALTH_STATE_LABEL) in (names.PASSED, names.FAILED)
+        and bool(_annotations(node).get(names.CHECKED_AT_ANNOTATION))
+    )
+
+
+def startup_taint_patch(node: Mapping[str, Any], state: str) -> list[dict[str, Any]]:
+    """The JSON patch (RFC 6902) that takes the startup taint off `node` as listed: `test` that the taint is still at
+    its index, then `remove` it (passed) or `replace` it with the failed status taint (failed). `spec.taints` is a
+    list without a merge key, so a merge patch would write the whole list and drop taints added meanwhile."""
+    taints = (node.get("spec") or {}).get("taints") or []
+    ops: list[dict[str, Any]] = []
+    # from the last index down, so each index still points at its taint when its operation runs
+    for index in reversed([i for i, t in enumerate(taints) if t.get("key") == names.STARTUP_TAINT_KEY]):
+        path = f"/spec/taints/{index}"
+        ops.append({"op": "test", "path": path, "value": taints[index]})
+        ops.append({"op": "remove", "path": path})
+    if state == names.FAILED and ops:
+        failed = {"key": names.FAILED_TAINT_KEY, "value": "true", "effect": "NoSchedule"}
+        if not any(t.get("key") == names.FAILED_TAINT_KEY for t in taints):
+            ops.append({"op": "add", "path": "/spec/taints/-", "value": failed})
+    return ops
+
+
 def uses_gpus(pod: Mapping[str, Any]) -> bool:
     """A pod that asks for an NVIDIA device (`nvidia.com/gpu`, or a MIG profile's `nvidia.com/mig-...`)."""
     spec = pod.get("spec") or {}
@@ -119,6 +146,9 @@ def check_pod(template: Mapping[str, Any], node: str, kind: str, now: float) -> 
     meta["namespace"] = names.NODE_HEALTH_NAMESPACE
     meta.setdefault("labels", {})[names.CHECK_KIND_LABEL] = kind
     meta.setdefault("annotations", {})[names.CHECK_NODE_ANNOTATION] = node
+    if kind == IDLE:
+        # a bare pod blocks cluster-autoscaler's scale-down; an idle check must not keep an unneeded node alive
+        meta["annotations"][names.SAFE_TO_EVICT_ANNOTATION] = "true"
     spec = pod.setdefault("spec", {})
     spec["affinity"] = {
         "nodeAffinity": {
@@ -228,6 +258,7 @@ class HealthLoop:
             self._delete(pod)
             self._conclude(node, kind, verdict, now)
             del nodes[node_name]  # judged just now: not due again in this pass
+        self._unsettled(nodes, running)
         busy = self._busy_nodes()
         due = [(GATE, n) for n in self._gate_due(nodes, running)]
         due += [(IDLE, n) for n in self._idle_due(nodes, running, busy, now)]
@@ -255,6 +286,7 @@ class HealthLoop:
             for name, node in nodes.items()
             if name not in running
             and has_startup_taint(node)
+            and not _judged(node)
             and _labels(node).get(names.HEALTH_STATE_LABEL) != names.FAILED
         ]
         return sorted(due, key=lambda n: (_meta(n).get("creationTimestamp") or "", n["metadata"]["name"]))
@@ -331,14 +363,11 @@ class HealthLoop:
         notes = {names.CHECKED_AT_ANNOTATION: format_time(now), names.REASON_ANNOTATION: verdict.reason[:1000]}
         if verdict.result == names.PASSED:
             labels = {names.HEALTH_STATE_LABEL: names.PASSED}
-            patch: dict[str, Any] = {"metadata": {"labels": labels, "annotations": notes}}
-            if has_startup_taint(node):
-                present = (node.get("spec") or {}).get("taints") or []
-                taints = [t for t in present if t.get("key") != names.STARTUP_TAINT_KEY]
-                patch["spec"] = {"taints": taints}
-            self.api.patch_node(name, patch)
+            self.api.patch_node(name, {"metadata": {"labels": labels, "annotations": notes}})
+            self._settle_startup_taint(node, names.PASSED)
             return
-        # failed: cordoned first, so nothing new lands on it whatever repair does next; the startup taint stays
+        # failed: cordoned first, so nothing new lands on it whatever repair does next; the startup taint becomes the
+        # status taint, so cluster-autoscaler no longer counts the node unready (docs/operations.md, "The health loop")
         self.api.patch_node(
             name,
             {
@@ -346,7 +375,26 @@ class HealthLoop:
                 "spec": {"unschedulable": True},
             },
         )
+        self._settle_startup_taint(node, names.FAILED)
         self.hand_off(self.api, dict(node), verdict.reason, now)
+
+    def _settle_startup_taint(self, node: Mapping[str, Any], state: str) -> None:
+        """Take the startup taint off a judged node: removed when it passed, replaced by the failed status taint when
+        it failed. A JSON patch that first tests the taint at its index, so a taint another controller added since
+        the node was listed (cluster-autoscaler's `ToBeDeletedByClusterAutoscaler`) is never written over; a refused
+        patch is tried again on the next pass (`_unsettled`)."""
+        name = node["metadata"]["name"]
+        try:
+            self.api.json_patch_node(name, startup_taint_patch(node, state))
+        except KubeError as error:
+            print(f"node-health: the startup taint of {name} stays until the next pass: {error}", flush=True)
+
+    def _unsettled(self, nodes: Mapping[str, dict[str, Any]], running: Mapping[str, Any]) -> None:
+        """Judged nodes whose startup taint an earlier pass could not settle (its patch was refused)."""
+        for name, node in nodes.items():
+            state = _labels(node).get(names.HEALTH_STATE_LABEL)
+            if name not in running and state in (names.PASSED, names.FAILED) and _judged(node):
+                self._settle_startup_taint(node, state)
 
     def _annotate(self, name: str, notes: Mapping[str, str]) -> None:
         try:

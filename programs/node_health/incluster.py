@@ -18,6 +18,7 @@ from programs.node_health.kube import KubeError
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 STRATEGIC_MERGE = "application/strategic-merge-patch+json"
 MERGE = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
 
 
 class InClusterApi:
@@ -60,6 +61,9 @@ class InClusterApi:
 
     def patch_node(self, name: str, patch: dict[str, Any]) -> dict[str, Any]:
         return dict(self._call("PATCH", f"/api/v1/nodes/{name}", patch, STRATEGIC_MERGE))
+
+    def json_patch_node(self, name: str, operations: list[dict[str, Any]]) -> dict[str, Any]:
+        return dict(self._call("PATCH", f"/api/v1/nodes/{name}", operations, JSON_PATCH))
 
     def list_pods(
         self, namespace: str | None = None, label_selector: str = "", field_selector: str = ""

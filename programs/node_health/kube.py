@@ -22,6 +22,11 @@ class KubeApi(Protocol):
         """A strategic-merge patch of the node (labels, annotations, `spec.unschedulable`, `spec.taints`)."""
         ...
 
+    def json_patch_node(self, name: str, operations: list[dict[str, Any]]) -> dict[str, Any]:
+        """A JSON patch (RFC 6902) of the node: how the loop edits `spec.taints`, a list with no merge key, so a
+        `test` operation guards each change; a failed `test` raises KubeError and changes nothing."""
+        ...
+
     def list_pods(
         self, namespace: str | None = None, label_selector: str = "", field_selector: str = ""
     ) -> list[dict[str, Any]]: ...

@@ -4,6 +4,7 @@ them equal; the program cannot import the project). docs/operations.md, "The hea
 from __future__ import annotations
 
 STARTUP_TAINT_KEY = "startup-taint.cluster-autoscaler.kubernetes.io/gpu-health"
+FAILED_TAINT_KEY = "status-taint.cluster-autoscaler.kubernetes.io/gpu-health-failed"
 HEALTH_STATE_LABEL = "gpu-clusters/node-health"
 PENDING, PASSED, FAILED = "pending", "passed", "failed"
 NODE_HEALTH_NAMESPACE = "node-health"
@@ -22,3 +23,6 @@ CHECK_NODE_ANNOTATION = "gpu-clusters/node-health-node"
 CHECKED_AT_ANNOTATION = "gpu-clusters/node-health-checked-at"
 BUSY_AT_ANNOTATION = "gpu-clusters/node-health-busy-at"
 REASON_ANNOTATION = "gpu-clusters/node-health-reason"
+#: cluster-autoscaler's annotation that lets it evict a pod no controller owns (its FAQ, "What types of pods can
+#: prevent CA from removing a node?"): set on idle checks only.
+SAFE_TO_EVICT_ANNOTATION = "cluster-autoscaler.kubernetes.io/safe-to-evict"

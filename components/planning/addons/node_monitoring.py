@@ -14,6 +14,7 @@ from typing import Any
 from components.planning.addons.placement import gpu_plans, tolerations_for
 from components.planning.node_health import (
     CHECKS_METRIC,
+    FAILED_TAINT_KEY,
     HEALTH_STATE_LABEL,
     LOOP_POD_LABELS,
     NODE_HEALTH_NAMESPACE,
@@ -47,6 +48,8 @@ AGENT_CONDITIONS: tuple[str, ...] = (
 #: Tolerates the health gate's startup taint whatever its effect: a new GPU node keeps that taint until its gate
 #: passes, and the agent's conditions are part of what the gate and the repair path read.
 STARTUP_TAINT_TOLERATION: dict[str, str] = {"key": STARTUP_TAINT_KEY, "operator": "Exists"}
+#: And the status taint a node that failed its check carries instead: its conditions still drive repair.
+FAILED_TAINT_TOLERATION: dict[str, str] = {"key": FAILED_TAINT_KEY, "operator": "Exists"}
 #: The agent's own default, stated: it must run on every node, whatever the node's taints ([NMACHART] values.yaml
 #: `nodeAgent.tolerations`).
 EVERY_TAINT: dict[str, str] = {"operator": "Exists"}
@@ -78,6 +81,7 @@ def node_monitoring_configuration(plans: Sequence[PoolPlan]) -> dict[str, Any]:
             "tolerations": [
                 *tolerations_for(monitored_gpu_plans(plans), critical_addons=False),
                 dict(STARTUP_TAINT_TOLERATION),
+                dict(FAILED_TAINT_TOLERATION),
             ]
         },
     }
