@@ -18,6 +18,7 @@ from components.planning import node_health
 from components.tags import POOL
 from programs.node_health import repair
 from programs.node_health.aws_calls import Boto3Calls
+from programs.node_health.metrics import Metrics
 from tests.fake_kube import FakeKube
 
 NOW = datetime(2026, 11, 27, 6, 0, tzinfo=UTC)
@@ -30,8 +31,8 @@ class Counts:
     def __init__(self) -> None:
         self.seen: Counter[tuple[str, tuple[tuple[str, str], ...]]] = Counter()
 
-    def inc(self, name: str, labels: Mapping[str, str]) -> None:
-        self.seen[(name, tuple(sorted(labels.items())))] += 1
+    def inc(self, name: str, labels: Mapping[str, str], amount: float = 1.0) -> None:
+        self.seen[(name, tuple(sorted(labels.items())))] += int(amount)
 
     def get(self, name: str, **labels: str) -> int:
         return self.seen[(name, tuple(sorted(labels.items())))]
@@ -221,7 +222,9 @@ def test_one_repair_at_a_time_per_pool() -> None:
     assert second.action == "queued"
     assert "gpu-1" in second.detail
     assert kube.nodes["gpu-2"]["spec"]["unschedulable"] is True
-    assert not counts.seen  # queued is the normal pace: nothing for the storm alert
+    assert (
+        not +counts.seen
+    )  # `+` drops the series started at 0  # queued is the normal pace: nothing for the storm alert
     # Once the first node is gone (scaled in meanwhile), the pool is free again.
     del kube.nodes["gpu-1"]
     with stubbed() as (aws, asg, _):
@@ -338,7 +341,7 @@ def test_a_transient_dcgm_error_on_every_node_cordons_nothing() -> None:
     with stubbed() as (aws, _, _):
         assert repair.RepairPath(aws, cfg, counts).resume(kube, kube.list_nodes(), NOW.timestamp()) == []
     assert not any(n["spec"].get("unschedulable") for n in kube.nodes.values())
-    assert not counts.seen
+    assert not +counts.seen  # `+` drops the series started at 0
 
 
 def test_a_condition_that_clears_within_its_wait_is_never_acted_on_and_one_past_it_is_repaired() -> None:
@@ -377,7 +380,8 @@ def test_the_threshold_by_count_and_never_for_one_node() -> None:
     assert not pool.over_threshold(1, 1)  # one node of a one-node pool is 100 %, still repaired
     assert not pool.over_threshold(2, 10)
     assert pool.over_threshold(3, 10)  # more than the count
-    assert pool.over_threshold(2, 3)  # more than the percentage
+    assert pool.over_threshold(4, 6)  # more than the percentage
+    assert not pool.over_threshold(2, 3)  # the percentage counts only in a pool of more than five nodes
 
 
 def test_a_node_whose_condition_clears_before_its_repair_starts_is_uncordoned() -> None:
@@ -430,7 +434,7 @@ def test_an_unknown_pool_is_cordoned_and_nothing_else() -> None:
     with stubbed() as (aws, _, _):
         assert run(kube, aws, "gpu-1", "gate", NOW, config(train=TRAIN), counts).action == "unknown-pool"
     assert kube.nodes["gpu-1"]["spec"]["unschedulable"] is True
-    assert not counts.seen
+    assert not +counts.seen  # `+` drops the series started at 0
 
 
 def test_the_loops_hand_off_and_its_pass_resume_a_repair_where_it_stood() -> None:
@@ -465,3 +469,21 @@ def test_a_pass_forgets_the_holds_of_nodes_that_are_gone() -> None:
         assert path.resume(kube, kube.list_nodes(), NOW.timestamp() + 30) == []
     ledger = json.loads(kube.config_maps[(repair.NAMESPACE, repair.LEDGER_CONFIG_MAP)][repair.LEDGER_KEY])
     assert ledger["held"] == {}
+
+
+def test_the_loop_starts_every_pools_repair_counters_at_zero() -> None:
+    """`increase` needs a sample before the first repair, or the storm alert misses the first hold."""
+    metrics = Metrics()
+    block = {**TRAIN, "capacityBlockId": BLOCK}
+    with stubbed() as (aws, _, _):
+        repair.RepairPath(aws, config(train=TRAIN, blocked=block, onprem=ONPREM), metrics)
+    text = metrics.render()
+    for series in (
+        'gpu_clusters_node_health_repairs_total{action="replace",pool="train"} 0',
+        'gpu_clusters_node_health_repairs_total{action="cordon-only",pool="onprem"} 0',
+        'gpu_clusters_node_health_repairs_held_total{pool="train",reason="hourly-cap"} 0',
+        'gpu_clusters_node_health_repairs_held_total{pool="train",reason="unhealthy-threshold"} 0',
+        'gpu_clusters_node_health_repairs_held_total{pool="blocked",reason="capacity-block"} 0',
+    ):
+        assert series in text
+    assert 'pool="train",reason="capacity-block"' not in text

@@ -71,6 +71,8 @@ ALERT_ONLY_REASONS = frozenset({"DCGMError"})
 #: own waits (10 minutes for accelerated hardware, 30 for the other categories; docs/operations.md cites them).
 DEFAULT_CONDITION_WAITS = {"AcceleratedHardwareReady": timedelta(minutes=10)}
 DEFAULT_CONDITION_WAIT = timedelta(minutes=30)
+#: A pool of at most this many nodes is never held by its unhealthy percentage (EKS node auto-repair's rule).
+SMALL_POOL = 5
 #: Repair states in which the node is already out of service: the threshold and the recovery leave it alone.
 STARTED_STATES = frozenset({"draining", "replacing", "cordon-only"})
 #: The cap's window.
@@ -82,7 +84,7 @@ RUNBOOK = "docs/operations.md#on-prem-servers-the-runbook"
 class Counters(Protocol):
     """Where the repair path counts (the loop's metrics endpoint)."""
 
-    def inc(self, name: str, labels: Mapping[str, str]) -> None: ...
+    def inc(self, name: str, labels: Mapping[str, str], amount: float = 1.0) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -106,7 +108,9 @@ class PoolSettings:
             return False
         if self.max_unhealthy is not None and unhealthy > self.max_unhealthy:
             return True
-        return self.max_unhealthy_percent is not None and unhealthy * 100 > self.max_unhealthy_percent * total
+        # As EKS node auto-repair's default: the percentage counts only in a pool of more than five nodes.
+        percent = self.max_unhealthy_percent
+        return percent is not None and total > SMALL_POOL and unhealthy * 100 > percent * total
 
 
 @dataclass(frozen=True)
@@ -482,6 +486,20 @@ def _log(outcome: Outcome) -> Outcome:
     return outcome
 
 
+def counter_series(config: RepairConfig) -> list[tuple[str, dict[str, str]]]:
+    """Every series the repair path may count, per pool: the loop starts them at 0, so the first repair or hold is
+    an increase PromQL sees (`increase` over a series that appears at 1 reads 0)."""
+    series: list[tuple[str, dict[str, str]]] = []
+    for pool in config.pools.values():
+        action = "cordon-only" if pool.kind == "hybrid" else "replace"
+        series.append((REPAIRS_METRIC, {"pool": pool.name, "action": action}))
+        holds = ["unhealthy-threshold"]
+        if pool.kind != "hybrid":
+            holds += ["hourly-cap"] + (["capacity-block"] if pool.capacity_block_id else [])
+        series += [(REPAIRS_HELD_METRIC, {"pool": pool.name, "reason": reason}) for reason in holds]
+    return series
+
+
 # ------------------------------------------------------------------------------------------------- the hand-off
 class RepairPath:
     """What the loop holds: called with a node the moment its gate or idle check fails (the loop's hand-off,
@@ -490,6 +508,8 @@ class RepairPath:
 
     def __init__(self, aws: AwsCalls, config: RepairConfig, counters: Counters) -> None:
         self.aws, self.config, self.counters = aws, config, counters
+        for labels in counter_series(config):
+            counters.inc(labels[0], labels[1], 0)
 
     @classmethod
     def from_environment(cls, counters: Counters, path: Path = CONFIG_PATH) -> RepairPath:
