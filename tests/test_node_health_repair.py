@@ -399,7 +399,7 @@ def test_a_node_whose_condition_clears_before_its_repair_starts_is_uncordoned() 
         for name in ("gpu-1", "gpu-2"):
             kube.nodes[name]["status"]["conditions"] = [{"type": "KernelReady", "status": "True"}]
         outcomes = path.resume(kube, kube.list_nodes(), NOW.timestamp() + 60)
-    assert [(o.detail.split(":")[0], o.action) for o in outcomes][0] == ("gpu-2", "recovered")
+    assert (outcomes[0].detail.split(":")[0], outcomes[0].action) == ("gpu-2", "recovered")
     assert kube.nodes["gpu-2"]["spec"]["unschedulable"] is False
     assert kube.nodes["gpu-2"]["metadata"]["labels"][repair.HEALTH_STATE_LABEL] == "passed"
     assert repair.REASON_ANNOTATION not in kube.nodes["gpu-2"]["metadata"]["annotations"]
