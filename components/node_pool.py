@@ -421,11 +421,16 @@ class NodePool(pulumi.ComponentResource):
         the group (not propagated). EKS puts the two auto-discovery tags there itself (EKS user guide, "Managed node
         groups concepts"), so they are left out; cluster-autoscaler reads the resources, labels and taints of a
         managed group's template from its Auto Scaling group's tags as from a self-managed one ([CAMNG] aws_manager.go
-        `buildNodeFromTemplate`)."""
+        `buildNodeFromTemplate`).
+
+        With them goes the cluster's own tag, which the health loop's role is held to (SetInstanceHealth on groups
+        that carry it, components.planning.node_health_repair): EKS does not pass the node group's tags on to its
+        group, so a managed pool's failed gate could not be repaired without it."""
         discovery = discovery_tags(self._ctx.cluster_name_plain)
         template = {
             k: v for k, v in autoscaler_tags(self._ctx.cluster_name_plain, self.plan).items() if k not in discovery
         }
+        template[tags.CLUSTER] = self._ctx.cluster_name_plain
         return [
             aws.autoscaling.Tag(
                 f"{name}-{group_tag_suffix(key)}",

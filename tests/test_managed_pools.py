@@ -21,6 +21,7 @@ from components.node_pool import NodePool, group_tag_suffix
 from components.planning.management import choose_management, managed_blockers
 from components.planning.node_groups import node_group_settings, update_settings
 from components.planning.node_health import STARTUP_TAINT_KEY
+from components.planning.node_health_repair import repair_policy
 from components.planning.pools import refreshes
 from components.planning.stack_plan import plan_pools
 from tests.builders import (
@@ -287,6 +288,14 @@ def test_scale_from_zero_tags_go_on_the_group_eks_created(p5_run: Any) -> None:
     names = [t.name for t in run.of_type(GROUP_TAG)]
     assert f"t-h100-{group_tag_suffix(f'{NT}/resources/nvidia.com/gpu')}" in names
     assert len(names) == len(set(names)) == len(tags)
+
+
+def test_the_group_eks_created_carries_the_tag_the_health_loops_role_is_held_to(p5_run: Any) -> None:
+    """Without it, SetInstanceHealth on a managed pool's node is refused, and a failed gate stays cordoned."""
+    tags = group_tags(p5_run[0], "h100")
+    (statement,) = [s for s in repair_policy("t")["Statement"] if s["Sid"] == "ReplaceOwnNodes"]
+    ((key, value),) = statement["Condition"]["StringEquals"].items()
+    assert tags[key.removeprefix("aws:ResourceTag/")][:2] == (value, False)
 
 
 def test_spot_types_go_on_the_node_group_and_the_template_names_none() -> None:

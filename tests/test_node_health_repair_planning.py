@@ -45,12 +45,45 @@ def block_pool(**repair_settings: Any) -> dict[str, Any]:
 def test_settings_map_every_pool_by_name_with_kind_block_and_cap() -> None:
     spec = stack_config(SYSTEM_POOL, block_pool(maxPerHour=1), HYBRID_POOL)
     settings = node_health_repair.repair_settings(plan_pools(spec), drain_timeout_seconds=600)
+    threshold = {"maxUnhealthy": None, "maxUnhealthyPercent": 20}  # EKS node auto-repair's default
     assert settings["pools"] == {
-        "system": {"kind": "aws", "management": "self-managed", "capacityBlockId": None, "maxRepairsPerHour": 3},
-        "h100": {"kind": "aws", "management": "self-managed", "capacityBlockId": BLOCK, "maxRepairsPerHour": 1},
-        "a40": {"kind": "hybrid", "management": "self-managed", "capacityBlockId": None, "maxRepairsPerHour": 3},
+        "system": {
+            "kind": "aws",
+            "management": "self-managed",
+            "capacityBlockId": None,
+            "maxRepairsPerHour": 3,
+            **threshold,
+        },
+        "h100": {
+            "kind": "aws",
+            "management": "self-managed",
+            "capacityBlockId": BLOCK,
+            "maxRepairsPerHour": 1,
+            **threshold,
+        },
+        "a40": {
+            "kind": "hybrid",
+            "management": "self-managed",
+            "capacityBlockId": None,
+            "maxRepairsPerHour": 3,
+            **threshold,
+        },
     }
     assert settings["drainTimeoutSeconds"] == 600
+    # EKS node auto-repair's waits: 10 minutes for accelerated hardware, 30 for the rest.
+    assert settings["conditionWaitSeconds"] == {"AcceleratedHardwareReady": 600, "default": 1800}
+
+
+def test_a_managed_pools_own_unhealthy_threshold_holds_the_loop_too() -> None:
+    spec = stack_config(SYSTEM_POOL, pool(TRAINING_POOL, repair={"eks": {"maxUnhealthy": {"count": 2}}}))
+    settings = node_health_repair.repair_settings(plan_pools(spec), 600, managed_pools={"h100"})
+    assert (settings["pools"]["h100"]["maxUnhealthy"], settings["pools"]["h100"]["maxUnhealthyPercent"]) == (2, None)
+    loaded = repair.RepairConfig.from_json(
+        node_health_repair.repair_config_data(plan_pools(spec), 600, {"h100"})[repair.CONFIG_KEY]
+    )
+    assert loaded.pools["h100"].max_unhealthy == 2
+    assert loaded.wait_for("AcceleratedHardwareReady") == timedelta(minutes=10)
+    assert loaded.wait_for("NetworkingReady") == timedelta(minutes=30)
 
 
 def test_a_managed_pool_is_marked_so_the_loop_leaves_its_conditions_to_eks() -> None:
@@ -65,7 +98,7 @@ def test_the_loop_reads_back_what_planning_writes() -> None:
     data = node_health_repair.repair_config_data(plan_pools(spec), drain_timeout_seconds=900)
     assert list(data) == [repair.CONFIG_KEY]
     loaded = repair.RepairConfig.from_json(data[repair.CONFIG_KEY])
-    assert loaded.pools["h100"] == repair.PoolSettings("h100", "aws", "self-managed", BLOCK, 2)
+    assert loaded.pools["h100"] == repair.PoolSettings("h100", "aws", "self-managed", BLOCK, 2, None, 20)
     assert loaded.pools["a40"].kind == "hybrid"
     assert loaded.drain_timeout == timedelta(seconds=900)
     assert loaded.capacity_block_lead == node_health_repair.capacity_block_lead(900)

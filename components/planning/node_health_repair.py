@@ -36,6 +36,14 @@ DESCRIBE_ACTIONS: tuple[str, ...] = ("ec2:DescribeCapacityReservations",)
 #: node off it: a policy choice, not an AWS figure (a replacement waits out the terminated instance's clean-up,
 #: "several minutes" [EC2CB], then boots, joins and runs its gate before it takes work).
 REPLACEMENT_WORTH = timedelta(hours=1)
+#: How long an agent condition stays `False` before the loop acts: EKS node auto-repair's "Repair after" column,
+#: 10 minutes for AcceleratedHardwareReady and 30 for the agent's other conditions ([EKSREPAIR]), so a transient
+#: condition (an agent or DCGM restart) clears before anything is cordoned. `default` is the others' wait.
+CONDITION_WAITS = {"AcceleratedHardwareReady": timedelta(minutes=10), "default": timedelta(minutes=30)}
+#: Repairs of a pool stop while more than this percentage of its nodes is unhealthy at once: EKS node auto-repair's
+#: default for managed node groups (more than 20 % of a group of more than five nodes, [EKSREPAIR]). A fault that
+#: broad is the stack's (a driver, a DaemonSet, the network), and replacing the pool would not fix it.
+MAX_UNHEALTHY_PERCENT = 20
 
 
 def repair_policy(cluster_name: str) -> dict[str, Any]:
@@ -66,11 +74,18 @@ def pool_settings(plan: PoolPlan, managed: bool) -> dict[str, Any]:
     """One pool in the loop's map."""
     capacity = plan.pool.capacity
     block = capacity.reservation_id if plan.kind == "aws" and capacity.type == "capacity-block" else None
+    # A managed pool's own thresholds (given for EKS node auto-repair) hold the loop's repairs of it too.
+    eks = plan.pool.repair.eks if managed else None
+    threshold = eks.max_unhealthy if eks is not None else None
+    count = threshold.count if threshold is not None else None
+    percent = threshold.percentage if threshold is not None else None
     return {
         "kind": plan.kind,
         "management": "managed" if managed else "self-managed",
         "capacityBlockId": block,
         "maxRepairsPerHour": plan.pool.repair.max_per_hour,
+        "maxUnhealthy": count,
+        "maxUnhealthyPercent": percent if (count or percent) else MAX_UNHEALTHY_PERCENT,
     }
 
 
@@ -80,11 +95,13 @@ def repair_settings(
     """Everything the repair path reads: the pools by name (a node's `gpu-clusters/pool` label), the drain deadline
     (the node termination handler's, `addons.nodeTerminationHandler.drainTimeoutSeconds`, so a repair drains as long
     as a scale-in does) and the Capacity Block lead. `managed_pools` names the pools that are EKS managed node
-    groups, whose agent conditions EKS node auto-repair acts on."""
+    groups, whose agent conditions EKS node auto-repair acts on. The condition waits and the unhealthy threshold
+    are EKS node auto-repair's defaults (`CONDITION_WAITS`, `MAX_UNHEALTHY_PERCENT`)."""
     return {
         "pools": {p.name: pool_settings(p, p.name in managed_pools) for p in plans},
         "drainTimeoutSeconds": drain_timeout_seconds,
         "capacityBlockLeadSeconds": int(capacity_block_lead(drain_timeout_seconds).total_seconds()),
+        "conditionWaitSeconds": {k: int(v.total_seconds()) for k, v in CONDITION_WAITS.items()},
     }
 
 

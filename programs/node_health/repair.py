@@ -64,6 +64,17 @@ AGENT_CONDITIONS = (
     "ContainerRuntimeReady",
 )
 CONDITION_PREFIX = "condition:"
+#: A condition reason that says the agent lost its DCGM host process, not that a GPU is bad: a restart of the DCGM
+#: DaemonSet raises it on every GPU node at once. Alerted (the node condition is on the dashboards), never repaired.
+ALERT_ONLY_REASONS = frozenset({"DCGMError"})
+#: How long a condition must stay `False` before the loop acts, when the settings name none: EKS node auto-repair's
+#: own waits (10 minutes for accelerated hardware, 30 for the other categories; docs/operations.md cites them).
+DEFAULT_CONDITION_WAITS = {"AcceleratedHardwareReady": timedelta(minutes=10)}
+DEFAULT_CONDITION_WAIT = timedelta(minutes=30)
+#: A pool of at most this many nodes is never held by its unhealthy percentage (EKS node auto-repair's rule).
+SMALL_POOL = 5
+#: Repair states in which the node is already out of service: the threshold and the recovery leave it alone.
+STARTED_STATES = frozenset({"draining", "replacing", "cordon-only"})
 #: The cap's window.
 CAP_WINDOW = timedelta(hours=1)
 #: Where an on-prem server's repair continues by hand.
@@ -73,7 +84,7 @@ RUNBOOK = "docs/operations.md#on-prem-servers-the-runbook"
 class Counters(Protocol):
     """Where the repair path counts (the loop's metrics endpoint)."""
 
-    def inc(self, name: str, labels: Mapping[str, str]) -> None: ...
+    def inc(self, name: str, labels: Mapping[str, str], amount: float = 1.0) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -85,6 +96,21 @@ class PoolSettings:
     management: str  # "self-managed" or "managed" (EKS managed node group)
     capacity_block_id: str | None
     max_per_hour: int
+    #: More than this many of the pool's nodes unhealthy at once, or more than this percentage, and the loop stops
+    #: repairing the pool: a fault that broad is the stack's (a driver, a network), not the nodes'.
+    max_unhealthy: int | None = None
+    max_unhealthy_percent: int | None = None
+
+    def over_threshold(self, unhealthy: int, total: int) -> bool:
+        """Whether `unhealthy` of the pool's `total` nodes is more than the pool allows at once; one node alone is
+        never over (a small pool's one failure is repaired whatever its percentage)."""
+        if unhealthy <= 1:
+            return False
+        if self.max_unhealthy is not None and unhealthy > self.max_unhealthy:
+            return True
+        # As EKS node auto-repair's default: the percentage counts only in a pool of more than five nodes.
+        percent = self.max_unhealthy_percent
+        return percent is not None and total > SMALL_POOL and unhealthy * 100 > percent * total
 
 
 @dataclass(frozen=True)
@@ -94,6 +120,12 @@ class RepairConfig:
     pools: Mapping[str, PoolSettings]
     drain_timeout: timedelta
     capacity_block_lead: timedelta
+    condition_waits: Mapping[str, timedelta] = field(default_factory=lambda: dict(DEFAULT_CONDITION_WAITS))
+    default_condition_wait: timedelta = DEFAULT_CONDITION_WAIT
+
+    def wait_for(self, condition: str) -> timedelta:
+        """How long the condition must stay `False` before the loop acts on it."""
+        return self.condition_waits.get(condition, self.default_condition_wait)
 
     @classmethod
     def from_json(cls, text: str) -> RepairConfig:
@@ -105,20 +137,33 @@ class RepairConfig:
                 management=str(p.get("management", "self-managed")),
                 capacity_block_id=p.get("capacityBlockId"),
                 max_per_hour=int(p["maxRepairsPerHour"]),
+                max_unhealthy=_optional_int(p.get("maxUnhealthy")),
+                max_unhealthy_percent=_optional_int(p.get("maxUnhealthyPercent")),
             )
             for name, p in raw["pools"].items()
         }
+        waits = raw.get("conditionWaitSeconds") or {}
         return cls(
             pools=pools,
             drain_timeout=timedelta(seconds=int(raw["drainTimeoutSeconds"])),
             capacity_block_lead=timedelta(seconds=int(raw["capacityBlockLeadSeconds"])),
+            condition_waits={
+                **DEFAULT_CONDITION_WAITS,
+                **{k: timedelta(seconds=int(v)) for k, v in waits.items() if k != "default"},
+            },
+            default_condition_wait=timedelta(seconds=int(waits.get("default", DEFAULT_CONDITION_WAIT.total_seconds()))),
         )
+
+
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)
 
 
 @dataclass(frozen=True)
 class Outcome:
     """What one call did: `replaced`, `draining`, `queued` (another node of the pool first), `held` (a guard: the
-    hourly cap or the Capacity Block), `cordoned` (no replacement for this pool), `replacing` (already handed to the
+    hourly cap, the Capacity Block or the pool's unhealthy threshold), `recovered` (its condition cleared before a
+    repair started), `cordoned` (no replacement for this pool), `replacing` (already handed to the
     group), `left-to-eks` or `unknown-pool`, with the why."""
 
     action: str
@@ -129,23 +174,65 @@ class Outcome:
 
 # ------------------------------------------------------------------------------------------------------ detection
 def failed_conditions(node: Mapping[str, Any]) -> list[str]:
-    """The agent's conditions that are `False` on the node."""
+    """The agent's conditions that are `False` on the node for a reason the loop repairs (not `ALERT_ONLY_REASONS`)."""
+    return [c["type"] for c in _false_conditions(node)]
+
+
+def _false_conditions(node: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     conditions = node.get("status", {}).get("conditions", []) or []
-    return [c["type"] for c in conditions if c.get("type") in AGENT_CONDITIONS and c.get("status") == "False"]
+    return [
+        c
+        for c in conditions
+        if c.get("type") in AGENT_CONDITIONS
+        and c.get("status") == "False"
+        and c.get("reason") not in ALERT_ONLY_REASONS
+    ]
 
 
-def pending(nodes: Iterable[Mapping[str, Any]]) -> list[tuple[dict[str, Any], str]]:
-    """Nodes the repair path has to act on, with the reason: labelled `failed` by a check (reason from its
-    annotation), or marked unhealthy by the agent. Called every pass, so a repair resumes after a restart."""
+def due_conditions(node: Mapping[str, Any], now: datetime, config: RepairConfig) -> list[str]:
+    """The repairable `False` conditions that have stayed so past their wait (`lastTransitionTime` is when the
+    condition last changed status; a condition without one is taken as new)."""
+    due = []
+    for condition in _false_conditions(node):
+        since = condition.get("lastTransitionTime")
+        if since and now - _parse(str(since)) >= config.wait_for(condition["type"]):
+            due.append(str(condition["type"]))
+    return due
+
+
+def pending(
+    nodes: Iterable[Mapping[str, Any]], now: datetime, config: RepairConfig
+) -> list[tuple[dict[str, Any], str]]:
+    """Nodes the repair path has to act on, with the reason: labelled `failed` (reason from its annotation), or
+    with an agent condition `False` past its wait. Called every pass, so a repair resumes after a restart."""
     out: list[tuple[dict[str, Any], str]] = []
     for node in nodes:
         metadata = node.get("metadata", {})
-        conditions = failed_conditions(node)
         if metadata.get("labels", {}).get(HEALTH_STATE_LABEL) == "failed":
             out.append((dict(node), metadata.get("annotations", {}).get(REASON_ANNOTATION, "gate")))
-        elif conditions:
+        elif conditions := due_conditions(node, now, config):
             out.append((dict(node), CONDITION_PREFIX + conditions[0]))
     return out
+
+
+def recovered(node: Mapping[str, Any]) -> bool:
+    """A node failed by an agent condition whose repair has not started, and whose condition is no longer `False`
+    (gate and idle failures never recover by themselves: only a replacement or a person clears them)."""
+    metadata = node.get("metadata", {})
+    annotations = metadata.get("annotations") or {}
+    reason = str(annotations.get(REASON_ANNOTATION, ""))
+    if metadata.get("labels", {}).get(HEALTH_STATE_LABEL) != "failed" or not reason.startswith(CONDITION_PREFIX):
+        return False
+    if annotations.get(REPAIR_ANNOTATION, "") in STARTED_STATES:
+        return False
+    return reason.removeprefix(CONDITION_PREFIX) not in failed_conditions(node)
+
+
+def unhealthy(node: Mapping[str, Any]) -> bool:
+    """Whether the node counts against its pool's unhealthy threshold: labelled `failed`, or a repairable agent
+    condition `False` (waiting or not)."""
+    labels = node.get("metadata", {}).get("labels", {}) or {}
+    return labels.get(HEALTH_STATE_LABEL) == "failed" or bool(failed_conditions(node))
 
 
 def instance_id(node: Mapping[str, Any]) -> str | None:
@@ -263,7 +350,17 @@ def handle_failed(
         return Outcome("left-to-eks", f"{name}: {reason} on managed pool {pool.name}: EKS node auto-repair's")
     if state == "replacing":
         return Outcome("replacing", f"{name}: handed to its Auto Scaling group already")
-    if pool.kind == "hybrid" or pool.management == "managed":
+    if state not in STARTED_STATES:
+        listed = api.list_nodes(label_selector=f"{POOL_LABEL}={pool.name}")
+        count = sum(1 for n in listed if unhealthy(n) or n["metadata"]["name"] == name)
+        if pool.over_threshold(count, len(listed)):
+            detail = f"{count} of the pool's {len(listed)} nodes are unhealthy at once: more than it allows"
+            failed = labels.get(HEALTH_STATE_LABEL) == "failed"
+            return _hold(
+                api, Ledger.load(api), name, reason, now, pool, ("unhealthy-threshold", detail), counters, mark=failed
+            )
+    if pool.kind == "hybrid" or pool.max_per_hour == 0:
+        # On-prem servers are never replaced; a cap of 0 is the operator's choice of cordon-only, not a storm.
         return _cordon_only(api, name, reason, state, pool, counters)
     return _replace(api, aws, node, reason, now, pool, config, counters)
 
@@ -370,13 +467,17 @@ def _hold(
     pool: PoolSettings,
     hold: tuple[str, str],
     counters: Counters,
+    *,
+    mark: bool = True,
 ) -> Outcome:
-    """Keep the node cordoned (no drain) and count the hold once."""
+    """Keep the node as it is, cordoned (no drain) when `mark`, and count the hold once. The unhealthy threshold
+    does not cordon a node the agent flagged: a pool-wide fault would otherwise cordon the whole pool."""
     held_reason, detail = hold
     if ledger.held.get(name) != held_reason:
         counters.inc(REPAIRS_HELD_METRIC, {"pool": pool.name, "reason": held_reason})
         ledger.held[name] = held_reason
-    _mark(api, name, reason, f"held:{held_reason}")
+    if mark:
+        _mark(api, name, reason, f"held:{held_reason}")
     ledger.save(api, now)
     return _log(Outcome("held", f"{name} ({pool.name}, {reason}): held, {detail}", held_reason))
 
@@ -384,6 +485,20 @@ def _hold(
 def _log(outcome: Outcome) -> Outcome:
     LOG.info("repair %s: %s", outcome.action, outcome.detail)
     return outcome
+
+
+def counter_series(config: RepairConfig) -> list[tuple[str, dict[str, str]]]:
+    """Every series the repair path may count, per pool: the loop starts them at 0, so the first repair or hold is
+    an increase PromQL sees (`increase` over a series that appears at 1 reads 0)."""
+    series: list[tuple[str, dict[str, str]]] = []
+    for pool in config.pools.values():
+        action = "cordon-only" if pool.kind == "hybrid" else "replace"
+        series.append((REPAIRS_METRIC, {"pool": pool.name, "action": action}))
+        holds = ["unhealthy-threshold"]
+        if pool.kind != "hybrid":
+            holds += ["hourly-cap"] + (["capacity-block"] if pool.capacity_block_id else [])
+        series += [(REPAIRS_HELD_METRIC, {"pool": pool.name, "reason": reason}) for reason in holds]
+    return series
 
 
 # ------------------------------------------------------------------------------------------------- the hand-off
@@ -394,6 +509,8 @@ class RepairPath:
 
     def __init__(self, aws: AwsCalls, config: RepairConfig, counters: Counters) -> None:
         self.aws, self.config, self.counters = aws, config, counters
+        for labels in counter_series(config):
+            counters.inc(labels[0], labels[1], 0)
 
     @classmethod
     def from_environment(cls, counters: Counters, path: Path = CONFIG_PATH) -> RepairPath:
@@ -405,9 +522,36 @@ class RepairPath:
 
     def resume(self, api: KubeApi, nodes: Iterable[Mapping[str, Any]], now: float) -> list[Outcome]:
         listed = list(nodes)
-        outcomes = [o for node, reason in pending(listed) if (o := self._step(api, node, reason, now)) is not None]
+        moment = datetime.fromtimestamp(now, UTC)
+        outcomes = [self._recover(api, node, moment) for node in listed if recovered(node)]
+        back = {o.detail.split(":", 1)[0] for o in outcomes}
+        due = [
+            (node, reason)
+            for node, reason in pending(listed, moment, self.config)
+            if node["metadata"]["name"] not in back
+        ]
+        outcomes += [o for node, reason in due if (o := self._step(api, node, reason, now)) is not None]
         self._forget_gone(api, {n["metadata"]["name"] for n in listed}, now)
         return outcomes
+
+    def _recover(self, api: KubeApi, node: Mapping[str, Any], now: datetime) -> Outcome:
+        """The condition that failed the node cleared before its repair started: uncordon it, label it passed."""
+        name = node["metadata"]["name"]
+        reason = (node["metadata"].get("annotations") or {}).get(REASON_ANNOTATION, "")
+        api.patch_node(
+            name,
+            {
+                "metadata": {
+                    "labels": {HEALTH_STATE_LABEL: "passed"},
+                    "annotations": {REASON_ANNOTATION: None, REPAIR_ANNOTATION: None},
+                },
+                "spec": {"unschedulable": False},
+            },
+        )
+        ledger = Ledger.load(api)
+        if ledger.held.pop(name, None) is not None:
+            ledger.save(api, now)
+        return _log(Outcome("recovered", f"{name}: {reason} cleared before a repair started; uncordoned, passed"))
 
     def _forget_gone(self, api: KubeApi, names: set[str], now: float) -> None:
         """Drop the holds of nodes that no longer exist, so the ledger does not grow with every node ever held."""
