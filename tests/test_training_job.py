@@ -17,6 +17,7 @@ from components.config import TrainingModel
 from components.planning import training_job as tj
 from components.planning.hugepages import hugepages_quantity
 from components.planning.nccl_environment import nccl_environment
+from components.planning.node_health import STARTUP_TAINT_KEY
 from components.planning.stack_plan import plan_stack
 from components.planning.training_platform import LOCAL_QUEUE_NAME, NETWORK_TOPOLOGY_LEVELS, QUEUE_NAME_LABEL
 from components.training import SCRIPT_PATH
@@ -218,6 +219,15 @@ def test_training_job_prints_the_jobset_of_the_stack(blueprint_cli: Callable[...
     assert container["resources"]["limits"]["vpc.amazonaws.com/efa"] == "32"
     as_json = blueprint_cli("training-job", "--stack", "training", "--format", "json")
     assert json.loads(as_json.stdout) == manifest
+
+
+def test_the_job_waits_for_the_health_gate_on_its_nodes() -> None:
+    """The pool's nodes register with the health gate's startup taint; the job does not tolerate it, so no worker
+    lands on a node before the gate passes it (or on one it failed)."""
+    job = _plan()
+    assert STARTUP_TAINT_KEY in {t.key for t in job.pool.registration_taints}
+    keys = {t["key"] for t in _pod(tj.jobset_manifest(job))["spec"]["tolerations"]}
+    assert STARTUP_TAINT_KEY not in keys and keys == {t.key for t in job.pool.taints}
 
 
 def test_training_job_of_a_stack_without_one_is_a_usage_error(blueprint_cli: Callable[..., CliResult]) -> None:

@@ -215,7 +215,7 @@ def pod_spec(plan: TrainingJobPlan) -> dict[str, Any]:
     return {
         "restartPolicy": "Never",
         "nodeSelector": {POOL: plan.pool.name},
-        "tolerations": tolerations_for([plan.pool], critical_addons=False),
+        "tolerations": tolerations_for([plan.pool], critical_addons=False, startup=False),
         "automountServiceAccountToken": False,
         "securityContext": {
             "runAsNonRoot": True,
