@@ -167,6 +167,25 @@ def test_the_job_goes_to_the_local_queue_placed_by_network_topology_on_its_pool(
     ]
 
 
+def test_a_job_on_a_pool_without_network_topology_asks_for_no_topology_placement() -> None:
+    """g5 nodes get no network-layer labels, so their flavor names no Topology; a pod set asking for topology
+    placement would fit no flavor and wait forever."""
+    from tests.builders import stack_config
+
+    g5 = {"name": "g5", "role": "training", "instanceType": "g5.48xlarge", "scaling": {"min": 0, "max": 2}}
+    spec = stack_config(
+        {"name": "system", "role": "system", "instanceType": "m7i.xlarge", "scaling": {"min": 2, "max": 3}},
+        g5,
+        storage=LUSTRE,
+        workloads={"training": {"pool": "g5"}},
+        validated=True,
+    )
+    plan = plan_stack(spec)
+    assert plan.job_queues is not None and [f.topology for f in plan.job_queues.flavors if f.name == "g5"] == [False]
+    assert plan.training is not None
+    assert _pod(tj.jobset_manifest(plan.training))["metadata"]["annotations"] == {}
+
+
 def test_node_failures_restart_the_job_without_using_up_its_restarts() -> None:
     manifest = tj.jobset_manifest(_plan(maxRestarts=5))
     assert manifest["spec"]["failurePolicy"] == {
