@@ -17,6 +17,7 @@ from components.config import TrainingModel
 from components.planning import training_job as tj
 from components.planning.hugepages import hugepages_quantity
 from components.planning.nccl_environment import nccl_environment
+from components.planning.node_health import STARTUP_TAINT_KEY
 from components.planning.stack_plan import plan_stack
 from components.planning.training_platform import LOCAL_QUEUE_NAME, NETWORK_TOPOLOGY_LEVELS, QUEUE_NAME_LABEL
 from components.training import SCRIPT_PATH
@@ -166,6 +167,25 @@ def test_the_job_goes_to_the_local_queue_placed_by_network_topology_on_its_pool(
     ]
 
 
+def test_a_job_on_a_pool_without_network_topology_asks_for_no_topology_placement() -> None:
+    """g5 nodes get no network-layer labels, so their flavor names no Topology; a pod set asking for topology
+    placement would fit no flavor and wait forever."""
+    from tests.builders import stack_config
+
+    g5 = {"name": "g5", "role": "training", "instanceType": "g5.48xlarge", "scaling": {"min": 0, "max": 2}}
+    spec = stack_config(
+        {"name": "system", "role": "system", "instanceType": "m7i.xlarge", "scaling": {"min": 2, "max": 3}},
+        g5,
+        storage=LUSTRE,
+        workloads={"training": {"pool": "g5"}},
+        validated=True,
+    )
+    plan = plan_stack(spec)
+    assert plan.job_queues is not None and [f.topology for f in plan.job_queues.flavors if f.name == "g5"] == [False]
+    assert plan.training is not None
+    assert _pod(tj.jobset_manifest(plan.training))["metadata"]["annotations"] == {}
+
+
 def test_node_failures_restart_the_job_without_using_up_its_restarts() -> None:
     manifest = tj.jobset_manifest(_plan(maxRestarts=5))
     assert manifest["spec"]["failurePolicy"] == {
@@ -218,6 +238,15 @@ def test_training_job_prints_the_jobset_of_the_stack(blueprint_cli: Callable[...
     assert container["resources"]["limits"]["vpc.amazonaws.com/efa"] == "32"
     as_json = blueprint_cli("training-job", "--stack", "training", "--format", "json")
     assert json.loads(as_json.stdout) == manifest
+
+
+def test_the_job_waits_for_the_health_gate_on_its_nodes() -> None:
+    """The pool's nodes register with the health gate's startup taint; the job does not tolerate it, so no worker
+    lands on a node before the gate passes it (or on one it failed)."""
+    job = _plan()
+    assert STARTUP_TAINT_KEY in {t.key for t in job.pool.registration_taints}
+    keys = {t["key"] for t in _pod(tj.jobset_manifest(job))["spec"]["tolerations"]}
+    assert STARTUP_TAINT_KEY not in keys and keys == {t.key for t in job.pool.taints}
 
 
 def test_training_job_of_a_stack_without_one_is_a_usage_error(blueprint_cli: Callable[..., CliResult]) -> None:

@@ -90,6 +90,8 @@ def plan_stack(spec: StackConfig) -> StackPlan:
     """The stack's plan from a validated config."""
     pools = plan_pools(spec)
     addons = select_addons(spec.addons, pools, spec.workloads)
+    job_queues = plan_queues(spec, pools, addons)
+    topology_flavors = frozenset(f.name for f in job_queues.flavors if f.topology) if job_queues else frozenset()
     return StackPlan(
         spec=spec,
         pools=pools,
@@ -99,6 +101,6 @@ def plan_stack(spec: StackConfig) -> StackPlan:
         hybrid=hybrid_plans(pools),
         namespaces=plan_namespaces(spec, pools, addons),
         queue_rules=queue_rules(spec, pools),
-        job_queues=plan_queues(spec, pools, addons),
-        training=plan_training_job(spec, pools),
+        job_queues=job_queues,
+        training=plan_training_job(spec, pools, topology_flavors),
     )

@@ -66,6 +66,9 @@ class TrainingJobPlan:
     gid: int
     #: The Lustre file system's aggregate throughput, MB/s (`components.planning.lustre.throughput_mbps`).
     lustre_mbps: float
+    #: Whether the pool's ResourceFlavor names the Topology: only then may the job ask for topology placement
+    #: (Kueue finds no flavor for a pod set that asks for it on a flavor without one).
+    topology: bool = False
 
     @property
     def name(self) -> str:
@@ -123,7 +126,9 @@ def script_config_map(name: str) -> str:
     return f"{name}-script"
 
 
-def plan_training_job(spec: StackConfig, pools: list[PoolPlan]) -> TrainingJobPlan | None:
+def plan_training_job(
+    spec: StackConfig, pools: list[PoolPlan], topology_flavors: frozenset[str] = frozenset()
+) -> TrainingJobPlan | None:
     """The job from a validated stack (validation guarantees the pool, the Lustre claim and its directory)."""
     workload, lustre = spec.workloads.training, spec.storage.lustre
     if workload is None or lustre is None:
@@ -138,6 +143,7 @@ def plan_training_job(spec: StackConfig, pools: list[PoolPlan]) -> TrainingJobPl
         uid=directories.uid,
         gid=directories.gid,
         lustre_mbps=throughput_mbps(lustre),
+        topology=pool.name in topology_flavors,
     )
 
 
@@ -215,7 +221,7 @@ def pod_spec(plan: TrainingJobPlan) -> dict[str, Any]:
     return {
         "restartPolicy": "Never",
         "nodeSelector": {POOL: plan.pool.name},
-        "tolerations": tolerations_for([plan.pool], critical_addons=False),
+        "tolerations": tolerations_for([plan.pool], critical_addons=False, startup=False),
         "automountServiceAccountToken": False,
         "securityContext": {
             "runAsNonRoot": True,
@@ -280,7 +286,11 @@ def jobset_manifest(plan: TrainingJobPlan) -> dict[str, Any]:
                             "podFailurePolicy": POD_FAILURE_POLICY,
                             "template": {
                                 "metadata": {
-                                    "annotations": {PREFERRED_TOPOLOGY_ANNOTATION: PREFERRED_TOPOLOGY_LEVEL},
+                                    "annotations": (
+                                        {PREFERRED_TOPOLOGY_ANNOTATION: PREFERRED_TOPOLOGY_LEVEL}
+                                        if plan.topology
+                                        else {}
+                                    ),
                                 },
                                 "spec": pod_spec(plan),
                             },
