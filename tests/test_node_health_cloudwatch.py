@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import botocore.session
+import pytest
+from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 
 from programs.node_health import names
@@ -79,4 +81,18 @@ def test_more_than_twenty_data_go_in_batches() -> None:
         stub.add_response("put_metric_data", {})
         stub.add_response("put_metric_data", {})
         CloudWatchPublisher(cw, NAMESPACE, "c").publish(metrics)
+        stub.assert_no_pending_responses()
+
+
+def test_a_failed_publish_sends_its_deltas_with_the_next() -> None:
+    cw = client()
+    metrics = Metrics()
+    metrics.inc(names.REPAIRS_HELD_METRIC, HELD)
+    publisher = CloudWatchPublisher(cw, NAMESPACE, "c")
+    with Stubber(cw) as stub:
+        stub.add_client_error("put_metric_data", "Throttling")
+        with pytest.raises(ClientError):
+            publisher.publish(metrics)
+        stub.add_response("put_metric_data", {}, {"Namespace": NAMESPACE, "MetricData": [heartbeat(), held(1.0)]})
+        publisher.publish(metrics)
         stub.assert_no_pending_responses()

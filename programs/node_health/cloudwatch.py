@@ -45,10 +45,11 @@ class CloudWatchPublisher:
         data: list[dict[str, Any]] = [
             {"MetricName": HEARTBEAT, "Dimensions": self._dimensions(()), "Value": 1.0, "Unit": "Count"}
         ]
+        taken: dict[tuple[str, Labels], float] = {}
         for name, cloudwatch_name in COUNTERS.items():
             for labels, value in sorted(metrics.snapshot(name).items()):
                 delta = value - self._sent.get((name, labels), 0.0)
-                self._sent[(name, labels)] = value
+                taken[(name, labels)] = value
                 data.append(
                     {
                         "MetricName": cloudwatch_name,
@@ -59,3 +60,17 @@ class CloudWatchPublisher:
                 )
         for start in range(0, len(data), BATCH):
             self._client.put_metric_data(Namespace=self._namespace, MetricData=data[start : start + BATCH])
+        self._sent.update(taken)
+
+
+def from_settings(raw: dict[str, Any], region: str | None) -> CloudWatchPublisher | None:
+    """The publisher the loop's `config.json` asks for (`cloudWatch`: `namespace`, `clusterName`; absent on stacks
+    whose Prometheus scrapes the loop), with boto3's client (credentials from EKS Pod Identity)."""
+    target = raw.get("cloudWatch")
+    if not target:
+        return None
+    import boto3
+
+    return CloudWatchPublisher(
+        boto3.client("cloudwatch", region_name=region), str(target["namespace"]), str(target["clusterName"])
+    )
