@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from components.planning.node_health import CHECKS_METRIC, REPAIRS_HELD_METRIC
+from components.planning.node_health import CHECKS_METRIC, LAST_PASS_METRIC, REPAIRS_HELD_METRIC
 from tests.promql_expressions import found_in
 from tests.promtool import needs_promtool, run_rule_tests
 from tests.test_alert_rules_promtool import Scenario
@@ -163,6 +163,61 @@ NODE_HEALTH_SCENARIOS = [
         "pending and passed nodes are never this alert's",
         {f'{FAILED_LABEL}"pending"}}': "1x90", f'{FAILED_LABEL}"passed"}}'.replace("gpu-1", "gpu-2"): "1x90"},
         {"80m": []},
+    ),
+    Scenario(
+        "NodeHealthPendingTooLong",
+        "a node pending past the check and schedule timeouts (1800 s by default) fires; one gated in time is quiet",
+        {
+            f'{FAILED_LABEL}"pending"}}': "1x40",
+            f'{FAILED_LABEL}"pending"}}'.replace("gpu-1", "gpu-2"): "1x20",
+        },
+        {
+            "29m": [],
+            "31m": firing(
+                "node gpu-1 has waited for its health gate for over 1800 seconds: the health loop is not gating it "
+                "and its startup taint keeps work off",
+                "warning",
+                {
+                    "job": "kube-state-metrics",
+                    "instance": "10.0.0.9:8080",
+                    "node": "gpu-1",
+                    "label_gpu_clusters_pool": "h100",
+                    "label_gpu_clusters_node_health": "pending",
+                },
+            ),
+        },
+    ),
+    Scenario(
+        "NodeHealthLoopStuck",
+        "the heartbeat stops advancing: fires once it is 150 s old for 5 minutes; a live loop is quiet",
+        # The loop writes the Unix time of its last pass: the evaluation clock starts at 0, so the value tracks it
+        # (60 s a sample) for 10 minutes, then freezes at 600.
+        {f"{LAST_PASS_METRIC}{{{LOOP}}}": "0+60x10 600x20"},
+        {
+            "10m": [],
+            "14m": [],
+            "18m": firing(
+                "the health loop has finished no pass for over 150 seconds: new GPU nodes stay tainted and failed "
+                "nodes are not repaired (kubectl -n node-health logs deploy/node-health)",
+                "critical",
+                {},
+            ),
+        },
+    ),
+    Scenario(
+        "NodeHealthLoopDown",
+        "no heartbeat at all (the pod crash-looping) for 10 minutes fires; a heartbeat resolves it",
+        {f"{LAST_PASS_METRIC}{{{LOOP}}}": "_x15 900+60x10"},
+        {
+            "9m": [],
+            "11m": firing(
+                "the health loop reports no heartbeat: new GPU nodes stay tainted and failed nodes are not repaired "
+                "(kubectl -n node-health get pods; logs deploy/node-health)",
+                "critical",
+                {},
+            ),
+            "20m": [],
+        },
     ),
 ]
 

@@ -142,6 +142,7 @@ def _monitoring(b: AddonBuild) -> Monitoring:
         b.name,
         context=b.context,
         alerts=b.settings.monitoring.alerts,
+        node_health=b.settings.node_health,
         plans=b.pools,
         selection=b.selection,
         runtime_class=b.runtime_class,

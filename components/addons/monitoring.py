@@ -18,7 +18,7 @@ import pulumi_kubernetes as k8s
 from components.addons.alarms import metric_alarm
 from components.addons.helm import helm_release, service_account_role
 from components.catalog import versions
-from components.config import Alerts
+from components.config import Alerts, NodeHealth
 from components.context import ClusterContext, stateful_options
 from components.managed_addons import RESOLVE_CONFLICTS, addon_version
 from components.planning.addons.cloudwatch_dashboard import cloudwatch_dashboard, dashboard_name
@@ -78,6 +78,7 @@ class Monitoring(pulumi.ComponentResource):
         context: ClusterContext,
         alerts: Alerts,
         plans: Sequence[PoolPlan],
+        node_health: NodeHealth | None = None,
         selection: AddonSelection,
         runtime_class: k8s.node.v1.RuntimeClass | None = None,
         file_systems: MonitoredFileSystems | None = None,
@@ -86,6 +87,7 @@ class Monitoring(pulumi.ComponentResource):
         super().__init__("gpu-clusters:index:Monitoring", name, None, opts)
         self._ctx = context
         self._alerts = alerts
+        self._node_health = node_health or NodeHealth()
         self.topic_arn: pulumi.Output[str] | None = None
         self.topic_key: aws.kms.Key | None = None
         self.addon: aws.eks.Addon | None = None
@@ -195,6 +197,7 @@ class Monitoring(pulumi.ComponentResource):
     def _dcgm_prometheus(self, plans: Sequence[PoolPlan]) -> None:
         context = self._ctx
         alerts = self._alerts
+        node_health = self._node_health
         depends: list[pulumi.Resource] = []
         if self.topic_arn is not None:
             key_arn = self.topic_key.arn if self.topic_key is not None else None
@@ -225,10 +228,10 @@ class Monitoring(pulumi.ComponentResource):
             )
         values = (
             pulumi.Output.from_input(self.topic_arn).apply(
-                lambda arn: kube_prometheus_stack_values(alerts, context.region, plans, arn, cloudwatch)
+                lambda arn: kube_prometheus_stack_values(alerts, context.region, plans, arn, cloudwatch, node_health)
             )
             if self.topic_arn is not None
-            else kube_prometheus_stack_values(alerts, context.region, plans, None, cloudwatch)
+            else kube_prometheus_stack_values(alerts, context.region, plans, None, cloudwatch, node_health)
         )
         self.prometheus = helm_release(
             f"{context.cluster_name_plain}-{KUBE_PROMETHEUS_STACK_RELEASE}",

@@ -4,11 +4,13 @@ the state it works from is on the cluster's objects, so a crash or a restart los
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
 from pathlib import Path
 
+from programs.node_health import cloudwatch
 from programs.node_health.checks import HealthLoop, Settings
 from programs.node_health.incluster import InClusterApi
 from programs.node_health.kube import KubeError
@@ -20,7 +22,9 @@ CONFIG_PATH = Path(os.environ.get("NODE_HEALTH_CONFIG", "/etc/node-health/config
 
 
 def main() -> int:
-    settings = Settings.from_json(CONFIG_PATH.read_text())
+    text = CONFIG_PATH.read_text()
+    settings = Settings.from_json(text)
+    publisher = cloudwatch.from_settings(json.loads(text), os.environ.get("AWS_REGION"))
     metrics = Metrics()
     serve(metrics, settings.metrics_port)
     # The repair path is part of the loop: if its settings or AWS clients cannot load, the pod fails and says why
@@ -32,6 +36,14 @@ def main() -> int:
             loop.run_once(time.time())
         except KubeError as error:
             print(f"node-health: pass failed, retrying: {error}", file=sys.stderr, flush=True)
+        else:
+            if publisher is not None:
+                # A pass finished: its heartbeat and counters go to CloudWatch; what a failed publish could not
+                # send goes with the next one (the publisher counts a delta as sent only once CloudWatch took it).
+                try:
+                    publisher.publish(metrics)
+                except Exception as error:  # boto's errors are many; the loop must keep gating
+                    print(f"node-health: CloudWatch publish failed: {error}", file=sys.stderr, flush=True)
         time.sleep(settings.poll_seconds)
 
 

@@ -46,6 +46,11 @@ class Metrics:
         with self._lock:
             return self._samples[name].get(tuple(sorted(labels.items())), 0.0)
 
+    def snapshot(self, name: str) -> dict[Labels, float]:
+        """A copy of one metric's samples, for a publisher that reads them between passes."""
+        with self._lock:
+            return dict(self._samples[name])
+
     def render(self) -> str:
         lines: list[str] = []
         with self._lock:

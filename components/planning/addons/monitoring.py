@@ -11,12 +11,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from components import tags
-from components.config import Alerts
+from components.config import Alerts, NodeHealth
 from components.planning.addons.alarms import METRIC_PERIOD_SECONDS, MetricAlarmPlan
 from components.planning.addons.efa_metrics import efa_plans, efa_textfile_values
 from components.planning.addons.grafana import NODE_RELABELING, grafana_values
 from components.planning.addons.image_digests import with_image_digests
-from components.planning.addons.node_monitoring import agent_wanted, node_health_rules
+from components.planning.addons.node_monitoring import agent_wanted, node_health_rules, pending_limit_seconds
 from components.planning.addons.placement import (
     SYSTEM_NODE_SELECTOR,
     gpu_plans,
@@ -428,7 +428,12 @@ def node_exporter_values(plans: Sequence[PoolPlan]) -> dict[str, Any]:
 
 
 def kube_prometheus_stack_values(
-    alerts: Alerts, region: str, plans: Sequence[PoolPlan], topic_arn: str | None, cloudwatch: bool = False
+    alerts: Alerts,
+    region: str,
+    plans: Sequence[PoolPlan],
+    topic_arn: str | None,
+    cloudwatch: bool = False,
+    node_health: NodeHealth | None = None,
 ) -> dict[str, Any]:
     """Helm values of kube-prometheus-stack: controllers on the system pool, node-exporter on every node, our
     GPU rules (and the node health rules on a stack with GPU pools, `node_monitoring.node_health_rules`), Alertmanager
@@ -472,7 +477,9 @@ def kube_prometheus_stack_values(
             "alertmanager": alertmanager,
             "additionalPrometheusRulesMap": {
                 **prometheus_rules(alerts),
-                **(node_health_rules() if agent_wanted(plans) else {}),
+                **(
+                    node_health_rules(pending_limit_seconds(node_health or NodeHealth())) if agent_wanted(plans) else {}
+                ),
             },
         },
     )

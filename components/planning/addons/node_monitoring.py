@@ -11,11 +11,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from components.config import NodeHealth
+from components.planning.addons.node_health import POLL_SECONDS
 from components.planning.addons.placement import gpu_plans, tolerations_for
 from components.planning.node_health import (
     CHECKS_METRIC,
     FAILED_TAINT_KEY,
     HEALTH_STATE_LABEL,
+    LAST_PASS_METRIC,
     LOOP_POD_LABELS,
     NODE_HEALTH_NAMESPACE,
     REPAIRS_HELD_METRIC,
@@ -101,6 +104,17 @@ GATE_FAILURES = f'{CHECKS_METRIC}{{kind="gate",result="failed"}}'
 #: The kube-state-metrics name of the health label on `kube_node_labels` (`label_` + the key with
 #: non-alphanumerics as `_`, [KSM]); exported only because the allowlist names it (`monitoring.py`).
 HEALTH_STATE_METRIC_LABEL = "label_" + "".join(c if c.isalnum() else "_" for c in HEALTH_STATE_LABEL)
+#: Seconds without a finished pass before the loop counts as stuck: five of its passes (`POLL_SECONDS` apart).
+LOOP_STALE_SECONDS = 5 * POLL_SECONDS
+#: How long a stale heartbeat lasts before it pages, and how long the heartbeat may be missing altogether (the pod
+#: crash-looping, e.g. its repair path failing to load, or never scheduled) before it pages.
+LOOP_STALE_MINUTES = 5
+LOOP_ABSENT_MINUTES = 10
+
+
+def pending_limit_seconds(config: NodeHealth) -> int:
+    """The longest a node may honestly stay `pending`: its check pod's wait to be scheduled plus its run."""
+    return config.check_timeout_seconds + config.schedule_timeout_seconds
 
 
 def condition_false_expr(conditions: Sequence[str]) -> str:
@@ -121,7 +135,7 @@ def failed_too_long_expr() -> str:
     return f'kube_node_labels{{{HEALTH_STATE_METRIC_LABEL}="failed"}} == 1'
 
 
-def node_health_rules() -> dict[str, Any]:
+def node_health_rules(pending_seconds: int = pending_limit_seconds(NodeHealth())) -> dict[str, Any]:
     """PrometheusRule groups on node health (kube-prometheus-stack `additionalPrometheusRulesMap`):
 
     - `GpuNodeHardwareFault` (critical): AcceleratedHardwareReady False for 5 minutes, a GPU, NVLink or fabric
@@ -129,7 +143,11 @@ def node_health_rules() -> dict[str, Any]:
     - `NodeHealthRepairsHeld`: the repair path held a repair back (hourly cap per pool, Capacity Block guard): a
       repair storm, or a pool that cannot be repaired without losing capacity;
     - `NodeHealthGateFailures`: a pool's new nodes failed the gate `GATE_FAILURES_PER_HOUR` times in an hour;
-    - `NodeHealthFailedTooLong`: a node labelled `failed` for `FAILED_TOO_LONG_MINUTES`: repair has not finished.
+    - `NodeHealthFailedTooLong`: a node labelled `failed` for `FAILED_TOO_LONG_MINUTES`: repair has not finished;
+    - `NodeHealthPendingTooLong`: a node `pending` for longer than `pending_seconds` (`pending_limit_seconds`): its
+      gate neither passed nor failed, so the loop is not gating it and its startup taint keeps work off it;
+    - `NodeHealthLoopStuck` / `NodeHealthLoopDown` (critical): the loop's last pass is older than
+      `LOOP_STALE_SECONDS`, or its heartbeat is missing: no gate runs, and every new GPU node stays tainted.
     """
     rules = [
         {
@@ -174,6 +192,37 @@ def node_health_rules() -> dict[str, Any]:
             "annotations": {
                 "summary": "node {{ $labels.node }} has been marked failed for over "
                 f"{FAILED_TOO_LONG_MINUTES} minutes and is still in the cluster"
+            },
+        },
+        {
+            "alert": "NodeHealthPendingTooLong",
+            "expr": f'kube_node_labels{{{HEALTH_STATE_METRIC_LABEL}="pending"}} == 1',
+            "for": f"{pending_seconds}s",
+            "labels": {"severity": "warning"},
+            "annotations": {
+                "summary": "node {{ $labels.node }} has waited for its health gate for over "
+                f"{pending_seconds} seconds: the health loop is not gating it and its startup taint keeps work off"
+            },
+        },
+        {
+            "alert": "NodeHealthLoopStuck",
+            "expr": f"time() - max({LAST_PASS_METRIC}) > {LOOP_STALE_SECONDS}",
+            "for": f"{LOOP_STALE_MINUTES}m",
+            "labels": {"severity": "critical"},
+            "annotations": {
+                "summary": f"the health loop has finished no pass for over {LOOP_STALE_SECONDS} seconds: new "
+                "GPU nodes stay tainted and failed nodes are not repaired "
+                "(kubectl -n node-health logs deploy/node-health)"
+            },
+        },
+        {
+            "alert": "NodeHealthLoopDown",
+            "expr": f"absent({LAST_PASS_METRIC})",
+            "for": f"{LOOP_ABSENT_MINUTES}m",
+            "labels": {"severity": "critical"},
+            "annotations": {
+                "summary": "the health loop reports no heartbeat: new GPU nodes stay tainted and failed nodes are not "
+                "repaired (kubectl -n node-health get pods; logs deploy/node-health)"
             },
         },
     ]
