@@ -250,13 +250,13 @@ def test_no_node_agent_add_on_loses_its_tolerate_every_taint_default(stack: str)
         for text in pool.get("taints") or [] if pool["kind"] == "aws" else []:
             key_value, effect = text.rsplit(":", 1)
             key, _, value = key_value.partition("=")
-            taints.append(Taint(key=key, value=value or None, effect=effect))
+            taints.append(Taint(key=key, value=value, effect=effect))
     addons = {a.inputs["addonName"]: a.inputs.get("configurationValues") for a in run.of_type("aws:eks/addon:Addon")}
     assert "vpc-cni" in addons and "kube-proxy" in addons and "eks-pod-identity-agent" in addons
     for name, paths in NODE_DAEMONSET_TOLERATIONS.items():
         if name not in addons:
             continue
-        values = json.loads(addons[name]) if addons[name] else {}
+        values = json.loads(str(addons[name])) if addons[name] else {}
         overridden = [p for p in paths if _lookup(values, p) is not None]
         if not overridden:
             continue
