@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 import pulumi
 import pulumi_aws as aws
 
+from components.planning.management import node_role_suffix
 from components.planning.trust_policies import EC2_SERVICE, pod_identity_trust_policy, service_trust_policy
 from components.tags import POOL as POOL_TAG
 
@@ -58,7 +59,9 @@ class NodeIdentity(pulumi.ComponentResource):
     `managed_pools` get no entry: EKS creates the access entry of a managed node group's role itself, and a role can
     be in only one access entry, so a second one from the stack would fail (EKS user guide, "Create access
     entries": "It's unnecessary to create an access entry for an IAM role that's used for a managed node group";
-    "An IAM principal can't be included in more than one access entry").
+    "An IAM principal can't be included in more than one access entry"). So a managed pool's role has its own name
+    (`<pool>-managed-node`): a pool that changes kind replaces its role with the node group or Auto Scaling group,
+    and no role ever passes between the stack's entry and EKS's.
     """
 
     def __init__(
@@ -79,7 +82,8 @@ class NodeIdentity(pulumi.ComponentResource):
         self.role_arns: dict[str, pulumi.Output[str]] = {}
         self.instance_profile_arns: dict[str, pulumi.Output[str]] = {}
         for pool in pools:
-            prefix = f"{name}-{pool}-node"
+            # one role per management kind: a pool that changes kind gets a new role and access entry together
+            prefix = f"{name}-{pool}-{node_role_suffix('managed' if pool in managed_pools else 'self-managed')}"
             pool_tags = {**tags, POOL_TAG: pool}
             role = aws.iam.Role(
                 prefix,

@@ -407,7 +407,7 @@ def test_gpu_cluster_exports_the_kubeconfig_as_a_secret_and_the_core_outputs() -
     assert kubeconfig["clusters"][0]["cluster"]["server"] == seen["endpoint"]
     assert seen["endpoint"].startswith("https://")
     assert seen["vpc"].startswith("vpc-")
-    assert seen["role"] == "arn:aws:iam::123456789012:role/demo-system-node"
+    assert seen["role"] == "arn:aws:iam::123456789012:role/demo-system-managed-node"
     assert {"vpcId", "clusterEndpoint", "clusterArn", "nodeSecurityGroupId", "kmsKeyArn"} <= set(seen["exports"])
 
 

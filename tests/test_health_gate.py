@@ -234,3 +234,110 @@ def test_the_plan_summary_shows_each_pools_gate_and_repair_cap() -> None:
     assert summary["system"]["healthGate"] == {"gated": False, "dcgmLevel": None}
     assert summary["a40"]["healthGate"]["gated"] is True
     assert summary["a40"]["repair"] == {"maxPerHour": None}  # on-prem servers are never replaced
+
+
+def test_the_loop_overrides_the_lambda_entry_point_and_finds_boto3_without_writing_bytecode() -> None:
+    spec = addon_stack(SYSTEM_POOL, TRAINING_POOL)
+    container = loop_addon.deployment_spec(plan_stack(spec).pools, "us-east-1")["template"]["spec"]["containers"][0]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    # `command` replaces the image's ENTRYPOINT (the Lambda bootstrap); the runtime directory is on the path
+    assert container["command"][:2] == ["python3", "-m"]
+    assert env["PYTHONPATH"].split(":") == [loop_addon.PROGRAM_DIR, "/var/runtime"]
+    assert env["PYTHONDONTWRITEBYTECODE"] == "1"
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert all(m["readOnly"] for m in container["volumeMounts"])
+
+
+def _validation(policy: dict[str, Any], message_part: str) -> str:
+    (found,) = [v["expression"] for v in policy["spec"]["validations"] if message_part in v["message"]]
+    return found
+
+
+def test_the_loop_admission_policies_judge_only_its_pod_creates_and_node_updates_and_fail_closed() -> None:
+    policies = loop_addon.admission_policies()
+    assert [(p["metadata"]["name"], b["spec"]) for p, b in policies] == [
+        (name, {"policyName": name, "validationActions": ["Deny", "Audit"]})
+        for name in (loop_addon.POD_POLICY_NAME, loop_addon.NODE_POLICY_NAME)
+    ]
+    rules = [p["spec"]["matchConstraints"]["resourceRules"] for p, _ in policies]
+    assert [(r["resources"], r["operations"]) for (r,) in rules] == [(["pods"], ["CREATE"]), (["nodes"], ["UPDATE"])]
+    for policy, _ in policies:
+        assert policy["apiVersion"] == "admissionregistration.k8s.io/v1"
+        assert policy["spec"]["failurePolicy"] == "Fail"
+        (condition,) = policy["spec"]["matchConditions"]
+        assert condition["expression"] == 'request.userInfo.username == "system:serviceaccount:node-health:node-health"'
+
+
+def test_the_pod_policy_admits_only_the_check_pod_shape() -> None:
+    pods = loop_addon.pod_policy()
+    container = _validation(pods, "add no capability")
+    assert f'c.image == "{loop_addon.DCGM_IMAGE}"' in container
+    assert 'c.securityContext.capabilities.add.all(a, a in ["SYS_ADMIN"])' in container
+    assert "!c.securityContext.privileged" in container and "!has(p.hostPort)" in container
+    hosts = _validation(pods, "host namespace")
+    assert all(f"!object.spec.{f}" in hosts for f in ("hostNetwork", "hostPID", "hostIPC"))
+    assert _validation(pods, "host path") == "!has(object.spec.volumes) || object.spec.volumes.all(v, !has(v.hostPath))"
+    assert "!object.spec.automountServiceAccountToken" in _validation(pods, "service account token")
+    labels = _validation(pods, "labels")
+    assert '"app.kubernetes.io/component"] == "check"' in labels
+    # what the loop creates meets every one of those conditions
+    spec = addon_stack(SYSTEM_POOL, TRAINING_POOL)
+    templates = loop_addon.settings(spec.addons.node_health, plan_stack(spec).pools)["pools"]
+    assert templates
+    for pod in templates.values():
+        spec = pod["spec"]
+        assert [c["image"] for c in spec["containers"]] == [loop_addon.DCGM_IMAGE]
+        assert all(set(c["securityContext"]["capabilities"]["add"]) <= {"SYS_ADMIN"} for c in spec["containers"])
+        assert not {"hostNetwork", "hostPID", "hostIPC", "volumes", "initContainers"} & set(spec)
+        assert spec["automountServiceAccountToken"] is False
+        assert pod["metadata"]["labels"].items() >= loop_addon.CHECK_POD_LABELS.items()
+
+
+def test_the_node_policy_lets_the_loop_change_only_its_label_annotations_cordon_and_taints() -> None:
+    from programs.node_health import names, repair
+
+    nodes = loop_addon.node_policy()
+    labels = _validation(nodes, "no node label")
+    assert labels == (
+        'variables.labels.all(k, k == "gpu-clusters/node-health" || (k in variables.oldLabels && '
+        "variables.oldLabels[k] == variables.labels[k])) && "
+        'variables.oldLabels.all(k, k == "gpu-clusters/node-health" || k in variables.labels)'
+    )
+    assert 'k.startsWith("gpu-clusters/node-health-")' in _validation(nodes, "no node annotation")
+    assert _validation(nodes, "no node taint") == "variables.otherTaints == variables.oldOtherTaints"
+    taints = {v["name"]: v["expression"] for v in nodes["spec"]["variables"]}["otherTaints"]
+    assert f'"{node_health.STARTUP_TAINT_KEY}"' in taints and "object.spec.taints.filter" in taints
+    frozen = _validation(nodes, "no node field")
+    assert "has(object.spec.providerID) == has(oldObject.spec.providerID)" in frozen
+    assert "unschedulable" not in frozen and "taints" not in frozen
+    # every annotation the program writes on a node is one the policy lets it write
+    written = [names.CHECKED_AT_ANNOTATION, names.BUSY_AT_ANNOTATION, names.REASON_ANNOTATION]
+    written += [repair.REASON_ANNOTATION, repair.REPAIR_ANNOTATION]
+    assert all(a.startswith(loop_addon.STATE_ANNOTATION_PREFIX) for a in written)
+
+
+def test_the_add_on_registers_the_admission_policies_before_the_loop() -> None:
+    from tests.builders import run_addons
+
+    run = run_addons(addon_stack(SYSTEM_POOL, TRAINING_POOL))
+    deployment = run.one("kubernetes:apps/v1:Deployment", "gpu-addons-node-health-deployment")
+    for name in (loop_addon.POD_POLICY_NAME, loop_addon.NODE_POLICY_NAME):
+        policy = run.one(
+            "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy", f"gpu-addons-node-health-{name}"
+        )
+        binding = run.one(
+            "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding",
+            f"gpu-addons-node-health-{name}",
+        )
+        assert policy.inputs["spec"]["failurePolicy"] == "Fail"
+        assert binding.inputs["spec"]["policyName"] == name
+        assert policy.urn in binding.depends_on
+        assert {policy.urn, binding.urn} <= set(deployment.depends_on)
+
+
+def test_the_node_policy_lets_the_loop_swap_the_startup_taint_for_the_failed_one() -> None:
+    """A failed gate replaces the startup taint with the status taint: the admission policy must allow both keys, or
+    the loop's own patch is denied and the node stays gated."""
+    from components.planning.node_health import FAILED_TAINT_KEY, STARTUP_TAINT_KEY
+
+    assert {STARTUP_TAINT_KEY, FAILED_TAINT_KEY} <= set(loop_addon.LOOP_TAINTS)

@@ -207,3 +207,61 @@ def test_system_addons_wait_for_what_they_are_given() -> None:
 def test_unknown_addon_names_are_refused() -> None:
     with pytest.raises(KeyError, match="vpc-cin"):
         build(spec(), ("vpc-cin",))
+
+
+#: The EKS add-ons whose node DaemonSet every node needs before the health gate's check pod can run (aws-node gives
+#: it an IP; kube-proxy its Service routes; the Pod Identity agent, the CSI node plugins its volumes), and where
+#: their defaults tolerate every taint, the startup taint included: aws-node's `tolerations: [{operator: Exists}]`
+#: (aws/eks-charts stable/aws-vpc-cni templates/daemonset.yaml), the Pod Identity agent's values
+#: `tolerations: [{operator: Exists}]` (stable/eks-pod-identity-agent/values.yaml), the EBS CSI node's
+#: `node.tolerateAllTaints: true` (kubernetes-sigs/aws-ebs-csi-driver chart values). kube-proxy's and the EFS node
+#: plugin's defaults are EKS's manifests, not read offline. The stack must not replace them, or, where it does (the
+#: FSx node plugin lists the pools' taint keys, components/storage/lustre.py), must tolerate every registration taint.
+NODE_DAEMONSET_TOLERATIONS = {
+    "vpc-cni": ("tolerations",),
+    "kube-proxy": ("tolerations",),
+    "eks-pod-identity-agent": ("tolerations", "daemonsets.cloud.tolerations", "daemonsets.hybrid.tolerations"),
+    "aws-ebs-csi-driver": ("node.tolerations", "node.tolerateAllTaints"),
+    "aws-efs-csi-driver": ("node.tolerations", "node.tolerateAllTaints"),
+    "aws-fsx-csi-driver": ("node.tolerations", "node.tolerateAllTaints"),
+}
+
+
+def _lookup(values: dict[str, Any], path: str) -> Any:
+    for key in path.split("."):
+        if not isinstance(values, dict) or key not in values:
+            return None
+        values = values[key]
+    return values
+
+
+@pytest.mark.parametrize("stack", ["training", "inference", "hybrid", "smoke"])
+def test_no_node_agent_add_on_loses_its_tolerate_every_taint_default(stack: str) -> None:
+    from components.config import Taint
+    from components.planning.pools import STARTUP_TAINT
+    from components.planning.tolerations import tolerates
+    from tests.builders import shipped_stack
+
+    shipped = shipped_stack(stack)
+    run = shipped.run
+    # every taint a cloud node registers with: its pool's taints and, on a gated GPU pool, the startup taint
+    taints = [STARTUP_TAINT]
+    for pool in shipped.plan["summary"]["nodePools"]:
+        for text in pool.get("taints") or [] if pool["kind"] == "aws" else []:
+            key_value, effect = text.rsplit(":", 1)
+            key, _, value = key_value.partition("=")
+            taints.append(Taint(key=key, value=value, effect=effect))
+    addons = {a.inputs["addonName"]: a.inputs.get("configurationValues") for a in run.of_type("aws:eks/addon:Addon")}
+    assert "vpc-cni" in addons and "kube-proxy" in addons and "eks-pod-identity-agent" in addons
+    for name, paths in NODE_DAEMONSET_TOLERATIONS.items():
+        if name not in addons:
+            continue
+        values = json.loads(str(addons[name])) if addons[name] else {}
+        overridden = [p for p in paths if _lookup(values, p) is not None]
+        if not overridden:
+            continue
+        # an add-on whose tolerations the stack sets (the FSx node plugin: the pools' taint keys) must tolerate
+        # every taint a cloud node registers with, the startup taint included
+        (listed,) = [_lookup(values, p) for p in overridden if p.endswith(".tolerations") or p == "tolerations"]
+        for taint in taints:
+            assert tolerates(listed, taint), f"{stack}: {name} does not tolerate {taint}"

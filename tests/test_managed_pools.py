@@ -27,6 +27,7 @@ from components.planning.stack_plan import plan_pools
 from tests.builders import (
     ACCESS_ENTRY,
     AUTOSCALING_GROUP,
+    IAM_ROLE,
     LAUNCH_TEMPLATE,
     P5,
     PLACEMENT_GROUP,
@@ -34,6 +35,7 @@ from tests.builders import (
     THREE_ZONES,
     once_per_config,
     run_with_context,
+    shipped_plan,
     shipped_stack,
     stack_config,
 )
@@ -360,6 +362,38 @@ def test_eks_makes_the_managed_roles_access_entry_and_the_stack_only_the_others(
     run = run_mocked(program)
     entries = run.of_type(ACCESS_ENTRY)
     assert [e.name for e in entries] == ["demo-system-node"]
+
+
+def test_a_pool_that_changes_kind_gets_a_new_role_so_no_role_passes_between_access_entries() -> None:
+    def roles_and_entries(managed: list[str]) -> tuple[set[str], set[str]]:
+        def program() -> None:
+            cluster = pulumi.Output.from_input("demo")
+            NodeIdentity("demo", ["burst"], cluster, pulumi.Output.from_input("aws"), {}, managed_pools=managed)
+
+        run = run_mocked(program)
+        return {r.name for r in run.of_type(IAM_ROLE)}, {e.name for e in run.of_type(ACCESS_ENTRY)}
+
+    self_managed, managed = roles_and_entries([]), roles_and_entries(["burst"])
+    assert self_managed == ({"demo-burst-node"}, {"demo-burst-node"})
+    # a flip replaces the role (a new resource name): EKS's entry for the new role never meets the stack's entry
+    # for the old one, whichever is created or deleted first
+    assert managed == ({"demo-burst-managed-node"}, set())
+
+
+def test_plan_warns_when_auto_decided_the_kind_and_names_what_would_flip_it() -> None:
+    from components.planning.management import DECIDING_SETTINGS, auto_management_warning
+
+    found = [w for w in shipped_plan("smoke")["summary"]["warnings"] if "management auto" in w]
+    by_pool = {w.split(":")[0]: w for w in found}
+    assert set(by_pool) == {"pool system", "pool l40s"}
+    assert "made it managed" in by_pool["pool l40s"] and "set management: managed" in by_pool["pool l40s"]
+    assert "made it self-managed" in by_pool["pool system"]
+    assert all(setting in by_pool["pool l40s"] for setting in DECIDING_SETTINGS)
+    assert "replaces every node" in by_pool["pool l40s"]
+    configured = spec_of(SYSTEM, {**SPOT_L40S, "management": "managed"})
+    assert [p.name for p in plan_pools(configured) if auto_management_warning(p.name, p.pool, p.management)] == [
+        "system"
+    ]
 
 
 # ------------------------------------------------------------------------------------- the shipped stacks

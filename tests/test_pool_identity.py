@@ -89,7 +89,7 @@ def test_every_pool_needs_a_role(roles: dict[str, list[str]]) -> None:
 
 def test_the_hybrid_stack_gives_every_pool_its_own_role_and_binds_it_in_the_policy() -> None:
     run = shipped_stack("hybrid").run
-    policy = run.one(POLICY)
+    policy = run.one(POLICY, "hybrid-pool-identity")
     assert policy.inputs["metadata"]["name"] == POLICY_NAME
     allowed = json.loads(variables({"spec": policy.inputs["spec"]})["allowed"])
     pools = {"system", "h100", "burst", "a40"}
@@ -108,8 +108,13 @@ def test_the_hybrid_stack_gives_every_pool_its_own_role_and_binds_it_in_the_poli
     }
     assert run.one("aws:eks/nodeGroup:NodeGroup", "hybrid-burst").inputs["nodeRoleArn"] == allowed["burst"][0]
     node_roles = {r.name for r in run.of_type(IAM_ROLE) if r.name.endswith("-node")}
-    assert node_roles == {"hybrid-system-node", "hybrid-h100-node", "hybrid-burst-node", "hybrid-a40-hybrid-node"}
-    binding = run.one(BINDING)
+    assert node_roles == {
+        "hybrid-system-node",
+        "hybrid-h100-node",
+        "hybrid-burst-managed-node",
+        "hybrid-a40-hybrid-node",
+    }
+    binding = run.one(BINDING, "hybrid-pool-identity")
     assert binding.inputs["spec"] == {"policyName": POLICY_NAME, "validationActions": ["Deny", "Audit"]}
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from components.planning.management import node_role_suffix
 from tests.builders import EKS_CLUSTER, IAM_ROLE, LAUNCH_TEMPLATE, LOG_GROUP, ROLE_POLICY_ATTACHMENT
 
 POD_IDENTITY = "pods.eks.amazonaws.com"
@@ -70,7 +71,7 @@ def test_nodes_keep_imds_at_hop_limit_1_and_carry_no_broad_ssm_policy(each_shipp
         node_policies = [
             a["inputs"]["policyArn"]
             for a in of_type(plan, ROLE_POLICY_ATTACHMENT)
-            if a["inputs"]["role"] == f"{cluster}-{pool['name']}-node"
+            if a["inputs"]["role"] == f"{cluster}-{pool['name']}-{node_role_suffix(pool['management'])}"
         ]
         assert any(p.endswith("/AmazonSSMManagedEC2InstanceDefaultPolicy") for p in node_policies), pool["name"]
         assert not any(p.endswith("/AmazonSSMManagedInstanceCore") for p in node_policies)

@@ -25,7 +25,7 @@ from components.planning.hybrid import (
 from components.planning.hybrid.egress import egress, hybrid_images
 from components.planning.hybrid.join_script import join_script
 from components.planning.hybrid.site import site_summary, static_route_warnings
-from components.planning.management import managed_blockers
+from components.planning.management import auto_management_warning, managed_blockers
 from components.planning.mig import advertised_resources, mig_devices
 from components.planning.node_groups import repair_settings
 from components.planning.pools import PoolPlan
@@ -242,7 +242,8 @@ def warnings(stack_plan: StackPlan, cost: StackCost) -> list[str]:
     documentation placeholders, an example id for the gateway to the site, pools in AZs whose offerings could not be
     checked without their AZ IDs, billed parts the catalog has no price for (left out of $/h), hybrid pools whose
     pod blocks are routed by static routes that a rejoin leaves stale, and ClusterQueues that may admit more GPUs for
-    a namespace than its ResourceQuota lets it create."""
+    a namespace than its ResourceQuota lets it create, and cloud pools whose kind `management: auto` decided (a later
+    edit could flip it and replace every node)."""
     spec, plans = stack_plan.spec, stack_plan.pools
     found: list[str] = [
         f"cost: {item.kind} {item.name}: {item.reason}; not counted in $/h idle or at max" for item in cost.unpriced
@@ -264,6 +265,7 @@ def warnings(stack_plan: StackPlan, cost: StackCost) -> list[str]:
     found.extend(unchecked_zone_warnings(spec, plans))
     found.extend(static_route_warnings(plans))
     found.extend(quota_warnings(spec, plans, stack_plan.job_queues))
+    found.extend(w for p in plans if (w := auto_management_warning(p.name, p.pool, p.management)))
     return found
 
 

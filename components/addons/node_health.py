@@ -42,6 +42,23 @@ class NodeHealthLoop(pulumi.ComponentResource):
             k8s_opts, pulumi.ResourceOptions(depends_on=context.namespace_ready(plan.NAMESPACE))
         )
         meta = k8s.meta.v1.ObjectMetaArgs
+        # What the loop's RBAC cannot say: which pods it may create and which node fields it may change. Registered
+        # before the Deployment, so the loop never runs unchecked (docs/security.md, "The health loop").
+        self.admission: list[pulumi.Resource] = []
+        for policy, binding in plan.admission_policies():
+            vap = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
+                f"{name}-{policy['metadata']['name']}",
+                metadata=meta(name=policy["metadata"]["name"]),
+                spec=cast(Any, policy["spec"]),
+                opts=k8s_opts,
+            )
+            vap_binding = k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+                f"{name}-{binding['metadata']['name']}",
+                metadata=meta(name=binding["metadata"]["name"]),
+                spec=cast(Any, binding["spec"]),
+                opts=pulumi.ResourceOptions.merge(k8s_opts, pulumi.ResourceOptions(depends_on=[vap])),
+            )
+            self.admission += [vap, vap_binding]
         in_cluster = service_account_with_roles(
             name,
             account=plan.NAME,
@@ -78,7 +95,10 @@ class NodeHealthLoop(pulumi.ComponentResource):
             metadata=meta(name=plan.NAME, namespace=plan.NAMESPACE, labels=dict(plan.LOOP_POD_LABELS)),
             spec=cast(Any, plan.deployment_spec(plans, context.region)),
             opts=pulumi.ResourceOptions.merge(
-                ns_opts, pulumi.ResourceOptions(depends_on=[*in_cluster, self.program, self.settings, *identity])
+                ns_opts,
+                pulumi.ResourceOptions(
+                    depends_on=[*in_cluster, *self.admission, self.program, self.settings, *identity]
+                ),
             ),
         )
         self.register_outputs({"deployment": self.deployment.metadata.name})

@@ -80,3 +80,38 @@ def choose_management(pool: NodePool, rolls_out: bool) -> Management:
     if pool.management != "auto":
         return pool.management
     return "self-managed" if managed_blockers(pool, rolls_out) else "managed"
+
+
+#: The pool settings `managed_blockers` reads: with `management: auto`, changing one of them can move a running pool
+#: between a managed node group and a self-managed Auto Scaling group.
+DECIDING_SETTINGS = (
+    "capacity.type",
+    "capacity.spotAllocationStrategy",
+    "capacity.onDemandBaseCapacity",
+    "capacity.onDemandPercentageAboveBase",
+    "scaling.mode",
+    "scaling.min",
+    "scaling.max",
+    "instanceRefresh.enabled",
+)
+
+
+def node_role_suffix(management: Management) -> str:
+    """The suffix of a cloud pool's node role, instance profile and access entry names: one role per management
+    kind, so a pool that changes kind gets a new role and a new access entry together. A role can be in only one
+    access entry, and EKS creates a managed node group's entry itself; a kept role would pass from the stack's
+    entry to EKS's while Pulumi creates the new group before it deletes the old entry (docs/node-pools.md)."""
+    return "managed-node" if management == "managed" else "node"
+
+
+def auto_management_warning(name: str, pool: NodePool, management: Management) -> str | None:
+    """For a cloud pool whose kind `management: auto` decided: which settings would flip it later, and what a flip
+    costs. None for a pool whose kind is configured."""
+    if pool.kind != "aws" or pool.management != "auto":
+        return None
+    other = "self-managed" if management == "managed" else "managed"
+    return (
+        f"pool {name}: management auto made it {management}; a later change of {', '.join(DECIDING_SETTINGS)} that "
+        f"makes it {other} replaces every node of the pool (a new node group or Auto Scaling group and a new node "
+        f"role): set management: {management} to keep it (docs/node-pools.md, 'Management and node auto repair')"
+    )
