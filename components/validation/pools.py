@@ -558,13 +558,13 @@ def _eks_repair_fits(path: str, repair: EksRepair) -> Iterator[Problem]:
             yield Problem(f"{path}.{key}", "give count or percentage, one of the two (e.g. {count: 1})")
     seen: set[tuple[str, str]] = set()
     for index, override in enumerate(repair.overrides):
-        key = (override.condition, override.reason)
-        if key in seen:
+        pair = (override.condition, override.reason)
+        if pair in seen:
             yield Problem(
                 f"{path}.overrides[{index}]",
                 f"{override.condition}/{override.reason} has an override already; one per condition and reason",
             )
-        seen.add(key)
+        seen.add(pair)
 
 
 RULES = (
