@@ -37,6 +37,16 @@ class Scenario:
     series: dict[str, str]
     expected: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
+    def rule_test(self) -> dict[str, Any]:
+        """The scenario as one promtool rule test: its series sampled each minute, the alert checked at each time."""
+        return {
+            "interval": "1m",
+            "input_series": [{"series": s, "values": v} for s, v in self.series.items()],
+            "alert_rule_test": [
+                {"eval_time": at, "alertname": self.alert, "exp_alerts": alerts} for at, alerts in self.expected.items()
+            ],
+        }
+
 
 def firing(summary: str, severity: str, labels: dict[str, str] | None = None) -> list[dict[str, Any]]:
     return [
@@ -116,17 +126,4 @@ SCENARIOS = [
 
 @pytest.mark.parametrize("scenario", SCENARIOS, ids=lambda s: f"{s.alert}: {s.why}")
 def test_alert(tmp_path: Path, scenario: Scenario) -> None:
-    run_rule_tests(
-        tmp_path,
-        shipped_rule_groups(),
-        [
-            {
-                "interval": "1m",
-                "input_series": [{"series": s, "values": v} for s, v in scenario.series.items()],
-                "alert_rule_test": [
-                    {"eval_time": at, "alertname": scenario.alert, "exp_alerts": alerts}
-                    for at, alerts in scenario.expected.items()
-                ],
-            }
-        ],
-    )
+    run_rule_tests(tmp_path, shipped_rule_groups(), [scenario.rule_test()])

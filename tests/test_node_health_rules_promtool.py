@@ -234,17 +234,4 @@ def test_the_inference_stack_ships_the_node_health_group() -> None:
 
 @pytest.mark.parametrize("scenario", NODE_HEALTH_SCENARIOS, ids=lambda s: f"{s.alert}: {s.why}")
 def test_node_health_alert(tmp_path: Path, scenario: Scenario) -> None:
-    run_rule_tests(
-        tmp_path,
-        shipped_rule_groups(),
-        [
-            {
-                "interval": "1m",
-                "input_series": [{"series": s, "values": v} for s, v in scenario.series.items()],
-                "alert_rule_test": [
-                    {"eval_time": at, "alertname": scenario.alert, "exp_alerts": alerts}
-                    for at, alerts in scenario.expected.items()
-                ],
-            }
-        ],
-    )
+    run_rule_tests(tmp_path, shipped_rule_groups(), [scenario.rule_test()])
