@@ -11,7 +11,7 @@ from components.planning import node_health as planned
 from programs.node_health import names
 from programs.node_health.checks import HealthLoop, Settings, format_time, parse_time
 from programs.node_health.metrics import Metrics
-from tests.node_health_fake import FakeKube
+from tests.fake_kube import FakeKube
 
 T0 = parse_time("2026-11-27T04:00:00Z") or 0.0
 TAINT = {"key": names.STARTUP_TAINT_KEY, "value": "true", "effect": "NoSchedule"}
