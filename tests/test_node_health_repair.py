@@ -1,6 +1,8 @@
-"""Scenarios of the health loop's repair path on the in-memory Kubernetes API (tests/fake_kube.py) with the Auto
-Scaling and EC2 calls stubbed by botocore's Stubber: every AWS call the path makes is expected here, and one it
-makes that is not fails the test."""
+"""The repair path's steps and guard rails one call at a time, on the fake Kubernetes API (tests/fake_kube.py) with
+the Auto Scaling and EC2 calls stubbed by botocore's Stubber (tests/stubbed_aws.py): every AWS call the path makes is
+expected here, and one it makes that is not fails the test. The whole path behind the real loop (a gate failure
+replaced, conditions on busy nodes within the hourly cap, managed pools, on-prem servers, Capacity Blocks) is in
+tests/test_node_health_scenarios.py."""
 
 from __future__ import annotations
 
@@ -67,60 +69,6 @@ def test_names_match_the_planning_constants() -> None:
     assert repair.POOL_LABEL == POOL
 
 
-def test_a_node_failing_the_gate_is_cordoned_and_replaced() -> None:
-    kube, counts, cfg = FakeKube(), Counts(), config(train=TRAIN)
-    gpu_node(kube, "gpu-1", instance="i-0123456789abcdef0")
-    with stubbed() as stub:
-        stub.expect_replacement("i-0123456789abcdef0")
-        outcome = run(kube, stub.aws, "gpu-1", "gate", NOW, cfg, counts)
-    assert outcome.action == "replaced"
-    spec, metadata = kube.nodes["gpu-1"]["spec"], kube.nodes["gpu-1"]["metadata"]
-    assert spec["unschedulable"] is True
-    assert metadata["labels"][repair.HEALTH_STATE_LABEL] == "failed"
-    assert metadata["annotations"][repair.REASON_ANNOTATION] == "gate"
-    assert metadata["annotations"][repair.REPAIR_ANNOTATION] == "replacing"
-    assert counts.get(repair.REPAIRS_METRIC, pool="train", action="replace") == 1
-    # The next pass finds it handed over already: no second SetInstanceHealth (the stub would refuse it).
-    with stubbed() as stub:
-        again = run(kube, stub.aws, "gpu-1", "gate", NOW + timedelta(minutes=1), cfg, counts)
-    assert again.action == "replacing"
-    assert counts.get(repair.REPAIRS_METRIC, pool="train", action="replace") == 1
-
-
-def test_a_condition_on_a_busy_node_drains_through_budgets_then_replaces() -> None:
-    kube, counts, cfg = FakeKube(), Counts(), config(train=TRAIN)
-    gpu_node(kube, "gpu-1", instance="i-0bbbbbbbbbbbbbbb1")
-    kube.nodes["gpu-1"]["status"]["conditions"] = [false_since("AcceleratedHardwareReady", NOW - timedelta(minutes=10))]
-    kube.add_pod("team-a", "trainer-0", "gpu-1", {"app": "trainer"})
-    kube.add_pod("team-a", "server-0", "gpu-1", {"app": "server"})
-    kube.add_pod("kube-system", "dcgm-exporter-x", "gpu-1", owner_kind="DaemonSet")
-    server = kube.add_budget("team-a", "server", {"app": "server"}, disruptions_allowed=0)
-    [(found, reason)] = repair.pending(kube.list_nodes(), NOW, cfg)
-    assert found["metadata"]["name"] == "gpu-1"
-    assert reason == "condition:AcceleratedHardwareReady"
-
-    with stubbed() as stub:  # no AWS call while the budget refuses
-        first = run(kube, stub.aws, "gpu-1", reason, NOW, cfg, counts)
-    assert first.action == "draining"
-    # Evicted or refused, both are still leaving on this pass; the next pass lists what is really left.
-    assert first.pods_left == ("team-a/server-0", "team-a/trainer-0")
-    assert ("evict_pod", "team-a/trainer-0") in kube.calls
-    assert ("evict_refused", "team-a/server-0") in kube.calls
-    assert kube.pods_on("gpu-1") == ["kube-system/dcgm-exporter-x", "team-a/server-0"]
-
-    server["disruptionsAllowed"] = 1  # the server's other replica became ready elsewhere
-    with stubbed() as stub:
-        second = run(kube, stub.aws, "gpu-1", reason, NOW + timedelta(minutes=2), cfg, counts)
-    assert (second.action, second.pods_left) == ("draining", ("team-a/server-0",))
-    assert ("evict_pod", "team-a/server-0") in kube.calls
-    with stubbed() as stub:
-        stub.expect_replacement("i-0bbbbbbbbbbbbbbb1")
-        third = run(kube, stub.aws, "gpu-1", reason, NOW + timedelta(minutes=3), cfg, counts)
-    assert third.action == "replaced"
-    assert third.pods_left == ()
-    assert kube.pods_on("gpu-1") == ["kube-system/dcgm-exporter-x"]  # a DaemonSet pod is not evicted
-
-
 def test_a_drain_past_its_deadline_proceeds_and_says_so() -> None:
     kube, counts, cfg = FakeKube(), Counts(), config(train=TRAIN)
     gpu_node(kube, "gpu-1", instance="i-0ccccccccccccccc1")
@@ -135,36 +83,6 @@ def test_a_drain_past_its_deadline_proceeds_and_says_so() -> None:
     assert late.action == "replaced"
     assert late.pods_left == ("team-a/server-0",)
     assert "drain deadline passed with 1 pods left: team-a/server-0" in late.detail
-
-
-def test_a_storm_is_capped_the_fourth_failure_in_an_hour_is_held_and_counted_once() -> None:
-    kube, counts, cfg = FakeKube(), Counts(), config(train=TRAIN)
-    for i in range(1, 5):
-        gpu_node(kube, f"gpu-{i}", instance=f"i-0dddddddddddddd{i:02d}")
-    with stubbed() as stub:
-        for i in range(1, 4):
-            stub.expect_replacement(f"i-0dddddddddddddd{i:02d}")
-            assert run(kube, stub.aws, f"gpu-{i}", "gate", NOW + timedelta(minutes=i), cfg, counts).action == "replaced"
-        fourth = run(kube, stub.aws, "gpu-4", "gate", NOW + timedelta(minutes=10), cfg, counts)
-        again = run(kube, stub.aws, "gpu-4", "gate", NOW + timedelta(minutes=11), cfg, counts)
-    assert (fourth.action, fourth.held_reason) == ("held", "hourly-cap")
-    assert again.held_reason == "hourly-cap"
-    assert counts.get(repair.REPAIRS_HELD_METRIC, pool="train", reason="hourly-cap") == 1
-    assert counts.get(repair.REPAIRS_METRIC, pool="train", action="replace") == 3
-    assert kube.nodes["gpu-4"]["spec"]["unschedulable"] is True
-    assert kube.nodes["gpu-4"]["metadata"]["annotations"][repair.REPAIR_ANNOTATION] == "held:hourly-cap"
-    # The ledger is what holds the cap: a restarted loop (a new counter, the same ConfigMap) still holds.
-    with stubbed() as stub:
-        restarted = run(kube, stub.aws, "gpu-4", "gate", NOW + timedelta(minutes=30), cfg, Counts())
-    assert restarted.held_reason == "hourly-cap"
-    # The ledger keeps the hold while the node exists, and forgets it once the node is gone.
-    ledger = json.loads(kube.config_maps[(repair.NAMESPACE, repair.LEDGER_CONFIG_MAP)][repair.LEDGER_KEY])
-    assert ledger["held"] == {"gpu-4": "hourly-cap"}
-    # An hour after the first repair, the window has room again.
-    with stubbed() as stub:
-        stub.expect_replacement("i-0dddddddddddddd04")
-        later = run(kube, stub.aws, "gpu-4", "gate", NOW + timedelta(minutes=61), cfg, counts)
-    assert later.action == "replaced"
 
 
 def test_one_repair_at_a_time_per_pool() -> None:
@@ -189,19 +107,6 @@ def test_one_repair_at_a_time_per_pool() -> None:
         assert run(kube, stub.aws, "gpu-2", "gate", NOW + timedelta(minutes=2), cfg, counts).action == "replaced"
 
 
-def test_the_capacity_block_guard_holds_a_node_whose_block_ends_too_soon() -> None:
-    kube, counts = FakeKube(), Counts()
-    cfg = config(train={**TRAIN, "capacityBlockId": BLOCK})
-    gpu_node(kube, "gpu-1", instance="i-0fffffffffffffff1")
-    with stubbed() as stub:
-        stub.expect_block("active", end=NOW + timedelta(hours=1))
-        held = run(kube, stub.aws, "gpu-1", "gate", NOW, cfg, counts)
-    assert (held.action, held.held_reason) == ("held", "capacity-block")
-    assert "before a replacement would be ready" in held.detail
-    assert counts.get(repair.REPAIRS_HELD_METRIC, pool="train", reason="capacity-block") == 1
-    assert kube.nodes["gpu-1"]["spec"]["unschedulable"] is True
-
-
 def test_the_capacity_block_guard_holds_when_the_block_is_no_longer_active() -> None:
     kube, counts = FakeKube(), Counts()
     cfg = config(train={**TRAIN, "capacityBlockId": BLOCK})
@@ -223,21 +128,6 @@ def test_a_block_with_time_left_takes_the_replacement() -> None:
         assert run(kube, stub.aws, "gpu-1", "gate", NOW, cfg, counts).action == "replaced"
 
 
-def test_an_on_prem_server_is_cordoned_drained_and_alerted_never_replaced() -> None:
-    kube, counts, cfg = FakeKube(), Counts(), config(onprem=ONPREM)
-    kube.add_node("site-a40-1", "onprem", provider_id="eks-hybrid:///us-west-2/my-cluster/site-a40-1")
-    kube.add_pod("serving", "llm-0", "site-a40-1", {"app": "llm"})
-    with stubbed() as stub:  # no AWS call at all: the stubs refuse any
-        outcome = run(kube, stub.aws, "site-a40-1", "gate", NOW, cfg, counts)
-        again = run(kube, stub.aws, "site-a40-1", "gate", NOW + timedelta(minutes=1), cfg, counts)
-    assert outcome.action == again.action == "cordoned"
-    assert repair.RUNBOOK in outcome.detail
-    assert kube.nodes["site-a40-1"]["spec"]["unschedulable"] is True
-    assert kube.nodes["site-a40-1"]["metadata"]["labels"][repair.HEALTH_STATE_LABEL] == "failed"
-    assert kube.pods_on("site-a40-1") == []
-    assert counts.get(repair.REPAIRS_METRIC, pool="onprem", action="cordon-only") == 1
-
-
 def test_a_cap_of_zero_cordons_and_drains_without_a_replacement_or_a_storm_hold() -> None:
     """`maxPerHour: 0` is the operator's choice of cordon-only: no AWS call, and nothing counted as held."""
     kube, counts, cfg = FakeKube(), Counts(), config(train={**TRAIN, "maxRepairsPerHour": 0})
@@ -247,23 +137,6 @@ def test_a_cap_of_zero_cordons_and_drains_without_a_replacement_or_a_storm_hold(
     assert outcome.action == "cordoned"
     assert kube.nodes["n1"]["spec"]["unschedulable"] is True
     assert counts.get(repair.REPAIRS_HELD_METRIC, pool="train", reason="hourly-cap") == 0
-
-
-def test_managed_pools_leave_the_agents_conditions_to_eks_and_replace_gate_failures_through_their_group() -> None:
-    kube, counts = FakeKube(), Counts()
-    cfg = config(managed={**TRAIN, "management": "managed"})
-    gpu_node(kube, "gpu-1", pool="managed", instance="i-0ccccccccccccccc1")
-    kube.add_pod("team-a", "trainer-0", "gpu-1", {"app": "trainer"})
-    with stubbed() as stub:
-        outcome = run(kube, stub.aws, "gpu-1", "condition:KernelReady", NOW, cfg, counts)
-        draining = run(kube, stub.aws, "gpu-1", "gate", NOW, cfg, counts)
-        stub.expect_replacement("i-0ccccccccccccccc1")  # EKS does not see gate failures: the group replaces it
-        gate = run(kube, stub.aws, "gpu-1", "gate", NOW + timedelta(minutes=1), cfg, counts)
-    assert outcome.action == "left-to-eks"
-    assert (draining.action, gate.action) == ("draining", "replaced")
-    assert kube.pods_on("gpu-1") == []
-    assert kube.nodes["gpu-1"]["metadata"]["annotations"][repair.REPAIR_ANNOTATION] == "replacing"
-    assert counts.get(repair.REPAIRS_METRIC, pool="managed", action="replace") == 1
 
 
 def test_pending_finds_checked_failures_and_agent_conditions_past_their_wait_only() -> None:

@@ -239,6 +239,8 @@ def test_conditions_on_busy_nodes_drain_and_replace_one_at_a_time_within_the_hou
         c.pass_at(600)
         assert c.state("gpu-1") == (names.FAILED, "draining", True)
         assert evictions(c.kube) == [("evict_refused", "team-a/server-0"), ("evict_pod", "team-a/trainer-gpu-1")]
+        reason = c.kube.nodes["gpu-1"]["metadata"]["annotations"][names.REASON_ANNOTATION]
+        assert reason == "condition:AcceleratedHardwareReady"
         c.pass_at(660)  # gpu-2 is due now, but gpu-1's repair comes first
         assert c.state("gpu-2") == (names.FAILED, "queued", True)
         assert "team-a/trainer-gpu-2" in c.kube.pods_on("gpu-2")  # queued: cordoned, not drained
@@ -260,6 +262,7 @@ def test_conditions_on_busy_nodes_drain_and_replace_one_at_a_time_within_the_hou
         assert "team-a/trainer-gpu-3" in c.kube.pods_on("gpu-3")  # held: cordoned, its work left alone
         assert c.counted(names.REPAIRS_HELD_METRIC, pool="h100", reason="hourly-cap") == 1  # once per hold
         assert c.counted(names.REPAIRS_METRIC, pool="h100", action="replace") == 2
+        assert c.ledger()["held"] == {"gpu-3": "hourly-cap"}
         # The ledger holds the cap, not the process: a restarted loop still holds, and counts nothing new.
         c = c.restarted(capped, stub=stub)
         c.pass_at(1860)
@@ -300,7 +303,8 @@ def test_an_on_prem_server_is_cordoned_drained_and_alerted_and_never_replaced(ca
 
 
 # ---------------------------------------------------------------------------------------------- Capacity Blocks
-def test_the_last_nodes_of_a_capacity_block_ending_soon_are_held_not_replaced() -> None:
+def test_the_last_nodes_of_a_capacity_block_ending_soon_are_held_not_replaced(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="node_health.repair")
     blocked = pool(TRAINING_POOL, capacity={"type": "capacity-block", "reservationId": BLOCK})
     with stubbed() as stub:
         c = Cluster(blocked, stub=stub)
@@ -316,4 +320,5 @@ def test_the_last_nodes_of_a_capacity_block_ending_soon_are_held_not_replaced() 
     assert "team-a/trainer-gpu-1" in c.kube.pods_on("gpu-1")  # neither drained nor replaced
     assert evictions(c.kube) == []
     assert c.counted(names.REPAIRS_HELD_METRIC, pool="h100", reason="capacity-block") == 1
+    assert any("before a replacement would be ready" in record.getMessage() for record in caplog.records)
     assert c.counted(names.REPAIRS_METRIC, pool="h100", action="replace") == 0
