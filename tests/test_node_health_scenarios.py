@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -22,6 +22,7 @@ import pytest
 from components.planning.addons import node_health as loop_addon
 from components.planning.node_health_repair import REPAIR_CONFIG_KEY, repair_config_data
 from components.planning.stack_plan import plan_stack
+from components.planning.tolerations import TaintLike
 from programs.node_health import names, repair
 from programs.node_health.checks import HealthLoop, Settings, format_time, parse_time
 from programs.node_health.metrics import Metrics
@@ -34,6 +35,11 @@ T0 = parse_time(CREATED) or 0.0
 FAILED_TAINT = {"key": names.FAILED_TAINT_KEY, "value": "true", "effect": "NoSchedule"}
 #: The Capacity Block's end: 50 minutes after its node fails, within the lead a replacement needs.
 BLOCK_ENDS = datetime(2026, 11, 27, 5, 0, tzinfo=UTC)
+
+
+def taint_dicts(taints: Iterable[TaintLike]) -> list[dict[str, str]]:
+    """Planned taints as the node's `spec.taints` lists them."""
+    return [{"key": t.key, "value": t.value, "effect": t.effect} for t in taints]
 
 
 class Cluster:
@@ -60,24 +66,28 @@ class Cluster:
         """A new loop process over the same cluster: nothing in memory, everything on the API's objects."""
         return Cluster(*pools, stub=stub, kube=self.kube)
 
-    def register(self, name: str, pool_name: str, instance: str, **fields: Any) -> dict[str, Any]:
+    def register(
+        self, name: str, pool_name: str, instance: str, labels: dict[str, str] | None = None
+    ) -> dict[str, Any]:
         """A node of the pool as the kubelet registers it: the planned labels and taints (the startup taint with
         them), and a DaemonSet pod that tolerates them."""
         plan = self.plans[pool_name]
-        taints = [{"key": t.key, "value": t.value, "effect": t.effect} for t in plan.registration_taints]
+        labels = {**plan.labels, **(labels or {})}
         provider = f"aws:///us-east-1a/{instance}" if plan.kind == "aws" else f"eks-hybrid:///us-east-1/gpu/{instance}"
-        node = self.kube.add_node(name, pool_name, taints, provider_id=provider, **fields)
+        node = self.kube.add_node(
+            name, pool_name, taint_dicts(plan.registration_taints), labels=labels, provider_id=provider
+        )
         self.kube.add_pod("kube-system", f"dcgm-exporter-{name}", name, owner_kind="DaemonSet")
         return node
 
-    def admitted(self, name: str, pool_name: str, instance: str, **fields: Any) -> dict[str, Any]:
+    def admitted(self, name: str, pool_name: str, instance: str) -> dict[str, Any]:
         """A node that passed its gate earlier: the work taints only, labelled `passed`."""
-        node = self.register(name, pool_name, instance, labels={names.HEALTH_STATE_LABEL: names.PASSED}, **fields)
+        node = self.register(name, pool_name, instance, labels={names.HEALTH_STATE_LABEL: names.PASSED})
         node["spec"]["taints"] = self.work_taints(pool_name)
         return node
 
     def work_taints(self, pool_name: str) -> list[dict[str, str]]:
-        return [{"key": t.key, "value": t.value, "effect": t.effect} for t in self.plans[pool_name].taints]
+        return taint_dicts(self.plans[pool_name].taints)
 
     def pass_at(self, seconds: float) -> None:
         self.kube.now = format_time(T0 + seconds)
