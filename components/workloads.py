@@ -21,8 +21,8 @@ import pulumi_kubernetes as k8s
 from components.addons import Addons
 from components.config import ServingWorkload
 from components.context import ClusterContext
-from components.planning.addons.monitoring import MONITORING_NAMESPACE, POD_MONITOR_LABELS, prometheus_url
 from components.planning.addons.envoy_gateway import NAMESPACE as ENVOY_GATEWAY_NAMESPACE
+from components.planning.addons.monitoring import MONITORING_NAMESPACE, POD_MONITOR_LABELS, prometheus_url
 from components.planning.inference_routes import (
     CLIENTS_POLICY,
     GATEWAY_NAME,

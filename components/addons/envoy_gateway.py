@@ -1,5 +1,6 @@
 """Envoy Gateway: the Gateway API implementation the inference Gateway runs on (its Gateway and routes:
-`components.workloads`). Where its pods run and why its Service is internal: `components.planning.addons.envoy_gateway`."""
+`components.workloads`). Where its pods run and why its Service is internal:
+`components.planning.addons.envoy_gateway`."""
 
 from __future__ import annotations
 

@@ -134,9 +134,7 @@ def http_route_spec(route: ModelRoute, service_port: int) -> dict[str, Any]:
                         "headers": [{"type": "Exact", "name": MODEL_HEADER, "value": route.model}],
                     }
                 ],
-                "backendRefs": [
-                    {"name": b.workload, "port": service_port, "weight": b.weight} for b in route.backends
-                ],
+                "backendRefs": [{"name": b.workload, "port": service_port, "weight": b.weight} for b in route.backends],
                 "timeouts": {"request": f"{route.timeout_seconds}s"},
             }
         ],

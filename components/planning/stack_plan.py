@@ -16,8 +16,8 @@ from components.config import StackConfig
 from components.planning.addons.monitoring import dcgm_exporter_target
 from components.planning.addons.selection import AddonSelection, select_addons
 from components.planning.hybrid import hybrid_plans
-from components.planning.lustre_clients import with_lustre_clients
 from components.planning.inference_routes import InferenceRouting, plan_inference_routing
+from components.planning.lustre_clients import with_lustre_clients
 from components.planning.namespaces import NamespacePlan, plan_namespaces
 from components.planning.pools import PoolPlan, plan_each_pool
 from components.planning.queues import QueuePlan, plan_queues
