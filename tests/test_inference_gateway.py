@@ -238,3 +238,14 @@ def test_a_weight_beyond_the_gateway_api_range_is_refused_with_its_path() -> Non
     problems = _problems({"serving": [{"name": "a", "pool": "l40s", "model": "m", "gateway": {"weight": 1_000_001}}]})
     assert len(problems) == 1
     assert "workloads.serving[0].gateway.weight" in problems[0]
+
+
+def test_the_plan_summary_shows_each_version_s_route_and_share(tmp_path: Path) -> None:
+    serving = {w["name"]: w["gateway"] for w in _versions_plan(tmp_path)["summary"]["serving"]}
+    endpoint = "http://inference-gateway.envoy-gateway-system.svc:8080/v1"
+    assert serving == {
+        "chat-v1": {"route": "chat-v1", "model": "chat", "weight": 90, "sharePercent": 90.0, "endpoint": endpoint},
+        "chat-v2": {"route": "chat-v1", "model": "chat", "weight": 10, "sharePercent": 10.0, "endpoint": endpoint},
+        "code": {"route": "code", "model": "coder", "weight": 1, "sharePercent": 100.0, "endpoint": endpoint},
+        "lab": None,
+    }
