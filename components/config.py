@@ -1104,6 +1104,26 @@ class ServingAllowFrom(Model):
     most /8 wide, never `0.0.0.0/0`. Default none."""
 
 
+class ServingGateway(Model):
+    """How the inference Gateway routes to the workload (docs/inference-routing.md): the workloads that serve one
+    model name (`servedModelName`) are versions of it, behind one HTTPRoute that splits the model's requests between
+    them by weight."""
+
+    expose: bool = True
+    """Whether the Gateway routes to the workload. Default true: the stack gets Envoy Gateway when any workload is
+    exposed."""
+    weight: int = Field(1, ge=0, le=1_000_000)
+    """The workload's share of its model's requests, relative to the other exposed versions of the model (Gateway
+    API `backendRefs[].weight`, 0-1000000; 0 sends it none). Default 1: an even split."""
+
+
+class InferenceGatewayConfig(Model):
+    """The inference Gateway: who may call it, besides the serving namespace (docs/inference-routing.md)."""
+
+    allow_from: ServingAllowFrom = ServingAllowFrom()
+    """Namespaces and IPv4 networks whose clients the Gateway's Envoy pods admit. Default none."""
+
+
 class ServingWorkload(Model):
     """An OpenAI-compatible inference server (vLLM) on an inference pool, reading its weights from the NFS claim,
     behind a ClusterIP Service, with a PodDisruptionBudget and an autoscaler (`autoscaling.rule`)."""
@@ -1145,6 +1165,8 @@ class ServingWorkload(Model):
     allow_from: ServingAllowFrom = ServingAllowFrom()
     """Sources the serving NetworkPolicy admits to the server's port, besides the serving namespace itself and
     Prometheus in the monitoring namespace. Default none."""
+    gateway: ServingGateway = ServingGateway()
+    """Whether and with what weight the inference Gateway routes to the workload."""
     startup_seconds: int = Field(1200, ge=60, le=7200)
     """Seconds a replica may take to load its model before Kubernetes restarts it (the startup probe's budget),
     60-7200. Default 1200."""
@@ -1342,6 +1364,8 @@ class WorkloadsConfig(Model):
     default on a stack with a training GPU pool."""
     training: TrainingWorkload | None = None
     """The reference multi-node training job, rendered for you to submit (`blueprint training-job`). Default none."""
+    gateway: InferenceGatewayConfig = InferenceGatewayConfig()
+    """The inference Gateway in front of the exposed serving workloads (docs/inference-routing.md)."""
 
 
 # ------------------------------------------------------------------------------------------------------------ stack

@@ -21,7 +21,16 @@ import pulumi_kubernetes as k8s
 from components.addons import Addons
 from components.config import ServingWorkload
 from components.context import ClusterContext
+from components.planning.addons.envoy_gateway import NAMESPACE as ENVOY_GATEWAY_NAMESPACE
 from components.planning.addons.monitoring import MONITORING_NAMESPACE, POD_MONITOR_LABELS, prometheus_url
+from components.planning.inference_routes import (
+    CLIENTS_POLICY,
+    GATEWAY_NAME,
+    clients_policy_spec,
+    gateway_peer,
+    gateway_spec,
+    http_route_spec,
+)
 from components.planning.network_policies import cross_cni_sources
 from components.planning.serving import (
     SERVING_PORT,
@@ -67,6 +76,8 @@ class ServingWorkloads(pulumi.ComponentResource):
         ]
         across = cross_cni_sources(stack_plan.spec.network, stack_plan.pools)
         self.endpoints: dict[str, str] = {}
+        routing = stack_plan.inference_routing
+        routed = {b.workload for r in routing.routes for b in r.backends} if routing is not None else set()
         for workload in workloads:
             plan = stack_plan.pool(workload.pool)
             prefix = f"{ctx.cluster_name_plain}-{workload.name}"
@@ -88,7 +99,15 @@ class ServingWorkloads(pulumi.ComponentResource):
             k8s.networking.v1.NetworkPolicy(
                 prefix,
                 metadata=cast(Any, self._metadata(workload, namespace)),
-                spec=cast(Any, network_policy_spec(workload, MONITORING_NAMESPACE, ec2_pods)),
+                spec=cast(
+                    Any,
+                    network_policy_spec(
+                        workload,
+                        MONITORING_NAMESPACE,
+                        ec2_pods,
+                        gateway_peer(routing) if routing is not None and workload.name in routed else None,
+                    ),
+                ),
                 opts=self._options(ctx, waits),
             )
             k8s.policy.v1.PodDisruptionBudget(
@@ -124,7 +143,51 @@ class ServingWorkloads(pulumi.ComponentResource):
                 opts=self._options(ctx, [*ctx.namespace_ready(namespace), addons.keda.release, deployment]),
             )
             self.endpoints[workload.name] = f"http://{workload.name}.{namespace}.svc:{SERVING_PORT}/v1"
-        self.register_outputs({"endpoints": self.endpoints})
+        self.gateway_endpoint: str | None = None
+        if routing is not None:
+            self._gateway(ctx, stack_plan, addons, waits)
+        self.register_outputs({"endpoints": self.endpoints, "gatewayEndpoint": self.gateway_endpoint})
+
+    def _gateway(
+        self, ctx: ClusterContext, stack_plan: StackPlan, addons: Addons, waits: Sequence[pulumi.Resource]
+    ) -> None:
+        """The inference Gateway, one HTTPRoute per model and the NetworkPolicy of its Envoy pods. They wait for
+        the GatewayClass (so for Envoy Gateway's CRDs and controller), which `pulumi destroy` therefore deletes
+        after them."""
+        routing = stack_plan.inference_routing
+        eg = addons.envoy_gateway
+        if routing is None or eg is None:
+            raise ValueError("exposed serving workloads need Envoy Gateway (the envoy-gateway switch turns it on)")
+        after_class = [*waits, eg.gateway_class]
+        gateway = k8s.apiextensions.CustomResource(
+            f"{ctx.cluster_name_plain}-{GATEWAY_NAME}-gateway",
+            api_version="gateway.networking.k8s.io/v1",
+            kind="Gateway",
+            metadata={"name": GATEWAY_NAME, "namespace": routing.namespace},
+            spec=gateway_spec(),
+            opts=self._options(ctx, after_class),
+        )
+        for route in routing.routes:
+            k8s.apiextensions.CustomResource(
+                f"{ctx.cluster_name_plain}-{route.name}-route",
+                api_version="gateway.networking.k8s.io/v1",
+                kind="HTTPRoute",
+                metadata={"name": route.name, "namespace": routing.namespace},
+                spec=http_route_spec(route, SERVING_PORT),
+                opts=self._options(ctx, [*after_class, gateway]),
+            )
+        across = cross_cni_sources(stack_plan.spec.network, stack_plan.pools)
+        # The serving namespace's own pods call the Gateway: from a hybrid server, by its node's address.
+        home = next(n for n in stack_plan.namespaces if n.name == routing.namespace)
+        pools = home.quota.pools if home.quota is not None else ()
+        hybrid_nodes = across.hybrid_nodes if across is not None and across.reaches(pools) else ()
+        k8s.networking.v1.NetworkPolicy(
+            f"{ctx.cluster_name_plain}-{CLIENTS_POLICY}",
+            metadata={"name": CLIENTS_POLICY, "namespace": ENVOY_GATEWAY_NAMESPACE},
+            spec=cast(Any, clients_policy_spec(routing, hybrid_nodes)),
+            opts=self._options(ctx, [*ctx.namespace_ready(ENVOY_GATEWAY_NAMESPACE), eg.release]),
+        )
+        self.gateway_endpoint = routing.endpoint
 
     def _metadata(
         self,
@@ -146,5 +209,9 @@ class ServingWorkloads(pulumi.ComponentResource):
         )
 
     def exports(self) -> dict[str, Any]:
-        """Stack outputs: the OpenAI-compatible base URL of each serving workload, inside the cluster."""
-        return {"servingEndpoints": dict(self.endpoints)}
+        """Stack outputs: the OpenAI-compatible base URL of each serving workload and of the inference Gateway,
+        inside the cluster."""
+        out: dict[str, Any] = {"servingEndpoints": dict(self.endpoints)}
+        if self.gateway_endpoint is not None:
+            out["inferenceGatewayEndpoint"] = self.gateway_endpoint
+        return out

@@ -75,7 +75,13 @@ def _labels(level: str, audit: str = "restricted") -> dict[str, str]:
         ("smoke", {"smoke": "restricted", "node-health": "privileged"}),
         (
             "inference",
-            {"inference": "restricted", "keda": "restricted", "monitoring": "privileged", "node-health": "privileged"},
+            {
+                "inference": "restricted",
+                "keda": "restricted",
+                "envoy-gateway-system": "restricted",
+                "monitoring": "privileged",
+                "node-health": "privileged",
+            },
         ),
         (
             "hybrid",
@@ -83,6 +89,7 @@ def _labels(level: str, audit: str = "restricted") -> dict[str, str]:
                 "inference": "restricted",
                 "training": "restricted",
                 "keda": "restricted",
+                "envoy-gateway-system": "restricted",
                 "kueue-system": "restricted",
                 "jobset-system": "restricted",
                 "monitoring": "privileged",

@@ -156,8 +156,34 @@ def serving_summary(stack_plan: StackPlan) -> list[dict[str, Any]]:
                 },
                 "cooldownSeconds": rule.cooldown_seconds,
             }
-        out.append(entry | {"endpoint": f"http://{workload.name}.{namespace}.svc:{SERVING_PORT}/v1"})
+        out.append(
+            entry
+            | {
+                "endpoint": f"http://{workload.name}.{namespace}.svc:{SERVING_PORT}/v1",
+                "gateway": gateway_summary(stack_plan, workload.name),
+            }
+        )
     return out
+
+
+def gateway_summary(stack_plan: StackPlan, workload: str) -> dict[str, Any] | None:
+    """Where the inference Gateway routes the workload's requests from (components.planning.inference_routes): its
+    route, the model header value it matches, its weight and its share of the model's requests; None when not
+    exposed."""
+    routing = stack_plan.inference_routing
+    routes = routing.routes if routing is not None else ()
+    for route in routes:
+        total = sum(b.weight for b in route.backends)
+        for backend in route.backends:
+            if backend.workload == workload:
+                return {
+                    "route": route.name,
+                    "model": route.model,
+                    "weight": backend.weight,
+                    "sharePercent": round(100 * backend.weight / total, 2) if total else 0.0,
+                    "endpoint": routing.endpoint if routing is not None else None,
+                }
+    return None
 
 
 def hybrid_summary(stack_plan: StackPlan) -> dict[str, Any]:

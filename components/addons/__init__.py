@@ -27,6 +27,7 @@ import pulumi_kubernetes as k8s
 
 from components.addons.cluster_autoscaler import ClusterAutoscaler
 from components.addons.device_plugins import EfaDevicePlugin, NvidiaDevicePlugin, nvidia_runtime_class
+from components.addons.envoy_gateway import EnvoyGateway
 from components.addons.interruption import InterruptionHandler
 from components.addons.jobset import JobSet
 from components.addons.keda import Keda
@@ -51,6 +52,7 @@ __all__ = [
     "Addons",
     "ClusterAutoscaler",
     "EfaDevicePlugin",
+    "EnvoyGateway",
     "InterruptionHandler",
     "JobSet",
     "Keda",
@@ -159,6 +161,7 @@ ADDONS: tuple[AddonSpec, ...] = (
     AddonSpec("cluster-autoscaler", _cluster_autoscaler),
     AddonSpec("node-termination-handler", _interruption_handler),
     AddonSpec("keda", lambda b: Keda(b.name, context=b.context, plans=b.pools, opts=b.opts)),
+    AddonSpec("envoy-gateway", lambda b: EnvoyGateway(b.name, context=b.context, plans=b.pools, opts=b.opts)),
     AddonSpec("kueue", _kueue),
     AddonSpec("jobset", lambda b: JobSet(b.name, context=b.context, plans=b.pools, opts=b.opts)),
     AddonSpec(
@@ -230,6 +233,10 @@ class Addons(pulumi.ComponentResource):
     @property
     def keda(self) -> Keda | None:
         return self._built("keda", Keda)
+
+    @property
+    def envoy_gateway(self) -> EnvoyGateway | None:
+        return self._built("envoy-gateway", EnvoyGateway)
 
     @property
     def monitoring(self) -> Monitoring | None:

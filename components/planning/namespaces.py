@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from components.config import StackConfig
+from components.planning.addons.envoy_gateway import NAMESPACE as ENVOY_GATEWAY_NAMESPACE
 from components.planning.addons.jobset import NAMESPACE as JOBSET_NAMESPACE
 from components.planning.addons.keda import KEDA_NAMESPACE
 from components.planning.addons.mig_manager import NAMESPACE as MIG_MANAGER_NAMESPACE
@@ -53,6 +54,7 @@ ADDON_NAMESPACES = frozenset(
     {
         KEDA_NAMESPACE,
         JOBSET_NAMESPACE,
+        ENVOY_GATEWAY_NAMESPACE,
         MONITORING_NAMESPACE,
         DCGM_EXPORTER_RUNTIME_CLASS_NAMESPACE,
         MIG_MANAGER_NAMESPACE,
@@ -142,6 +144,11 @@ def plan_namespaces(spec: StackConfig, plans: Sequence[PoolPlan], addons: AddonS
         # filesystem and the runtime's seccomp profile ([JOBSET] chart 0.12.0 values `controller.securityContext`,
         # `controller.podSecurityContext`; the chart tests check).
         planned.append(NamespacePlan(JOBSET_NAMESPACE, "restricted", None, "created"))
+    if addons.on("envoy-gateway"):
+        # The controller, its certificate Job and the Envoy proxies it creates run as non-root with every capability
+        # dropped, no privilege escalation and the runtime's seccomp profile (components.planning.addons.envoy_gateway;
+        # the chart tests check the chart's pods).
+        planned.append(NamespacePlan(ENVOY_GATEWAY_NAMESPACE, "restricted", None, "created"))
     if addons.on("dcgm-prometheus"):
         planned.append(NamespacePlan(MONITORING_NAMESPACE, "privileged", MONITORING_REASON, "created"))
         if runtime_class_plans(plans):

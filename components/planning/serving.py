@@ -221,10 +221,15 @@ def disruption_budget_spec(workload: ServingWorkload) -> dict[str, Any]:
 
 
 def network_policy_spec(
-    workload: ServingWorkload, monitoring_namespace: str, ec2_pods: Sequence[str] = ()
+    workload: ServingWorkload,
+    monitoring_namespace: str,
+    ec2_pods: Sequence[str] = (),
+    gateway: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Ingress to the server's ports (API and `/metrics`) only from its own namespace, the configured namespaces and
-    CIDRs, and Prometheus's namespace. Additive to any default-deny: it selects only these pods.
+    CIDRs, Prometheus's namespace and, for a workload exposed through the inference Gateway, the Gateway's Envoy
+    pods (`gateway`, the peer `components.planning.inference_routes.gateway_peer` gives). Additive to any
+    default-deny: it selects only these pods.
     `ec2_pods`: on a hybrid pool, where EC2 pods take their addresses, which Cilium's selectors cannot match
     (`components.planning.network_policies.CrossCniSources`); those pods are admitted by address instead."""
     namespaces = sorted({monitoring_namespace, *workload.allow_from.namespaces})
@@ -232,6 +237,7 @@ def network_policy_spec(
     sources: list[dict[str, Any]] = [
         {"podSelector": {}},
         *({"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: name}}} for name in namespaces),
+        *([gateway] if gateway is not None else []),
         *({"ipBlock": {"cidr": cidr}} for cidr in cidrs),
     ]
     return {

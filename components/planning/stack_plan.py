@@ -16,6 +16,7 @@ from components.config import StackConfig
 from components.planning.addons.monitoring import dcgm_exporter_target
 from components.planning.addons.selection import AddonSelection, select_addons
 from components.planning.hybrid import hybrid_plans
+from components.planning.inference_routes import InferenceRouting, plan_inference_routing
 from components.planning.lustre_clients import with_lustre_clients
 from components.planning.namespaces import NamespacePlan, plan_namespaces
 from components.planning.pools import PoolPlan, plan_each_pool
@@ -56,6 +57,9 @@ class StackPlan:
     job_queues: QueuePlan | None = None
     #: The reference training job (`workloads.training`), rendered for the user to submit; None without one.
     training: TrainingJobPlan | None = None
+    #: The inference Gateway's namespace, routes and clients (components.planning.inference_routes); None when no
+    #: serving workload is exposed through it.
+    inference_routing: InferenceRouting | None = None
 
     def pool(self, name: str) -> PoolPlan:
         return next(p for p in self.pools if p.name == name)
@@ -103,4 +107,7 @@ def plan_stack(spec: StackConfig) -> StackPlan:
         queue_rules=queue_rules(spec, pools),
         job_queues=job_queues,
         training=plan_training_job(spec, pools, topology_flavors),
+        inference_routing=plan_inference_routing(
+            spec.workloads, spec.storage.nfs.kubernetes.namespace if spec.storage.nfs is not None else None
+        ),
     )

@@ -11,6 +11,7 @@ from components.validation import (
     cluster,
     dcgm_exporters,
     file,
+    gateway,
     hybrid,
     lustre_backups,
     lustre_clients,
@@ -40,7 +41,14 @@ BY_CONCERN: dict[str, tuple[Rule, ...]] = {
     "hybrid": hybrid.RULES,
     "storage": (*storage.RULES, *lustre_backups.RULES, *lustre_clients.RULES),
     "addons": (*addons.RULES, *dcgm_exporters.RULES, *mig.RULES),
-    "workloads": (*workloads.RULES, *shared_gpus.RULES, *namespaces.RULES, *queues.RULES, *training.RULES),
+    "workloads": (
+        *workloads.RULES,
+        *shared_gpus.RULES,
+        *namespaces.RULES,
+        *queues.RULES,
+        *training.RULES,
+        *gateway.RULES,
+    ),
 }
 #: The one list every validation runs.
 RULES: tuple[Rule, ...] = tuple(rule for rules in BY_CONCERN.values() for rule in rules)

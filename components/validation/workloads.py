@@ -279,23 +279,25 @@ def serving_args_are_safe(p: Parsed) -> Iterator[Problem]:
                 yield Problem(f"{path}.acceptUnsafeArgs[{index}]", f"extraArgs does not pass {flag}; remove it")
 
 
+def client_network_problems(where: str, cidr: str) -> Iterator[Problem]:
+    """A client network a NetworkPolicy admits: an IPv4 network, host bits zero, no wider than a /8."""
+    try:
+        network = ipaddress.ip_network(cidr, strict=True)
+    except ValueError:
+        yield Problem(where, f"{cidr!r} is not a CIDR network with its host bits zero, e.g. 10.20.0.0/24")
+        return
+    if network.version != 4:
+        yield Problem(where, f"{cidr} is not IPv4; the stack's pod network is IPv4")
+    elif network.prefixlen < WIDEST_CLIENT_PREFIX:
+        yield Problem(where, f"{cidr} admits more than a /{WIDEST_CLIENT_PREFIX}; name the client networks themselves")
+
+
 def serving_clients_are_bounded(p: Parsed) -> Iterator[Problem]:
     """`allowFrom.cidrs` are IPv4 networks no wider than a /8: the serving NetworkPolicy admits named clients, never
     the world (and, on the hybrid stack, never the whole site by accident)."""
     for path, workload in _serving(p):
         for index, cidr in enumerate(workload.allow_from.cidrs):
-            where = f"{path}.allowFrom.cidrs[{index}]"
-            try:
-                network = ipaddress.ip_network(cidr, strict=True)
-            except ValueError:
-                yield Problem(where, f"{cidr!r} is not a CIDR network with its host bits zero, e.g. 10.20.0.0/24")
-                continue
-            if network.version != 4:
-                yield Problem(where, f"{cidr} is not IPv4; the stack's pod network is IPv4")
-            elif network.prefixlen < WIDEST_CLIENT_PREFIX:
-                yield Problem(
-                    where, f"{cidr} admits more than a /{WIDEST_CLIENT_PREFIX}; name the client networks themselves"
-                )
+            yield from client_network_problems(f"{path}.allowFrom.cidrs[{index}]", cidr)
 
 
 RULES = (

@@ -69,6 +69,12 @@ ADDON_SWITCHES: tuple[AddonSwitch, ...] = (
     ),
     #: KEDA scales the serving workloads' replicas on their GPU utilization (`workloads.serving`).
     AddonSwitch("keda", lambda f: bool(f.workloads is not None and f.workloads.serving)),
+    #: Envoy Gateway, the Gateway API implementation of the inference Gateway, when a serving workload is exposed
+    #: through it (`workloads.serving[].gateway.expose`, on by default): docs/inference-routing.md.
+    AddonSwitch(
+        "envoy-gateway",
+        lambda f: f.workloads is not None and any(w.gateway.expose for w in f.workloads.serving),
+    ),
     #: Kueue queues training jobs (components.planning.queues): `auto` when a GPU pool has role `training` or the
     #: stack configures `workloads.queues`.
     AddonSwitch("kueue", lambda f: _switch(f.settings.kueue.enabled, _wants_queues(f))),
