@@ -277,3 +277,15 @@ def test_the_adapter_lists_resource_slices_and_reads_a_missing_api_as_none() -> 
     assert listed["spec"]["nodeName"] == "n1"
     assert listed["spec"]["devices"][0]["attributes"]["driverVersion"] == {"version": "580.159.3"}
     assert KubernetesApi(object(), client.ApiClient(), NotServed()).list_resource_slices() == []
+
+
+def test_the_operations_guide_states_the_catalog_pins() -> None:
+    """docs/operations.md's table of pins says what the catalog says (one source, the catalog)."""
+    text = (Path(__file__).parents[1] / "docs" / "operations.md").read_text()
+    image, runbook = ami_release_software(RELEASE), on_prem_software()
+    assert image is not None
+    assert f"| AMI release `{RELEASE}` | {image.nvidia_driver} | {image.cuda} | {image.container_toolkit} |" in text
+    assert (
+        f"| [the runbook](#on-prem-servers-the-runbook) | {runbook.nvidia_driver} (any {runbook.nvidia_driver}.x) "
+        f"| {runbook.cuda} | {runbook.container_toolkit} |" in text
+    )
