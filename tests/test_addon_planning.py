@@ -143,13 +143,24 @@ def test_device_plugin_config_map_has_a_default_and_one_entry_per_time_sliced_po
     assert values["migStrategy"] == "single"
 
 
-def test_device_plugin_schedules_on_the_gpu_present_label_without_nfd():
-    """One release covers cloud and hybrid GPU nodes when the hybrid servers run the NVIDIA runtime by default."""
+def test_device_plugin_schedules_on_the_gpu_present_label_and_runs_gpu_feature_discovery_with_one_nfd():
+    """One release covers cloud and hybrid GPU nodes when the hybrid servers run the NVIDIA runtime by default; it
+    runs GPU feature discovery and the chart's NFD, whose worker goes on every GPU node and nowhere else; the
+    runtime-class release runs GPU feature discovery without a second NFD."""
     spec = addon_stack(SYSTEM_POOL, TRAINING_POOL, pool(HYBRID_POOL, gpuRuntime="default-runtime"))
-    values = nvidia_device_plugin_values(spec.addons.nvidia_device_plugin, plan_pools(spec))
+    plans = plan_pools(spec)
+    values = nvidia_device_plugin_values(spec.addons.nvidia_device_plugin, plans)
     terms = values["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
     assert terms == [{"matchExpressions": [{"key": "nvidia.com/gpu.present", "operator": "In", "values": ["true"]}]}]
-    assert values["gfd"] == {"enabled": False} and values["nfd"] == {"enabled": False}
+    assert values["gfd"] == {"enabled": True} and values["nfd"]["enabled"] is True
+    worker = values["nfd"]["worker"]
+    assert worker["affinity"] == values["affinity"]
+    gpu_taints = {(t.key, t.value, t.effect) for p in plans if p.is_gpu for t in p.registration_taints}
+    assert gpu_taints and gpu_taints <= {(t["key"], t.get("value"), t.get("effect")) for t in worker["tolerations"]}
+    assert values["nfd"]["master"]["nodeSelector"] == {"gpu-clusters/role": "system"}
+    by_class = addon_stack(SYSTEM_POOL, TRAINING_POOL, pool(HYBRID_POOL, gpuRuntime="runtime-class"))
+    second = nvidia_device_plugin_values(by_class.addons.nvidia_device_plugin, plan_pools(by_class), runtime_class=True)
+    assert second["gfd"] == {"enabled": True} and second["nfd"] == {"enabled": False}
     assert values["priorityClassName"] == "system-node-critical"
     # every GPU pool (cloud and hybrid) carries the label the affinity requires
     assert all(p.labels.get("nvidia.com/gpu.present") == "true" for p in plan_pools(spec) if p.is_gpu)

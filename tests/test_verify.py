@@ -357,7 +357,17 @@ def test_every_check_runs_against_the_fake_api_and_cleans_up(monkeypatch, capsys
     code, out, err = run_cli(monkeypatch, capsys, api, "--kubeconfig", str(kubeconfig), "--format", "json")
     doc = json.loads(out)
     assert code == 0, doc
-    assert doc["checks"] == ["nodes", "allocatable", "daemons", "conditions", "topology", "dcgm", "nccl", "storage"]
+    assert doc["checks"] == [
+        "nodes",
+        "allocatable",
+        "daemons",
+        "conditions",
+        "drivers",
+        "topology",
+        "dcgm",
+        "nccl",
+        "storage",
+    ]
     assert {r["check"] for r in doc["results"]} == set(doc["checks"])
     unjudged = [r for r in doc["results"] if r["status"] != "pass"]
     # a single node's all-reduce has no published figure: reported, not judged
@@ -369,13 +379,13 @@ def test_every_check_runs_against_the_fake_api_and_cleans_up(monkeypatch, capsys
     # every pod and the SSH secret were deleted, and all carried the run's label
     assert api.created and api.secrets and not api.leftovers()
     assert {b["metadata"]["labels"][RUN_LABEL] for b in api.created.values()} == {doc["runId"]}
-    assert "[1/8] nodes" in err
+    assert "[1/9] nodes" in err
 
 
 def test_the_result_table_fits_80_columns_on_stdout(monkeypatch, capsys, kubeconfig: Path) -> None:
     monkeypatch.setenv("COLUMNS", "80")
     code, out, err = run_cli(monkeypatch, capsys, training_api(), "--kubeconfig", str(kubeconfig))
-    assert code == 0 and "[1/8] nodes" in err and "[1/8]" not in out
+    assert code == 0 and "[1/9] nodes" in err and "[1/9]" not in out
     assert "nccl" in out and "PASS" in out and "FAIL" not in out
     assert max(len(line) for line in out.splitlines()) <= 80 and "…" not in out
 
@@ -681,7 +691,13 @@ def test_the_stack_output_kubeconfig_is_read_with_the_pulumi_cli_and_deleted_aft
 
 
 def test_selection_keeps_the_fixed_order() -> None:
-    assert selected([], ["nccl", "dcgm", "storage", "topology"]) == ["nodes", "allocatable", "daemons", "conditions"]
+    assert selected([], ["nccl", "dcgm", "storage", "topology"]) == [
+        "nodes",
+        "allocatable",
+        "daemons",
+        "conditions",
+        "drivers",
+    ]
     assert selected(["storage", "nodes"], []) == ["nodes", "storage"]
 
 

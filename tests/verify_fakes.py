@@ -9,9 +9,20 @@ from pathlib import Path
 from typing import Any
 
 from blueprint.verify.kube import KubeError
+from components.catalog.node_software import ami_release_software
+from components.config import ClusterConfig
 from components.planning.addons.node_monitoring import AGENT_CONDITIONS
 
 DATA = Path(__file__).parent / "data" / "verify"
+
+#: What GPU feature discovery labels a node of the default AMI release with (the catalog's pins for that release;
+#: the on-prem runbook pins the same driver branch and CUDA version).
+_DEFAULT_IMAGE = ami_release_software(ClusterConfig.model_fields["ami_release"].default)
+assert _DEFAULT_IMAGE is not None
+GFD_LABELS = {
+    "nvidia.com/cuda.driver-version.full": _DEFAULT_IMAGE.nvidia_driver,
+    "nvidia.com/cuda.runtime-version.full": _DEFAULT_IMAGE.cuda,
+}
 
 
 def sample(name: str) -> str:
@@ -29,11 +40,15 @@ def node(
     resources: dict[str, int] | None = None,
     extra_labels: dict[str, str] | None = None,
     health: dict[str, str] | None = None,
+    gfd: dict[str, str] | None = None,
 ) -> dict[str, Any]:
     """A node as the API returns it; `resources` adds allocatable extended resources (`nvidia.com/mig-3g.40gb`).
     `health`: the node monitoring agent's conditions by type and status; by default a healthy cloud GPU node
-    reports all of them True, and other nodes none (the agent watches cloud GPU nodes only)."""
-    labels = {"gpu-clusters/pool": pool, "kubernetes.io/hostname": name, **(extra_labels or {})}
+    reports all of them True, and other nodes none (the agent watches cloud GPU nodes only).
+    `gfd`: GPU feature discovery's version labels; by default a GPU node has the pinned ones (`GFD_LABELS`)."""
+    if gfd is None:
+        gfd = GFD_LABELS if gpus or resources else {}
+    labels = {"gpu-clusters/pool": pool, "kubernetes.io/hostname": name, **gfd, **(extra_labels or {})}
     if instance_type:
         labels["node.kubernetes.io/instance-type"] = instance_type
     if hybrid:
@@ -85,8 +100,10 @@ class FakeApi:
         pods: dict[str, list[dict[str, Any]]] | None = None,
         behaviour: Behaviour | None = None,
         claims: dict[tuple[str, str], dict[str, Any]] | None = None,
+        slices: list[dict[str, Any]] | None = None,
     ) -> None:
         self.nodes = nodes
+        self.slices = slices or []
         self.pods = pods or {}
         self.behaviour = behaviour or (lambda body: ("Succeeded", ""))
         self.claims = claims or {}
@@ -148,6 +165,9 @@ class FakeApi:
 
     def read_claim(self, namespace: str, name: str) -> dict[str, Any] | None:
         return deepcopy(self.claims.get((namespace, name)))
+
+    def list_resource_slices(self) -> list[dict[str, Any]]:
+        return deepcopy(self.slices)
 
     # ------------------------------------------------------------------ writes
     def create_pod(self, namespace: str, body: dict[str, Any]) -> dict[str, Any]:

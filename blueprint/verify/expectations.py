@@ -13,6 +13,7 @@ from typing import Any
 
 from blueprint.verify.pods import DEFAULT_RUN_AS
 from components import catalog, tags
+from components.catalog.node_software import NodeSoftware, ami_release_software, ami_releases, on_prem_software
 from components.config import LustreConfig, StackConfig
 from components.planning.addons.device_plugins import (
     EFA_DEVICE_PLUGIN_RELEASE,
@@ -107,6 +108,10 @@ class PoolExpectation:
     #: The RuntimeClass a GPU pod on the pool names (`nvidia` on `gpuRuntime: runtime-class` hybrid pools, whose
     #: containerd runs the NVIDIA runtime only for pods that ask for it), None elsewhere.
     runtime_class: str | None = None
+    #: The driver, CUDA and container toolkit versions the catalog pins for the pool's nodes (its AMI release, or
+    #: the on-prem runbook); None on CPU pools and where the catalog pins none, `node_software_gap` saying why.
+    node_software: NodeSoftware | None = None
+    node_software_gap: str | None = None
 
     @property
     def is_gpu(self) -> bool:
@@ -219,7 +224,27 @@ def _daemons(plan: PoolPlan, selection: AddonSelection) -> tuple[Daemon, ...]:
     return tuple(found)
 
 
+def node_software(plan: PoolPlan) -> tuple[NodeSoftware | None, str | None]:
+    """What the catalog pins for a GPU pool's nodes, or why it pins nothing: hybrid servers follow the on-prem
+    runbook, AL2023 pools their AMI release; Bottlerocket releases are not in the catalog."""
+    if not plan.is_gpu:
+        return None, None
+    if plan.kind == "hybrid":
+        return on_prem_software(), None
+    if plan.pool.ami_family != "al2023":
+        return None, f"{plan.pool.ami_family} pool: the catalog pins no driver versions for its releases"
+    pinned = ami_release_software(plan.ami_release or "")
+    if pinned is None:
+        known = ", ".join(sorted(ami_releases()))
+        return None, (
+            f"the catalog lists no driver versions for AMI release {plan.ami_release} (it knows {known}): add them "
+            "from the release notes to node_software in components/catalog/versions.yaml"
+        )
+    return pinned, None
+
+
 def pool_expectation(plan: PoolPlan, selection: AddonSelection) -> PoolExpectation:
+    software, gap = node_software(plan)
     return PoolExpectation(
         name=plan.name,
         kind=plan.kind,
@@ -241,6 +266,8 @@ def pool_expectation(plan: PoolPlan, selection: AddonSelection) -> PoolExpectati
         interconnect=interconnect(plan),
         runtime_class=NVIDIA_RUNTIME_CLASS if runtime_class_plans([plan]) else None,
         health_conditions=AGENT_CONDITIONS if monitored_gpu_plans([plan]) else (),
+        node_software=software,
+        node_software_gap=gap,
     )
 
 

@@ -32,6 +32,7 @@ class KubeApi(Protocol):
     def create_secret(self, namespace: str, body: dict[str, Any]) -> None: ...
     def delete_secret(self, namespace: str, name: str) -> None: ...
     def read_claim(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+    def list_resource_slices(self) -> list[dict[str, Any]]: ...
     def cordon(self, node: str) -> None: ...
     def label_node(self, node: str, key: str, value: str | None) -> None: ...
 
@@ -39,8 +40,9 @@ class KubeApi(Protocol):
 class KubernetesApi:
     """`KubeApi` over the official Kubernetes Python client (`kubernetes.client.CoreV1Api`)."""
 
-    def __init__(self, core: Any, serializer: Any) -> None:
+    def __init__(self, core: Any, serializer: Any, resource: Any = None) -> None:
         self._core = core
+        self._resource = resource
         self._to_dict = serializer.sanitize_for_serialization
 
     @classmethod
@@ -51,7 +53,7 @@ class KubernetesApi:
             api_client = config.new_client_from_config(config_file=str(path))
         except Exception as error:  # the loader raises ConfigException, TypeError or OSError on a bad file
             raise KubeError(f"cannot load kubeconfig {path}: {error}") from error
-        return cls(client.CoreV1Api(api_client), api_client)
+        return cls(client.CoreV1Api(api_client), api_client, client.ResourceV1Api(api_client))
 
     def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         from kubernetes.client.exceptions import ApiException
@@ -108,6 +110,23 @@ class KubernetesApi:
                 return None
             raise KubeError(f"read claim {namespace}/{name}: {error.status} {error.reason}") from error
         return dict(self._to_dict(claim))
+
+    def list_resource_slices(self) -> list[dict[str, Any]]:
+        """Every ResourceSlice (`resource.k8s.io/v1`); none when the cluster does not serve that API."""
+        from kubernetes.client.exceptions import ApiException
+        from urllib3.exceptions import HTTPError
+
+        if self._resource is None:
+            return []
+        try:
+            items = self._resource.list_resource_slice().items
+        except ApiException as error:
+            if error.status == 404:
+                return []
+            raise KubeError(f"list resource slices: {error.status} {error.reason}") from error
+        except (HTTPError, OSError) as error:
+            raise KubeError(f"list resource slices: {error}") from error
+        return [self._to_dict(s) for s in items]
 
     def cordon(self, node: str) -> None:
         self._call(f"cordon {node}", self._core.patch_node, node, {"spec": {"unschedulable": True}})

@@ -13,6 +13,7 @@ CHECKS: tuple[str, ...] = (
     "allocatable",
     "daemons",
     "conditions",
+    "drivers",
     "topology",
     "dcgm",
     "nccl",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable, Sequence
 
-from blueprint.verify import allocatable, conditions, daemons, dcgm, nccl, nodes, storage, topology
+from blueprint.verify import allocatable, conditions, daemons, dcgm, drivers, nccl, nodes, storage, topology
 from blueprint.verify.context import Context, Options
 from blueprint.verify.expectations import Expectations
 from blueprint.verify.kube import KubeApi, KubeError
@@ -22,6 +22,7 @@ CHECK_FUNCTIONS: dict[str, Callable[[Context], list[Result]]] = {
     "allocatable": allocatable.check,
     "daemons": daemons.check,
     "conditions": conditions.check,
+    "drivers": drivers.check,
     "topology": topology.check,
     "dcgm": dcgm.check,
     "nccl": nccl.check,

@@ -122,8 +122,14 @@ def chart_defaults(folder: str) -> dict[str, Any]:
 
 
 def render_text(release: Release, values: Mapping[str, Any] | None = None) -> dict[str, str]:
-    """Template path -> rendered text, as `helm install` would render it (offline: `lookup` finds nothing)."""
-    rendered: dict[str, str] = _chart(release.chart_dir).render(
+    """Template path -> rendered text, as `helm install` would render it (offline: `lookup` finds nothing).
+
+    Each render loads the chart afresh: Helm drops a dependency its condition turns off from the loaded chart
+    itself, so a cached chart would lose the subchart for every later render (the NVIDIA device plugin's NFD,
+    off in its runtime-class release and on in the first)."""
+    import helm_python
+
+    rendered: dict[str, str] = helm_python.Chart.load(charts_root() / release.chart_dir).render(
         dict(release.given) | dict(release.values if values is None else values),
         name=release.name,
         namespace=release.namespace,

@@ -78,6 +78,14 @@ PRIVILEGED = {
     ("amazon-cloudwatch-observability-6.4.0", "cloudwatch-agent-windows"): "Windows host metrics",
     ("amazon-cloudwatch-observability-6.4.0", "cloudwatch-agent-windows-container-insights"): "Windows host metrics",
     ("amazon-cloudwatch-observability-6.4.0", "fluent-bit-windows"): "Windows node logs (hostPath)",
+    ("nvidia-device-plugin-0.20.0", "nvidia-device-plugin-gpu-feature-discovery"): "GPU feature discovery: "
+    "privileged by the chart's default (to read vGPU details), writes its labels to the host's NFD features.d "
+    "directory (hostPath) and reads /sys",
+    ("nvidia-device-plugin-0.20.0", "nvidia-device-plugin-runtime-class-gpu-feature-discovery"): "as above, on the "
+    "pools on the nvidia RuntimeClass",
+    ("nvidia-device-plugin-0.20.0", "nvidia-device-plugin-node-feature-discovery-worker"): "NFD's worker reads the "
+    "host's features.d directory GPU feature discovery writes to, and host /boot, /sys, /lib, /usr/lib, /usr/src, "
+    "/etc/os-release and /proc/swaps (hostPath)",
     ("nvidia-device-plugin-0.20.0", "nvidia-device-plugin-runtime-class"): "the device plugin's release for the "
     "pools on the nvidia RuntimeClass: as nvidia-device-plugin",
     ("nvidia-device-plugin-0.20.0", "nvidia-device-plugin-mps-control-daemon"): "the MPS daemon (host PID "
@@ -103,9 +111,10 @@ UNREAD_ON_PURPOSE = {
     "discovery come from one place (components/planning/autoscaler_tags.py)",
     ("aws-node-termination-handler-0.27.6", "serviceAccount.name"): "the name the chart derives from the release; "
     "Pod Identity binds its role to this exact name, so we pin it rather than depend on the derivation",
-    ("nvidia-device-plugin-0.20.0", "nfd.enabled"): "the condition of the node-feature-discovery dependency, which "
-    "the chart source here does not vendor, so it renders nothing either way; false keeps it off where the "
-    "packaged chart carries it",
+    ("nvidia-device-plugin-0.20.0", "nfd.enabled"): "the condition of the node-feature-discovery dependency "
+    "(`nfd.enabled,gfd.enabled`: the first that is set decides): true in the first release restates what "
+    "`gfd.enabled` implies, and we state it so the one NFD per cluster is explicit; false in the runtime-class "
+    "release keeps a second NFD out",
 }
 
 #: DaemonSets that fit no pool of some stack by design, by (case or `*`, release, DaemonSet), with why.
@@ -113,6 +122,8 @@ IDLE_BY_DESIGN = {
     ("*", "nvidia-device-plugin", "nvidia-device-plugin-mps-control-daemon"): "the chart's MPS daemon, selected "
     "by `nvidia.com/mps.capable=true`, which only an MPS sharing config sets; no pool uses MPS",
     ("*", "nvidia-device-plugin-runtime-class", "nvidia-device-plugin-runtime-class-mps-control-daemon"): "as above",
+    ("training-bottlerocket", "nvidia-device-plugin", "nvidia-device-plugin-gpu-feature-discovery"): "placed "
+    "like the device plugin, which keeps off Bottlerocket's bundled one: idle for the same reason (below)",
     ("training-bottlerocket", "nvidia-device-plugin", "nvidia-device-plugin"): "every GPU pool of this variant is "
     "Bottlerocket, whose NVIDIA variants bundle the device plugin, so the release's DaemonSet keeps off them: a "
     "release with nothing to run (harmless; reported)",

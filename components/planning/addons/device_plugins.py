@@ -13,7 +13,14 @@ import yaml
 
 from components import tags
 from components.config import NvidiaDevicePlugin
-from components.planning.addons.placement import NODE_CRITICAL, gpu_plans, node_affinity, tolerations_for
+from components.planning.addons.placement import (
+    CRITICAL_ADDONS_ONLY,
+    NODE_CRITICAL,
+    SYSTEM_NODE_SELECTOR,
+    gpu_plans,
+    node_affinity,
+    tolerations_for,
+)
 from components.planning.gpu_runtime import NVIDIA_RUNTIME_CLASS, runtime_class_plans
 from components.planning.mig import (
     MIG_CONFIG_STATE_LABEL,
@@ -97,8 +104,9 @@ def nvidia_device_plugin_values(
     ([NVDP] §8); nodeadm sets that label by itself only from Kubernetes 1.35 ([AMI] §5b). Every GPU pool, cloud
     or hybrid, sets it through kubelet `--node-labels` (`PoolPlan.labels`), and the affinity here requires exactly
     that label, so the plugin lands on every GPU node and nowhere else, whatever the Kubernetes version.
-    NFD and GPU feature discovery stay off: the labels they would add are already set at kubelet start, and NFD
-    would add a cluster-wide DaemonSet for nothing.
+    GPU feature discovery runs beside the plugin (same placement, same runtime class) for its version labels
+    (`nvidia.com/cuda.driver-version.full`, `nvidia.com/cuda.runtime-version.full`, [GFDLABELS]), which
+    `blueprint verify` compares with the catalog's pins (`node_feature_discovery_values`).
     Tolerations: every taint of every GPU pool the release serves (the chart's default tolerates only
     `nvidia.com/gpu` with any value), plus CriticalAddonsOnly.
     Bottlerocket NVIDIA nodes run the device plugin bundled in the OS (`settings.kubelet-device-plugins.nvidia`,
@@ -128,13 +136,36 @@ def nvidia_device_plugin_values(
         "priorityClassName": NODE_CRITICAL,
         "tolerations": tolerations_for(gpu),
         "affinity": affinity,
-        "gfd": {"enabled": False},
-        "nfd": {"enabled": False},
+        "gfd": {"enabled": True},
+        "nfd": {"enabled": False} if runtime_class else node_feature_discovery_values(gpu_plans(plans)),
         "config": {"map": device_plugin_config_map(mig, gpu), "default": DEVICE_PLUGIN_DEFAULT_CONFIG},
     }
     if runtime_class:
         values["runtimeClassName"] = NVIDIA_RUNTIME_CLASS
     return values
+
+
+def node_feature_discovery_values(gpu: Sequence[PoolPlan]) -> dict[str, Any]:
+    """The chart's node-feature-discovery dependency, in the first release only (one NFD per cluster; the chart
+    enables it with `gfd.enabled` unless `nfd.enabled` says otherwise, [NVDP] Chart.yaml `condition`).
+
+    GPU feature discovery writes its labels to a file under `/etc/kubernetes/node-feature-discovery/features.d` on
+    the host ([NVDP] templates/daemonset-gfd.yml); NFD's worker on the same node reads that directory and its master
+    puts the labels on the Node (`extraLabelNs: nvidia.com`, the chart's default). So the worker runs on every GPU
+    node, cloud and hybrid, tolerating their taints, and nowhere else; master and garbage collector run on the
+    system pool like the other controllers.
+    """
+    controller = {"nodeSelector": dict(SYSTEM_NODE_SELECTOR), "tolerations": [dict(CRITICAL_ADDONS_ONLY)]}
+    return {
+        "enabled": True,
+        "master": controller,
+        "gc": controller,
+        "worker": {
+            "tolerations": tolerations_for(gpu),
+            "affinity": node_affinity(GPU_PRESENT_LABEL, ["true"]),
+            "priorityClassName": NODE_CRITICAL,
+        },
+    }
 
 
 def _after_mig_partitioning(affinity: dict[str, Any]) -> dict[str, Any]:
