@@ -1,7 +1,8 @@
 """The CloudWatch dashboard of a stack on the Container Insights path (pure, no Pulumi).
 
 One dashboard, `<cluster>-gpu-cluster`, a section per thing the stack runs (GPUs and nodes, EFA, FSx for Lustre,
-EFS). Invariant: every metric name comes from components/catalog/metrics.yaml ([CWI], [CWDASH]). Why and sources:
+EFS, the health loop). Invariant: every AWS metric name comes from components/catalog/metrics.yaml ([CWI], [CWDASH]);
+the health loop's own are those it publishes (components/planning/node_health.py). Why and sources:
 docs/design-notes.md#the-cloudwatch-dashboard; the user view: docs/addons.md#dashboards.
 """
 
