@@ -13,7 +13,7 @@ from botocore.stub import Stubber
 
 from programs.node_health import names
 from programs.node_health.cloudwatch import CloudWatchPublisher
-from programs.node_health.metrics import Metrics
+from programs.node_health.metrics import Labels, Metrics
 
 NAMESPACE = "GpuClusters/NodeHealth"
 HELD = {"pool": "h100", "reason": "hourly-cap"}
@@ -91,7 +91,9 @@ def test_per_pool_sums_add_up_the_other_labels_and_gauges_go_as_values() -> None
     metrics = Metrics()
     metrics.inc(names.CHECKS_METRIC, {"pool": "h100", "kind": "gate", "result": "failed"})
     metrics.inc(names.CHECKS_METRIC, {"pool": "h100", "kind": "idle", "result": "failed"}, 2)
-    conditions = {(("condition", c), ("pool", "h100")): 1.0 for c in ("KernelReady", "StorageReady")}
+    conditions: dict[Labels, float] = {
+        (("condition", c), ("pool", "h100")): 1.0 for c in ("KernelReady", "StorageReady")
+    }
     metrics.set_gauge(names.CONDITIONS_FALSE_METRIC, conditions)
     sent: list[dict[str, Any]] = []
     cw.meta.events.register("provide-client-params.cloudwatch.PutMetricData", lambda params, **_: sent.append(params))
