@@ -127,3 +127,29 @@ def test_a_failed_publish_sends_its_deltas_with_the_next() -> None:
         stub.add_response("put_metric_data", {}, {"Namespace": NAMESPACE, "MetricData": [heartbeat(), *held(1.0)]})
         publisher.publish(metrics)
         stub.assert_no_pending_responses()
+
+
+def test_a_batch_that_fails_after_one_that_went_is_sent_again_alone() -> None:
+    cw = client()
+    metrics = Metrics()
+    for i in range(12):  # the heartbeat and 24 counter data: two calls
+        metrics.inc(names.REPAIRS_METRIC, {"pool": f"p{i:02}", "action": "replace"})
+    sent: list[dict[str, Any]] = []
+    cw.meta.events.register("provide-client-params.cloudwatch.PutMetricData", lambda params, **_: sent.append(params))
+    publisher = CloudWatchPublisher(cw, NAMESPACE, "c")
+    with Stubber(cw) as stub:
+        stub.add_response("put_metric_data", {})
+        stub.add_client_error("put_metric_data", "Throttling")
+        with pytest.raises(ClientError):
+            publisher.publish(metrics)
+        stub.add_response("put_metric_data", {})
+        stub.add_response("put_metric_data", {})
+        publisher.publish(metrics)
+        stub.assert_no_pending_responses()
+    total = sum(
+        d["Value"]
+        for call in (sent[0], *sent[2:])  # the calls CloudWatch took
+        for d in call["MetricData"]
+        if d["MetricName"] == "Repairs" and len(d["Dimensions"]) == 2
+    )
+    assert total == 12  # each pool's one repair, once

@@ -60,18 +60,23 @@ class CloudWatchPublisher:
         return {"MetricName": name, "Dimensions": dimensions, "Value": value, "Unit": "Count"}
 
     def publish(self, metrics: Metrics) -> None:
-        data = [self._datum(HEARTBEAT, (), 1.0)]
-        taken: dict[tuple[str, Labels], float] = {}
+        """One PutMetricData call per `BATCH` data; a counter's delta counts as sent once its call succeeded, so a
+        call that fails (and raises) leaves its deltas for the next publish and none is sent twice."""
+        # each datum with the counter value it sends up to (None: not a counter's)
+        data: list[tuple[dict[str, Any], tuple[tuple[str, Labels], float] | None]] = [
+            (self._datum(HEARTBEAT, (), 1.0), None)
+        ]
         for name, cloudwatch_name in COUNTERS.items():
             for labels, value in sorted(with_pool_sums(metrics.snapshot(name)).items()):
-                taken[(name, labels)] = value
-                data.append(self._datum(cloudwatch_name, labels, value - self._sent.get((name, labels), 0.0)))
+                delta = value - self._sent.get((name, labels), 0.0)
+                data.append((self._datum(cloudwatch_name, labels, delta), ((name, labels), value)))
         for name, cloudwatch_name in GAUGES.items():
             for labels, value in sorted(with_pool_sums(metrics.snapshot(name)).items()):
-                data.append(self._datum(cloudwatch_name, labels, value))
+                data.append((self._datum(cloudwatch_name, labels, value), None))
         for start in range(0, len(data), BATCH):
-            self._client.put_metric_data(Namespace=self._namespace, MetricData=data[start : start + BATCH])
-        self._sent.update(taken)
+            batch = data[start : start + BATCH]
+            self._client.put_metric_data(Namespace=self._namespace, MetricData=[datum for datum, _ in batch])
+            self._sent.update(taken for _, taken in batch if taken is not None)
 
 
 def from_settings(
