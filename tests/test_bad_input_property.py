@@ -3,7 +3,8 @@
 Hypothesis mutates the shipped stacks (values of the wrong type, NaN, huge or empty text, deleted and misspelt keys,
 truncated files, stray bytes) and runs each through the CLI in-process. Every run must exit 0, 1 or 2 without an
 exception, and whenever a plan is printed it must be valid JSON (no NaN or Infinity). Marked `slow`: CI runs it in
-its own step (`pytest -m slow`); BAD_INPUT_EXAMPLES sets the number of examples (default 2000).
+its own step (`pytest -m slow`); BAD_INPUT_EXAMPLES sets the number of examples (default 2000), split evenly over
+SHARDS parametrized copies so that pytest-xdist runs them on every core (each copy draws its own examples).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from blueprint.plan.runner import stack_file
 from blueprint.plan.stack_yaml import read_yaml
 
 EXAMPLES = int(os.environ.get("BAD_INPUT_EXAMPLES", "2000"))
+SHARDS = 2
 SHIPPED = {name: read_yaml(stack_file(name)) for name in ("training", "inference", "hybrid")}
 #: Words and values that have tripped YAML readers and validators before.
 TRICKY = st.sampled_from(
@@ -97,14 +99,15 @@ def _refuse_constant(name: str) -> Any:
 
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
+@pytest.mark.parametrize("shard", range(SHARDS))
 @settings(
-    max_examples=EXAMPLES,
+    max_examples=-(-EXAMPLES // SHARDS),
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 @given(data=mutated_stack())
-def test_mutated_stacks_never_crash(data: bytes, tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_mutated_stacks_never_crash(shard: int, data: bytes, tmp_path_factory: pytest.TempPathFactory) -> None:
     path = tmp_path_factory.mktemp("stack") / "Pulumi.mutated.yaml"
     path.write_bytes(data)
     out, err = io.StringIO(), io.StringIO()

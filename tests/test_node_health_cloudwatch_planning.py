@@ -21,7 +21,7 @@ from programs.node_health.checks import HealthLoop, Settings, format_time, parse
 from programs.node_health.loop import tick
 from programs.node_health.metrics import Metrics
 from tests.builders import SYSTEM_POOL, TRAINING_POOL, shipped_stack, stack_config
-from tests.node_health_fake import FakeKube
+from tests.fake_kube import FakeKube
 
 ALARM = "aws:cloudwatch/metricAlarm:MetricAlarm"
 DASHBOARD = "aws:cloudwatch/dashboard:Dashboard"

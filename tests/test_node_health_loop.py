@@ -1,6 +1,7 @@
-"""The health loop's scenarios on an in-memory Kubernetes API (tests/node_health_fake.py): a healthy node passes its
-gate and loses the startup taint; a failing node is cordoned, labelled and handed to repair; an idle node is checked
-again; a hung or unschedulable check ends; a restarted loop resumes the checks under way; concurrency is capped."""
+"""The health loop alone on the fake Kubernetes API (tests/fake_kube.py), its hand-off to repair recorded: an idle
+node is checked again; a hung or unschedulable check ends; a restarted loop resumes the checks under way; concurrency
+is capped; the startup taint is settled without writing over another controller's taints. A gate that passes and one
+that fails, with the real repair path behind the loop, are in tests/test_node_health_scenarios.py."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from components.planning import node_health as planned
 from programs.node_health import names
 from programs.node_health.checks import HealthLoop, Settings, format_time, parse_time
 from programs.node_health.metrics import Metrics
-from tests.node_health_fake import FakeKube
+from tests.fake_kube import FakeKube
 
 T0 = parse_time("2026-11-27T04:00:00Z") or 0.0
 TAINT = {"key": names.STARTUP_TAINT_KEY, "value": "true", "effect": "NoSchedule"}
@@ -67,51 +68,6 @@ def test_the_program_names_are_the_planned_ones() -> None:
         assert getattr(names, name) == getattr(planned, name), name
     for name in ("FAILED_TAINT_KEY",):
         assert getattr(names, name) == getattr(planned, name), name
-
-
-def test_a_healthy_node_passes_the_gate_and_loses_the_startup_taint() -> None:
-    api, repair = FakeKube(), Repair()
-    api.add_node("n1", "h100", [GPU_TAINT, TAINT])
-    health = loop(api, repair)
-    health.run_once(at(api, 0))
-    [pod] = api.check_pods()
-    assert pod["metadata"]["labels"][names.CHECK_KIND_LABEL] == "gate"
-    terms = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
-    assert terms["nodeSelectorTerms"][0]["matchFields"] == [
-        {"key": "metadata.name", "operator": "In", "values": ["n1"]}
-    ]
-    assert state(api, "n1") == names.PENDING
-    api.bind(pod, format_time(T0 + 10))
-    api.end(pod, 0, json.dumps({"result": "passed", "step": "all", "detail": "8 GPUs, 32 EFA devices"}))
-    health.run_once(at(api, 120))
-    node = api.nodes["n1"]
-    assert node["spec"]["taints"] == [GPU_TAINT]
-    assert state(api, "n1") == names.PASSED
-    assert not node["spec"].get("unschedulable")
-    assert api.check_pods() == []
-    assert repair.handed == []
-    assert health.metrics.value(names.CHECKS_METRIC, {"pool": "h100", "kind": "gate", "result": "passed"}) == 1
-
-
-def test_a_failing_node_is_cordoned_labelled_and_handed_to_repair() -> None:
-    api, repair = FakeKube(), Repair()
-    api.add_node("n1", "h100", [GPU_TAINT, TAINT])
-    health = loop(api, repair)
-    health.run_once(at(api, 0))
-    [pod] = api.check_pods()
-    api.bind(pod, format_time(T0 + 10))
-    api.end(pod, 1, json.dumps({"result": "failed", "step": "efa", "detail": "31 EFA devices, expected 32"}))
-    health.run_once(at(api, 60))
-    node = api.nodes["n1"]
-    assert state(api, "n1") == names.FAILED
-    assert node["spec"]["unschedulable"] is True
-    # never admitted, but not counted unready by cluster-autoscaler either: the startup taint became the status taint
-    assert node["spec"]["taints"] == [GPU_TAINT, FAILED_TAINT]
-    assert node["metadata"]["annotations"][names.REASON_ANNOTATION] == "efa: 31 EFA devices, expected 32"
-    assert repair.handed == [("n1", "efa: 31 EFA devices, expected 32", T0 + 60)]
-    assert health.metrics.value(names.CHECKS_METRIC, {"pool": "h100", "kind": "gate", "result": "failed"}) == 1
-    health.run_once(at(api, 120))  # a failed node is not checked again
-    assert api.check_pods() == []
 
 
 def test_a_check_that_hangs_times_out_and_fails_the_node() -> None:

@@ -1,28 +1,27 @@
-"""Scenarios of the health loop's repair path on the in-memory Kubernetes API (tests/fake_kube.py) with the Auto
-Scaling and EC2 calls stubbed by botocore's Stubber: every AWS call the path makes is expected here, and one it
-makes that is not fails the test."""
+"""The repair path's steps and guard rails one call at a time, on the fake Kubernetes API (tests/fake_kube.py) with
+the Auto Scaling and EC2 calls stubbed by botocore's Stubber (tests/stubbed_aws.py): every AWS call the path makes is
+expected here, and one it makes that is not fails the test. The whole path behind the real loop (a gate failure
+replaced, conditions on busy nodes within the hourly cap, managed pools, on-prem servers, Capacity Blocks) is in
+tests/test_node_health_scenarios.py."""
 
 from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 
-import botocore.session
 import pytest
-from botocore.stub import Stubber
 
 from components.planning import node_health
 from components.tags import POOL
 from programs.node_health import repair
-from programs.node_health.aws_calls import Boto3Calls
+from programs.node_health.aws_calls import AwsCalls
 from programs.node_health.metrics import Metrics
 from tests.fake_kube import FakeKube
+from tests.stubbed_aws import BLOCK, stubbed
 
 NOW = datetime(2026, 11, 27, 6, 0, tzinfo=UTC)
-BLOCK = "cr-0123456789abcdef0"
 
 
 class Counts:
@@ -47,50 +46,8 @@ TRAIN = {"kind": "aws", "management": "self-managed", "capacityBlockId": None, "
 ONPREM = {"kind": "hybrid", "management": "self-managed", "capacityBlockId": None, "maxRepairsPerHour": 3}
 
 
-def client(service: str):
-    return botocore.session.get_session().create_client(
-        service, region_name="us-west-2", aws_access_key_id="test", aws_secret_access_key="test"
-    )
-
-
-@contextmanager
-def stubbed() -> Iterator[tuple[Boto3Calls, Stubber, Stubber]]:
-    """AWS calls with nothing expected yet; on exit, every expected call must have been made."""
-    autoscaling, ec2 = client("autoscaling"), client("ec2")
-    with Stubber(autoscaling) as asg_stub, Stubber(ec2) as ec2_stub:
-        yield Boto3Calls(autoscaling, ec2), asg_stub, ec2_stub
-        asg_stub.assert_no_pending_responses()
-        ec2_stub.assert_no_pending_responses()
-
-
-def expect_replacement(stub: Stubber, instance: str) -> None:
-    stub.add_response(
-        "set_instance_health",
-        {},
-        {"InstanceId": instance, "HealthStatus": "Unhealthy", "ShouldRespectGracePeriod": False},
-    )
-
-
-def expect_block(stub: Stubber, state: str, end: datetime, available: int = 0) -> None:
-    stub.add_response(
-        "describe_capacity_reservations",
-        {
-            "CapacityReservations": [
-                {
-                    "CapacityReservationId": BLOCK,
-                    "State": state,
-                    "AvailableInstanceCount": available,
-                    "TotalInstanceCount": 2,
-                    "EndDate": end,
-                }
-            ]
-        },
-        {"CapacityReservationIds": [BLOCK]},
-    )
-
-
 def gpu_node(kube: FakeKube, name: str, pool: str = "train", instance: str = "i-0aaaaaaaaaaaaaaa1") -> None:
-    kube.add_node(name, {POOL: pool}, provider_id=f"aws:///us-west-2a/{instance}")
+    kube.add_node(name, pool, provider_id=f"aws:///us-west-2a/{instance}")
 
 
 def false_since(kind: str, since: datetime, reason: str = "NvidiaXID79") -> dict[str, str]:
@@ -98,7 +55,9 @@ def false_since(kind: str, since: datetime, reason: str = "NvidiaXID79") -> dict
     return {"type": kind, "status": "False", "reason": reason, "lastTransitionTime": since.isoformat()}
 
 
-def run(kube, aws, name, reason, now, cfg, counts) -> repair.Outcome:
+def run(
+    kube: FakeKube, aws: AwsCalls, name: str, reason: str, now: datetime, cfg: repair.RepairConfig, counts: Counts
+) -> repair.Outcome:
     return repair.handle_failed(kube, aws, kube.nodes[name], reason, now, config=cfg, counters=counts)
 
 
@@ -110,104 +69,20 @@ def test_names_match_the_planning_constants() -> None:
     assert repair.POOL_LABEL == POOL
 
 
-def test_a_node_failing_the_gate_is_cordoned_and_replaced() -> None:
-    kube, counts, cfg = FakeKube(), Counts(), config(train=TRAIN)
-    gpu_node(kube, "gpu-1", instance="i-0123456789abcdef0")
-    with stubbed() as (aws, asg, _):
-        expect_replacement(asg, "i-0123456789abcdef0")
-        outcome = run(kube, aws, "gpu-1", "gate", NOW, cfg, counts)
-    assert outcome.action == "replaced"
-    spec, metadata = kube.nodes["gpu-1"]["spec"], kube.nodes["gpu-1"]["metadata"]
-    assert spec["unschedulable"] is True
-    assert metadata["labels"][repair.HEALTH_STATE_LABEL] == "failed"
-    assert metadata["annotations"][repair.REASON_ANNOTATION] == "gate"
-    assert metadata["annotations"][repair.REPAIR_ANNOTATION] == "replacing"
-    assert counts.get(repair.REPAIRS_METRIC, pool="train", action="replace") == 1
-    # The next pass finds it handed over already: no second SetInstanceHealth (the stub would refuse it).
-    with stubbed() as (aws, _, _):
-        again = run(kube, aws, "gpu-1", "gate", NOW + timedelta(minutes=1), cfg, counts)
-    assert again.action == "replacing"
-    assert counts.get(repair.REPAIRS_METRIC, pool="train", action="replace") == 1
-
-
-def test_a_condition_on_a_busy_node_drains_through_budgets_then_replaces() -> None:
-    kube, counts, cfg = FakeKube(), Counts(), config(train=TRAIN)
-    gpu_node(kube, "gpu-1", instance="i-0bbbbbbbbbbbbbbb1")
-    kube.nodes["gpu-1"]["status"]["conditions"] = [false_since("AcceleratedHardwareReady", NOW - timedelta(minutes=10))]
-    kube.add_pod("team-a", "trainer-0", "gpu-1", {"app": "trainer"})
-    kube.add_pod("team-a", "server-0", "gpu-1", {"app": "server"})
-    kube.add_pod("kube-system", "dcgm-exporter-x", "gpu-1", owner_kind="DaemonSet")
-    kube.add_budget("server", "team-a", {"app": "server"}, disruptions_allowed=0)
-    [(found, reason)] = repair.pending(kube.list_nodes(), NOW, cfg)
-    assert found["metadata"]["name"] == "gpu-1"
-    assert reason == "condition:AcceleratedHardwareReady"
-
-    with stubbed() as (aws, _, _):  # no AWS call while the budget refuses
-        first = run(kube, aws, "gpu-1", reason, NOW, cfg, counts)
-    assert first.action == "draining"
-    # Evicted or refused, both are still leaving on this pass; the next pass lists what is really left.
-    assert first.pods_left == ("team-a/server-0", "team-a/trainer-0")
-    assert ("evict_pod", "team-a/trainer-0") in kube.calls
-    assert ("evict_refused", "team-a/server-0") in kube.calls
-    assert kube.pods_on("gpu-1") == ["kube-system/dcgm-exporter-x", "team-a/server-0"]
-
-    kube.budgets["server"]["disruptionsAllowed"] = 1  # the server's other replica became ready elsewhere
-    with stubbed() as (aws, _, _):
-        second = run(kube, aws, "gpu-1", reason, NOW + timedelta(minutes=2), cfg, counts)
-    assert (second.action, second.pods_left) == ("draining", ("team-a/server-0",))
-    assert ("evict_pod", "team-a/server-0") in kube.calls
-    with stubbed() as (aws, asg, _):
-        expect_replacement(asg, "i-0bbbbbbbbbbbbbbb1")
-        third = run(kube, aws, "gpu-1", reason, NOW + timedelta(minutes=3), cfg, counts)
-    assert third.action == "replaced"
-    assert third.pods_left == ()
-    assert kube.pods_on("gpu-1") == ["kube-system/dcgm-exporter-x"]  # a DaemonSet pod is not evicted
-
-
 def test_a_drain_past_its_deadline_proceeds_and_says_so() -> None:
     kube, counts, cfg = FakeKube(), Counts(), config(train=TRAIN)
     gpu_node(kube, "gpu-1", instance="i-0ccccccccccccccc1")
     kube.add_pod("team-a", "server-0", "gpu-1", {"app": "server"})
-    kube.add_budget("server", "team-a", {"app": "server"}, disruptions_allowed=0)
-    with stubbed() as (aws, _, _):
-        assert run(kube, aws, "gpu-1", "idle", NOW, cfg, counts).action == "draining"
-        assert run(kube, aws, "gpu-1", "idle", NOW + timedelta(seconds=599), cfg, counts).action == "draining"
-    with stubbed() as (aws, asg, _):
-        expect_replacement(asg, "i-0ccccccccccccccc1")
-        late = run(kube, aws, "gpu-1", "idle", NOW + timedelta(seconds=600), cfg, counts)
+    kube.add_budget("team-a", "server", {"app": "server"}, disruptions_allowed=0)
+    with stubbed() as stub:
+        assert run(kube, stub.aws, "gpu-1", "idle", NOW, cfg, counts).action == "draining"
+        assert run(kube, stub.aws, "gpu-1", "idle", NOW + timedelta(seconds=599), cfg, counts).action == "draining"
+    with stubbed() as stub:
+        stub.expect_replacement("i-0ccccccccccccccc1")
+        late = run(kube, stub.aws, "gpu-1", "idle", NOW + timedelta(seconds=600), cfg, counts)
     assert late.action == "replaced"
     assert late.pods_left == ("team-a/server-0",)
     assert "drain deadline passed with 1 pods left: team-a/server-0" in late.detail
-
-
-def test_a_storm_is_capped_the_fourth_failure_in_an_hour_is_held_and_counted_once() -> None:
-    kube, counts, cfg = FakeKube(), Counts(), config(train=TRAIN)
-    for i in range(1, 5):
-        gpu_node(kube, f"gpu-{i}", instance=f"i-0dddddddddddddd{i:02d}")
-    with stubbed() as (aws, asg, _):
-        for i in range(1, 4):
-            expect_replacement(asg, f"i-0dddddddddddddd{i:02d}")
-            assert run(kube, aws, f"gpu-{i}", "gate", NOW + timedelta(minutes=i), cfg, counts).action == "replaced"
-        fourth = run(kube, aws, "gpu-4", "gate", NOW + timedelta(minutes=10), cfg, counts)
-        again = run(kube, aws, "gpu-4", "gate", NOW + timedelta(minutes=11), cfg, counts)
-    assert (fourth.action, fourth.held_reason) == ("held", "hourly-cap")
-    assert again.held_reason == "hourly-cap"
-    assert counts.get(repair.REPAIRS_HELD_METRIC, pool="train", reason="hourly-cap") == 1
-    assert counts.get(repair.REPAIRS_METRIC, pool="train", action="replace") == 3
-    assert kube.nodes["gpu-4"]["spec"]["unschedulable"] is True
-    assert kube.nodes["gpu-4"]["metadata"]["annotations"][repair.REPAIR_ANNOTATION] == "held:hourly-cap"
-    # The ledger is what holds the cap: a restarted loop (a new counter, the same ConfigMap) still holds.
-    with stubbed() as (aws, _, _):
-        restarted = run(kube, aws, "gpu-4", "gate", NOW + timedelta(minutes=30), cfg, Counts())
-    assert restarted.held_reason == "hourly-cap"
-    # The ledger keeps the hold while the node exists, and forgets it once the node is gone.
-    ledger = json.loads(kube.config_maps[(repair.NAMESPACE, repair.LEDGER_CONFIG_MAP)][repair.LEDGER_KEY])
-    assert ledger["held"] == {"gpu-4": "hourly-cap"}
-    # An hour after the first repair, the window has room again.
-    with stubbed() as (aws, asg, _):
-        expect_replacement(asg, "i-0dddddddddddddd04")
-        later = run(kube, aws, "gpu-4", "gate", NOW + timedelta(minutes=61), cfg, counts)
-    assert later.action == "replaced"
 
 
 def test_one_repair_at_a_time_per_pool() -> None:
@@ -215,10 +90,10 @@ def test_one_repair_at_a_time_per_pool() -> None:
     gpu_node(kube, "gpu-1", instance="i-0eeeeeeeeeeeeee01")
     gpu_node(kube, "gpu-2", instance="i-0eeeeeeeeeeeeee02")
     kube.add_pod("team-a", "server-0", "gpu-1", {"app": "server"})
-    kube.add_budget("server", "team-a", {"app": "server"}, disruptions_allowed=0)
-    with stubbed() as (aws, _, _):
-        assert run(kube, aws, "gpu-1", "gate", NOW, cfg, counts).action == "draining"
-        second = run(kube, aws, "gpu-2", "gate", NOW + timedelta(minutes=1), cfg, counts)
+    kube.add_budget("team-a", "server", {"app": "server"}, disruptions_allowed=0)
+    with stubbed() as stub:
+        assert run(kube, stub.aws, "gpu-1", "gate", NOW, cfg, counts).action == "draining"
+        second = run(kube, stub.aws, "gpu-2", "gate", NOW + timedelta(minutes=1), cfg, counts)
     assert second.action == "queued"
     assert "gpu-1" in second.detail
     assert kube.nodes["gpu-2"]["spec"]["unschedulable"] is True
@@ -227,31 +102,18 @@ def test_one_repair_at_a_time_per_pool() -> None:
     )  # `+` drops the series started at 0  # queued is the normal pace: nothing for the storm alert
     # Once the first node is gone (scaled in meanwhile), the pool is free again.
     del kube.nodes["gpu-1"]
-    with stubbed() as (aws, asg, _):
-        expect_replacement(asg, "i-0eeeeeeeeeeeeee02")
-        assert run(kube, aws, "gpu-2", "gate", NOW + timedelta(minutes=2), cfg, counts).action == "replaced"
-
-
-def test_the_capacity_block_guard_holds_a_node_whose_block_ends_too_soon() -> None:
-    kube, counts = FakeKube(), Counts()
-    cfg = config(train={**TRAIN, "capacityBlockId": BLOCK})
-    gpu_node(kube, "gpu-1", instance="i-0fffffffffffffff1")
-    with stubbed() as (aws, _, ec2):
-        expect_block(ec2, "active", end=NOW + timedelta(hours=1))
-        held = run(kube, aws, "gpu-1", "gate", NOW, cfg, counts)
-    assert (held.action, held.held_reason) == ("held", "capacity-block")
-    assert "before a replacement would be ready" in held.detail
-    assert counts.get(repair.REPAIRS_HELD_METRIC, pool="train", reason="capacity-block") == 1
-    assert kube.nodes["gpu-1"]["spec"]["unschedulable"] is True
+    with stubbed() as stub:
+        stub.expect_replacement("i-0eeeeeeeeeeeeee02")
+        assert run(kube, stub.aws, "gpu-2", "gate", NOW + timedelta(minutes=2), cfg, counts).action == "replaced"
 
 
 def test_the_capacity_block_guard_holds_when_the_block_is_no_longer_active() -> None:
     kube, counts = FakeKube(), Counts()
     cfg = config(train={**TRAIN, "capacityBlockId": BLOCK})
     gpu_node(kube, "gpu-1", instance="i-0fffffffffffffff2")
-    with stubbed() as (aws, _, ec2):
-        expect_block(ec2, "expired", end=NOW - timedelta(minutes=5))
-        held = run(kube, aws, "gpu-1", "gate", NOW, cfg, counts)
+    with stubbed() as stub:
+        stub.expect_block("expired", end=NOW - timedelta(minutes=5))
+        held = run(kube, stub.aws, "gpu-1", "gate", NOW, cfg, counts)
     assert held.held_reason == "capacity-block"
     assert "expired" in held.detail
 
@@ -260,70 +122,36 @@ def test_a_block_with_time_left_takes_the_replacement() -> None:
     kube, counts = FakeKube(), Counts()
     cfg = config(train={**TRAIN, "capacityBlockId": BLOCK})
     gpu_node(kube, "gpu-1", instance="i-0fffffffffffffff3")
-    with stubbed() as (aws, asg, ec2):
-        expect_block(ec2, "active", end=NOW + timedelta(days=3))
-        expect_replacement(asg, "i-0fffffffffffffff3")
-        assert run(kube, aws, "gpu-1", "gate", NOW, cfg, counts).action == "replaced"
-
-
-def test_an_on_prem_server_is_cordoned_drained_and_alerted_never_replaced() -> None:
-    kube, counts, cfg = FakeKube(), Counts(), config(onprem=ONPREM)
-    kube.add_node("site-a40-1", {POOL: "onprem"}, provider_id="eks-hybrid:///us-west-2/my-cluster/site-a40-1")
-    kube.add_pod("serving", "llm-0", "site-a40-1", {"app": "llm"})
-    with stubbed() as (aws, _, _):  # no AWS call at all: the stubs refuse any
-        outcome = run(kube, aws, "site-a40-1", "gate", NOW, cfg, counts)
-        again = run(kube, aws, "site-a40-1", "gate", NOW + timedelta(minutes=1), cfg, counts)
-    assert outcome.action == again.action == "cordoned"
-    assert repair.RUNBOOK in outcome.detail
-    assert kube.nodes["site-a40-1"]["spec"]["unschedulable"] is True
-    assert kube.nodes["site-a40-1"]["metadata"]["labels"][repair.HEALTH_STATE_LABEL] == "failed"
-    assert kube.pods_on("site-a40-1") == []
-    assert counts.get(repair.REPAIRS_METRIC, pool="onprem", action="cordon-only") == 1
+    with stubbed() as stub:
+        stub.expect_block("active", end=NOW + timedelta(days=3))
+        stub.expect_replacement("i-0fffffffffffffff3")
+        assert run(kube, stub.aws, "gpu-1", "gate", NOW, cfg, counts).action == "replaced"
 
 
 def test_a_cap_of_zero_cordons_and_drains_without_a_replacement_or_a_storm_hold() -> None:
     """`maxPerHour: 0` is the operator's choice of cordon-only: no AWS call, and nothing counted as held."""
     kube, counts, cfg = FakeKube(), Counts(), config(train={**TRAIN, "maxRepairsPerHour": 0})
     gpu_node(kube, "n1")
-    with stubbed() as (aws, _, _):  # no AWS call at all: the stubs refuse any
-        outcome = run(kube, aws, "n1", "gate", NOW, cfg, counts)
+    with stubbed() as stub:  # no AWS call at all: the stubs refuse any
+        outcome = run(kube, stub.aws, "n1", "gate", NOW, cfg, counts)
     assert outcome.action == "cordoned"
     assert kube.nodes["n1"]["spec"]["unschedulable"] is True
     assert counts.get(repair.REPAIRS_HELD_METRIC, pool="train", reason="hourly-cap") == 0
 
 
-def test_managed_pools_leave_the_agents_conditions_to_eks_and_replace_gate_failures_through_their_group() -> None:
-    kube, counts = FakeKube(), Counts()
-    cfg = config(managed={**TRAIN, "management": "managed"})
-    gpu_node(kube, "gpu-1", pool="managed", instance="i-0ccccccccccccccc1")
-    kube.add_pod("team-a", "trainer-0", "gpu-1", {"app": "trainer"})
-    with stubbed() as (aws, asg, _):
-        outcome = run(kube, aws, "gpu-1", "condition:KernelReady", NOW, cfg, counts)
-        draining = run(kube, aws, "gpu-1", "gate", NOW, cfg, counts)
-        expect_replacement(asg, "i-0ccccccccccccccc1")  # EKS does not see gate failures: the group replaces it
-        gate = run(kube, aws, "gpu-1", "gate", NOW + timedelta(minutes=1), cfg, counts)
-    assert outcome.action == "left-to-eks"
-    assert (draining.action, gate.action) == ("draining", "replaced")
-    assert kube.pods_on("gpu-1") == []
-    assert kube.nodes["gpu-1"]["metadata"]["annotations"][repair.REPAIR_ANNOTATION] == "replacing"
-    assert counts.get(repair.REPAIRS_METRIC, pool="managed", action="replace") == 1
-
-
 def test_pending_finds_checked_failures_and_agent_conditions_past_their_wait_only() -> None:
     kube, cfg = FakeKube(), config(train=TRAIN)
     minutes = lambda n: NOW - timedelta(minutes=n)  # noqa: E731
-    kube.add_node("ok", {POOL: "train"}, conditions=[{"type": "KernelReady", "status": "True"}])
-    kube.add_node("gate", {POOL: "train", repair.HEALTH_STATE_LABEL: "failed"})
+    kube.add_node("ok", "train", conditions=[{"type": "KernelReady", "status": "True"}])
+    kube.add_node("gate", "train", labels={repair.HEALTH_STATE_LABEL: "failed"})
     kube.nodes["gate"]["metadata"]["annotations"][repair.REASON_ANNOTATION] = "idle"
-    kube.add_node("net", {POOL: "train"}, conditions=[false_since("NetworkingReady", minutes(30))])
-    kube.add_node("net-new", {POOL: "train"}, conditions=[false_since("NetworkingReady", minutes(29))])
-    kube.add_node("gpu", {POOL: "train"}, conditions=[false_since("AcceleratedHardwareReady", minutes(10))])
-    kube.add_node("gpu-new", {POOL: "train"}, conditions=[false_since("AcceleratedHardwareReady", minutes(9))])
-    kube.add_node("no-time", {POOL: "train"}, conditions=[{"type": "KernelReady", "status": "False"}])
-    kube.add_node(
-        "dcgm", {POOL: "train"}, conditions=[false_since("AcceleratedHardwareReady", minutes(60), "DCGMError")]
-    )
-    kube.add_node("ready", {POOL: "train"}, conditions=[{"type": "Ready", "status": "False"}])
+    kube.add_node("net", "train", conditions=[false_since("NetworkingReady", minutes(30))])
+    kube.add_node("net-new", "train", conditions=[false_since("NetworkingReady", minutes(29))])
+    kube.add_node("gpu", "train", conditions=[false_since("AcceleratedHardwareReady", minutes(10))])
+    kube.add_node("gpu-new", "train", conditions=[false_since("AcceleratedHardwareReady", minutes(9))])
+    kube.add_node("no-time", "train", conditions=[{"type": "KernelReady", "status": "False"}])
+    kube.add_node("dcgm", "train", conditions=[false_since("AcceleratedHardwareReady", minutes(60), "DCGMError")])
+    kube.add_node("ready", "train", conditions=[{"type": "Ready", "status": "False"}])
     found = {n["metadata"]["name"]: reason for n, reason in repair.pending(kube.list_nodes(), NOW, cfg)}
     assert found == {"gate": "idle", "net": "condition:NetworkingReady", "gpu": "condition:AcceleratedHardwareReady"}
 
@@ -349,8 +177,8 @@ def test_a_transient_dcgm_error_on_every_node_cordons_nothing() -> None:
         gpu_node(kube, f"gpu-{i}", instance=f"i-0aaaaaaaaaaaaaa{i:02d}")
         lost = false_since("AcceleratedHardwareReady", NOW - timedelta(hours=1), "DCGMError")
         kube.nodes[f"gpu-{i}"]["status"]["conditions"] = [lost]
-    with stubbed() as (aws, _, _):
-        assert repair.RepairPath(aws, cfg, counts).resume(kube, kube.list_nodes(), NOW.timestamp()) == []
+    with stubbed() as stub:
+        assert repair.RepairPath(stub.aws, cfg, counts).resume(kube, kube.list_nodes(), NOW.timestamp()) == []
     assert not any(n["spec"].get("unschedulable") for n in kube.nodes.values())
     assert not +counts.seen  # `+` drops the series started at 0
 
@@ -359,11 +187,11 @@ def test_a_condition_that_clears_within_its_wait_is_never_acted_on_and_one_past_
     kube, counts, cfg = FakeKube(), Counts(), config(train=TRAIN)
     gpu_node(kube, "gpu-1", instance="i-0aaaaaaaaaaaaaa01")
     kube.nodes["gpu-1"]["status"]["conditions"] = [false_since("AcceleratedHardwareReady", NOW)]
-    with stubbed() as (aws, asg, _):
-        path = repair.RepairPath(aws, cfg, counts)
+    with stubbed() as stub:
+        path = repair.RepairPath(stub.aws, cfg, counts)
         assert path.resume(kube, kube.list_nodes(), (NOW + timedelta(minutes=9)).timestamp()) == []
         assert not kube.nodes["gpu-1"]["spec"].get("unschedulable")
-        expect_replacement(asg, "i-0aaaaaaaaaaaaaa01")
+        stub.expect_replacement("i-0aaaaaaaaaaaaaa01")
         [outcome] = path.resume(kube, kube.list_nodes(), (NOW + timedelta(minutes=10)).timestamp())
     assert outcome.action == "replaced"
     assert counts.get(repair.REPAIRS_METRIC, pool="train", action="replace") == 1
@@ -376,8 +204,8 @@ def test_many_nodes_unhealthy_at_once_are_held_not_cordoned() -> None:
         gpu_node(kube, f"gpu-{i}", instance=f"i-0aaaaaaaaaaaaaa{i:02d}")
     for i in range(3):  # 3 of 10 is over 20 %
         kube.nodes[f"gpu-{i}"]["status"]["conditions"] = [false_since("NetworkingReady", NOW - timedelta(hours=1))]
-    with stubbed() as (aws, _, _):  # no AWS call: nothing is repaired
-        path = repair.RepairPath(aws, cfg, counts)
+    with stubbed() as stub:  # no AWS call: nothing is repaired
+        path = repair.RepairPath(stub.aws, cfg, counts)
         first = path.resume(kube, kube.list_nodes(), NOW.timestamp())
         again = path.resume(kube, kube.list_nodes(), NOW.timestamp() + 60)
     assert {o.action for o in first + again} == {"held"}
@@ -402,9 +230,9 @@ def test_a_node_whose_condition_clears_before_its_repair_starts_is_uncordoned() 
     for name in ("gpu-1", "gpu-2"):
         kube.nodes[name]["status"]["conditions"] = [false_since("KernelReady", NOW - timedelta(hours=1))]
     kube.add_pod("team-a", "server-0", "gpu-1", {"app": "server"})
-    kube.add_budget("server", "team-a", {"app": "server"}, disruptions_allowed=0)
-    with stubbed() as (aws, _, _):
-        path = repair.RepairPath(aws, cfg, counts)
+    kube.add_budget("team-a", "server", {"app": "server"}, disruptions_allowed=0)
+    with stubbed() as stub:
+        path = repair.RepairPath(stub.aws, cfg, counts)
         actions = {o.detail.split(":")[0]: o.action for o in path.resume(kube, kube.list_nodes(), NOW.timestamp())}
         assert actions == {"gpu-1": "draining", "gpu-2": "queued"}
         for name in ("gpu-1", "gpu-2"):
@@ -420,7 +248,7 @@ def test_a_node_whose_condition_clears_before_its_repair_starts_is_uncordoned() 
 
 def test_a_gate_failure_does_not_recover_by_itself() -> None:
     kube = FakeKube()
-    kube.add_node("gpu-1", {POOL: "train", repair.HEALTH_STATE_LABEL: "failed"})
+    kube.add_node("gpu-1", "train", labels={repair.HEALTH_STATE_LABEL: "failed"})
     kube.nodes["gpu-1"]["metadata"]["annotations"].update(
         {repair.REASON_ANNOTATION: "gate", repair.REPAIR_ANNOTATION: "queued"}
     )
@@ -442,8 +270,8 @@ def test_instance_id_comes_from_the_provider_id(provider_id: str, expected: str 
 def test_an_unknown_pool_is_cordoned_and_nothing_else() -> None:
     kube, counts = FakeKube(), Counts()
     gpu_node(kube, "gpu-1", pool="gone")
-    with stubbed() as (aws, _, _):
-        assert run(kube, aws, "gpu-1", "gate", NOW, config(train=TRAIN), counts).action == "unknown-pool"
+    with stubbed() as stub:
+        assert run(kube, stub.aws, "gpu-1", "gate", NOW, config(train=TRAIN), counts).action == "unknown-pool"
     assert kube.nodes["gpu-1"]["spec"]["unschedulable"] is True
     assert not +counts.seen  # `+` drops the series started at 0
 
@@ -453,16 +281,16 @@ def test_the_loops_hand_off_and_its_pass_resume_a_repair_where_it_stood() -> Non
     kube, counts, cfg = FakeKube(), Counts(), config(train=TRAIN)
     gpu_node(kube, "gpu-1", instance="i-0aaaaaaaaaaaaaa77")
     kube.add_pod("team-a", "server-0", "gpu-1", {"app": "server"})
-    kube.add_budget("server", "team-a", {"app": "server"}, disruptions_allowed=0)
+    server = kube.add_budget("team-a", "server", {"app": "server"}, disruptions_allowed=0)
     start = NOW.timestamp()
-    with stubbed() as (aws, _, _):
-        path = repair.RepairPath(aws, cfg, counts)
+    with stubbed() as stub:
+        path = repair.RepairPath(stub.aws, cfg, counts)
         path(kube, kube.nodes["gpu-1"], "gate: 7 of 8 GPUs visible", start)
     assert kube.nodes["gpu-1"]["metadata"]["annotations"][repair.REPAIR_ANNOTATION] == "draining"
-    kube.budgets["server"]["disruptionsAllowed"] = 1
-    with stubbed() as (aws, asg, _):
-        path = repair.RepairPath(aws, cfg, counts)  # a restarted loop: the node's labels and the ledger carry on
-        expect_replacement(asg, "i-0aaaaaaaaaaaaaa77")
+    server["disruptionsAllowed"] = 1
+    with stubbed() as stub:
+        path = repair.RepairPath(stub.aws, cfg, counts)  # a restarted loop: the node's labels and the ledger carry on
+        stub.expect_replacement("i-0aaaaaaaaaaaaaa77")
         assert [o.action for o in path.resume(kube, kube.list_nodes(), start + 60)] == ["draining"]
         assert [o.action for o in path.resume(kube, kube.list_nodes(), start + 120)] == ["replaced"]
     assert kube.nodes["gpu-1"]["metadata"]["annotations"][repair.REASON_ANNOTATION] == "gate: 7 of 8 GPUs visible"
@@ -476,8 +304,8 @@ def test_a_pass_forgets_the_holds_of_nodes_that_are_gone() -> None:
     kube.write_config_map(
         repair.NAMESPACE, repair.LEDGER_CONFIG_MAP, {repair.LEDGER_KEY: json.dumps({"repairs": [spent], "held": {}})}
     )
-    with stubbed() as (aws, _, _):
-        path = repair.RepairPath(aws, cfg, counts)
+    with stubbed() as stub:
+        path = repair.RepairPath(stub.aws, cfg, counts)
         path(kube, kube.nodes["gpu-1"], "gate", NOW.timestamp())
         ledger = json.loads(kube.config_maps[(repair.NAMESPACE, repair.LEDGER_CONFIG_MAP)][repair.LEDGER_KEY])
         assert ledger["held"] == {"gpu-1": "hourly-cap"}
@@ -491,8 +319,8 @@ def test_the_loop_starts_every_pools_repair_counters_at_zero() -> None:
     """`increase` needs a sample before the first repair, or the storm alert misses the first hold."""
     metrics = Metrics()
     block = {**TRAIN, "capacityBlockId": BLOCK}
-    with stubbed() as (aws, _, _):
-        repair.RepairPath(aws, config(train=TRAIN, blocked=block, onprem=ONPREM), metrics)
+    with stubbed() as stub:
+        repair.RepairPath(stub.aws, config(train=TRAIN, blocked=block, onprem=ONPREM), metrics)
     text = metrics.render()
     for series in (
         'gpu_clusters_node_health_repairs_total{action="replace",pool="train"} 0',

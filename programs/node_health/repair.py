@@ -8,7 +8,7 @@ the loop's ConfigMap as `CONFIG_KEY`):
   the repair proceeds and says which pods were left), then `SetInstanceHealth Unhealthy`, so the node's Auto Scaling
   group terminates it (through the node termination handler's lifecycle hook) and launches a replacement;
 - an EKS managed pool: the agent's conditions are EKS node auto-repair's, so the loop leaves them alone; a gate or
-  idle failure, which EKS does not see, is cordoned, drained and alerted like an on-prem server;
+  idle failure, which EKS does not see, is drained and replaced through the group EKS created, as above;
 - a `hybrid` pool (on-prem servers, no group): cordon, drain, count and alert; never replaced, never an AWS call.
 
 Guard rails, kept across loop restarts in a ConfigMap ledger: at most one repair at a time per pool (the next
@@ -361,7 +361,7 @@ def handle_failed(
 
 
 def _cordon_only(api: KubeApi, name: str, reason: str, state: str, pool: PoolSettings, counters: Counters) -> Outcome:
-    """On-prem servers (and gate failures on managed pools): cordon, drain, count once, alert; never replaced."""
+    """On-prem servers (and pools whose cap is 0): cordon, drain, count once, alert; never replaced."""
     if state != "cordon-only":
         counters.inc(REPAIRS_METRIC, {"pool": pool.name, "action": "cordon-only"})
     _mark(api, name, reason, "cordon-only")
