@@ -28,7 +28,9 @@ from components.planning.addons.grafana import (
 )
 from components.planning.addons.monitoring import DCGM_COUNTERS
 from components.planning.addons.node_monitoring import repair_metrics
+from components.planning.node_health import CLOUDWATCH_NAMESPACE
 from components.planning.stack_plan import plan_pools
+from programs.node_health import cloudwatch as loop_cloudwatch
 from tests.builders import (
     HELM_RELEASE,
     IAM_ROLE,
@@ -364,7 +366,9 @@ def _widget_metrics(body: dict[str, Any]) -> list[list[Any]]:
 
 
 def _check_cloudwatch_body(body: dict[str, Any]) -> None:
-    allowed = cloudwatch_metrics()
+    # AWS's metrics as the catalog lists them, and the health loop's own as it publishes them
+    published = {*loop_cloudwatch.COUNTERS.values(), *loop_cloudwatch.GAUGES.values(), loop_cloudwatch.HEARTBEAT}
+    allowed = {**cloudwatch_metrics(), CLOUDWATCH_NAMESPACE: frozenset(published)}
     for widget in body["widgets"]:
         assert widget["x"] + widget["width"] <= 24
     for row in _widget_metrics(body):
@@ -408,12 +412,12 @@ def test_cloudwatch_dashboard_without_file_systems():
 
 
 def test_cloudwatch_dashboard_says_where_gpu_node_health_is_read():
-    """The agent's conditions are not Container Insights metrics: a GPU stack's dashboard points to where they are;
-    a stack without GPUs has no such note."""
-    body = json.loads(
-        run_addons(addon_stack(SYSTEM_POOL, TRAINING_POOL, name="train")).one(CW_DASHBOARD).inputs["dashboardBody"]
-    )
+    """The agent's conditions are not Container Insights metrics: a GPU stack without the health loop (which
+    publishes them) has a dashboard that points to where they are; a stack without GPUs has no such note."""
+    spec = addon_stack(SYSTEM_POOL, TRAINING_POOL, name="train", addons={"nodeHealth": {"enabled": False}})
+    body = json.loads(run_addons(spec).one(CW_DASHBOARD).inputs["dashboardBody"])
     notes = [w["properties"]["markdown"] for w in body["widgets"] if w["type"] == "text"]
     assert NODE_HEALTH_NOTE in notes and "blueprint verify --only conditions" in NODE_HEALTH_NOTE
+    assert not [r for r in _widget_metrics(body) if r[0] == CLOUDWATCH_NAMESPACE]
     without_gpus = cloudwatch_dashboard("c", "us-east-1", plan_pools(stack_config(SYSTEM)), None, None)
     assert NODE_HEALTH_NOTE not in [w["properties"].get("markdown") for w in without_gpus["widgets"]]

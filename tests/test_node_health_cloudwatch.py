@@ -1,5 +1,6 @@
-"""The loop's CloudWatch publishing against botocore's Stubber: the heartbeat on every publish, counters as deltas,
-and a restarted loop (a new publisher over counters back at zero) sending its first event."""
+"""The loop's CloudWatch publishing against botocore's Stubber: the heartbeat on every publish, counters as deltas (by
+their labels and summed per pool, the series the alarms read), and a restarted loop (a new publisher over counters
+back at zero) sending its first event."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from botocore.stub import Stubber
 
 from programs.node_health import names
 from programs.node_health.cloudwatch import CloudWatchPublisher
-from programs.node_health.metrics import Metrics
+from programs.node_health.metrics import Labels, Metrics
 
 NAMESPACE = "GpuClusters/NodeHealth"
 HELD = {"pool": "h100", "reason": "hourly-cap"}
@@ -33,17 +34,18 @@ def heartbeat() -> dict[str, Any]:
     }
 
 
-def held(value: float) -> dict[str, Any]:
-    return {
-        "MetricName": "RepairsHeld",
-        "Dimensions": [
-            {"Name": "ClusterName", "Value": "c"},
-            {"Name": "Pool", "Value": "h100"},
-            {"Name": "Reason", "Value": "hourly-cap"},
-        ],
-        "Value": value,
-        "Unit": "Count",
-    }
+def held(value: float) -> list[dict[str, Any]]:
+    """The held repairs' delta: summed per pool (what the pool's alarm reads), then by pool and reason."""
+    pool = [{"Name": "ClusterName", "Value": "c"}, {"Name": "Pool", "Value": "h100"}]
+    return [
+        {"MetricName": "RepairsHeld", "Dimensions": pool, "Value": value, "Unit": "Count"},
+        {
+            "MetricName": "RepairsHeld",
+            "Dimensions": [*pool, {"Name": "Reason", "Value": "hourly-cap"}],
+            "Value": value,
+            "Unit": "Count",
+        },
+    ]
 
 
 def test_counters_go_as_deltas_and_the_heartbeat_every_time() -> None:
@@ -55,9 +57,9 @@ def test_counters_go_as_deltas_and_the_heartbeat_every_time() -> None:
         publisher.publish(metrics)
         metrics.inc(names.REPAIRS_HELD_METRIC, HELD)
         metrics.inc(names.REPAIRS_HELD_METRIC, HELD)
-        stub.add_response("put_metric_data", {}, {"Namespace": NAMESPACE, "MetricData": [heartbeat(), held(2.0)]})
+        stub.add_response("put_metric_data", {}, {"Namespace": NAMESPACE, "MetricData": [heartbeat(), *held(2.0)]})
         publisher.publish(metrics)
-        stub.add_response("put_metric_data", {}, {"Namespace": NAMESPACE, "MetricData": [heartbeat(), held(0.0)]})
+        stub.add_response("put_metric_data", {}, {"Namespace": NAMESPACE, "MetricData": [heartbeat(), *held(0.0)]})
         publisher.publish(metrics)
         stub.assert_no_pending_responses()
 
@@ -67,7 +69,7 @@ def test_a_restarted_loop_sends_its_first_held_repair() -> None:
     restarted = Metrics()
     restarted.inc(names.REPAIRS_HELD_METRIC, HELD)
     with Stubber(cw) as stub:
-        stub.add_response("put_metric_data", {}, {"Namespace": NAMESPACE, "MetricData": [heartbeat(), held(1.0)]})
+        stub.add_response("put_metric_data", {}, {"Namespace": NAMESPACE, "MetricData": [heartbeat(), *held(1.0)]})
         CloudWatchPublisher(cw, NAMESPACE, "c").publish(restarted)
         stub.assert_no_pending_responses()
 
@@ -75,13 +77,42 @@ def test_a_restarted_loop_sends_its_first_held_repair() -> None:
 def test_more_than_twenty_data_go_in_batches() -> None:
     cw = client()
     metrics = Metrics()
-    for i in range(25):
+    for i in range(12):  # 12 series and their 12 per-pool sums, and the heartbeat: 25 data
         metrics.inc(names.CHECKS_METRIC, {"pool": f"p{i:02}", "kind": "gate", "result": "passed"})
     with Stubber(cw) as stub:
         stub.add_response("put_metric_data", {})
         stub.add_response("put_metric_data", {})
         CloudWatchPublisher(cw, NAMESPACE, "c").publish(metrics)
         stub.assert_no_pending_responses()
+
+
+def test_per_pool_sums_add_up_the_other_labels_and_gauges_go_as_values() -> None:
+    cw = client()
+    metrics = Metrics()
+    metrics.inc(names.CHECKS_METRIC, {"pool": "h100", "kind": "gate", "result": "failed"})
+    metrics.inc(names.CHECKS_METRIC, {"pool": "h100", "kind": "idle", "result": "failed"}, 2)
+    conditions: dict[Labels, float] = {
+        (("condition", c), ("pool", "h100")): 1.0 for c in ("KernelReady", "StorageReady")
+    }
+    metrics.set_gauge(names.CONDITIONS_FALSE_METRIC, conditions)
+    sent: list[dict[str, Any]] = []
+    cw.meta.events.register("provide-client-params.cloudwatch.PutMetricData", lambda params, **_: sent.append(params))
+    publisher = CloudWatchPublisher(cw, NAMESPACE, "c")
+    with Stubber(cw) as stub:
+        stub.add_response("put_metric_data", {})
+        stub.add_response("put_metric_data", {})
+        publisher.publish(metrics)
+        publisher.publish(metrics)
+    values = [
+        {(d["MetricName"], tuple(x["Value"] for x in d["Dimensions"][1:])): d["Value"] for d in call["MetricData"]}
+        for call in sent
+    ]
+    assert values[0][("Checks", ("h100",))] == 3 and values[1][("Checks", ("h100",))] == 0
+    assert values[0][("Checks", ("idle", "h100", "failed"))] == 2
+    # the gauge's value on every publish, and its per-pool sum: what the pool's conditions alarm reads
+    for sent_values in values:
+        assert sent_values[("AgentConditionsFalse", ("h100",))] == 2
+        assert sent_values[("AgentConditionsFalse", ("KernelReady", "h100"))] == 1
 
 
 def test_a_failed_publish_sends_its_deltas_with_the_next() -> None:
@@ -93,6 +124,32 @@ def test_a_failed_publish_sends_its_deltas_with_the_next() -> None:
         stub.add_client_error("put_metric_data", "Throttling")
         with pytest.raises(ClientError):
             publisher.publish(metrics)
-        stub.add_response("put_metric_data", {}, {"Namespace": NAMESPACE, "MetricData": [heartbeat(), held(1.0)]})
+        stub.add_response("put_metric_data", {}, {"Namespace": NAMESPACE, "MetricData": [heartbeat(), *held(1.0)]})
         publisher.publish(metrics)
         stub.assert_no_pending_responses()
+
+
+def test_a_batch_that_fails_after_one_that_went_is_sent_again_alone() -> None:
+    cw = client()
+    metrics = Metrics()
+    for i in range(12):  # the heartbeat and 24 counter data: two calls
+        metrics.inc(names.REPAIRS_METRIC, {"pool": f"p{i:02}", "action": "replace"})
+    sent: list[dict[str, Any]] = []
+    cw.meta.events.register("provide-client-params.cloudwatch.PutMetricData", lambda params, **_: sent.append(params))
+    publisher = CloudWatchPublisher(cw, NAMESPACE, "c")
+    with Stubber(cw) as stub:
+        stub.add_response("put_metric_data", {})
+        stub.add_client_error("put_metric_data", "Throttling")
+        with pytest.raises(ClientError):
+            publisher.publish(metrics)
+        stub.add_response("put_metric_data", {})
+        stub.add_response("put_metric_data", {})
+        publisher.publish(metrics)
+        stub.assert_no_pending_responses()
+    total = sum(
+        d["Value"]
+        for call in (sent[0], *sent[2:])  # the calls CloudWatch took
+        for d in call["MetricData"]
+        if d["MetricName"] == "Repairs" and len(d["Dimensions"]) == 2
+    )
+    assert total == 12  # each pool's one repair, once

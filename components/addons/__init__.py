@@ -172,6 +172,7 @@ ADDONS: tuple[AddonSpec, ...] = (
             settings=b.settings.node_health,
             plans=b.pools,
             drain_timeout_seconds=b.settings.node_termination_handler.drain_timeout_seconds,
+            cloudwatch=b.selection.on("container-insights"),
             opts=b.opts,
         ),
     ),

@@ -53,6 +53,7 @@ from components.planning.addons.monitoring import (
     dcgm_exporter_values,
     kube_prometheus_stack_values,
 )
+from components.planning.addons.node_health_alarms import node_health_alarms
 from components.planning.addons.node_monitoring import HEALTH_LOOP_POD_MONITOR, agent_wanted, health_loop_pod_monitor
 from components.planning.addons.selection import AddonSelection, AlertsTopic
 from components.planning.gpu_runtime import runtime_class_plans
@@ -103,7 +104,7 @@ class Monitoring(pulumi.ComponentResource):
 
         self._alerts_topic(selection.alerts_topic)
         if selection.on("container-insights"):
-            self._container_insights(plans)
+            self._container_insights(plans, health_loop=selection.on("node-health"))
         if selection.on("dcgm-prometheus"):
             self._dcgm_prometheus(plans)
         self.register_outputs({"alertsTopicArn": self.topic_arn})
@@ -144,7 +145,9 @@ class Monitoring(pulumi.ComponentResource):
         return [] if self.topic_arn is None else [self.topic_arn]
 
     # ---------------------------------------------------------------------------------------- Container Insights
-    def _container_insights(self, plans: Sequence[PoolPlan]) -> None:
+    def _container_insights(self, plans: Sequence[PoolPlan], health_loop: bool) -> None:
+        """The add-on, its GPU alarms and the dashboard; with the health loop (which publishes to CloudWatch on
+        these stacks) also its alarms and dashboard widgets."""
         context = self._ctx
         cluster = context.cluster_name_plain
         identity = service_account_role(
@@ -167,7 +170,8 @@ class Monitoring(pulumi.ComponentResource):
             tags=dict(context.tags),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[*context.kubernetes_ready, *identity]),
         )
-        for alarm in container_insights_alarms(self._alerts):
+        alarms = container_insights_alarms(self._alerts) + (node_health_alarms(plans) if health_loop else [])
+        for alarm in alarms:
             self.alarms[alarm.suffix] = metric_alarm(
                 f"{cluster}-{alarm.suffix}",
                 alarm,
@@ -177,14 +181,14 @@ class Monitoring(pulumi.ComponentResource):
                 tags=context.tags,
                 opts=pulumi.ResourceOptions(parent=self, depends_on=[self.addon]),
             )
-        self._cloudwatch_dashboard(plans)
+        self._cloudwatch_dashboard(plans, health_loop)
 
-    def _cloudwatch_dashboard(self, plans: Sequence[PoolPlan]) -> None:
-        """GPUs, EFA, file systems and nodes on one CloudWatch dashboard (`cloudwatch_dashboard`)."""
+    def _cloudwatch_dashboard(self, plans: Sequence[PoolPlan], health_loop: bool) -> None:
+        """GPUs, EFA, file systems, nodes and node health on one CloudWatch dashboard (`cloudwatch_dashboard`)."""
         context = self._ctx
         fs = self._file_systems
         body = pulumi.Output.all(context.cluster_name, fs.lustre, fs.efs).apply(
-            lambda v: as_json(cloudwatch_dashboard(v[0], context.region, plans, v[1], v[2]))
+            lambda v: as_json(cloudwatch_dashboard(v[0], context.region, plans, v[1], v[2], health_loop))
         )
         self.cloudwatch_dashboard = aws.cloudwatch.Dashboard(
             dashboard_name(context.cluster_name_plain),

@@ -32,9 +32,13 @@ class NodeHealthLoop(pulumi.ComponentResource):
         settings: NodeHealth,
         plans: Sequence[PoolPlan],
         drain_timeout_seconds: int,
+        cloudwatch: bool = False,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
+        """`cloudwatch`: the stack runs Container Insights, so the loop publishes its metrics to CloudWatch (its
+        settings say where, its role may write there) for the stack's alarms and dashboard."""
         super().__init__("gpu-clusters:index:NodeHealthLoop", name, None, opts)
+        target = plan.cloudwatch_target(context.cluster_name_plain) if cloudwatch else None
         k8s_opts = pulumi.ResourceOptions(
             provider=context.k8s_provider, parent=self, depends_on=list(context.kubernetes_ready)
         )
@@ -78,7 +82,7 @@ class NodeHealthLoop(pulumi.ComponentResource):
             f"{name}-settings",
             metadata=meta(name=plan.SETTINGS_CONFIG_MAP, namespace=plan.NAMESPACE),
             data={
-                "config.json": plan.settings_file(settings, plans),
+                "config.json": plan.settings_file(settings, plans, target),
                 **repair_config_data(
                     plans, drain_timeout_seconds, {p.name for p in plans if p.management == "managed"}
                 ),
@@ -87,7 +91,8 @@ class NodeHealthLoop(pulumi.ComponentResource):
         )
         # The repair path's AWS calls: Pod Identity injects the credentials when the pod is admitted, so the
         # Deployment waits for the association, not only the role.
-        iam_role = node_health_role(context.pod_identity_role, context.cluster_name_plain, self)
+        namespace = target["namespace"] if target is not None else None
+        iam_role = node_health_role(context.pod_identity_role, context.cluster_name_plain, self, namespace)
         association = getattr(context.pod_identity_role, "associations", {}).get(ROLE_NAME)
         identity = [iam_role, *([association] if association is not None else [])]
         self.deployment = k8s.apps.v1.Deployment(

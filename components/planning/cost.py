@@ -16,6 +16,7 @@ from components.catalog import prices
 from components.catalog.versions import kubernetes_version_support
 from components.config import StackConfig
 from components.planning.addons.monitoring import container_insights_alarms
+from components.planning.addons.node_health_alarms import node_health_alarms
 from components.planning.addons.selection import AddonSelection
 from components.planning.key_domains import stack_key_domains
 from components.planning.lustre import per_unit_throughput
@@ -327,10 +328,14 @@ def kms_key_count(spec: StackConfig, selection: AddonSelection) -> int:
 
 
 def _monitoring(
-    spec: StackConfig, selection: AddonSelection, services: prices.ServicePrices | None, region: str
+    spec: StackConfig,
+    selection: AddonSelection,
+    plans: Sequence[PoolPlan],
+    services: prices.ServicePrices | None,
+    region: str,
 ) -> list[CostItem | Unpriced]:
-    """The KMS keys, and on the Container Insights path its GPU alarms (standard resolution: 60 s periods) and
-    dashboard, each billed per month ([KMSPRICE], [CWPRICE])."""
+    """The KMS keys, and on the Container Insights path its GPU alarms and the health loop's (standard resolution:
+    periods of 60 s and more) and dashboard, each billed per month ([KMSPRICE], [CWPRICE])."""
 
     def monthly(kind: str, count: int, key: str, what: str) -> CostItem | Unpriced:
         rate = getattr(services, key) if services else None
@@ -340,6 +345,7 @@ def _monitoring(
     out = [monthly("kms-keys", kms_key_count(spec, selection), "kms_key_usd_per_month", "KMS key")]
     if selection.on("container-insights"):
         alarms = len(container_insights_alarms(spec.addons.monitoring.alerts))
+        alarms += len(node_health_alarms(plans)) if selection.on("node-health") else 0
         out.append(monthly("cloudwatch-alarms", alarms, "cloudwatch_alarm_usd_per_month", "standard-resolution alarm"))
         out.append(monthly("cloudwatch-dashboard", 1, "cloudwatch_dashboard_usd_per_month", "CloudWatch dashboard"))
     return out
@@ -440,7 +446,7 @@ def stack_cost(stack_plan: StackPlan, on: dt.date) -> StackCost:
     parts += _lustre(spec, services, region)
     parts += _efs(spec, services, region)
     selection = stack_plan.addons
-    parts += _monitoring(spec, selection, services, region)
+    parts += _monitoring(spec, selection, plans, services, region)
     not_counted = [v for v in volumes if isinstance(v, NotCounted)] + _not_counted(spec, selection, nat, tgw)
 
     return StackCost(

@@ -44,3 +44,25 @@ POOL_LABEL = "gpu-clusters/pool"
 #: The port of the loop's `/metrics` endpoint (Prometheus text format) and its pods' labels, for the scrape.
 METRICS_PORT = 9469
 LOOP_POD_LABELS = {"app.kubernetes.io/name": "node-health", "app.kubernetes.io/component": "health-loop"}
+#: The node monitoring agent's conditions by pool and condition, how many nodes report each False now (a gauge of
+#: the loop, for the CloudWatch path; Prometheus reads the conditions from kube-state-metrics instead).
+CONDITIONS_FALSE_METRIC = f"{METRIC_PREFIX}_agent_conditions_false"
+
+# ---------------------------------------------------------------------------------- CloudWatch (Container Insights)
+#: Where the loop publishes on a Container Insights stack (PutMetricData; its role may write this namespace only).
+#: One namespace for every stack of an account, told apart by `CLOUDWATCH_CLUSTER_DIMENSION`.
+CLOUDWATCH_NAMESPACE = "GpuClusters/NodeHealth"
+#: The CloudWatch names of `CHECKS_METRIC`, `REPAIRS_METRIC`, `REPAIRS_HELD_METRIC` and `CONDITIONS_FALSE_METRIC`,
+#: and the heartbeat: one datum per finished pass of the loop.
+CLOUDWATCH_CHECKS = "Checks"
+CLOUDWATCH_REPAIRS = "Repairs"
+CLOUDWATCH_REPAIRS_HELD = "RepairsHeld"
+CLOUDWATCH_CONDITIONS_FALSE = "AgentConditionsFalse"
+CLOUDWATCH_HEARTBEAT = "LoopPasses"
+#: The dimension every datum carries (the EKS cluster's name, as Container Insights names it), and those of the
+#: labels the alarms select on (each label's key capitalized: `pool` is `Pool`).
+CLOUDWATCH_CLUSTER_DIMENSION = "ClusterName"
+CLOUDWATCH_POOL_DIMENSION = "Pool"
+CLOUDWATCH_KIND_DIMENSION = "Kind"
+CLOUDWATCH_RESULT_DIMENSION = "Result"
+CLOUDWATCH_CONDITION_DIMENSION = "Condition"

@@ -46,22 +46,36 @@ CONDITION_WAITS = {"AcceleratedHardwareReady": timedelta(minutes=10), "default":
 MAX_UNHEALTHY_PERCENT = 20
 
 
-def repair_policy(cluster_name: str) -> dict[str, Any]:
+#: Publishing the loop's metrics on a Container Insights stack. PutMetricData takes no resource ARN, so it is granted
+#: on `*` and held to the loop's namespace by the `cloudwatch:namespace` condition key ([CWNSKEY]).
+PUBLISH_ACTIONS: tuple[str, ...] = ("cloudwatch:PutMetricData",)
+
+
+def repair_policy(cluster_name: str, metrics_namespace: str | None = None) -> dict[str, Any]:
     """SetInstanceHealth on this cluster's Auto Scaling groups only (they carry `gpu-clusters/cluster`, like every
-    resource of the stack), DescribeCapacityReservations on `*`; nothing else."""
-    return {
-        "Version": "2012-10-17",
-        "Statement": [
+    resource of the stack), DescribeCapacityReservations on `*`, and, when the loop publishes to CloudWatch,
+    PutMetricData into `metrics_namespace` only; nothing else."""
+    statements: list[dict[str, Any]] = [
+        {
+            "Sid": "ReplaceOwnNodes",
+            "Effect": "Allow",
+            "Action": list(REPLACE_ACTIONS),
+            "Resource": "*",
+            "Condition": {"StringEquals": {f"aws:ResourceTag/{tags.CLUSTER}": cluster_name}},
+        },
+        {"Sid": "ReadCapacityBlocks", "Effect": "Allow", "Action": list(DESCRIBE_ACTIONS), "Resource": "*"},
+    ]
+    if metrics_namespace is not None:
+        statements.append(
             {
-                "Sid": "ReplaceOwnNodes",
+                "Sid": "PublishHealthMetrics",
                 "Effect": "Allow",
-                "Action": list(REPLACE_ACTIONS),
+                "Action": list(PUBLISH_ACTIONS),
                 "Resource": "*",
-                "Condition": {"StringEquals": {f"aws:ResourceTag/{tags.CLUSTER}": cluster_name}},
-            },
-            {"Sid": "ReadCapacityBlocks", "Effect": "Allow", "Action": list(DESCRIBE_ACTIONS), "Resource": "*"},
-        ],
-    }
+                "Condition": {"StringEquals": {"cloudwatch:namespace": metrics_namespace}},
+            }
+        )
+    return {"Version": "2012-10-17", "Statement": statements}
 
 
 def capacity_block_lead(drain_timeout_seconds: int) -> timedelta:

@@ -411,13 +411,23 @@ class HealthLoop:
 
     def _export(self, now: float, running: int) -> None:
         states: dict[tuple[tuple[str, str], ...], float] = {}
+        conditions: dict[tuple[tuple[str, str], ...], float] = {}
         for node in self.api.list_nodes():
             pool = self._pool(node)
+            if not pool:
+                continue
+            # every pool's nodes, gated or not: the agent runs on every EC2 node; a condition the node reports
+            # True counts 0, so its pool's series falls back to 0 when the condition clears
+            for condition in (node.get("status") or {}).get("conditions") or []:
+                if condition.get("type") in names.AGENT_CONDITIONS:
+                    key = (("condition", str(condition["type"])), ("pool", pool))
+                    conditions[key] = conditions.get(key, 0.0) + (condition.get("status") == "False")
             if pool not in self.settings.templates:
                 continue
             state = _labels(node).get(names.HEALTH_STATE_LABEL) or names.PENDING
             key = (("pool", pool), ("state", state))
             states[key] = states.get(key, 0.0) + 1
         self.metrics.set_gauge(names.NODES_METRIC, states)
+        self.metrics.set_gauge(names.CONDITIONS_FALSE_METRIC, conditions)
         self.metrics.set_gauge(names.CHECKS_RUNNING_METRIC, {(): float(running)})
         self.metrics.set_gauge(names.LAST_PASS_METRIC, {(): now})

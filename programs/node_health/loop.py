@@ -21,6 +21,24 @@ from programs.node_health.repair import RepairPath
 CONFIG_PATH = Path(os.environ.get("NODE_HEALTH_CONFIG", "/etc/node-health/config.json"))
 
 
+def tick(loop: HealthLoop, publisher: cloudwatch.CloudWatchPublisher | None, now: float) -> bool:
+    """One pass, then, when the settings ask for CloudWatch, its heartbeat and counters: only a finished pass beats,
+    so the heartbeat alarm pages for a loop that runs but cannot finish a pass as for one that is down. What a failed
+    publish could not send goes with the next one (the publisher counts a delta as sent only once CloudWatch took
+    it). Whether the pass finished."""
+    try:
+        loop.run_once(now)
+    except KubeError as error:
+        print(f"node-health: pass failed, retrying: {error}", file=sys.stderr, flush=True)
+        return False
+    if publisher is not None:
+        try:
+            publisher.publish(loop.metrics)
+        except Exception as error:  # boto's errors are many; the loop must keep gating
+            print(f"node-health: CloudWatch publish failed: {error}", file=sys.stderr, flush=True)
+    return True
+
+
 def main() -> int:
     text = CONFIG_PATH.read_text()
     settings = Settings.from_json(text)
@@ -32,18 +50,7 @@ def main() -> int:
     repair = RepairPath.from_environment(metrics)
     loop = HealthLoop(InClusterApi(), settings, repair, metrics, repair.resume)
     while True:
-        try:
-            loop.run_once(time.time())
-        except KubeError as error:
-            print(f"node-health: pass failed, retrying: {error}", file=sys.stderr, flush=True)
-        else:
-            if publisher is not None:
-                # A pass finished: its heartbeat and counters go to CloudWatch; what a failed publish could not
-                # send goes with the next one (the publisher counts a delta as sent only once CloudWatch took it).
-                try:
-                    publisher.publish(metrics)
-                except Exception as error:  # boto's errors are many; the loop must keep gating
-                    print(f"node-health: CloudWatch publish failed: {error}", file=sys.stderr, flush=True)
+        tick(loop, publisher, time.time())
         time.sleep(settings.poll_seconds)
 
 

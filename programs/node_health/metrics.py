@@ -16,6 +16,10 @@ HELP = {
     names.CHECKS_RUNNING_METRIC: ("gauge", "Check pods running now."),
     names.NODES_METRIC: ("gauge", "GPU nodes by pool and health state (pending, passed, failed)."),
     names.LAST_PASS_METRIC: ("gauge", "Unix time of the loop's last complete pass over the nodes."),
+    names.CONDITIONS_FALSE_METRIC: (
+        "gauge",
+        "The node monitoring agent's conditions by pool and condition: how many nodes report it False now.",
+    ),
 }
 
 Labels = tuple[tuple[str, str], ...]

@@ -15,6 +15,24 @@ REPAIRS_HELD_METRIC = f"{METRIC_PREFIX}_repairs_held_total"
 CHECKS_RUNNING_METRIC = f"{METRIC_PREFIX}_checks_running"
 NODES_METRIC = f"{METRIC_PREFIX}_nodes"
 LAST_PASS_METRIC = f"{METRIC_PREFIX}_last_pass_timestamp_seconds"
+CONDITIONS_FALSE_METRIC = f"{METRIC_PREFIX}_agent_conditions_false"
+#: The node conditions the EKS node monitoring agent sets, one per category of issue.
+AGENT_CONDITIONS = (
+    "AcceleratedHardwareReady",
+    "ContainerRuntimeReady",
+    "KernelReady",
+    "NetworkingReady",
+    "StorageReady",
+)
+#: The CloudWatch names of what the loop publishes on Container Insights stacks (its `cloudwatch` module): the
+#: counters and the conditions gauge, the heartbeat, and the dimension every datum carries; a label `pool` becomes
+#: dimension `Pool` (each label's key capitalized).
+CLOUDWATCH_CHECKS = "Checks"
+CLOUDWATCH_REPAIRS = "Repairs"
+CLOUDWATCH_REPAIRS_HELD = "RepairsHeld"
+CLOUDWATCH_CONDITIONS_FALSE = "AgentConditionsFalse"
+CLOUDWATCH_HEARTBEAT = "LoopPasses"
+CLOUDWATCH_CLUSTER_DIMENSION = "ClusterName"
 #: The node label every pool's nodes carry with their pool's name (components.tags.POOL).
 POOL_LABEL = "gpu-clusters/pool"
 #: Labels and annotations of the loop's own state, kept on the Kubernetes objects so a restarted loop resumes.

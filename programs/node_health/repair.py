@@ -33,6 +33,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
+from programs.node_health import names
 from programs.node_health.aws_calls import AwsCalls, AwsError, Boto3Calls
 from programs.node_health.kube import KubeApi, KubeError
 
@@ -56,13 +57,7 @@ LEDGER_KEY = "ledger.json"
 REASON_ANNOTATION = "gpu-clusters/node-health-reason"
 REPAIR_ANNOTATION = "gpu-clusters/node-health-repair"
 #: The node conditions the EKS node monitoring agent sets, one per category; `False` means a problem was found.
-AGENT_CONDITIONS = (
-    "AcceleratedHardwareReady",
-    "NetworkingReady",
-    "StorageReady",
-    "KernelReady",
-    "ContainerRuntimeReady",
-)
+AGENT_CONDITIONS = names.AGENT_CONDITIONS
 CONDITION_PREFIX = "condition:"
 #: A condition reason that says the agent lost its DCGM host process, not that a GPU is bad: a restart of the DCGM
 #: DaemonSet raises it on every GPU node at once. Alerted (the node condition is on the dashboards), never repaired.

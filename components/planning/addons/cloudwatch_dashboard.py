@@ -1,7 +1,8 @@
 """The CloudWatch dashboard of a stack on the Container Insights path (pure, no Pulumi).
 
 One dashboard, `<cluster>-gpu-cluster`, a section per thing the stack runs (GPUs and nodes, EFA, FSx for Lustre,
-EFS). Invariant: every metric name comes from components/catalog/metrics.yaml ([CWI], [CWDASH]). Why and sources:
+EFS, the health loop). Invariant: every AWS metric name comes from components/catalog/metrics.yaml ([CWI], [CWDASH]);
+the health loop's own are those it publishes (components/planning/node_health.py). Why and sources:
 docs/design-notes.md#the-cloudwatch-dashboard; the user view: docs/addons.md#dashboards.
 """
 
@@ -12,7 +13,26 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from components.planning.addons.efa_metrics import efa_plans
+from components.planning.addons.node_health_alarms import (
+    GATE_FAILED,
+    HOUR_SECONDS,
+    condition_pools,
+    gated_pools,
+    repaired_pools,
+)
 from components.planning.addons.placement import gpu_plans
+from components.planning.node_health import (
+    CLOUDWATCH_CHECKS,
+    CLOUDWATCH_CLUSTER_DIMENSION,
+    CLOUDWATCH_CONDITIONS_FALSE,
+    CLOUDWATCH_HEARTBEAT,
+    CLOUDWATCH_KIND_DIMENSION,
+    CLOUDWATCH_NAMESPACE,
+    CLOUDWATCH_POOL_DIMENSION,
+    CLOUDWATCH_REPAIRS,
+    CLOUDWATCH_REPAIRS_HELD,
+    CLOUDWATCH_RESULT_DIMENSION,
+)
 from components.planning.pools import PoolPlan
 
 CONTAINER_INSIGHTS = "ContainerInsights"
@@ -30,8 +50,9 @@ def dashboard_name(cluster: str) -> str:
     return f"{cluster}-gpu-cluster"
 
 
-#: Where a GPU node's health is read on a Container Insights stack: the EKS node monitoring agent's conditions are
-#: node conditions, not CloudWatch metrics ([CWI] lists none for them), so the dashboard points to them.
+#: Where a GPU node's health is read on a Container Insights stack without the health loop: the EKS node monitoring
+#: agent's conditions are node conditions, not Container Insights metrics ([CWI] lists none for them), and only the
+#: loop publishes them, so the dashboard points to them.
 NODE_HEALTH_NOTE = (
     "## GPU node health: the node monitoring agent's conditions (AcceleratedHardwareReady, ...) are not CloudWatch "
     "metrics; read them with `blueprint verify --only conditions` (docs/operations.md, Detecting failed GPU nodes)"
@@ -62,13 +83,20 @@ class _Layout:
         )
         self.y += 1
 
-    def metric(self, title: str, metrics: list[list[Any]], stat: str = "Average", unit: str | None = None) -> None:
+    def metric(
+        self,
+        title: str,
+        metrics: list[list[Any]],
+        stat: str = "Average",
+        unit: str | None = None,
+        period: int = PERIOD_SECONDS,
+    ) -> None:
         properties: dict[str, Any] = {
             "title": title,
             "view": "timeSeries",
             "stacked": False,
             "region": self.region,
-            "period": PERIOD_SECONDS,
+            "period": period,
             "stat": stat,
             "metrics": metrics,
         }
@@ -103,11 +131,60 @@ def _per_second(namespace: str, metrics: Sequence[tuple[str, str]], file_system:
     return rows
 
 
+def _health(metric: str, cluster: str, pool: str, **options: Any) -> list[Any]:
+    """One pool's series of the health loop (`node_health_alarms` alarms on the same dimensions); `Kind` and
+    `Result` options are dimensions, the rest widget options."""
+    dimensions = [CLOUDWATCH_CLUSTER_DIMENSION, cluster, CLOUDWATCH_POOL_DIMENSION, pool]
+    for name in (CLOUDWATCH_KIND_DIMENSION, CLOUDWATCH_RESULT_DIMENSION):
+        if name in options:
+            dimensions += [name, options.pop(name)]
+    return [CLOUDWATCH_NAMESPACE, metric, *dimensions, {"label": pool, **options}]
+
+
+def _node_health(board: _Layout, cluster: str, plans: Sequence[PoolPlan]) -> None:
+    """What the health loop publishes on a Container Insights stack, per pool: the agent's conditions False, repairs
+    and repairs held, gate failures, and its heartbeat; the alarms' series (docs/operations.md)."""
+    board.heading(f"## GPU node health (the health loop, namespace {CLOUDWATCH_NAMESPACE})")
+    board.metric(
+        "Agent conditions False (nodes x conditions)",
+        [_health(CLOUDWATCH_CONDITIONS_FALSE, cluster, p.name) for p in condition_pools(plans)],
+        stat="Maximum",
+    )
+    board.metric(
+        "Repairs held per hour (cap, Capacity Block, threshold)",
+        [_health(CLOUDWATCH_REPAIRS_HELD, cluster, p.name) for p in repaired_pools(plans)],
+        stat="Sum",
+        period=HOUR_SECONDS,
+    )
+    board.metric(
+        "Repairs started per hour",
+        [_health(CLOUDWATCH_REPAIRS, cluster, p.name) for p in repaired_pools(plans)],
+        stat="Sum",
+        period=HOUR_SECONDS,
+    )
+    board.metric(
+        "Gate failures per hour",
+        [_health(CLOUDWATCH_CHECKS, cluster, p.name, **GATE_FAILED) for p in gated_pools(plans)],
+        stat="Sum",
+        period=HOUR_SECONDS,
+    )
+    board.metric(
+        "Health loop passes per minute",
+        [[CLOUDWATCH_NAMESPACE, CLOUDWATCH_HEARTBEAT, CLOUDWATCH_CLUSTER_DIMENSION, cluster, {"label": "passes"}]],
+        stat="Sum",
+    )
+
+
 def cloudwatch_dashboard(
-    cluster: str, region: str, plans: Sequence[PoolPlan], lustre_id: str | None, efs_id: str | None
+    cluster: str,
+    region: str,
+    plans: Sequence[PoolPlan],
+    lustre_id: str | None,
+    efs_id: str | None,
+    health_loop: bool = False,
 ) -> dict[str, Any]:
     """The dashboard body: GPUs (when a pool has GPUs), EFA (when a pool has EFA), FSx for Lustre and EFS (when the
-    stack has them), nodes."""
+    stack has them), nodes, and node health (what the health loop publishes, when it runs)."""
     board = _Layout(region)
     if gpu_plans(plans):
         board.heading(f"## GPUs of cluster {cluster} (Container Insights)")
@@ -236,7 +313,9 @@ def cloudwatch_dashboard(
         "Nodes",
         [_ci("cluster_node_count", cluster, label="nodes"), _ci("cluster_failed_node_count", cluster, label="failed")],
     )
-    if gpu_plans(plans):
+    if health_loop:
+        _node_health(board, cluster, plans)
+    elif gpu_plans(plans):
         # Container Insights publishes no metric for the agent's conditions: say where they are read instead.
         board.heading(NODE_HEALTH_NOTE)
     return {"widgets": board.widgets}

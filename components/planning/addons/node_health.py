@@ -7,7 +7,7 @@ docs/security.md.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ from components.planning.addons.placement import SYSTEM_NODE_SELECTOR, system_pl
 from components.planning.check_pods import DCGM_CAPABILITIES
 from components.planning.health_checks import CHECK_POD_LABELS, DCGM_IMAGE, check_pod_templates
 from components.planning.node_health import (
+    CLOUDWATCH_NAMESPACE,
     FAILED_TAINT_KEY,
     HEALTH_STATE_LABEL,
     LOOP_POD_LABELS,
@@ -73,11 +74,22 @@ def program_items() -> list[dict[str, str]]:
     return [{"key": _key(path), "path": path.relative_to(PROGRAMS_ROOT.parent).as_posix()} for path in _sources()]
 
 
-def settings(config: NodeHealth, plans: Sequence[PoolPlan]) -> dict[str, Any]:
+def cloudwatch_target(cluster_name: str) -> dict[str, str]:
+    """Where the loop publishes its counters, conditions and heartbeat on a Container Insights stack
+    (`programs.node_health.cloudwatch.from_settings` reads it): no Prometheus scrapes the loop there, and the stack's
+    CloudWatch alarms and dashboard read these. `cluster_name` is the EKS cluster's, Container Insights' own
+    `ClusterName`."""
+    return {"namespace": CLOUDWATCH_NAMESPACE, "clusterName": cluster_name}
+
+
+def settings(
+    config: NodeHealth, plans: Sequence[PoolPlan], cloudwatch: Mapping[str, str] | None = None
+) -> dict[str, Any]:
     """The loop's `config.json` (programs.node_health.checks.Settings): the gated pools' check pods and the
-    timings of `addons.nodeHealth`."""
+    timings of `addons.nodeHealth`, and `cloudWatch` (`cloudwatch_target`) when the loop publishes there."""
     idle = config.idle_check_minutes
     return {
+        **({"cloudWatch": dict(cloudwatch)} if cloudwatch else {}),
         "pools": check_pod_templates(list(plans), config.check_timeout_seconds),
         "idleCheckSeconds": idle * 60 if idle is not None else None,
         "maxConcurrentChecks": config.max_concurrent_checks,
@@ -88,8 +100,8 @@ def settings(config: NodeHealth, plans: Sequence[PoolPlan]) -> dict[str, Any]:
     }
 
 
-def settings_file(config: NodeHealth, plans: Sequence[PoolPlan]) -> str:
-    return json.dumps(settings(config, plans), indent=1, sort_keys=True)
+def settings_file(config: NodeHealth, plans: Sequence[PoolPlan], cloudwatch: Mapping[str, str] | None = None) -> str:
+    return json.dumps(settings(config, plans, cloudwatch), indent=1, sort_keys=True)
 
 
 #: Least privilege, by what the loop does: read nodes and patch them (state label, annotations, the startup taint,
