@@ -99,7 +99,8 @@ COMMANDS: dict[str, tuple[str, tuple[str, ...], dict[int, str]]] = {
         "the stack's Kubernetes AI Conformance self-assessment (PRODUCT.yaml)",
         (
             "blueprint conformance --stack inference",
-            "blueprint conformance --stack inference --write PRODUCT.yaml --metadata vendorName=Example",
+            "blueprint conformance --stack inference --write PRODUCT.yaml",
+            "blueprint conformance --stack inference --check --metadata vendorName=Example",
         ),
         {
             FAILED: "--check: a MUST is neither Implemented nor N/A",
@@ -111,7 +112,7 @@ COMMANDS: dict[str, tuple[str, tuple[str, ...], dict[int, str]]] = {
     "conformance-run": (
         "run the upstream AI conformance tests against a stack's cluster",
         (
-            "blueprint conformance-run --stack inference --kubeconfig ~/.kube/inference",
+            "blueprint conformance-run --stack inference --kubeconfig ~/.kube/config",
             "blueprint conformance-run --stack inference --job | kubectl apply -f -",
             "blueprint conformance-run --stack inference --collect results.json",
         ),

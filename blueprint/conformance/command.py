@@ -134,8 +134,8 @@ def conformance_run(args: argparse.Namespace, runner: ProcessRunner = stream_pro
     suite = f"ai-conformance@{pin.ref[:12]}"
     try:
         if args.collect is not None:
-            lines = args.collect.read_text(encoding="utf-8").splitlines(keepends=True)
-            return _write_evidence(evidence, lines, suite)
+            saved = args.collect.read_text(encoding="utf-8").splitlines(keepends=True)
+            return _write_evidence(evidence, saved, suite)
         source = checkout(pin, args.suite_dir or evidence / "suite")
         for command in source.commands:
             if runner(command, None, lambda line: print(line, end="", file=sys.stderr)) != 0:
@@ -153,7 +153,10 @@ def conformance_run(args: argparse.Namespace, runner: ProcessRunner = stream_pro
 
 
 def _collecting(lines: list[str]) -> Callable[[str], None]:
+    """Keep each line of the run and show its test output on stderr as it comes (a run takes minutes to hours)."""
+
     def keep(line: str) -> None:
         lines.append(line)
+        print(results.e2e_log([line]), end="", file=sys.stderr)
 
     return keep

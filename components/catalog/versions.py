@@ -26,8 +26,8 @@ from components.yaml_loader import parse_yaml
 
 __all__ = [
     "AddonPin",
-    "ConformanceSuitePin",
     "ChartPin",
+    "ConformanceSuitePin",
     "KubernetesVersionSupport",
     "PinnedVersions",
     "VersionsError",

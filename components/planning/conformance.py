@@ -148,9 +148,7 @@ def _ai_inference(plan: StackPlan) -> _Finding:
         )
     serving = plan.spec.workloads.serving
     where = "its serving workloads are reached through a ClusterIP Service" if serving else "no workload is exposed"
-    return _Finding(
-        "Not Implemented", f"No Gateway API implementation is deployed: {where}.", missing=(GATEWAY,)
-    )
+    return _Finding("Not Implemented", f"No Gateway API implementation is deployed: {where}.", missing=(GATEWAY,))
 
 
 def _gang_scheduling(plan: StackPlan) -> _Finding:
