@@ -74,8 +74,9 @@ def skipped_autoscaling(pin: ConformanceSuitePin, target: AutoscalingTarget | No
 
 def job_manifests(pin: ConformanceSuitePin, target: AutoscalingTarget | None) -> list[dict[str, Any]]:
     """A namespace, a ServiceAccount bound to cluster-admin (the suite's stated requirement, [AISUITE]) and a Job
-    that checks the pinned suite out and runs it in-cluster; its log is the run's results.json. Delete the
-    namespace and the ClusterRoleBinding after collecting."""
+    that checks the pinned suite out and runs it in-cluster, without -kubeconfig, so the suite's client takes the
+    pod's ServiceAccount ([CLIENTGOICC]); its log is the run's results.json. Delete the namespace and the
+    ClusterRoleBinding after collecting."""
     shell = " ".join(
         [
             f"git clone --quiet {pin.repository} {_WORKDIR}",
