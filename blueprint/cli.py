@@ -95,6 +95,33 @@ COMMANDS: dict[str, tuple[str, tuple[str, ...], dict[int, str]]] = {
             IO: "the stack file cannot be read",
         },
     ),
+    "conformance": (
+        "the stack's Kubernetes AI Conformance self-assessment (PRODUCT.yaml)",
+        (
+            "blueprint conformance --stack inference",
+            "blueprint conformance --stack inference --write PRODUCT.yaml",
+            "blueprint conformance --stack inference --check --metadata vendorName=Example",
+        ),
+        {
+            FAILED: "--check: a MUST is neither Implemented nor N/A",
+            CONFIG: "an invalid stack config, or a Kubernetes version without a checklist",
+            USAGE: "a usage error, or a --metadata field the checklist does not have",
+            IO: "the stack file cannot be read, or --write cannot be written",
+        },
+    ),
+    "conformance-run": (
+        "run the upstream AI conformance tests against a stack's cluster",
+        (
+            "blueprint conformance-run --stack inference --kubeconfig ~/.kube/config",
+            "blueprint conformance-run --stack inference --job | kubectl apply -f -",
+            "blueprint conformance-run --stack inference --collect results.json",
+        ),
+        {
+            FAILED: "a test failed or did not finish, or the suite did not build",
+            CONFIG: "an invalid stack config, or no suite pinned for its Kubernetes version",
+            IO: "the stack file cannot be read, git or go cannot be run, or the evidence cannot be written",
+        },
+    ),
 }
 
 
@@ -169,6 +196,23 @@ def _parser() -> argparse.ArgumentParser:
     training.add_argument("--stack", help="stack name: stacks/Pulumi.<stack>.yaml")
     training.add_argument("--config", type=Path, help="use this stack file instead of stacks/Pulumi.<stack>.yaml")
     training.add_argument("--format", choices=("yaml", "json"), default="yaml")
+    conformance = command("conformance")
+    conformance.add_argument("--stack", help="stack name: stacks/Pulumi.<stack>.yaml")
+    conformance.add_argument("--config", type=Path, help="use this stack file instead of stacks/Pulumi.<stack>.yaml")
+    conformance.add_argument("--write", type=Path, help="write PRODUCT.yaml here instead of printing it")
+    conformance.add_argument(
+        "--metadata", action="append", default=[], help="a metadata field, KEY=VALUE (vendorName=..., repoUrl=...)"
+    )
+    conformance.add_argument("--check", action="store_true", help="exit 1 when a MUST is not met")
+    run = command("conformance-run")
+    run.add_argument("--stack", help="stack name: stacks/Pulumi.<stack>.yaml")
+    run.add_argument("--config", type=Path, help="use this stack file instead of stacks/Pulumi.<stack>.yaml")
+    run.add_argument("--kubeconfig", type=Path, help="kubeconfig with cluster-admin (default: the suite's, KUBECONFIG)")
+    run.add_argument("--evidence", type=Path, help="evidence folder (default conformance-evidence/<stack>)")
+    run.add_argument("--suite-dir", type=Path, help="a clone of the suite to use (default <evidence>/suite)")
+    mode = run.add_mutually_exclusive_group()
+    mode.add_argument("--job", action="store_true", help="print the run as a Kubernetes Job instead of running it")
+    mode.add_argument("--collect", type=Path, help="turn a saved `go test -json` log (the Job's) into the evidence")
     simulate = command("simulate")
     simulate.add_argument("--stack", help="stack name: stacks/Pulumi.<stack>.yaml")
     simulate.add_argument("--config", type=Path, help="use this stack file instead of stacks/Pulumi.<stack>.yaml")
@@ -295,6 +339,14 @@ def _run(argv: Sequence[str] | None) -> int:
         return _deployer_policy(args)
     if args.command == "training-job":
         return _training_job(args)
+    if args.command == "conformance":
+        from blueprint.conformance.command import conformance
+
+        return conformance(args)
+    if args.command == "conformance-run":
+        from blueprint.conformance.command import conformance_run
+
+        return conformance_run(args)
     if args.policy_config is not None:
         code = _check_policy_config(args.policy_config)
         if code != OK:

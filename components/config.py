@@ -975,8 +975,9 @@ class ClusterAutoscaler(Model):
 
 class Kueue(Model):
     enabled: Literal["auto", "on", "off"] = "auto"
-    """`auto` (default): deployed when a GPU pool has role `training` or `workloads.queues` is set; `on` or `off`
-    force it (docs/training.md#queues-and-quotas)."""
+    """`auto` (default): deployed when the stack has a GPU pool (gang scheduling is a Kubernetes AI Conformance
+    MUST, docs/conformance.md) or `workloads.queues` or `workloads.training` is set; `on` or `off` force it
+    (docs/training.md#queues-and-quotas)."""
 
 
 class NodeTerminationHandler(Model):
@@ -1361,7 +1362,7 @@ class WorkloadsConfig(Model):
     pools hold. Default none named."""
     queues: QueuesConfig | None = None
     """Kueue's queues and gang admission. Left out: the defaults when Kueue is on (`addons.kueue`), which it is by
-    default on a stack with a training GPU pool."""
+    default on a stack with a GPU pool."""
     training: TrainingWorkload | None = None
     """The reference multi-node training job, rendered for you to submit (`blueprint training-job`). Default none."""
     gateway: InferenceGatewayConfig = InferenceGatewayConfig()

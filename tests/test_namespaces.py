@@ -72,13 +72,14 @@ def _labels(level: str, audit: str = "restricted") -> dict[str, str]:
                 "node-health": "privileged",
             },
         ),
-        ("smoke", {"smoke": "restricted", "node-health": "privileged"}),
+        ("smoke", {"smoke": "restricted", "kueue-system": "restricted", "node-health": "privileged"}),
         (
             "inference",
             {
                 "inference": "restricted",
                 "keda": "restricted",
                 "envoy-gateway-system": "restricted",
+                "kueue-system": "restricted",
                 "monitoring": "privileged",
                 "node-health": "privileged",
             },

@@ -76,14 +76,16 @@ def problems(*pools: dict[str, Any], **sections: Any) -> list[str]:
 
 
 # ------------------------------------------------------------------------------------------- the add-on switch
-def test_kueue_is_on_with_a_training_gpu_pool_and_off_without() -> None:
+def test_kueue_is_on_with_any_gpu_pool_and_off_without() -> None:
+    """Gang scheduling is a conformance MUST on every cluster with GPUs (docs/conformance.md#gang_scheduling)."""
     assert plan_stack(addon_stack(SYSTEM_POOL, TRAINING_POOL)).addons.on("kueue")
     inference = plan_stack(addon_stack(SYSTEM_POOL, INFERENCE_POOL))
-    assert not inference.addons.on("kueue")
-    assert inference.job_queues is None
+    assert inference.addons.on("kueue") and inference.job_queues is not None
+    cpu_only = plan_stack(addon_stack(SYSTEM_POOL))
+    assert not cpu_only.addons.on("kueue") and cpu_only.job_queues is None
 
 
-def test_configured_queues_turn_kueue_on_for_an_inference_stack() -> None:
+def test_configured_queues_on_an_inference_stack() -> None:
     scaled = pool(INFERENCE_POOL, scaling={"min": 0, "max": 2, "mode": "cluster-autoscaler"})
     queues = queues_of(SYSTEM_POOL, scaled, workloads={"namespaces": [{"name": "team-a"}], "queues": {}})
     assert [(cq.name, cq.namespaces) for cq in queues.cluster_queues] == [(SHARED_CLUSTER_QUEUE, ("team-a",))]

@@ -45,6 +45,7 @@ SOURCE_FILES = (
     "deployer_provider_calls.yaml",
     "images.yaml",
     "serving_capacity.yaml",
+    "ai_conformance.yaml",
 )
 
 

@@ -27,9 +27,11 @@ from components.yaml_loader import parse_yaml
 __all__ = [
     "AddonPin",
     "ChartPin",
+    "ConformanceSuitePin",
     "KubernetesVersionSupport",
     "PinnedVersions",
     "VersionsError",
+    "ai_conformance_suite",
     "chart",
     "charts",
     "cluster_autoscaler_chart",
@@ -196,6 +198,22 @@ class AddonPin(BaseModel):
         return {"*": self.version} if self.version is not None else dict(self.by_kubernetes_minor)
 
 
+class ConformanceSuitePin(BaseModel):
+    """The kubernetes-sigs/ai-conformance suite for one Kubernetes minor: the commit checked out, the tests it holds
+    and the flags its test binary defines (docs/conformance.md#the-upstream-tests)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kubernetes_minor: str
+    repository: str = Field(pattern=r"^https://\S+$")
+    ref: str = Field(pattern=r"^([0-9a-f]{40}|v\d+\.\d+\.\d+)$")
+    tests: tuple[str, ...] = Field(min_length=1)
+    flags: frozenset[str]
+    go_image: str = Field(pattern=r"^\S+:\d+\.\d+\.\d+$")
+    notes: str | None = None
+    source: str
+
+
 @dataclass(frozen=True)
 class PinnedVersions:
     """Everything in versions.yaml, validated together."""
@@ -208,6 +226,7 @@ class PinnedVersions:
     managed_addon_policy: str
     managed_addons: Mapping[str, AddonPin]
     nodeadm: str
+    ai_conformance_suite: Mapping[str, ConformanceSuitePin]
 
 
 def _citations(raw: Any, path: Path) -> dict[str, str]:
@@ -337,6 +356,25 @@ def load_versions(path: Path | None = None) -> PinnedVersions:
         raise VersionsError(f"{vpath}: nodeadm.version {nodeadm!r} is not an exact release")
     _check_source(f"{vpath}: nodeadm", str(nodeadm_raw.get("source") or ""), known)
 
+    suite_raw = data.get("ai_conformance_suite") or {}
+    suites: dict[str, ConformanceSuitePin] = {}
+    for minor, entry in (suite_raw.get("by_kubernetes_minor") or {}).items():
+        where = f"{vpath}: ai_conformance_suite {minor}"
+        suites[str(minor)] = _validated(
+            ConformanceSuitePin,
+            {
+                "kubernetes_minor": str(minor),
+                "repository": suite_raw.get("repository"),
+                "go_image": suite_raw.get("go_image"),
+                "source": suite_raw.get("source"),
+                **(entry or {}),
+            },
+            where,
+        )
+        _check_source(where, suites[str(minor)].source, known)
+        if str(minor) not in kubernetes:
+            raise VersionsError(f"{where}: Kubernetes {minor} is not listed")
+
     return PinnedVersions(
         sources=MappingProxyType(known),
         kubernetes=MappingProxyType(kubernetes),
@@ -346,6 +384,7 @@ def load_versions(path: Path | None = None) -> PinnedVersions:
         managed_addon_policy=policy,
         managed_addons=MappingProxyType(addons),
         nodeadm=nodeadm,
+        ai_conformance_suite=MappingProxyType(suites),
     )
 
 
@@ -439,6 +478,11 @@ def nodeadm_release() -> str:
 def managed_addon_policy() -> str:
     """How add-on versions are chosen: pinned here per Kubernetes version, overridable per stack."""
     return _pinned().managed_addon_policy
+
+
+def ai_conformance_suite(kubernetes_version: str) -> ConformanceSuitePin | None:
+    """The pinned ai-conformance suite for a Kubernetes version ("1.35" or "1.35.2"), or None where none is pinned."""
+    return _pinned().ai_conformance_suite.get(kubernetes_minor(kubernetes_version))
 
 
 def version_sources() -> Mapping[str, str]:

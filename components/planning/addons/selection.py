@@ -43,15 +43,17 @@ def _switch(value: str, auto: bool) -> bool:
 
 
 def _wants_queues(f: AddonFacts) -> bool:
-    training = any(p.is_gpu and p.role == "training" for p in f.plans)
+    """Any GPU pool: gang scheduling is a MUST of Kubernetes AI Conformance, on every cluster with accelerators
+    (docs/conformance.md#gang_scheduling); or queues or a training job configured."""
+    gpus = any(p.is_gpu for p in f.plans)
     configured = f.workloads is not None and (f.workloads.queues is not None or f.workloads.training is not None)
-    return training or configured
+    return gpus or configured
 
 
 #: Every add-on switch, in the order the plan lists the enabled ones. `auto`: EFA plugin when a pool wires EFA,
 #: cluster-autoscaler when a pool is in cluster-autoscaler or gpu-utilization mode with room to scale, termination
 #: handler when an `aws` pool exists (every Auto Scaling group drains through it); the mig-manager whenever a pool
-#: partitions its GPUs; KEDA when a serving workload exists; Kueue when a GPU pool trains or queues are configured;
+#: partitions its GPUs; KEDA when a serving workload exists; Kueue when a GPU pool exists or queues are configured;
 #: JobSet, the multi-node job controller, when a training pool or the reference training job (`workloads.training`)
 #: exists; the health loop when a pool is gated.
 ADDON_SWITCHES: tuple[AddonSwitch, ...] = (
@@ -75,8 +77,8 @@ ADDON_SWITCHES: tuple[AddonSwitch, ...] = (
         "envoy-gateway",
         lambda f: f.workloads is not None and any(w.gateway.expose for w in f.workloads.serving),
     ),
-    #: Kueue queues training jobs (components.planning.queues): `auto` when a GPU pool has role `training` or the
-    #: stack configures `workloads.queues`.
+    #: Kueue queues batch jobs (components.planning.queues): `auto` when the stack has a GPU pool (gang scheduling,
+    #: docs/conformance.md) or configures `workloads.queues` or `workloads.training`.
     AddonSwitch("kueue", lambda f: _switch(f.settings.kueue.enabled, _wants_queues(f))),
     AddonSwitch(
         "jobset",
