@@ -254,9 +254,16 @@ def test_prometheus_rules_cover_xid_ecc_temperature_and_idle_spend():
     [
         (
             "training",
-            {"nvidia-device-plugin", "aws-efa-k8s-device-plugin", "cluster-autoscaler"},
-            {"train-gpu-temperature", "train-gpu-idle"},
+            {
+                "nvidia-device-plugin",
+                "aws-efa-k8s-device-plugin",
+                "cluster-autoscaler",
+                "kube-prometheus-stack",
+                "dcgm-exporter",
+            },
+            set(),
         ),
+        ("smoke", {"nvidia-device-plugin", "cluster-autoscaler"}, {"smoke-gpu-temperature", "smoke-gpu-idle"}),
         (
             "inference",
             {

@@ -27,7 +27,6 @@ from typing import Any
 import pytest
 
 from components.planning.training_job import TRAINING_METRICS
-from tests.promtool import PROMTOOL, needs_promtool
 
 REQUIRED = os.environ.get("BLUEPRINT_REQUIRE_TORCH") == "1"
 SCRIPT = Path(__file__).resolve().parent.parent / "programs" / "train_reference.py"
@@ -234,16 +233,6 @@ def test_metrics_are_the_planned_ones_in_the_text_format(script: ModuleType) -> 
 @pytest.mark.parametrize(("value", "text"), [(float("nan"), "NaN"), (float("inf"), "+Inf"), (-float("inf"), "-Inf")])
 def test_special_values_are_written_as_the_text_format_spells_them(script: ModuleType, value: float, text: str) -> None:
     assert script.sample_value(value) == text
-
-
-@needs_promtool
-def test_promtool_accepts_the_exposition(script: ModuleType) -> None:
-    """`promtool check metrics` lints exposition text on its standard input (names, HELP, TYPE, counter suffixes)."""
-    assert PROMTOOL is not None
-    result = subprocess.run(
-        [PROMTOOL, "check", "metrics"], input=script.Metrics().exposition(), capture_output=True, text=True, check=False
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
 
 
 @pytest.mark.parametrize(("value", "attempt"), [("3", 3), ("", 0), ("x", 0)])
