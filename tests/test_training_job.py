@@ -105,10 +105,12 @@ def _script_constant(name: str) -> Any:
         node.value
         for node in tree.body
         if isinstance(node, ast.Assign | ast.AnnAssign)
+        and node.value is not None
         and any(
             getattr(t, "id", None) == name for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
         )
     ]
+    assert value is not None
     return ast.literal_eval(value)
 
 
