@@ -304,12 +304,18 @@ class GpuCluster(pulumi.ComponentResource):
         self._exports.update(self.workloads.exports())
 
     def _training(self) -> None:
-        """The reference training job's script as a ConfigMap in its namespace; the job itself is printed by
-        `blueprint training-job` for the user to submit, never started by the stack."""
+        """The reference training job's script as a ConfigMap in its namespace, and its PodMonitor on the Prometheus
+        path; the job itself is printed by `blueprint training-job` for the user to submit, never started by the
+        stack."""
         self.training: TrainingScript | None = None
         if self.stack_plan.training is not None:
+            monitoring = self.addons.monitoring
             self.training = TrainingScript(
-                f"{self.base_name}-training", context=self.context, plan=self.stack_plan.training, opts=self._child()
+                f"{self.base_name}-training",
+                context=self.context,
+                plan=self.stack_plan.training,
+                prometheus=monitoring.prometheus if monitoring is not None else None,
+                opts=self._child(),
             )
 
     def _hybrid_nodes(self) -> None:

@@ -1,7 +1,8 @@
-"""The reference training job's script, shipped to its namespace as a ConfigMap of `programs/train_reference.py`.
+"""The reference training job's script, shipped to its namespace as a ConfigMap of `programs/train_reference.py`, and
+on the Prometheus path the PodMonitor that has Prometheus scrape the job's workers once they run.
 
-The stack never starts GPU work by itself: it creates this ConfigMap only, and `blueprint training-job` prints the
-JobSet (`components.planning.training_job`) that mounts it, for the user to apply (docs/training.md).
+The stack never starts GPU work by itself: it creates these only, and `blueprint training-job` prints the JobSet
+(`components.planning.training_job`) that mounts the script, for the user to apply (docs/training.md).
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components.context import ClusterContext
-from components.planning.training_job import SCRIPT_FILE, TrainingJobPlan, script_config_map
+from components.planning.addons.monitoring import POD_MONITOR_LABELS
+from components.planning.training_job import SCRIPT_FILE, TrainingJobPlan, pod_monitor, script_config_map
 
 #: The script, as the project ships it.
 SCRIPT_PATH = Path(__file__).resolve().parent.parent / "programs" / SCRIPT_FILE
@@ -24,7 +26,8 @@ def script_source() -> str:
 
 
 class TrainingScript(pulumi.ComponentResource):
-    """`config_map`: the script's source under its file name, in the job's namespace, after the namespace exists."""
+    """`config_map`: the script's source under its file name, in the job's namespace, after the namespace exists.
+    `scrape`: the job's PodMonitor when `prometheus` (kube-prometheus-stack, whose CRDs it needs) runs."""
 
     def __init__(
         self,
@@ -32,6 +35,7 @@ class TrainingScript(pulumi.ComponentResource):
         *,
         context: ClusterContext,
         plan: TrainingJobPlan,
+        prometheus: pulumi.Resource | None = None,
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpu-clusters:index:TrainingScript", name, None, opts)
@@ -49,4 +53,19 @@ class TrainingScript(pulumi.ComponentResource):
                 depends_on=[*context.kubernetes_ready, *context.namespace_ready(plan.namespace)],
             ),
         )
+        self.scrape: k8s.apiextensions.CustomResource | None = None
+        if prometheus is not None:
+            body = pod_monitor(plan, POD_MONITOR_LABELS)
+            self.scrape = k8s.apiextensions.CustomResource(
+                f"{name}-metrics",
+                api_version=body["apiVersion"],
+                kind=body["kind"],
+                metadata=body["metadata"],
+                spec=body["spec"],
+                opts=pulumi.ResourceOptions(
+                    provider=context.k8s_provider,
+                    parent=self,
+                    depends_on=[*context.kubernetes_ready, *context.namespace_ready(plan.namespace), prometheus],
+                ),
+            )
         self.register_outputs({"configMap": self.config_map.metadata["name"]})

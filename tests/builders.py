@@ -13,13 +13,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import tempfile
 from collections.abc import Callable, Sequence
 from functools import cache, wraps
 from pathlib import Path
 from typing import Any, NamedTuple, TypeAlias, TypeVar
 
+import yaml
+
 from blueprint.plan.plan import PlannedStack, run_stack_under_mocks
-from blueprint.plan.runner import ProgramRun, list_stacks, load_stack, run_mocked
+from blueprint.plan.runner import ProgramRun, list_stacks, load_stack, run_mocked, stack_file
 from components.addons import Addons
 from components.config import StackConfig
 from components.context import ClusterContext
@@ -252,6 +255,17 @@ def shipped_stack(stack: str) -> ShippedStack:
     """`stacks/Pulumi.<stack>.yaml` through `components.program.main`, as `pulumi up` runs it, and planned as
     `blueprint plan` plans it: one run per stack and session. Callers only read it."""
     return run_stack_under_mocks(stack)
+
+
+@cache
+def training_on_container_insights() -> PlannedStack:
+    """The training stack moved to the Container Insights path (it ships on the Prometheus path): the CloudWatch side
+    of a plan (dashboard, alarms, the health loop's publisher) on a stack with a training pool. Callers only read it."""
+    raw = yaml.safe_load(stack_file("training").read_text())
+    raw["config"]["gpu-clusters:addons"] = {"monitoring": {"containerInsights": True, "dcgmPrometheus": False}}
+    path = Path(tempfile.mkdtemp(prefix="blueprint-")) / "Pulumi.training-container-insights.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return stack_run(config_file=path)
 
 
 class CliResult(NamedTuple):

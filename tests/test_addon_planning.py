@@ -265,11 +265,21 @@ def test_prometheus_rules_cover_xid_ecc_temperature_and_idle_spend():
     [
         (
             "training",
-            {"nvidia-device-plugin", "aws-efa-k8s-device-plugin", "cluster-autoscaler"},
-            {"train-gpu-temperature", "train-gpu-idle"}
-            | {f"train-node-health-{p}-repairs-held" for p in ("system", "h100")}
-            | {f"train-node-health-{p}-conditions" for p in ("system", "h100")}
-            | {"train-node-health-h100-gate-failures", "train-node-health-heartbeat"},
+            {
+                "nvidia-device-plugin",
+                "aws-efa-k8s-device-plugin",
+                "cluster-autoscaler",
+                "kube-prometheus-stack",
+                "dcgm-exporter",
+            },
+            set(),
+        ),
+        (
+            "smoke",
+            {"nvidia-device-plugin", "cluster-autoscaler"},
+            {"smoke-gpu-temperature", "smoke-gpu-idle"}
+            | {f"smoke-node-health-{p}-{alarm}" for p in ("system", "l40s") for alarm in ("repairs-held", "conditions")}
+            | {"smoke-node-health-l40s-gate-failures", "smoke-node-health-heartbeat"},
         ),
         (
             "inference",

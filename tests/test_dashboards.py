@@ -23,6 +23,7 @@ from components.planning.addons.grafana import (
     DASHBOARD_FOLDER,
     FILE_SYSTEM_DASHBOARDS,
     POOL_LABEL,
+    WORKLOAD_DASHBOARDS,
     DashboardPlan,
     render_dashboard,
 )
@@ -30,6 +31,7 @@ from components.planning.addons.monitoring import DCGM_COUNTERS
 from components.planning.addons.node_monitoring import repair_metrics
 from components.planning.node_health import CLOUDWATCH_NAMESPACE
 from components.planning.stack_plan import plan_pools
+from components.planning.training_job import JOBSET_METRIC_LABEL, TRAINING_METRICS
 from programs.node_health import cloudwatch as loop_cloudwatch
 from tests.builders import (
     HELM_RELEASE,
@@ -42,6 +44,7 @@ from tests.builders import (
     releases,
     run_addons,
     stack_config,
+    training_on_container_insights,
 )
 
 STACKS = Path(__file__).resolve().parents[1] / "stacks"
@@ -58,6 +61,7 @@ ALLOWED_PROMQL = (
     | {field for field, _, _ in DCGM_COUNTERS}
     | efa_metric_names()
     | set(repair_metrics())
+    | set(TRAINING_METRICS)
 )
 
 # ------------------------------------------------------------------------------------------- PromQL metric names
@@ -141,14 +145,25 @@ def test_only_the_file_system_dashboards_read_cloudwatch():
     assert set(MonitoredFileSystems(lustre="fs-1", efs="fs-2").present()) == set(FILE_SYSTEM_DASHBOARDS)
 
 
+#: The workload dashboards pick a workload, not a pool: vLLM's and the training script's series carry no node.
+WORKLOAD_VARIABLES = {"serving": {"workload", "model"}, "training": {"jobset"}}
+
+
+def test_the_workload_dashboards_are_the_planned_ones():
+    assert set(WORKLOAD_VARIABLES) == set(WORKLOAD_DASHBOARDS) <= set(dashboards.names())
+
+
 @pytest.mark.parametrize("name", PROMETHEUS_DASHBOARDS)
 def test_prometheus_dashboards_pick_their_data_source_and_pool(name):
     board = dashboards.load(name)
     variables = {v["name"]: v for v in board["templating"]["list"]}
     assert variables["datasource"]["type"] == "datasource" and variables["datasource"]["query"] == "prometheus"
-    # the pool variable reads the kube-state-metrics label of our pool node label
-    assert POOL_LABEL == "label_gpu_clusters_pool"
-    assert POOL_LABEL in variables["pool"]["definition"]
+    if name in WORKLOAD_VARIABLES:
+        assert set(variables) == {"datasource", *WORKLOAD_VARIABLES[name]}
+    else:
+        # the pool variable reads the kube-state-metrics label of our pool node label
+        assert POOL_LABEL == "label_gpu_clusters_pool"
+        assert POOL_LABEL in variables["pool"]["definition"]
     for variable in variables.values():
         if variable["type"] == "query":
             assert variable["datasource"] == PROMETHEUS_DS
@@ -192,6 +207,29 @@ def test_efa_dashboard_covers_traffic_rdma_and_errors():
     exprs = " ".join(t["expr"] for t in _targets(dashboards.load("efa")))
     for counter in ("rx_bytes", "tx_bytes", "rdma_read_bytes", "rdma_write_bytes", "rx_drops", "rdma_read_wr_err"):
         assert efa_metric_name(counter) in exprs
+
+
+def test_serving_dashboard_covers_latency_first_token_queue_kv_cache_and_tokens():
+    board = dashboards.load("serving")
+    exprs = " ".join(t["expr"] for t in _targets(board))
+    for metric in (
+        "vllm:e2e_request_latency_seconds_bucket",
+        "vllm:time_to_first_token_seconds_bucket",
+        "vllm:num_requests_waiting",
+        "vllm:kv_cache_usage_perc",
+        "vllm:generation_tokens_total",
+    ):
+        assert metric in exprs
+    # every query keeps to the chosen workloads: the `job` the workloads' PodMonitors give their samples
+    assert all('job=~"$workload"' in t["expr"] for t in _targets(board))
+
+
+def test_training_dashboard_reads_every_metric_of_the_script_by_jobset():
+    board = dashboards.load("training")
+    exprs = " ".join(t["expr"] for t in _targets(board))
+    # every metric of the script is on a panel, each filtered by the label the PodMonitor gives the samples
+    assert {m for m in TRAINING_METRICS if m in exprs} == set(TRAINING_METRICS)
+    assert all(f'{JOBSET_METRIC_LABEL}=~"$jobset"' in t["expr"] for t in _targets(board))
 
 
 # ---------------------------------------------------------------------------------------- the EFA textfile sidecar
@@ -318,11 +356,12 @@ def test_hybrid_exporters_label_nodes_and_export_efa(hybrid_stack):
 
 def test_efs_dashboard_on_the_prometheus_path(inference_stack):
     """The inference stack (EFS, on the Prometheus path for its serving autoscaler) gets the EFS dashboard pinned to
-    its file system, and Grafana the CloudWatch data source and role; no CloudWatch dashboard."""
+    its file system and the serving dashboard, and Grafana the CloudWatch data source and role; no CloudWatch
+    dashboard."""
     planned = inference_stack
     maps = {r.inputs["metadata"]["name"]: r for r in planned.run.of_type(CONFIG_MAP)}
     dashboards = {name for name in maps if name.startswith("gpu-cluster-dashboard-")}
-    assert dashboards == {f"gpu-cluster-dashboard-{n}" for n in ("nodes", "gpus", "efs")}
+    assert dashboards == {f"gpu-cluster-dashboard-{n}" for n in ("nodes", "gpus", "efs", "serving")}
     board = json.loads(next(iter(maps["gpu-cluster-dashboard-efs"].inputs["data"].values())))
     (constant,) = [v for v in board["templating"]["list"] if v["name"] == "filesystem"]
     assert constant["query"] == planned.exports["efsFileSystemId"]
@@ -379,10 +418,8 @@ def _check_cloudwatch_body(body: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize("stack", ["training", "efs"])
-def test_container_insights_stacks_get_a_cloudwatch_dashboard(stack, request, tmp_path):
-    planned = (
-        request.getfixturevalue("training_stack") if stack == "training" else _efs_stack_on_container_insights(tmp_path)
-    )
+def test_container_insights_stacks_get_a_cloudwatch_dashboard(stack, tmp_path):
+    planned = training_on_container_insights() if stack == "training" else _efs_stack_on_container_insights(tmp_path)
     (dashboard,) = planned.run.of_type(CW_DASHBOARD)
     cluster = planned.exports["clusterName"]
     assert dashboard.inputs["dashboardName"] == f"{cluster}-gpu-cluster"

@@ -40,7 +40,7 @@ NOT_STACK_FILES = {
     ("storage.md", "spec"): "a pod spec that writes in its namespace's directory on Lustre (runAsUser, subPath)",
     ("node-pools.md", "capacity"): "a pool's `capacity` key, four alternatives side by side (not one mapping)",
     ("node-pools.md", "instanceRefresh"): "a pool's `instanceRefresh` key",
-    ("operations.md", "apiVersion"): "a Kubernetes Deployment the reader applies with kubectl",
+    ("operations.md", "apiVersion"): "Kubernetes objects the reader applies with kubectl (a Deployment, a PodMonitor)",
     ("storage.md", "volumes"): "the volumes of a pod spec that mounts the Lustre claim",
 }
 

@@ -31,6 +31,7 @@ KEY = KMS_KEY
 EXISTING_TOPIC = "arn:aws:sns:us-east-1:123456789012:gpu-oncall"
 NODE_LABELLED_SERVICE_MONITOR = {
     "enabled": True,
+    "additionalLabels": {"release": "kube-prometheus-stack"},
     "relabelings": [{"sourceLabels": ["__meta_kubernetes_pod_node_name"], "targetLabel": "node"}],
 }
 

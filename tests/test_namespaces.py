@@ -69,6 +69,7 @@ def _labels(level: str, audit: str = "restricted") -> dict[str, str]:
                 "training": "restricted",
                 "kueue-system": "restricted",
                 "jobset-system": "restricted",
+                "monitoring": "privileged",
                 "node-health": "privileged",
             },
         ),
@@ -194,14 +195,16 @@ def test_workload_namespaces_deny_ingress_but_from_themselves_and_prometheus() -
             ]
         }
     ]
-    # Without Prometheus (training: Container Insights) there is nothing to admit from monitoring.
-    # (`jobset-system` admits the API server to JobSet's webhook: tests/test_training_job.py)
-    training = _policies(shipped_plan("training"))
-    assert {key for key in training if key[0] in ("training", "node-health")} == {
-        ("training", "default-deny-ingress"),
-        ("training", "allow-same-namespace"),
+    # Without Prometheus (smoke: Container Insights) there is nothing to admit from monitoring.
+    smoke = _policies(shipped_plan("smoke"))
+    assert {key for key in smoke if key[0] in ("smoke", "node-health")} == {
+        ("smoke", "default-deny-ingress"),
+        ("smoke", "allow-same-namespace"),
         ("node-health", "default-deny-ingress"),
     }
+    # The training stack's Prometheus scrapes the reference job's workers in their namespace.
+    # (`jobset-system` admits the API server to JobSet's webhook: tests/test_training_job.py)
+    assert ("training", "allow-prometheus-scrapes") in _policies(shipped_plan("training"))
 
 
 def test_monitoring_admits_only_its_clients() -> None:

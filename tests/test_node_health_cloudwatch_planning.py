@@ -1,6 +1,7 @@
-"""The health loop on a Container Insights stack, as the training stack plans it: the loop's `config.json` names where
-it publishes, its role may write there only, the stack registers the loop's alarms and dashboard widgets on the series
-it publishes, and the loop itself, from that `config.json`, publishes those series through a Stubber-backed client."""
+"""The health loop on a Container Insights stack, as the training stack plans it on that path (it ships on the
+Prometheus path): the loop's `config.json` names where it publishes, its role may write there only, the stack registers
+the loop's alarms and dashboard widgets on the series it publishes, and the loop itself, from that `config.json`,
+publishes those series through a Stubber-backed client."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import botocore.session
 import pytest
 from botocore.stub import ANY, Stubber
 
+from blueprint.plan.plan import PlannedStack
 from components.planning import node_health as planned
 from components.planning.addons import node_monitoring
 from components.planning.addons.cloudwatch_dashboard import NODE_HEALTH_NOTE, cloudwatch_dashboard
@@ -20,7 +22,7 @@ from programs.node_health import cloudwatch, names
 from programs.node_health.checks import HealthLoop, Settings, format_time, parse_time
 from programs.node_health.loop import tick
 from programs.node_health.metrics import Metrics
-from tests.builders import SYSTEM_POOL, TRAINING_POOL, shipped_stack, stack_config
+from tests.builders import SYSTEM_POOL, TRAINING_POOL, shipped_stack, stack_config, training_on_container_insights
 from tests.fake_kube import FakeKube
 
 ALARM = "aws:cloudwatch/metricAlarm:MetricAlarm"
@@ -45,8 +47,13 @@ def capture(client: Any) -> list[dict[str, Any]]:
     return sent
 
 
+def planned_stack(stack: str) -> PlannedStack:
+    """`training` on Container Insights, where the loop publishes to CloudWatch; `inference` as shipped (Prometheus)."""
+    return training_on_container_insights() if stack == "training" else shipped_stack(stack)
+
+
 def registered(stack: str, type_token: str, name: str) -> dict[str, Any]:
-    return shipped_stack(stack).run.one(type_token, name).inputs
+    return planned_stack(stack).run.one(type_token, name).inputs
 
 
 def loop_config(stack: str) -> dict[str, Any]:
@@ -62,7 +69,7 @@ def health_alarms(stack: str) -> dict[str, dict[str, Any]]:
     prefix = f"{stack_prefix(stack)}-node-health-"
     return {
         r.name.removeprefix(prefix): r.inputs
-        for r in shipped_stack(stack).run.of_type(ALARM)
+        for r in planned_stack(stack).run.of_type(ALARM)
         if r.name.startswith(prefix)
     }
 

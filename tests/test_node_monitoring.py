@@ -116,6 +116,6 @@ def test_prometheus_stacks_ship_the_node_health_rules_and_scrape_the_health_loop
 
 
 def test_container_insights_stacks_have_no_prometheus_rules_to_add_to() -> None:
-    run = shipped_stack("training").run
+    run = shipped_stack("smoke").run
     assert not [r for r in run.of_type(POD_MONITOR) if r.name.endswith("node-health-pod-monitor")]
     assert not [r for r in run.of_type(HELM_RELEASE) if r.inputs["name"] == "kube-prometheus-stack"]

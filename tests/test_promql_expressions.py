@@ -108,6 +108,8 @@ PROMQL_SOURCES = {
     "components/catalog/dashboards/efa.json",
     "components/catalog/dashboards/gpus.json",
     "components/catalog/dashboards/nodes.json",
+    "components/catalog/dashboards/serving.json",
+    "components/catalog/dashboards/training.json",
 }
 
 

@@ -20,7 +20,7 @@ from components.catalog.images import (
 )
 from components.config import Alerts
 from components.errors import ConfigError
-from components.planning.addons.monitoring import kube_prometheus_stack_values
+from components.planning.addons.monitoring import POD_MONITOR_LABELS, kube_prometheus_stack_values
 from components.planning.serving import deployment_spec, network_policy_spec
 from components.planning.stack_plan import plan_pools
 from components.validation.workloads import UNSAFE_ARGS
@@ -108,7 +108,7 @@ def test_the_monitoring_chart_runs_its_images_by_digest() -> None:
         "tag": "v3.14.0-distroless",
         "sha": "50c707e96da5ade383cb1707790576480485e93de06aa60ad8802cb5f744bd0a",
     }
-    assert values["prometheus"]["prometheusSpec"]["serviceMonitorSelectorNilUsesHelmValues"] is False
+    assert values["prometheus"]["prometheusSpec"]["serviceMonitorSelector"] == {"matchLabels": POD_MONITOR_LABELS}
     assert values["kube-state-metrics"]["image"]["sha"].startswith("sha256:")
     pinned = {p.values_key for p in chart_images("kube-prometheus-stack")}
     assert {"alertmanager.alertmanagerSpec.image", "prometheusOperator.image", "grafana.image"} <= pinned

@@ -14,8 +14,10 @@ import json
 import os
 import select
 import signal
+import socket
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
@@ -23,6 +25,8 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+
+from components.planning.training_job import TRAINING_METRICS
 
 REQUIRED = os.environ.get("BLUEPRINT_REQUIRE_TORCH") == "1"
 SCRIPT = Path(__file__).resolve().parent.parent / "programs" / "train_reference.py"
@@ -47,9 +51,10 @@ def script() -> ModuleType:
     return train_reference
 
 
-def torchrun(checkpoint_dir: Path, loss_log: Path) -> subprocess.Popen[str]:
+def torchrun(checkpoint_dir: Path, loss_log: Path, metrics_port: int = 0) -> subprocess.Popen[str]:
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--standalone", str(SCRIPT)]
     arguments = ["--checkpoint-dir", str(checkpoint_dir), "--loss-log", str(loss_log)]
+    arguments += ["--metrics-port", str(metrics_port)]
     arguments += ["--steps", str(STEPS), "--checkpoint-interval", str(INTERVAL), *MODEL]
     environment = {**os.environ, "OMP_NUM_THREADS": "1"}
     return subprocess.Popen(
@@ -119,6 +124,20 @@ def read_until_step(run: subprocess.Popen[str], reader: int, step: int) -> list[
     return lines
 
 
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def scrape(port: int) -> tuple[str, dict[str, float]]:
+    """`/metrics` of the run's first process: its content type and each sample's value by name."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as response:
+        content_type, text = response.headers["Content-Type"], response.read().decode()
+    samples = (line.split(" ") for line in text.splitlines() if not line.startswith("#"))
+    return content_type, {name: float(value) for name, value in samples}
+
+
 @pytest.mark.timeout(600)  # three torchrun launches, each importing torch in three processes on two shared cores
 def test_a_killed_run_resumes_from_its_latest_complete_checkpoint_with_the_same_loss_curve(tmp_path: Path) -> None:
     uninterrupted = tmp_path / "uninterrupted"
@@ -128,13 +147,27 @@ def test_a_killed_run_resumes_from_its_latest_complete_checkpoint_with_the_same_
 
     checkpoints, fifo = tmp_path / "checkpoints", tmp_path / "first-run.fifo"
     with one_page_fifo(fifo) as reader:
-        first = torchrun(checkpoints, fifo)
+        port = free_port()
+        first = torchrun(checkpoints, fifo, port)
         # the save at 2*INTERVAL starts only once the one at INTERVAL completed: step 2*INTERVAL + 1 proves it
         before_kill = read_until_step(first, reader, 2 * INTERVAL + 1)
+        # rank 0 is held by the full pipe, at some step after the one read, and serves its metrics meanwhile
+        content_type, metrics = scrape(port)
         kill_tree(first.pid)
         first.communicate()
     assert before_kill[0] == {"event": "start", "step": 0, "world_size": 2}
     assert {step: expected[step] for step in curve(before_kill)} == curve(before_kill)
+    assert content_type.startswith("text/plain; version=0.0.4")
+    step = int(metrics["train_reference_step"])
+    assert 2 * INTERVAL + 1 <= step < STEPS
+    assert metrics["train_reference_loss"] == expected[step]  # the logged mean, to the last bit
+    assert metrics["train_reference_steps_total"] == step
+    assert metrics["train_reference_samples_total"] == step * 16 * 2  # --batch-size 16, two ranks on the node
+    assert (
+        metrics["train_reference_checkpoint_saves_total"] >= 1
+        and metrics["train_reference_checkpoint_save_seconds"] > 0
+    )
+    assert metrics["train_reference_resumed_step"] == 0 and metrics["train_reference_restarts"] == 0
 
     complete = sorted(int(path.parent.name.split("-")[1]) for path in checkpoints.glob("step-*/.metadata"))
     assert complete and complete[0] == INTERVAL and complete[-1] < STEPS
@@ -179,4 +212,38 @@ def test_steps_compare_numerically_not_by_name(tmp_path: Path, script: ModuleTyp
 def test_a_size_below_one_is_a_usage_error(tmp_path: Path, script: ModuleType, flag: str) -> None:
     with pytest.raises(SystemExit) as exit_info:
         script.parse_args(["--checkpoint-dir", str(tmp_path), flag, "0"])
+    assert exit_info.value.code == 2
+
+
+def test_metrics_are_the_planned_ones_in_the_text_format(script: ModuleType) -> None:
+    metrics = script.Metrics()
+    metrics.set(step=3, loss=0.25)
+    metrics.add(samples_total=64, checkpoint_saves_total=1)
+    metrics.add(samples_total=64)
+    text = metrics.exposition()
+    samples = dict(line.split(" ") for line in text.splitlines() if not line.startswith("#"))
+    assert set(samples) == set(TRAINING_METRICS)
+    assert samples["train_reference_step"] == "3.0" and samples["train_reference_loss"] == "0.25"
+    assert samples["train_reference_samples_total"] == "128.0"
+    assert "# TYPE train_reference_samples_total counter" in text.splitlines()
+    with pytest.raises(KeyError, match="tokens"):
+        metrics.set(tokens=1)
+
+
+@pytest.mark.parametrize(("value", "text"), [(float("nan"), "NaN"), (float("inf"), "+Inf"), (-float("inf"), "-Inf")])
+def test_special_values_are_written_as_the_text_format_spells_them(script: ModuleType, value: float, text: str) -> None:
+    assert script.sample_value(value) == text
+
+
+@pytest.mark.parametrize(("value", "attempt"), [("3", 3), ("", 0), ("x", 0)])
+def test_the_restart_attempt_comes_from_the_pod_label(
+    script: ModuleType, monkeypatch: pytest.MonkeyPatch, value: str, attempt: int
+) -> None:
+    monkeypatch.setenv(script.RESTART_ATTEMPT_ENV, value)
+    assert script.restart_attempt() == attempt
+
+
+def test_a_metrics_port_out_of_range_is_a_usage_error(tmp_path: Path, script: ModuleType) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        script.parse_args(["--checkpoint-dir", str(tmp_path), "--metrics-port", "70000"])
     assert exit_info.value.code == 2

@@ -80,6 +80,7 @@ def test_the_workers_run_torchrun_with_the_scripts_flags_and_rendezvous_on_worke
         "--checkpoint-dir=/mnt/lustre/llm/checkpoints",
         "--layers=4",
         "--hidden-size=1024",
+        f"--metrics-port={tj.METRICS_PORT}",
     ]
 
 
@@ -95,6 +96,82 @@ def test_the_scripts_own_flags_are_the_ones_the_manifest_passes() -> None:
     }
     passed = {arg.split("=")[0] for arg in tj.worker_command(_plan())[7:]}
     assert passed <= flags
+
+
+def _script_constant(name: str) -> Any:
+    """A module-level constant of `programs/train_reference.py`, read from its source (importing it needs torch)."""
+    tree = ast.parse(SCRIPT_PATH.read_text())
+    (value,) = [
+        node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign | ast.AnnAssign)
+        and node.value is not None
+        and any(
+            getattr(t, "id", None) == name for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        )
+    ]
+    assert value is not None
+    return ast.literal_eval(value)
+
+
+def test_the_script_serves_the_planned_metrics() -> None:
+    prefix, metrics = _script_constant("METRIC_PREFIX"), _script_constant("METRICS")
+    assert tuple(prefix + key for key, _, _ in metrics) == tj.TRAINING_METRICS
+    # Prometheus's naming: counters end in `_total`, nothing else does
+    assert all((kind == "counter") == key.endswith("_total") for key, kind, _ in metrics)
+
+
+def test_the_workers_serve_metrics_on_a_named_port_and_report_the_restart_attempt() -> None:
+    container = _pod(tj.jobset_manifest(_plan()))["spec"]["containers"][0]
+    assert {"name": tj.METRICS_PORT_NAME, "containerPort": tj.METRICS_PORT} in container["ports"]
+    assert len({p["containerPort"] for p in container["ports"]}) == len(container["ports"])
+    env = {e["name"]: e for e in container["env"]}
+    assert _script_constant("RESTART_ATTEMPT_ENV") == tj.RESTART_ATTEMPT_ENV
+    assert env[tj.RESTART_ATTEMPT_ENV]["valueFrom"] == {
+        "fieldRef": {"fieldPath": "metadata.labels['jobset.sigs.k8s.io/restart-attempt']"}
+    }
+
+
+def test_the_pod_monitor_scrapes_every_worker_of_the_jobset_labelled_with_its_name() -> None:
+    job = _plan(name="llm")
+    monitor = tj.pod_monitor(job, {"release": "kube-prometheus-stack"})
+    assert (monitor["kind"], monitor["metadata"]["name"], monitor["metadata"]["namespace"]) == (
+        "PodMonitor",
+        "llm",
+        "training",
+    )
+    assert monitor["metadata"]["labels"] == {"release": "kube-prometheus-stack"}
+    assert monitor["spec"]["selector"] == {"matchLabels": {"jobset.sigs.k8s.io/jobset-name": "llm"}}
+    (endpoint,) = monitor["spec"]["podMetricsEndpoints"]
+    assert (endpoint["port"], endpoint["path"]) == (tj.METRICS_PORT_NAME, "/metrics")
+    # Prometheus's discovery label of the pod label: every character but letters, digits and `_` becomes `_`
+    assert endpoint["relabelings"] == [
+        {"sourceLabels": ["__meta_kubernetes_pod_label_jobset_sigs_k8s_io_jobset_name"], "targetLabel": "jobset"}
+    ]
+
+
+def test_the_stack_scrapes_the_job_on_the_prometheus_path_only(tmp_path: Path) -> None:
+    run = shipped_stack("training").run
+    (monitor,) = [
+        r for r in run.of_type("kubernetes:monitoring.coreos.com/v1:PodMonitor") if r.name.endswith("-metrics")
+    ]
+    assert monitor.inputs["metadata"] == {
+        "name": "reference",
+        "namespace": "training",
+        "labels": {"release": "kube-prometheus-stack"},
+    }
+    # its CRD comes with kube-prometheus-stack
+    (prometheus,) = [
+        r for r in run.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "kube-prometheus-stack"
+    ]
+    assert prometheus.urn in monitor.depends_on
+    raw = yaml.safe_load((STACKS / "Pulumi.training.yaml").read_text())
+    raw["config"]["gpu-clusters:addons"] = {"monitoring": {"containerInsights": True, "dcgmPrometheus": False}}
+    (tmp_path / "Pulumi.ci.yaml").write_text(yaml.safe_dump(raw))
+    from blueprint.plan.plan import run_stack_under_mocks
+
+    planned = run_stack_under_mocks(config_file=tmp_path / "Pulumi.ci.yaml")
+    assert planned.run.of_type("kubernetes:monitoring.coreos.com/v1:PodMonitor") == []
 
 
 def test_the_parameter_count_follows_the_scripts_model() -> None:

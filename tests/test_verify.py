@@ -82,7 +82,8 @@ def training_daemons(names: list[str]) -> dict[str, list[dict[str, Any]]]:
             for n in names
             for d in ("nvidia-device-plugin", "aws-efa-k8s-device-plugin", "eks-node-monitoring-agent", "dcgm-server")
         ],
-        "amazon-cloudwatch": [daemon_pod("dcgm-exporter", n) for n in names],
+        # the training stack runs the Prometheus path: NVIDIA's exporter chart in `monitoring`
+        "monitoring": [daemon_pod("dcgm-exporter", n) for n in names],
     }
 
 

@@ -37,6 +37,7 @@ from components.addons.monitoring import MonitoredFileSystems, Monitoring
 from components.addons.node_health import NodeHealthLoop
 from components.config import AddonsConfig
 from components.context import ClusterContext
+from components.planning.addons.grafana import workload_kinds
 from components.planning.addons.selection import AddonSelection
 from components.planning.gpu_runtime import runtime_class_plans
 from components.planning.pools import PoolPlan
@@ -83,6 +84,8 @@ class AddonBuild:
     queues: QueuePlan | None = None
     #: The ProvisioningRequest CRD, when Kueue's capacity check uses it: cluster-autoscaler and Kueue start after it.
     provisioning_crd: pulumi.Resource | None = None
+    #: The kinds of workload the stack runs, which get a dashboard (`grafana.workload_kinds`).
+    workloads: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -149,6 +152,7 @@ def _monitoring(b: AddonBuild) -> Monitoring:
         selection=b.selection,
         runtime_class=b.runtime_class,
         file_systems=b.file_systems,
+        workloads=b.workloads,
         opts=b.opts,
     )
 
@@ -223,6 +227,7 @@ class Addons(pulumi.ComponentResource):
                     opts=pulumi.ResourceOptions(parent=self),
                     queues=queues,
                     provisioning_crd=self.provisioning_crd,
+                    workloads=workload_kinds(bool(stack_plan.spec.workloads.serving), stack_plan.training is not None),
                 )
                 self.built[addon.name] = addon.build(build)
         self.register_outputs({"enabled": self.selection.enabled})

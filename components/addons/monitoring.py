@@ -8,7 +8,7 @@ See docs/addons.md#monitoring-and-alerts.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import NamedTuple
 
 import pulumi
@@ -83,9 +83,11 @@ class Monitoring(pulumi.ComponentResource):
         selection: AddonSelection,
         runtime_class: k8s.node.v1.RuntimeClass | None = None,
         file_systems: MonitoredFileSystems | None = None,
+        workloads: Collection[str] = (),
         opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__("gpu-clusters:index:Monitoring", name, None, opts)
+        self._workloads = frozenset(workloads)
         self._ctx = context
         self._alerts = alerts
         self._node_health = node_health or NodeHealth()
@@ -247,7 +249,7 @@ class Monitoring(pulumi.ComponentResource):
             parent=self,
             depends_on=depends,
         )
-        for dashboard in prometheus_dashboards(plans, file_systems):
+        for dashboard in prometheus_dashboards(plans, file_systems, self._workloads):
             self.dashboards[dashboard.name] = self._dashboard_config_map(dashboard)
         if agent_wanted(plans):
             self.health_loop_scrape = self._health_loop_pod_monitor()

@@ -6,11 +6,13 @@ The stack never starts GPU work by itself: it creates the script's ConfigMap onl
 prints `jobset_manifest` for the user to apply. The failure policy restarts the whole job from its last checkpoint;
 a node failure (a pod's `DisruptionTarget` condition) fails the Job with reason `PodFailurePolicy`, which restarts
 the JobSet without counting against `maxRestarts`; any other failure (backoffLimit 0) counts ([JOBSETAPI] v0.12.0
-`FailurePolicyRule`, [K8SPFP]). Why and the figures: docs/training.md.
+`FailurePolicyRule`, [K8SPFP]). Each worker serves the script's metrics, which the stack's PodMonitor has Prometheus
+scrape (`pod_monitor`). Why and the figures: docs/training.md.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +37,37 @@ REPLICATED_JOB = "workers"
 PREFERRED_TOPOLOGY_ANNOTATION = "kueue.x-k8s.io/podset-preferred-topology"
 #: torchrun's rendezvous port on worker 0.
 RENDEZVOUS_PORT = 29500
+#: Where each worker's first process serves `/metrics` (`programs.train_reference --metrics-port`): a port nothing
+#: else in the pod listens on (the rendezvous port above; gloo's and NCCL's are ephemeral, above 32767), named so
+#: the PodMonitor finds it.
+METRICS_PORT = 9464
+METRICS_PORT_NAME = "metrics"
+METRICS_PATH = "/metrics"
+#: What the script serves (`programs.train_reference.METRICS`, which a test holds to this list): the job's step and
+#: loss, each node's steps, step time and samples, checkpoint saves and their time, the step a run resumed from and
+#: the JobSet's restart attempt. The training dashboard reads them.
+TRAINING_METRICS: tuple[str, ...] = tuple(
+    f"train_reference_{key}"
+    for key in (
+        "step",
+        "loss",
+        "steps_total",
+        "step_seconds_total",
+        "samples_total",
+        "checkpoint_saves_total",
+        "checkpoint_save_seconds",
+        "resumed_step",
+        "restarts",
+    )
+)
+#: Labels the JobSet controller puts on every pod of a JobSet: its name, and the restart attempt the pod belongs to
+#: ([JOBSETAPI] `JobSetNameKey`; pkg/constants `RestartsKey`, "an annotation and label key").
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+RESTART_ATTEMPT_LABEL = "jobset.sigs.k8s.io/restart-attempt"
+#: The variable the script reads the restart attempt from (`programs.train_reference.RESTART_ATTEMPT_ENV`).
+RESTART_ATTEMPT_ENV = "JOBSET_RESTART_ATTEMPT"
+#: The label every scraped training sample carries: the JobSet's name, which the dashboard groups by.
+JOBSET_METRIC_LABEL = "jobset"
 #: Where the container finds the script (the ConfigMap) and the Lustre claim.
 SCRIPT_DIR = "/opt/train"
 SCRIPT_FILE = "train_reference.py"
@@ -187,6 +220,7 @@ def worker_command(plan: TrainingJobPlan) -> list[str]:
         f"--checkpoint-dir={plan.checkpoint_dir}",
         f"--layers={w.model.layers}",
         f"--hidden-size={w.model.hidden_size}",
+        f"--metrics-port={METRICS_PORT}",
     ]
 
 
@@ -196,6 +230,10 @@ def worker_env(plan: TrainingJobPlan) -> list[dict[str, Any]]:
     index = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
     return [
         {"name": "NODE_RANK", "valueFrom": {"fieldRef": {"fieldPath": index}}},
+        {
+            "name": RESTART_ATTEMPT_ENV,
+            "valueFrom": {"fieldRef": {"fieldPath": f"metadata.labels['{RESTART_ATTEMPT_LABEL}']"}},
+        },
         {"name": "PYTHONUNBUFFERED", "value": "1"},
         # No passwd entry for the numeric user: getpass.getuser() (torch's caches) reads USER first.
         {"name": "USER", "value": "trainer"},
@@ -235,7 +273,10 @@ def pod_spec(plan: TrainingJobPlan) -> dict[str, Any]:
                 "image": plan.image,
                 "command": worker_command(plan),
                 "env": worker_env(plan),
-                "ports": [{"name": "rendezvous", "containerPort": RENDEZVOUS_PORT}],
+                "ports": [
+                    {"name": "rendezvous", "containerPort": RENDEZVOUS_PORT},
+                    {"name": METRICS_PORT_NAME, "containerPort": METRICS_PORT},
+                ],
                 "resources": worker_resources(plan),
                 "securityContext": {
                     "allowPrivilegeEscalation": False,
@@ -296,6 +337,35 @@ def jobset_manifest(plan: TrainingJobPlan) -> dict[str, Any]:
                             },
                         }
                     },
+                }
+            ],
+        },
+    }
+
+
+def pod_monitor(plan: TrainingJobPlan, labels: dict[str, str]) -> dict[str, Any]:
+    """The PodMonitor that has Prometheus scrape every worker of the JobSet ([PROMOP] PodMonitor: `selector`,
+    `podMetricsEndpoints[].port`, `relabelings`): in the job's namespace, selecting its pods by the JobSet's name
+    label, each sample labelled `jobset` with it. `labels` is what Prometheus selects PodMonitors by
+    (`monitoring.POD_MONITOR_LABELS`). It exists before the job does: Prometheus finds the workers when they start."""
+    return {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "PodMonitor",
+        "metadata": {"name": plan.name, "namespace": plan.namespace, "labels": dict(labels)},
+        "spec": {
+            "selector": {"matchLabels": {JOBSET_NAME_LABEL: plan.name}},
+            "podMetricsEndpoints": [
+                {
+                    "port": METRICS_PORT_NAME,
+                    "path": METRICS_PATH,
+                    "relabelings": [
+                        {
+                            "sourceLabels": [
+                                f"__meta_kubernetes_pod_label_{re.sub(r'[^a-zA-Z0-9_]', '_', JOBSET_NAME_LABEL)}"
+                            ],
+                            "targetLabel": JOBSET_METRIC_LABEL,
+                        }
+                    ],
                 }
             ],
         },

@@ -54,6 +54,17 @@ def _mig_prometheus(raw: dict[str, Any]) -> None:
     _prometheus(raw)
 
 
+def _container_insights(raw: dict[str, Any]) -> None:
+    """Container Insights instead of the Prometheus path the training stack ships on (the add-on's own exporter)."""
+    raw.setdefault(f"{PROJECT}:addons", {})["monitoring"] = {"containerInsights": True, "dcgmPrometheus": False}
+
+
+def _mig_container_insights(raw: dict[str, Any]) -> None:
+    """MIG on Container Insights: the add-on's exporter on partitioned GPUs."""
+    _mig(raw)
+    _container_insights(raw)
+
+
 def _time_sliced(raw: dict[str, Any]) -> None:
     """The inference stack's L40S pool time-sliced in two, its replicas each taking half of the budget."""
     _pool(raw, "l40s")["devicePlugin"] = {"timeSlicingReplicas": 2}
@@ -75,13 +86,13 @@ def _gpu_utilization_rule(raw: dict[str, Any]) -> None:
 
 
 #: Variants: (base stack, change to its config) for each optional path the shipped stacks leave off. Container
-#: Insights needs none: the training and smoke stacks run it.
+#: Insights on a training (EFA) stack is one: the smoke stack runs it without EFA.
 VARIANTS: dict[str, tuple[str, Callable[[dict[str, Any]], None]]] = {
     "hybrid-runtime-class": ("hybrid", _runtime_class),
     "inference-gpu-utilization": ("inference", _gpu_utilization_rule),
-    "training-mig": ("training", _mig),
+    "training-mig": ("training", _mig_container_insights),
     "training-mig-prometheus": ("training", _mig_prometheus),
-    "training-prometheus": ("training", _prometheus),
+    "training-container-insights": ("training", _container_insights),
     "training-bottlerocket": ("training", _bottlerocket),
     "inference-time-sliced": ("inference", _time_sliced),
 }

@@ -65,16 +65,30 @@ class DashboardPlan:
 FILE_SYSTEM_DASHBOARDS: tuple[str, ...] = ("lustre", "efs")
 
 
-def prometheus_dashboards(plans: Sequence[PoolPlan], file_systems: Collection[str]) -> list[DashboardPlan]:
+#: The workload dashboards, each on a stack that runs that kind of workload (`workload_kinds`): vLLM's own metrics
+#: of the serving workloads, the reference training job's metrics.
+WORKLOAD_DASHBOARDS: tuple[str, ...] = ("serving", "training")
+
+
+def workload_kinds(serving: bool, training: bool) -> frozenset[str]:
+    """The workload dashboards a stack gets: `serving` with serving workloads, `training` with the training job."""
+    return frozenset(kind for kind, present in zip(WORKLOAD_DASHBOARDS, (serving, training), strict=True) if present)
+
+
+def prometheus_dashboards(
+    plans: Sequence[PoolPlan], file_systems: Collection[str], workloads: Collection[str] = ()
+) -> list[DashboardPlan]:
     """The dashboards a stack on the Prometheus path gets: nodes and GPUs always, EFA with an EFA pool, FSx for
-    Lustre and EFS for the file systems the stack has (`file_systems`, names from `FILE_SYSTEM_DASHBOARDS`)."""
-    unknown = set(file_systems) - set(FILE_SYSTEM_DASHBOARDS)
+    Lustre and EFS for the file systems the stack has (`file_systems`, names from `FILE_SYSTEM_DASHBOARDS`), serving
+    and training for the workloads it runs (`workloads`, names from `WORKLOAD_DASHBOARDS`)."""
+    unknown = (set(file_systems) - set(FILE_SYSTEM_DASHBOARDS)) | (set(workloads) - set(WORKLOAD_DASHBOARDS))
     if unknown:
-        raise ValueError(f"no dashboard for file systems {sorted(unknown)}")
+        raise ValueError(f"no dashboard for {sorted(unknown)}")
     out = [DashboardPlan("nodes"), DashboardPlan("gpus")]
     if efa_plans(plans):
         out.append(DashboardPlan("efa"))
     out += [DashboardPlan(kind, constants=("filesystem",)) for kind in FILE_SYSTEM_DASHBOARDS if kind in file_systems]
+    out += [DashboardPlan(kind) for kind in WORKLOAD_DASHBOARDS if kind in workloads]
     return out
 
 

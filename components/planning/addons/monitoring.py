@@ -40,10 +40,12 @@ from components.planning.serving_autoscaling import ScrapeTarget
 #: account) pair, so the charts are told these names explicitly instead of deriving them from the release name.
 MONITORING_NAMESPACE = "monitoring"
 KUBE_PROMETHEUS_STACK_RELEASE = "kube-prometheus-stack"
-#: kube-prometheus-stack's Prometheus selects PodMonitors labelled `release: <its release>`: the chart's
-#: `podMonitorSelectorNilUsesHelmValues` is true by default and our values leave it so ([KPS] 88.5.3 values.yaml,
-#: templates/prometheus/prometheus.yaml), in every namespace (`podMonitorNamespaceSelector: {}`). A tenant's own
-#: PodMonitor is scraped only with this label, which its namespace's admins choose to give it.
+#: The label Prometheus selects ServiceMonitors and PodMonitors by, in every namespace: what the stack's own monitors
+#: carry, and the documented label for users' own (docs/operations.md, "Workload metrics"). Stated as explicit
+#: selectors in the Prometheus values (`monitor_selectors`), so neither kind depends on the chart's
+#: `*SelectorNilUsesHelmValues` defaults ([KPS] 88.5.3 values.yaml, templates/prometheus/prometheus.yaml). It is the
+#: label the chart gives its own ServiceMonitors (`release: <release name>`), which keep being scraped. A tenant's
+#: monitor is scraped only with it, which its namespace's admins choose to give it.
 POD_MONITOR_LABELS = {"release": KUBE_PROMETHEUS_STACK_RELEASE}
 ALERTMANAGER_SERVICE_ACCOUNT = "alertmanager"
 DCGM_EXPORTER_RELEASE = "dcgm-exporter"
@@ -244,7 +246,7 @@ def dcgm_exporter_values(
 ) -> dict[str, Any]:
     """Helm values of the DCGM exporter: on every GPU node (the chart tolerates only the control plane and selects
     nothing, [DCGM] §8), with the counters above and the chart's ServiceMonitor (its CRD comes from
-    kube-prometheus-stack, installed first).
+    kube-prometheus-stack, installed first), labelled for Prometheus to select it (`POD_MONITOR_LABELS`).
 
     Like the device plugin, the exporter needs the NVIDIA runtime to see the GPUs; the chart's `runtimeClassName`
     covers its whole DaemonSet ([DCGM] templates/daemonset.yaml), so the hybrid pools that reach the runtime through
@@ -265,7 +267,11 @@ def dcgm_exporter_values(
         "nodeSelector": {GPU_PRESENT_LABEL: "true"},
         "tolerations": tolerations_for(served),
         "customMetrics": dcgm_counters_csv(),
-        "serviceMonitor": {"enabled": True, "relabelings": [dict(NODE_RELABELING)]},
+        "serviceMonitor": {
+            "enabled": True,
+            "additionalLabels": dict(POD_MONITOR_LABELS),
+            "relabelings": [dict(NODE_RELABELING)],
+        },
     }
     base = [{"key": tags.POOL, "operator": "In" if runtime_class else "NotIn", "values": by_class}] if by_class else []
     terms = mig_gate(base) if mig_plans(served) else [{"matchExpressions": [*base, dict(NOT_PAUSED)]}]
@@ -427,6 +433,17 @@ def node_exporter_values(plans: Sequence[PoolPlan]) -> dict[str, Any]:
     return values
 
 
+def monitor_selectors() -> dict[str, Any]:
+    """The Prometheus's ServiceMonitor and PodMonitor selectors: the monitor label (`POD_MONITOR_LABELS`), in every
+    namespace (an empty namespace selector selects all namespaces; an absent one only Prometheus's own, [PROMOP])."""
+    return {
+        "serviceMonitorSelector": {"matchLabels": dict(POD_MONITOR_LABELS)},
+        "serviceMonitorNamespaceSelector": {},
+        "podMonitorSelector": {"matchLabels": dict(POD_MONITOR_LABELS)},
+        "podMonitorNamespaceSelector": {},
+    }
+
+
 def kube_prometheus_stack_values(
     alerts: Alerts,
     region: str,
@@ -437,8 +454,9 @@ def kube_prometheus_stack_values(
 ) -> dict[str, Any]:
     """Helm values of kube-prometheus-stack: controllers on the system pool, node-exporter on every node, our
     GPU rules (and the node health rules on a stack with GPU pools, `node_monitoring.node_health_rules`), Alertmanager
-    to SNS when a topic exists. Prometheus selects every ServiceMonitor/PodMonitor/PrometheusRule (not only the
-    release's), so the DCGM exporter's ServiceMonitor and the health loop's PodMonitor are scraped. Grafana runs with
+    to SNS when a topic exists. Prometheus selects the ServiceMonitors and PodMonitors that carry the monitor label
+    (`monitor_selectors`) in any namespace, as the DCGM exporter's, the health loop's and the workloads' do, and every
+    PrometheusRule. Grafana runs with
     our dashboards (`components.planning.addons.grafana`), and a CloudWatch data source when the stack has a file
     system whose metrics live there (`cloudwatch`: FSx for Lustre, EFS). No scraping of what EKS hides
     (`EKS_HIDDEN_COMPONENTS`).
@@ -469,7 +487,7 @@ def kube_prometheus_stack_values(
             "prometheus": {
                 "prometheusSpec": {
                     **system,
-                    "serviceMonitorSelectorNilUsesHelmValues": False,
+                    **monitor_selectors(),
                     "ruleSelectorNilUsesHelmValues": False,
                     "resources": {"requests": dict(PROMETHEUS_REQUESTS)},
                 }
