@@ -82,9 +82,7 @@ def test_the_switches_follow_the_pools_allocation() -> None:
 
 def test_a_dra_pool_promises_cluster_autoscaler_no_gpu_resource() -> None:
     pools = _pools(DRA_POOL, PLUGIN_POOL)
-    assert f"k8s.io/cluster-autoscaler/node-template/resources/{GPU_RESOURCE}" not in node_template_tags(
-        pools["l40s"]
-    )
+    assert f"k8s.io/cluster-autoscaler/node-template/resources/{GPU_RESOURCE}" not in node_template_tags(pools["l40s"])
     assert node_template_tags(pools["l4"])[f"k8s.io/cluster-autoscaler/node-template/resources/{GPU_RESOURCE}"] == "1"
 
 

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 import yaml
 
+from blueprint.plan.runner import stack_file
 from blueprint.verify import dcgm, nccl
 from blueprint.verify.context import Options
 from blueprint.verify.expectations import Expectations
 from blueprint.verify.model import Result
-from blueprint.plan.runner import stack_file
 from blueprint.verify.nccl import pairs
 from blueprint.verify.parsers import ParseError, dcgm_failures, parse_dcgm, parse_nccl
 from blueprint.verify.pods import PodSession
@@ -389,7 +389,9 @@ def test_an_exporter_that_does_not_leave_keeps_level_4_off_its_node_and_the_labe
     api = inference_api(exporter_leaves=False)
     now = [0.0]
     session = PodSession(api, "r1", "default", clock=lambda: now[0], sleep=lambda s: now.__setitem__(0, now[0] + 60))
-    results = run_checks(api, inference_on_the_device_plugin(), ["dcgm"], Options(dcgm_level=4), lambda *a: None, session=session)
+    results = run_checks(
+        api, inference_on_the_device_plugin(), ["dcgm"], Options(dcgm_level=4), lambda *a: None, session=session
+    )
     assert [(r.target, r.status) for r in results] == [(f"l40s/{n}", "error") for n in L40S]
     assert "did not leave the node within 300s" in results[0].detail
     assert not api.created and now[0] == 300  # waited the exporter's time, ran no diagnostic beside it
