@@ -65,7 +65,6 @@ def test_each_gpu_pool_has_exactly_one_allocator() -> None:
     ]
     assert driver["gpuResourcesEnabledOverride"] is True
     assert driver["resources"] == {"gpus": {"enabled": True}, "computeDomains": {"enabled": False}}
-    assert driver["resourceApiVersion"] == "resource.k8s.io/v1"
 
 
 def test_the_switches_follow_the_pools_allocation() -> None:

@@ -11,7 +11,7 @@ from typing import Any
 
 from components import tags
 from components.planning.addons.placement import NODE_CRITICAL, node_affinity, tolerations_for
-from components.planning.dra import RESOURCE_API_VERSION, dra_plans
+from components.planning.dra import dra_plans
 from components.planning.pools import GPU_PRESENT_LABEL, PoolPlan
 
 #: The Helm release (and the chart's name prefix of its DaemonSet, `<release>-kubelet-plugin`).
@@ -30,7 +30,8 @@ def dra_driver_values(plans: Sequence[PoolPlan]) -> dict[str, Any]:
     - `resources.computeDomains.enabled: false`: ComputeDomains are Multi-Node NVLink (GB200 IMEX), which no pool
       of the catalog has; it also drops the controller Deployment, whose default affinity asks for control-plane
       nodes, which EKS never shows.
-    - `resourceApiVersion`: the GA `resource.k8s.io/v1` ([K8SDRA]), not guessed from the API server.
+    - the chart picks the highest `resource.k8s.io` version the API server serves: the GA `v1` on Kubernetes 1.35
+      ([K8SDRA]), which the DeviceClass it creates is written in (tests/charts/test_dra_driver.py).
     - feature gates stay the chart's defaults: dynamic MIG, time-slicing and MPS settings are alpha and off at 25.12
       ([DRAGPU] pkg/featuregates), and validation keeps MIG and time-slicing pools on the device plugin.
     - tolerations: every taint of the DRA pools, the startup taint included (the plugin must run for a node's
@@ -43,7 +44,6 @@ def dra_driver_values(plans: Sequence[PoolPlan]) -> dict[str, Any]:
     return {
         "nvidiaDriverRoot": HOST_DRIVER_ROOT,
         "gpuResourcesEnabledOverride": True,
-        "resourceApiVersion": RESOURCE_API_VERSION,
         "resources": {"gpus": {"enabled": True}, "computeDomains": {"enabled": False}},
         "kubeletPlugin": {
             "priorityClassName": NODE_CRITICAL,
