@@ -32,6 +32,7 @@ from components import tags
 from components.context import ClusterContext
 from components.planning import nodeadm
 from components.planning.autoscaler_tags import OWNER_TAG_PREFIX, autoscaler_tags, discovery_tags
+from components.planning.dra import allocates_through_dra
 from components.planning.efa import NetworkInterface
 from components.planning.node_groups import NodeGroupSettings, node_group_settings
 from components.planning.pools import PoolPlan, refresh_healthy_percentages
@@ -492,6 +493,8 @@ def pool_tags(ctx: ClusterContext, plan: PoolPlan) -> dict[str, str]:
         out[tags.TAINTS] = ",".join(taint.render() for taint in plan.registration_taints)
     if plan.efa:
         out[tags.EFA_DEVICES] = str(plan.efa_devices)
+    if allocates_through_dra(plan):
+        out[tags.GPU_ALLOCATION] = plan.pool.gpu_allocation
     return out
 
 

@@ -18,6 +18,9 @@ CAPACITY_TYPE = f"{PREFIX}/capacity-type"
 GPU_MODEL = f"{PREFIX}/gpu-model"
 TAINTS = f"{PREFIX}/taints"
 EFA_DEVICES = f"{PREFIX}/efa-devices"
+#: On a pool whose GPUs are allocated through NVIDIA's DRA driver (`gpuAllocation: dra`): `dra`. The policy pack
+#: reads it to expect the DRA driver there instead of the device plugin.
+GPU_ALLOCATION = f"{PREFIX}/gpu-allocation"
 STATEFUL = f"{PREFIX}/stateful"
 #: On a launch template whose IMDS hop limit is above 1: why (the pool's `imdsHopLimitReason`). The policy pack accepts
 #: a hop limit above 1 only with this tag (docs/security.md).

@@ -23,6 +23,7 @@ from components.config import ServingWorkload
 from components.context import ClusterContext
 from components.planning.addons.envoy_gateway import NAMESPACE as ENVOY_GATEWAY_NAMESPACE
 from components.planning.addons.monitoring import MONITORING_NAMESPACE, POD_MONITOR_LABELS, prometheus_url
+from components.planning.dra import claim_template_name
 from components.planning.inference_routes import (
     CLIENTS_POLICY,
     GATEWAY_NAME,
@@ -34,6 +35,7 @@ from components.planning.inference_routes import (
 from components.planning.network_policies import cross_cni_sources
 from components.planning.serving import (
     SERVING_PORT,
+    claim_template,
     deployment_spec,
     disruption_budget_spec,
     network_policy_spec,
@@ -81,11 +83,23 @@ class ServingWorkloads(pulumi.ComponentResource):
         for workload in workloads:
             plan = stack_plan.pool(workload.pool)
             prefix = f"{ctx.cluster_name_plain}-{workload.name}"
+            gpus = claim_template(workload, plan)
+            templates: list[pulumi.Resource] = []
+            if gpus is not None:
+                # On a DRA pool each replica's GPUs come from a claim made from this template
+                templates.append(
+                    k8s.resource.v1.ResourceClaimTemplate(
+                        f"{prefix}-gpus",
+                        metadata=cast(Any, {"name": claim_template_name(workload.name), "namespace": namespace}),
+                        spec=cast(Any, gpus),
+                        opts=self._options(ctx, waits),
+                    )
+                )
             deployment = k8s.apps.v1.Deployment(
                 prefix,
                 metadata=cast(Any, self._metadata(workload, namespace, SKIP_AWAIT)),
                 spec=cast(Any, deployment_spec(workload, plan, claim)),
-                opts=self._options(ctx, waits),
+                opts=self._options(ctx, [*waits, *templates]),
             )
             k8s.core.v1.Service(
                 prefix,

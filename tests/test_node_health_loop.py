@@ -309,3 +309,17 @@ def test_idle_checks_let_cluster_autoscaler_evict_them_and_gate_checks_do_not() 
     kinds = {p["metadata"]["labels"][names.CHECK_KIND_LABEL]: p for p in api.check_pods()}
     assert kinds["idle"]["metadata"]["annotations"][names.SAFE_TO_EVICT_ANNOTATION] == "true"
     assert names.SAFE_TO_EVICT_ANNOTATION not in kinds["gate"]["metadata"]["annotations"]
+
+
+def test_a_pod_with_gpus_through_a_claim_keeps_its_node_busy() -> None:
+    """On a DRA pool a pod's GPUs come through `resourceClaims`, not `nvidia.com/gpu`: the node is still busy."""
+    api, repair = FakeKube(), Repair()
+    api.add_node("dra", "h100", labels={names.HEALTH_STATE_LABEL: names.PASSED})
+    api.add_pod("inference", "server", "dra")
+    api.pods[("inference", "server")]["spec"]["resourceClaims"] = [
+        {"name": "gpus", "resourceClaimTemplateName": "chat-gpus"}
+    ]
+    health = loop(api, repair)
+    health.run_once(at(api, 3600))
+    assert api.check_pods() == []
+    assert names.BUSY_AT_ANNOTATION in api.nodes["dra"]["metadata"]["annotations"]

@@ -6,11 +6,16 @@ node, and the NCCL pairs name the bad node of an EFA pool."""
 from __future__ import annotations
 
 import json
+import tempfile
 from collections.abc import Callable
+from functools import cache
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from blueprint.plan.runner import stack_file
 from blueprint.verify import dcgm, nccl
 from blueprint.verify.context import Options
 from blueprint.verify.expectations import Expectations
@@ -319,6 +324,18 @@ DEPLOY = "nvidia.com/gpu.deploy.dcgm-exporter"
 L40S = ["ip-10-0-2-0", "ip-10-0-2-1"]
 
 
+@cache
+def inference_on_the_device_plugin() -> Expectations:
+    """The inference stack with its L40S pool on the device plugin: DCGM's pods, which ask for `nvidia.com/gpu`,
+    skip a DRA pool (the shipped stack's)."""
+    raw = yaml.safe_load(stack_file("inference").read_text())
+    for pool in raw["config"]["gpu-clusters:nodePools"]:
+        pool.pop("gpuAllocation", None)
+    path = Path(tempfile.mkdtemp()) / "Pulumi.inference-device-plugin.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return expect_file(path)
+
+
 def inference_api(exporter_leaves: bool = True) -> FakeApi:
     """An inference stack's two L40S nodes, one of them labelled `true` already (as a MIG manager would), each with
     the stack's exporter pod; the DaemonSet controller removes a node's pod when its label reads a pause value and
@@ -355,7 +372,7 @@ def test_level_4_pauses_each_nodes_exporter_and_restores_its_label(outcome: str)
         return "Succeeded", sample("dcgm-diag-r1-pass.json.txt" if outcome == "pass" else SUMMARY_FAIL)
 
     api.behaviour = act
-    results, _ = run(api, ["dcgm"], Options(dcgm_level=4), expect("inference"))
+    results, _ = run(api, ["dcgm"], Options(dcgm_level=4), inference_on_the_device_plugin())
     assert {r.status for r in results} == {{"pass": "pass", "fail": "fail", "timeout": "error"}[outcome]}
     assert beside and not any(beside)  # no diagnostic ran beside an exporter
     # paused first, then each label back as it was: `true` restored, the absent one removed
@@ -372,7 +389,9 @@ def test_an_exporter_that_does_not_leave_keeps_level_4_off_its_node_and_the_labe
     api = inference_api(exporter_leaves=False)
     now = [0.0]
     session = PodSession(api, "r1", "default", clock=lambda: now[0], sleep=lambda s: now.__setitem__(0, now[0] + 60))
-    results = run_checks(api, expect("inference"), ["dcgm"], Options(dcgm_level=4), lambda *a: None, session=session)
+    results = run_checks(
+        api, inference_on_the_device_plugin(), ["dcgm"], Options(dcgm_level=4), lambda *a: None, session=session
+    )
     assert [(r.target, r.status) for r in results] == [(f"l40s/{n}", "error") for n in L40S]
     assert "did not leave the node within 300s" in results[0].detail
     assert not api.created and now[0] == 300  # waited the exporter's time, ran no diagnostic beside it
@@ -382,7 +401,7 @@ def test_an_exporter_that_does_not_leave_keeps_level_4_off_its_node_and_the_labe
 def test_lower_levels_leave_the_exporter_alone() -> None:
     api = inference_api()
     api.behaviour = lambda body: ("Succeeded", sample("dcgm-diag-r1-pass.json.txt"))
-    results, _ = run(api, ["dcgm"], Options(dcgm_level=3), expect("inference"))
+    results, _ = run(api, ["dcgm"], Options(dcgm_level=3), inference_on_the_device_plugin())
     assert {r.status for r in results} == {"pass"} and api.labelled == []
 
 

@@ -15,6 +15,7 @@ from components import clock
 from components.catalog import prices
 from components.config import StackConfig
 from components.planning.cost import PoolCost, StackCost, stack_cost
+from components.planning.dra import allocates_through_dra
 from components.planning.gpu_runtime import gpu_server_commands
 from components.planning.hybrid import (
     hybrid_node_config,
@@ -41,7 +42,8 @@ def pool_summary(plan: PoolPlan, cost: StackCost) -> dict[str, Any]:
     """One pool's figures; a hybrid GPU pool adds how its servers get the NVIDIA container runtime and the exact
     commands each runs after `nodeadm init` (`components.planning.gpu_runtime`). `migDevicesPerGpu` is a MIG pool's
     partition of each GPU, `gpuResourcesPerNode` what one node advertises once the device plugin runs (whole or
-    time-sliced GPUs, or MIG devices: components.planning.mig). `hourlyUsdPerNode` is the Region's on-demand price
+    time-sliced GPUs, or MIG devices: components.planning.mig; none on a pool whose `gpuAllocation` is `dra`, whose
+    GPUs are ResourceSlice devices of the class `gpu.nvidia.com`). `hourlyUsdPerNode` is the Region's on-demand price
     (0 for owned servers, None where the catalog has no price there); `hourlyUsd` is None for an unpriced pool.
     `healthGate` says whether new nodes wait for the health gate and at which DCGM level; `repair.maxPerHour` is the
     health loop's hourly cap of replacements (None on hybrid pools, whose servers are never replaced)."""
@@ -69,7 +71,8 @@ def pool_summary(plan: PoolPlan, cost: StackCost) -> dict[str, Any]:
         "taints": [t.render() for t in plan.taints],
         "lustreClient": plan.lustre_client,
         "migDevicesPerGpu": mig_devices(plan) or None,
-        "gpuResourcesPerNode": advertised_resources(plan, plan.mig_strategy),
+        "gpuAllocation": plan.pool.gpu_allocation if plan.is_gpu else None,
+        "gpuResourcesPerNode": {} if allocates_through_dra(plan) else advertised_resources(plan, plan.mig_strategy),
         "hourlyUsdPerNode": per_node,
         "hourlyUsd": (
             None if pool_cost is None else {"idle": round(pool_cost.idle_usd, 4), "max": round(pool_cost.max_usd, 4)}

@@ -94,10 +94,17 @@ class Context:
 
 def mig_skip(check: str, pool: PoolExpectation, why: str) -> Result | None:
     """`skip` for a check that needs whole GPUs on a MIG pool (None on whole GPUs): `skipped: MIG pool (<layout>);
-    <why>`."""
+    <why>`. A DRA pool is skipped too: the check's pods ask for `nvidia.com/gpu`, which no device plugin advertises
+    there (the health gate checks those nodes through a claim)."""
+    if pool.dra:
+        return Result(check, pool.name, "skip", f"skipped: DRA pool; {DRA_SKIP}")
     if not pool.mig_layout:
         return None
     return Result(check, pool.name, "skip", f"skipped: MIG pool ({pool.mig_layout}); {why}")
+
+
+#: Why the pod-based checks skip a DRA pool.
+DRA_SKIP = "its GPUs come through resource claims, and the check's pods ask for nvidia.com/gpu"
 
 
 def _requests_gpus(spec: dict[str, Any]) -> bool:

@@ -20,6 +20,7 @@ from components.planning.addons.device_plugins import (
     NVIDIA_DEVICE_PLUGIN_RELEASE,
     NVIDIA_DEVICE_PLUGIN_RUNTIME_CLASS_RELEASE,
 )
+from components.planning.addons.dra_driver import DRA_DRIVER_RELEASE
 from components.planning.addons.monitoring import (
     CLOUDWATCH_NAMESPACE,
     DCGM_EXPORTER_RELEASE,
@@ -36,6 +37,7 @@ from components.planning.addons.node_monitoring import (
 )
 from components.planning.addons.placement import KUBE_SYSTEM
 from components.planning.addons.selection import AddonSelection
+from components.planning.dra import allocates_through_dra
 from components.planning.gpu_runtime import NVIDIA_RUNTIME_CLASS, runtime_class_plans
 from components.planning.health_checks import nvlink_links_per_gpu
 from components.planning.lustre_directories import workload_directories
@@ -54,6 +56,8 @@ NVIDIA_DEVICE_PLUGIN_DAEMONSETS = (NVIDIA_DEVICE_PLUGIN_RELEASE, NVIDIA_DEVICE_P
 EFA_DEVICE_PLUGIN_DAEMONSETS = (EFA_DEVICE_PLUGIN_RELEASE,)
 PROMETHEUS_EXPORTER_DAEMONSETS = (DCGM_EXPORTER_RELEASE, DCGM_EXPORTER_RUNTIME_CLASS_RELEASE)
 CLOUDWATCH_EXPORTER_DAEMONSETS = ("dcgm-exporter",)
+#: The DRA driver's kubelet plugin: `<chart name>-kubelet-plugin` ([DRAGPU] templates/kubeletplugin.yaml).
+DRA_KUBELET_PLUGIN_DAEMONSETS = (f"{DRA_DRIVER_RELEASE}-kubelet-plugin",)
 
 
 @dataclass(frozen=True)
@@ -112,6 +116,9 @@ class PoolExpectation:
     #: the on-prem runbook); None on CPU pools and where the catalog pins none, `node_software_gap` saying why.
     node_software: NodeSoftware | None = None
     node_software_gap: str | None = None
+    #: GPUs allocated through NVIDIA's DRA driver: no `nvidia.com/gpu` on the nodes, so the checks whose pods ask
+    #: for it skip the pool (`components.planning.dra`).
+    dra: bool = False
 
     @property
     def is_gpu(self) -> bool:
@@ -184,7 +191,7 @@ def interconnect(plan: PoolPlan) -> Interconnect | None:
 def _resources_by_type(plan: PoolPlan) -> dict[str, dict[str, int]]:
     """The pool's advertised resources scaled to each instance type's GPU count (every figure is GPUs x a per-GPU
     count, so the division is exact)."""
-    per_node = advertised_resources(plan, plan.mig_strategy)
+    per_node = _advertised(plan)
     types = catalog.instance_types()
     if not plan.gpus_per_node:
         return {}
@@ -193,6 +200,11 @@ def _resources_by_type(plan: PoolPlan) -> dict[str, dict[str, int]]:
         for t in plan.instance_types
         if t in types
     }
+
+
+def _advertised(plan: PoolPlan) -> dict[str, int]:
+    """The GPU resources a node shows in `allocatable`: none on a DRA pool, whose GPUs are ResourceSlice devices."""
+    return {} if allocates_through_dra(plan) else advertised_resources(plan, plan.mig_strategy)
 
 
 def mig_layout(plan: PoolPlan) -> str | None:
@@ -206,7 +218,9 @@ def mig_layout(plan: PoolPlan) -> str | None:
 def _daemons(plan: PoolPlan, selection: AddonSelection) -> tuple[Daemon, ...]:
     found: list[Daemon] = []
     bundled = plan.kind == "aws" and plan.pool.ami_family == "bottlerocket"
-    if plan.is_gpu and selection.on("nvidia-device-plugin") and not bundled:
+    if allocates_through_dra(plan):
+        found.append(Daemon("NVIDIA DRA driver kubelet plugin", KUBE_SYSTEM, DRA_KUBELET_PLUGIN_DAEMONSETS))
+    elif plan.is_gpu and selection.on("nvidia-device-plugin") and not bundled:
         found.append(Daemon("NVIDIA device plugin", KUBE_SYSTEM, NVIDIA_DEVICE_PLUGIN_DAEMONSETS))
     if plan.efa and selection.on("efa-device-plugin"):
         found.append(Daemon("EFA device plugin", KUBE_SYSTEM, EFA_DEVICE_PLUGIN_DAEMONSETS))
@@ -256,12 +270,13 @@ def pool_expectation(plan: PoolPlan, selection: AddonSelection) -> PoolExpectati
         gpus_per_node=advertised_gpus(plan),
         physical_gpus=plan.gpus_per_node,
         resources_by_type=_resources_by_type(plan),
-        resources_per_node=advertised_resources(plan, plan.mig_strategy),
+        resources_per_node=_advertised(plan),
         mig_layout=mig_layout(plan),
         efa_devices=plan.efa_devices,
         fabric_gbps=plan.fabric_gbps,
         network_gbps=plan.instance.network_gbps if plan.instance else 0.0,
         tolerations=tuple(toleration(t) for t in plan.taints),
+        dra=allocates_through_dra(plan),
         daemons=_daemons(plan, selection),
         interconnect=interconnect(plan),
         runtime_class=NVIDIA_RUNTIME_CLASS if runtime_class_plans([plan]) else None,

@@ -27,6 +27,7 @@ import pulumi_kubernetes as k8s
 
 from components.addons.cluster_autoscaler import ClusterAutoscaler
 from components.addons.device_plugins import EfaDevicePlugin, NvidiaDevicePlugin, nvidia_runtime_class
+from components.addons.dra_driver import NvidiaDraDriver
 from components.addons.envoy_gateway import EnvoyGateway
 from components.addons.interruption import InterruptionHandler
 from components.addons.jobset import JobSet
@@ -63,6 +64,7 @@ __all__ = [
     "Monitoring",
     "NodeHealthLoop",
     "NvidiaDevicePlugin",
+    "NvidiaDraDriver",
 ]
 
 
@@ -160,6 +162,9 @@ def _monitoring(b: AddonBuild) -> Monitoring:
 #: Every add-on component, in build order (monitoring last: its dashboards and alarms cover the others).
 ADDONS: tuple[AddonSpec, ...] = (
     AddonSpec("nvidia-device-plugin", _nvidia_device_plugin),
+    AddonSpec(
+        "nvidia-dra-driver-gpu", lambda b: NvidiaDraDriver(b.name, context=b.context, plans=b.pools, opts=b.opts)
+    ),
     AddonSpec("mig-manager", lambda b: MigManager(b.name, context=b.context, plans=b.pools, opts=b.opts)),
     AddonSpec("efa-device-plugin", lambda b: EfaDevicePlugin(b.name, context=b.context, plans=b.pools, opts=b.opts)),
     AddonSpec("cluster-autoscaler", _cluster_autoscaler),

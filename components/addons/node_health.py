@@ -17,6 +17,7 @@ from components.config import NodeHealth
 from components.context import ClusterContext
 from components.node_health_role import node_health_role
 from components.planning.addons import node_health as plan
+from components.planning.health_checks import check_claim_templates
 from components.planning.node_health_repair import ROLE_NAME, repair_config_data
 from components.planning.pools import PoolPlan
 
@@ -89,6 +90,16 @@ class NodeHealthLoop(pulumi.ComponentResource):
             },
             opts=ns_opts,
         )
+        # A DRA pool's check pods take the node's GPUs through a claim made from these templates.
+        self.claim_templates = [
+            k8s.resource.v1.ResourceClaimTemplate(
+                f"{name}-{template}",
+                metadata=meta(name=template, namespace=plan.NAMESPACE),
+                spec=cast(Any, spec),
+                opts=ns_opts,
+            )
+            for template, spec in check_claim_templates(list(plans)).items()
+        ]
         # The repair path's AWS calls: Pod Identity injects the credentials when the pod is admitted, so the
         # Deployment waits for the association, not only the role.
         namespace = target["namespace"] if target is not None else None
@@ -102,7 +113,14 @@ class NodeHealthLoop(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions.merge(
                 ns_opts,
                 pulumi.ResourceOptions(
-                    depends_on=[*in_cluster, *self.admission, self.program, self.settings, *identity]
+                    depends_on=[
+                        *in_cluster,
+                        *self.admission,
+                        self.program,
+                        self.settings,
+                        *self.claim_templates,
+                        *identity,
+                    ]
                 ),
             ),
         )

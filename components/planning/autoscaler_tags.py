@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from components.planning.dra import allocates_through_dra
 from components.planning.hugepages import HUGEPAGES_RESOURCE, hugepages, hugepages_quantity
 from components.planning.mig import advertised_resources
 from components.planning.pools import PoolPlan
@@ -74,7 +75,9 @@ def node_template_tags(plan: PoolPlan) -> dict[str, str]:
     tags = {f"{NODE_TEMPLATE}/label/{key}": value for key, value in sorted(plan.labels.items())}
     for taint in plan.taints:
         tags[f"{TAINT_TAG_PREFIX}{taint.key}"] = f"{taint.value}:{taint.effect}"
-    for resource, count in advertised_resources(plan, plan.mig_strategy).items():
+    # a DRA pool's GPUs are devices of its ResourceSlices, not a resource of the node (no scale from zero there)
+    gpus = {} if allocates_through_dra(plan) else advertised_resources(plan, plan.mig_strategy)
+    for resource, count in gpus.items():
         tags[f"{NODE_TEMPLATE}/resources/{resource}"] = str(count)
     if plan.efa_devices > 0:
         tags[f"{NODE_TEMPLATE}/resources/{EFA_RESOURCE}"] = str(plan.efa_devices)

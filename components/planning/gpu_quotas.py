@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from components.config import StorageConfig, WorkloadsConfig
 from components.planning.autoscaler_tags import EFA_RESOURCE
+from components.planning.dra import GPU_DEVICE_CLASS, dra_plans
 from components.planning.mig import advertised_gpus
 from components.planning.pools import GPU_RESOURCE, PoolPlan
 from components.planning.storage import lustre_pools, nfs_pools
@@ -24,6 +25,12 @@ def quota_key(resource: str) -> str:
     """A ResourceQuota `hard` key for an extended resource: only requests can be limited, as `requests.<name>`
     ([RQ], "Resource quota for extended resources")."""
     return f"requests.{resource}"
+
+
+def device_class_quota_key(device_class: str) -> str:
+    """A ResourceQuota `hard` key for the devices all claims of a namespace request from one DeviceClass ([RQ],
+    "Resource quota for Dynamic Resource Allocation")."""
+    return f"{device_class}.deviceclass.resource.k8s.io/devices"
 
 
 @dataclass(frozen=True)
@@ -38,11 +45,16 @@ class GpuQuota:
     efa_capacity: int
     #: GPUs the namespace's serving workloads need at their minimum replicas (a quota below it stops them).
     serving_gpus: int
+    #: Whether one of its pools allocates GPUs through DRA, whose claims `requests.nvidia.com/gpu` does not count.
+    dra: bool = False
 
     @property
     def hard(self) -> dict[str, str]:
-        """The ResourceQuota's `spec.hard`."""
+        """The ResourceQuota's `spec.hard`; with a DRA pool, the same figure caps the devices of the namespace's
+        claims from the class `gpu.nvidia.com` too ([RQ], `<class>.deviceclass.resource.k8s.io/devices`)."""
         hard = {quota_key(GPU_RESOURCE): str(self.gpus)}
+        if self.dra:
+            hard[device_class_quota_key(GPU_DEVICE_CLASS)] = str(self.gpus)
         if self.efa_devices is not None:
             hard[quota_key(EFA_RESOURCE)] = str(self.efa_devices)
         return hard
@@ -86,6 +98,7 @@ def gpu_quotas(storage: StorageConfig, workloads: WorkloadsConfig, plans: Sequen
                 efa_devices=efa if efa is not None else (efa_capacity if efa_capacity else None),
                 efa_capacity=efa_capacity,
                 serving_gpus=serving,
+                dra=bool(dra_plans(pools)),
             )
         )
     return quotas

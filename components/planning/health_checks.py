@@ -1,9 +1,10 @@
 """The health gate's check pod of each gated pool (pure): what the health loop starts on a new or idle GPU node.
 
 One pod per node, tolerating the pool's taints and the startup taint, asking for every GPU and EFA device the node
-advertises, so no work lands beside it; its script checks the GPU count and state (`nvidia-smi`), the NVLink links
-where the catalog says the type has NVLink, the EFA devices against the catalog, and DCGM's diagnostic at the
-pool's level, then ends with exit code 0 or 1 and a one-line JSON termination message the loop reads
+advertises (a DRA pool's GPUs through a claim), so no work lands beside it; its script checks the GPU count and
+state (`nvidia-smi`), the NVLink links where the catalog says the type has NVLink, the EFA devices against the
+catalog, and DCGM's diagnostic at the pool's level, then ends with exit code 0 or 1 and a one-line JSON termination
+message the loop reads
 (`{"result", "step", "detail"}`). docs/operations.md, "The health loop".
 """
 
@@ -15,6 +16,13 @@ from typing import Any
 from components.catalog.images import image
 from components.planning.autoscaler_tags import EFA_RESOURCE
 from components.planning.check_pods import DCGM_CAPABILITIES, dcgm_diag, pod_spec
+from components.planning.dra import (
+    allocates_through_dra,
+    claim_template_name,
+    claim_template_spec,
+    container_claims,
+    pod_claims,
+)
 from components.planning.gpu_runtime import NVIDIA_RUNTIME_CLASS, runtime_class_plans
 from components.planning.mig import advertised_resources
 from components.planning.node_health import NODE_HEALTH_NAMESPACE
@@ -40,8 +48,10 @@ def nvlink_links_per_gpu(plan: PoolPlan) -> int | None:
 
 
 def check_resources(plan: PoolPlan) -> dict[str, str]:
-    """Every device the node advertises: its GPUs (time-sliced replicas included) and EFA devices."""
-    resources = {name: str(count) for name, count in advertised_resources(plan, plan.mig_strategy).items() if count}
+    """Every device the node advertises: its GPUs (time-sliced replicas included) and EFA devices. A DRA pool's GPUs
+    come through the pod's claim instead (`check_claim_templates`)."""
+    gpus = {} if allocates_through_dra(plan) else advertised_resources(plan, plan.mig_strategy)
+    resources = {name: str(count) for name, count in gpus.items() if count}
     if plan.efa_devices:
         resources[EFA_RESOURCE] = str(plan.efa_devices)
     return resources
@@ -107,7 +117,26 @@ def check_pod_template(plan: PoolPlan, check_timeout_seconds: int) -> dict[str, 
     del pod["metadata"]["name"]
     del pod["spec"]["nodeSelector"]
     pod["spec"]["automountServiceAccountToken"] = False
+    if allocates_through_dra(plan):
+        pod["spec"]["resourceClaims"] = pod_claims(check_claim_template_name(plan.name))
+        for container in pod["spec"]["containers"]:
+            container.setdefault("resources", {})["claims"] = container_claims()
     return pod
+
+
+def check_claim_template_name(pool: str) -> str:
+    """The ResourceClaimTemplate of a DRA pool's check pods, in the loop's namespace: `check-<pool>-gpus`."""
+    return claim_template_name(f"check-{pool}")
+
+
+def check_claim_templates(plans: list[PoolPlan]) -> dict[str, dict[str, Any]]:
+    """Each gated DRA pool's check claim template (every GPU of the node), by template name: the check pod is
+    scheduled onto its node by affinity, so the scheduler allocates the claim there."""
+    return {
+        check_claim_template_name(p.name): claim_template_spec(p.gpus_per_node)
+        for p in plans
+        if p.health_gated and allocates_through_dra(p)
+    }
 
 
 def check_pod_templates(plans: list[PoolPlan], check_timeout_seconds: int) -> dict[str, dict[str, Any]]:

@@ -15,6 +15,13 @@ from typing import Any
 from components.catalog.images import image
 from components.config import ServingWorkload
 from components.planning.addons.placement import tolerations_for
+from components.planning.dra import (
+    allocates_through_dra,
+    claim_template_name,
+    claim_template_spec,
+    container_claims,
+    pod_claims,
+)
 from components.planning.gpu_runtime import NVIDIA_RUNTIME_CLASS, runtime_class_plans
 from components.planning.mig import advertised_gpus
 from components.planning.pools import GPU_RESOURCE, PoolPlan
@@ -129,10 +136,25 @@ def pinned_outage_tolerations(plan: PoolPlan) -> list[dict[str, Any]]:
     return outage_tolerations(unreachable_toleration_seconds(plan)) if plan.kind == "hybrid" else []
 
 
+def gpu_resources(workload: ServingWorkload, plan: PoolPlan) -> dict[str, Any]:
+    """The server container's resources: its GPUs as `nvidia.com/gpu` (requests equal to limits), or on a DRA pool
+    through the pod's claim (`components.planning.dra`), with its CPU and memory requests either way."""
+    host = host_requests(workload, plan)
+    if allocates_through_dra(plan):
+        return {"requests": host, "claims": container_claims()}
+    gpus = str(workload.gpus_per_replica)
+    return {"requests": {GPU_RESOURCE: gpus, **host}, "limits": {GPU_RESOURCE: gpus}}
+
+
+def claim_template(workload: ServingWorkload, plan: PoolPlan) -> dict[str, Any] | None:
+    """The ResourceClaimTemplate spec of the workload's replicas (one claim of `gpusPerReplica` GPUs each) on a DRA
+    pool; None on a device-plugin pool."""
+    return claim_template_spec(workload.gpus_per_replica) if allocates_through_dra(plan) else None
+
+
 def deployment_spec(workload: ServingWorkload, plan: PoolPlan, claim: str) -> dict[str, Any]:
     """The Deployment's spec. No `replicas`: the HPA that KEDA creates owns the count, and `pulumi up` must not
     reset it (the Deployment starts at one replica and the HPA raises it to `replicas.min`)."""
-    gpus = str(workload.gpus_per_replica)
     labels = serving_labels(workload)
     pod: dict[str, Any] = {
         "nodeSelector": {POOL: plan.name},
@@ -152,10 +174,7 @@ def deployment_spec(workload: ServingWorkload, plan: PoolPlan, claim: str) -> di
                 "env": server_env(workload),
                 "securityContext": CONTAINER_SECURITY,
                 "ports": [{"name": "http", "containerPort": SERVING_PORT}],
-                "resources": {
-                    "requests": {GPU_RESOURCE: gpus, **host_requests(workload, plan)},
-                    "limits": {GPU_RESOURCE: gpus},
-                },
+                "resources": gpu_resources(workload, plan),
                 "startupProbe": _probe(failures=-(-workload.startup_seconds // PROBE_PERIOD_SECONDS)),
                 "readinessProbe": _probe(failures=3),
                 "lifecycle": {"preStop": {"sleep": {"seconds": workload.drain_seconds}}},
@@ -177,6 +196,8 @@ def deployment_spec(workload: ServingWorkload, plan: PoolPlan, claim: str) -> di
     }
     if runtime_class_plans([plan]):
         pod["runtimeClassName"] = NVIDIA_RUNTIME_CLASS
+    if allocates_through_dra(plan):
+        pod["resourceClaims"] = pod_claims(claim_template_name(workload.name))
     return {
         "selector": {"matchLabels": labels},
         # Surge one replica and never take one away before its replacement is Ready: a rollout keeps capacity.

@@ -19,6 +19,13 @@ from typing import Any
 from components.catalog.images import image
 from components.config import StackConfig, TrainingModel, TrainingWorkload
 from components.planning.addons.placement import tolerations_for
+from components.planning.dra import (
+    allocates_through_dra,
+    claim_template_name,
+    claim_template_spec,
+    container_claims,
+    pod_claims,
+)
 from components.planning.hugepages import HUGEPAGES_RESOURCE, hugepages_quantity
 from components.planning.lustre import throughput_mbps
 from components.planning.nccl_environment import nccl_environment
@@ -244,19 +251,32 @@ def worker_env(plan: TrainingJobPlan) -> list[dict[str, Any]]:
 
 
 def worker_resources(plan: TrainingJobPlan) -> dict[str, Any]:
-    """Every GPU, EFA device and huge page of the node; extended resources as limits equal to requests."""
-    devices = {GPU_RESOURCE: str(plan.pool.gpus_per_node)}
+    """Every GPU, EFA device and huge page of the node; extended resources as limits equal to requests. On a DRA
+    pool the GPUs come through the pod's claim instead (`claim_template`); EFA stays the EFA device plugin's."""
+    dra = allocates_through_dra(plan.pool)
+    devices = {} if dra else {GPU_RESOURCE: str(plan.pool.gpus_per_node)}
     if plan.pool.efa:
         devices[EFA_RESOURCE] = str(plan.pool.efa_devices)
         devices[HUGEPAGES_RESOURCE] = hugepages_quantity(plan.pool)
-    return {"requests": {**devices, "memory": WORKER_MEMORY}, "limits": dict(devices)}
+    resources: dict[str, Any] = {"requests": {**devices, "memory": WORKER_MEMORY}}
+    if devices:
+        resources["limits"] = dict(devices)
+    if dra:
+        resources["claims"] = container_claims()
+    return resources
+
+
+def claim_template(plan: TrainingJobPlan) -> dict[str, Any] | None:
+    """The ResourceClaimTemplate spec of the workers on a DRA pool (every GPU of the node, one claim per worker),
+    which the stack creates beside the script (`components.training`); None on a device-plugin pool."""
+    return claim_template_spec(plan.pool.gpus_per_node) if allocates_through_dra(plan.pool) else None
 
 
 def pod_spec(plan: TrainingJobPlan) -> dict[str, Any]:
     """Pod Security `restricted`: the namespace directory's numeric user and group, RuntimeDefault seccomp, every
     capability dropped. EFA needs no IPC_LOCK: containers get no such capability on the EKS AMI either, root or not
     (nodeadm's containerd base runtime spec, [EKSRUNTIME]), and AWS's own EFA NCCL workers add none ([ADTNCCL])."""
-    return {
+    pod: dict[str, Any] = {
         "restartPolicy": "Never",
         "nodeSelector": {POOL: plan.pool.name},
         "tolerations": tolerations_for([plan.pool], critical_addons=False, startup=False),
@@ -297,6 +317,9 @@ def pod_spec(plan: TrainingJobPlan) -> dict[str, Any]:
             {"name": "dshm", "emptyDir": {"medium": "Memory"}},
         ],
     }
+    if allocates_through_dra(plan.pool):
+        pod["resourceClaims"] = pod_claims(claim_template_name(plan.name))
+    return pod
 
 
 def jobset_manifest(plan: TrainingJobPlan) -> dict[str, Any]:

@@ -23,12 +23,12 @@ TAG_CHARACTERS = re.compile(r"^[\w .:/=+\-@]*$")
 #: cluster-autoscaler discover resources by (`kubernetes.io/cluster/<name>`, `k8s.io/cluster-autoscaler/...`).
 PROJECT_TAG_PREFIXES = (f"{tags.PREFIX}/", tags.NTH_MANAGED, "kubernetes.io/", "k8s.io/")
 #: The most tags the stack itself puts on one resource: a pool's instances carry the cluster and stack identity, the
-#: pool, role, capacity type, GPU model, taints and EFA device count (components.node_pool.pool_tags), a `Name`, the
-#: node identity tag `kubernetes.io/cluster/<name>` and the termination handler's marker (every pool).
+#: pool, role, capacity type, GPU model, taints, EFA device count and GPU allocation (components.node_pool.pool_tags),
+#: a `Name`, the node identity tag `kubernetes.io/cluster/<name>` and the termination handler's marker (every pool).
 OWN_TAG_COUNT = (
     len(tags.cluster_tags("", "", {}))
     + len(tags.with_tags({}, pool="", role="", capacity_type="", gpu_model="", taints=""))
-    + len((tags.EFA_DEVICES, "Name", tags.KUBERNETES_CLUSTER_PREFIX, tags.NTH_MANAGED))
+    + len((tags.EFA_DEVICES, tags.GPU_ALLOCATION, "Name", tags.KUBERNETES_CLUSTER_PREFIX, tags.NTH_MANAGED))
 )
 
 

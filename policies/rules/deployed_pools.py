@@ -14,7 +14,7 @@ from pulumi_policy.proxy import UnknownValueError
 from components.catalog import InstanceType, instance_type
 from components.planning.autoscaler_tags import ENABLED_TAG, TAINT_TAG_PREFIX
 from components.planning.efa import EFA_INTERFACE_TYPES
-from components.tags import CAPACITY_TYPE, GPU_MODEL, POOL, ROLE, TAINTS
+from components.tags import CAPACITY_TYPE, GPU_ALLOCATION, GPU_MODEL, POOL, ROLE, TAINTS
 from policies.resources import (
     AUTOSCALING_GROUP,
     LAUNCH_TEMPLATE,
@@ -108,6 +108,12 @@ class Pool:
     @property
     def role(self) -> str | None:
         return self.asg.tags().get(ROLE)
+
+    @property
+    def dra(self) -> bool:
+        """GPUs allocated through NVIDIA's DRA driver (the pool's `gpu-clusters/gpu-allocation` tag), not the device
+        plugin."""
+        return self.asg.tags().get(GPU_ALLOCATION) == "dra"
 
     @property
     def managed(self) -> bool:

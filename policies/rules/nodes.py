@@ -1,5 +1,6 @@
 """Node rules: instance metadata, public IPs and root volume encryption of every launch template, and GPU pools
-that repel ordinary pods while the NVIDIA device plugin tolerates them ([NVDP] in docs/sources.md).
+that repel ordinary pods while the NVIDIA device plugin (or, on DRA pools, NVIDIA's DRA driver) tolerates them ([NVDP],
+[DRAGPU] in docs/sources.md).
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from collections.abc import Iterator, Mapping
 from components import tags
 from components.catalog.versions import chart
 from components.planning.pools import GPU_RESOURCE
+from components.planning.tolerations import tolerates
 from components.tags import TAINTS
 from policies.resources import (
     Resource,
@@ -17,12 +19,13 @@ from policies.resources import (
     items,
     truthy,
 )
-from policies.rules.deployed_pools import interfaces, node_pools
+from policies.rules.deployed_pools import Pool, interfaces, node_pools
 from policies.rules.releases import helm_releases, untolerated
 from policies.rules.signatures import Config, StackViolations
 
 #: Chart names of the Helm releases the rules look for, as pinned in components/catalog/versions.yaml.
 NVIDIA_DEVICE_PLUGIN_CHART = chart("nvidia-device-plugin").chart
+NVIDIA_DRA_DRIVER_CHART = chart("nvidia-dra-driver-gpu").chart
 
 
 #: Tolerations the NVIDIA device plugin chart ships when `values.tolerations` is not set ([NVDP] values.yaml):
@@ -110,20 +113,47 @@ def encrypted_root_volume(lt: Resource, config: Config) -> Iterator[str]:
             yield f"launch template '{lt.name}': EBS volume {device} is encrypted without a KMS key (kmsKeyId)"
 
 
+def _dra_driver_runs(stack: Stack, pools: list[Pool]) -> StackViolations:
+    """DRA pools (tag `gpu-clusters/gpu-allocation: dra`) get their GPUs from NVIDIA's DRA driver, whose kubelet
+    plugin must tolerate their taints (`kubeletPlugin.tolerations`; the chart's default tolerates nothing, [DRAGPU])."""
+    if not pools:
+        return
+    releases = helm_releases(stack, NVIDIA_DRA_DRIVER_CHART)
+    if not releases:
+        yield (
+            f"DRA GPU pools {[p.name for p in pools]} but no {NVIDIA_DRA_DRIVER_CHART} Helm release",
+            pools[0].asg.urn,
+        )
+        return
+    for release in releases:
+        tolerations = items(get(release.get("values", default={}), "kubeletPlugin", "tolerations"))
+        for pool in pools:
+            for taint in pool.taints:
+                if taint.effect in ("NoSchedule", "NoExecute") and not tolerates(tolerations, taint):
+                    yield (
+                        f"Helm release '{release.name}' ({NVIDIA_DRA_DRIVER_CHART}) does not tolerate taint {taint} "
+                        f"of DRA pool '{pool.name}', so its kubelet plugin never runs there",
+                        release.urn,
+                    )
+
+
 def gpu_pools_tainted_and_tolerated(stack: Stack, config: Config) -> StackViolations:
-    """GPU pools repel ordinary pods with a NoSchedule/NoExecute taint, and the NVIDIA device plugin tolerates it.
+    """GPU pools repel ordinary pods with a NoSchedule/NoExecute taint, and their allocator tolerates it: the NVIDIA
+    device plugin, or on DRA pools the DRA driver's kubelet plugin.
 
     Untainted GPU nodes fill up with CPU-only pods that block GPU jobs and keep costly nodes from scaling down;
     a device plugin that does not tolerate the taint never advertises `nvidia.com/gpu` and no GPU pod schedules.
     The chart's default tolerations cover only `nvidia.com/gpu` and CriticalAddonsOnly ([NVDP], facts §8).
     """
-    gpu_pools = [p for p in node_pools(stack) if p.is_gpu]
-    for pool in gpu_pools:
+    pools = [p for p in node_pools(stack) if p.is_gpu]
+    for pool in pools:
         if not any(t.effect in ("NoSchedule", "NoExecute") for t in pool.taints):
             yield (
                 f"GPU pool '{pool.name}' has no NoSchedule/NoExecute taint (tag {TAINTS})",
                 pool.asg.urn,
             )
+    yield from _dra_driver_runs(stack, [p for p in pools if p.dra])
+    gpu_pools = [p for p in pools if not p.dra]
     if not gpu_pools:
         return
     releases = helm_releases(stack, NVIDIA_DEVICE_PLUGIN_CHART)

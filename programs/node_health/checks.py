@@ -125,8 +125,11 @@ def startup_taint_patch(node: Mapping[str, Any], state: str) -> list[dict[str, A
 
 
 def uses_gpus(pod: Mapping[str, Any]) -> bool:
-    """A pod that asks for an NVIDIA device (`nvidia.com/gpu`, or a MIG profile's `nvidia.com/mig-...`)."""
+    """A pod that asks for an NVIDIA device (`nvidia.com/gpu`, or a MIG profile's `nvidia.com/mig-...`), or for
+    devices through resource claims (on a DRA pool its GPUs come that way; any claim counts, to be safe)."""
     spec = pod.get("spec") or {}
+    if spec.get("resourceClaims"):
+        return True
     for container in [*(spec.get("containers") or []), *(spec.get("initContainers") or [])]:
         resources = container.get("resources") or {}
         for amounts in (resources.get("limits") or {}, resources.get("requests") or {}):

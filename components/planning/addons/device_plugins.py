@@ -21,6 +21,7 @@ from components.planning.addons.placement import (
     node_affinity,
     tolerations_for,
 )
+from components.planning.dra import dra_plans
 from components.planning.gpu_runtime import NVIDIA_RUNTIME_CLASS, runtime_class_plans
 from components.planning.mig import (
     MIG_CONFIG_STATE_LABEL,
@@ -111,6 +112,8 @@ def nvidia_device_plugin_values(
     `nvidia.com/gpu` with any value), plus CriticalAddonsOnly.
     Bottlerocket NVIDIA nodes run the device plugin bundled in the OS (`settings.kubelet-device-plugins.nvidia`,
     aws-gpu-facts.md §5a); a second plugin there would fight it for `nvidia.com/gpu`, so those pools are excluded.
+    DRA pools (`gpuAllocation: dra`) are excluded the same way: each pool has exactly one GPU allocator ([DRAGPU]
+    templates/validation.yaml: the DRA driver and the device plugin cannot serve the same node).
     Runtime class: the chart sets `runtimeClassName` on its DaemonSet ([NVDP] templates/daemonset-device-plugin.yml
     @v0.20.0); under runc the plugin finds no NVIDIA library and advertises no GPU, so the pools that need the
     class get their own release with it, and the first release keeps off them (`gpu-clusters/pool NotIn`).
@@ -125,10 +128,10 @@ def nvidia_device_plugin_values(
         term["matchExpressions"].append({"key": tags.POOL, "operator": "In", "values": sorted(class_pools)})
     else:
         bundled = {p.name for p in gpu if p.kind == "aws" and p.pool.ami_family == "bottlerocket"}
-        if bundled | class_pools:
-            term["matchExpressions"].append(
-                {"key": tags.POOL, "operator": "NotIn", "values": sorted(bundled | class_pools)}
-            )
+        # DRA pools get their GPUs from NVIDIA's DRA driver alone (components.planning.addons.dra_driver)
+        kept_off = bundled | class_pools | {p.name for p in dra_plans(gpu)}
+        if kept_off:
+            term["matchExpressions"].append({"key": tags.POOL, "operator": "NotIn", "values": sorted(kept_off)})
         if mig_plans(gpu):
             affinity = _after_mig_partitioning(affinity)
     values: dict[str, Any] = {

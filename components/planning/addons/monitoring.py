@@ -23,6 +23,7 @@ from components.planning.addons.placement import (
     system_plans,
     tolerations_for,
 )
+from components.planning.dra import dra_plans
 from components.planning.gpu_runtime import NVIDIA_RUNTIME_CLASS, runtime_class_plans
 from components.planning.mig import (
     DCGM_EXPORTER_DEPLOY_LABEL,
@@ -260,7 +261,8 @@ def dcgm_exporter_values(
     after every reconfiguration (`mig_gate`), with the MIG monitor capability (`MIG_MONITOR_ENV`); with time-sliced
     pools it splits each GPU's series per pod (`VIRTUAL_GPUS_ENV`, with the host's PIDs). On every node it
     leaves while the deploy label reads a pause value (`NOT_PAUSED`), which `blueprint verify` sets for DCGM's
-    level-4 diagnostic."""
+    level-4 diagnostic. With DRA pools, `kubernetesDRA.enabled` has it attribute the GPUs of resource claims to their
+    pods ([DCGM] values.yaml `kubernetesDRA`: "metrics associated with GPUs managed by NVIDIA k8s-dra-driver")."""
     by_class = sorted(p.name for p in runtime_class_plans(plans))
     served = runtime_class_plans(plans) if runtime_class else [p for p in gpu_plans(plans) if p.name not in by_class]
     values: dict[str, Any] = {
@@ -286,6 +288,9 @@ def dcgm_exporter_values(
         values["extraEnv"] = extra_env
     if runtime_class:
         values["runtimeClassName"] = NVIDIA_RUNTIME_CLASS
+    if dra_plans(served):
+        # GPUs allocated through claims: the exporter maps them to their pods from the DRA driver's allocations
+        values["kubernetesDRA"] = {"enabled": True}
     if image_tag:
         values["image"] = {"tag": image_tag}
     return values

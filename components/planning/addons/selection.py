@@ -15,6 +15,7 @@ from components.config import AddonsConfig, WorkloadsConfig
 from components.planning.addons.cluster_autoscaler import autoscaled_plans
 from components.planning.addons.interruption import drained_plans
 from components.planning.addons.placement import gpu_plans
+from components.planning.dra import dra_plans
 from components.planning.mig import mig_plans
 from components.planning.pools import PoolPlan
 
@@ -42,6 +43,11 @@ def _switch(value: str, auto: bool) -> bool:
     return auto if value == "auto" else value == "on"
 
 
+def _plugin_gpus(plans: Sequence[PoolPlan]) -> bool:
+    """Whether a GPU pool gets its GPUs from the device plugin (every GPU pool not on DRA)."""
+    return len(gpu_plans(plans)) > len(dra_plans(plans))
+
+
 def _wants_queues(f: AddonFacts) -> bool:
     """Any GPU pool: gang scheduling is a MUST of Kubernetes AI Conformance, on every cluster with accelerators
     (docs/conformance.md#gang_scheduling); or queues or a training job configured."""
@@ -57,7 +63,9 @@ def _wants_queues(f: AddonFacts) -> bool:
 #: JobSet, the multi-node job controller, when a training pool or the reference training job (`workloads.training`)
 #: exists; the health loop when a pool is gated.
 ADDON_SWITCHES: tuple[AddonSwitch, ...] = (
-    AddonSwitch("nvidia-device-plugin", lambda f: f.settings.nvidia_device_plugin.enabled and bool(gpu_plans(f.plans))),
+    AddonSwitch("nvidia-device-plugin", lambda f: f.settings.nvidia_device_plugin.enabled and _plugin_gpus(f.plans)),
+    #: NVIDIA's DRA driver for GPUs, whenever a GPU pool allocates through DRA (`gpuAllocation: dra`).
+    AddonSwitch("nvidia-dra-driver-gpu", lambda f: bool(dra_plans(f.plans))),
     AddonSwitch("mig-manager", lambda f: bool(mig_plans(f.plans))),
     AddonSwitch(
         "efa-device-plugin", lambda f: _switch(f.settings.efa_device_plugin.enabled, any(p.efa for p in f.plans))
