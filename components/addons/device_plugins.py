@@ -14,7 +14,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import config
-from components.addons.helm import helm_release
+from components.addons.helm import ChartAddon, helm_release
 from components.catalog import versions
 from components.context import ClusterContext
 from components.planning.addons.device_plugins import (
@@ -85,30 +85,15 @@ class NvidiaDevicePlugin(pulumi.ComponentResource):
         self.register_outputs({"release": self.release.name})
 
 
-class EfaDevicePlugin(pulumi.ComponentResource):
+class EfaDevicePlugin(ChartAddon):
     """AWS EFA device plugin on the nodes whose launch template wires EFA interfaces.
 
     Pinned at or above v0.5.10: older plugins count NVLink `ibp*` devices as EFA and break NCCL (peers.md #8); the
     catalog refuses a lower pin when it loads.
     """
 
-    def __init__(
-        self,
-        name: str,
-        *,
-        context: ClusterContext,
-        plans: Sequence[PoolPlan],
-        opts: pulumi.ResourceOptions | None = None,
-    ) -> None:
-        super().__init__("gpu-clusters:index:EfaDevicePlugin", name, None, opts)
-        self.values = efa_device_plugin_values(plans)
-        self.release: k8s.helm.v3.Release = helm_release(
-            name,
-            EFA_DEVICE_PLUGIN_RELEASE,
-            versions.chart("aws-efa-k8s-device-plugin"),
-            KUBE_SYSTEM,
-            self.values,
-            context,
-            parent=self,
-        )
-        self.register_outputs({"release": self.release.name})
+    TYPE = "gpu-clusters:index:EfaDevicePlugin"
+    RELEASE = EFA_DEVICE_PLUGIN_RELEASE
+    CHART = "aws-efa-k8s-device-plugin"
+    NAMESPACE = KUBE_SYSTEM
+    PLANNED_VALUES = efa_device_plugin_values

@@ -9,14 +9,16 @@ creates with its Pod Security labels (`ClusterContext.namespace_ready`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar
 
 import pulumi
 import pulumi_kubernetes as k8s
 
+from components.catalog import versions
 from components.catalog.versions import ChartPin
 from components.context import ClusterContext
+from components.planning.pools import PoolPlan
 
 #: How long the provider waits for each Kubernetes operation of a release (its `timeout`, in seconds; Helm's own
 #: default is 300, https://helm.sh/docs/helm/helm_install/ `--timeout`). Releases start once a system node is Ready,
@@ -77,3 +79,29 @@ def service_account_role(
     role = ctx.pod_identity_role(name, namespace, service_account, policy_json, list(managed_policies), parent)
     association = getattr(ctx.pod_identity_role, "associations", {}).get(name)
     return [role] if association is None else [role, association]
+
+
+class ChartAddon(pulumi.ComponentResource):
+    """An add-on that is one pinned Helm release and nothing else. A subclass names its component type, release,
+    chart (as the catalog pins it), namespace, and the planning function of its values."""
+
+    TYPE: ClassVar[str]
+    RELEASE: ClassVar[str]
+    CHART: ClassVar[str]
+    NAMESPACE: ClassVar[str]
+    PLANNED_VALUES: ClassVar[Callable[[Sequence[PoolPlan]], Mapping[str, Any]]]
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        context: ClusterContext,
+        plans: Sequence[PoolPlan],
+        opts: pulumi.ResourceOptions | None = None,
+    ) -> None:
+        super().__init__(self.TYPE, name, None, opts)
+        self.values = type(self).PLANNED_VALUES(plans)
+        self.release: k8s.helm.v3.Release = helm_release(
+            name, self.RELEASE, versions.chart(self.CHART), self.NAMESPACE, self.values, context, parent=self
+        )
+        self.register_outputs({"release": self.release.name})

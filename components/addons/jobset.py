@@ -3,33 +3,18 @@ Why JobSet, where its pods run and its webhook's NetworkPolicy: `components.plan
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-import pulumi
-import pulumi_kubernetes as k8s
-
-from components.addons.helm import helm_release
-from components.catalog import versions
-from components.context import ClusterContext
-from components.planning.addons.jobset import JOBSET_RELEASE, NAMESPACE, jobset_values
-from components.planning.pools import PoolPlan
+from components.addons.helm import ChartAddon
+from components.planning.addons.jobset import JOBSET_RELEASE, jobset_values
+from components.planning.addons.jobset import NAMESPACE as JOBSET_NAMESPACE
 
 
-class JobSet(pulumi.ComponentResource):
+class JobSet(ChartAddon):
     """The JobSet release. Helm installs its CRD first (the chart's `crds/`) and the release waits for the
     controller's Deployment to be ready, whose readiness waits for the webhook's certificate, so a JobSet applied
     after `pulumi up` finds both."""
 
-    def __init__(
-        self,
-        name: str,
-        *,
-        context: ClusterContext,
-        plans: Sequence[PoolPlan],
-        opts: pulumi.ResourceOptions | None = None,
-    ) -> None:
-        super().__init__("gpu-clusters:index:JobSet", name, None, opts)
-        self.release: k8s.helm.v3.Release = helm_release(
-            name, JOBSET_RELEASE, versions.chart("jobset"), NAMESPACE, jobset_values(plans), context, parent=self
-        )
-        self.register_outputs({"release": self.release.name})
+    TYPE = "gpu-clusters:index:JobSet"
+    RELEASE = JOBSET_RELEASE
+    CHART = "jobset"
+    NAMESPACE = JOBSET_NAMESPACE
+    PLANNED_VALUES = jobset_values
