@@ -268,11 +268,17 @@ def test_the_planned_loop_publishes_every_series_its_alarms_read() -> None:
     published = {
         (d["MetricName"], tuple(sorted((x["Name"], x["Value"]) for x in d["Dimensions"]))): d["Value"] for d in second
     }
+    checked = []
     for name, alarm in health_alarms("training").items():
         key = (alarm["metricName"], tuple(sorted(alarm["dimensions"].items())))
         if name.startswith("system-") and alarm["metricName"] != "AgentConditionsFalse":
             continue  # the system pool is in the repair map only: nothing of it failed, nothing counted
         assert key in published, name
+        checked.append(alarm["metricName"])
+    # not vacuous: every kind of alarm was matched against a published series
+    assert sorted(checked) == sorted(
+        ["RepairsHeld", "Checks", "AgentConditionsFalse", "AgentConditionsFalse", "LoopPasses"]
+    )
     h100 = (("ClusterName", "train"), ("Pool", "h100"))
     assert published[("RepairsHeld", h100)] == 2  # both held this pass: the delta since the first publish
     assert published[("Checks", (*h100[:1], ("Kind", "gate"), h100[1], ("Result", "failed")))] == 2
