@@ -268,6 +268,7 @@ def test_prometheus_rules_cover_xid_ecc_temperature_and_idle_spend():
             {"nvidia-device-plugin", "aws-efa-k8s-device-plugin", "cluster-autoscaler"},
             {"train-gpu-temperature", "train-gpu-idle"}
             | {f"train-node-health-{p}-repairs-held" for p in ("system", "h100")}
+            | {f"train-node-health-{p}-failed-too-long" for p in ("system", "h100")}
             | {f"train-node-health-{p}-conditions" for p in ("system", "h100")}
             | {"train-node-health-h100-gate-failures", "train-node-health-heartbeat"},
         ),
