@@ -278,7 +278,11 @@ def test_prometheus_rules_cover_xid_ecc_temperature_and_idle_spend():
             "smoke",
             {"nvidia-device-plugin", "cluster-autoscaler"},
             {"smoke-gpu-temperature", "smoke-gpu-idle"}
-            | {f"smoke-node-health-{p}-{alarm}" for p in ("system", "l40s") for alarm in ("repairs-held", "conditions")}
+            | {
+                f"smoke-node-health-{p}-{alarm}"
+                for p in ("system", "l40s")
+                for alarm in ("repairs-held", "failed-too-long", "conditions")
+            }
             | {"smoke-node-health-l40s-gate-failures", "smoke-node-health-heartbeat"},
         ),
         (

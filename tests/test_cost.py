@@ -206,10 +206,10 @@ def test_a_bottlerocket_os_volume_is_named_not_counted() -> None:
 def test_kms_keys_alarms_and_dashboard_bill_per_month() -> None:
     cost = cost_of(SYSTEM, P5)
     # Container Insights (the default) creates two standard-resolution GPU alarms and one dashboard; with the health
-    # loop also its own: repairs held and agent conditions per pool (2 x 2), gate failures of the gated pool, the
-    # heartbeat.
+    # loop also its own: repairs held, nodes failed too long and agent conditions per pool (3 x 2), gate failures of
+    # the gated pool, the heartbeat.
     assert item(cost, "kms-keys").max_usd == pytest.approx(1 * 1.00 / HOURS)
-    assert item(cost, "cloudwatch-alarms").max_usd == pytest.approx((2 + 6) * 0.10 / HOURS)
+    assert item(cost, "cloudwatch-alarms").max_usd == pytest.approx((2 + 8) * 0.10 / HOURS)
     without_loop = cost_of(SYSTEM, P5, addons={"nodeHealth": {"enabled": False}})
     assert item(without_loop, "cloudwatch-alarms").max_usd == pytest.approx(2 * 0.10 / HOURS)
     assert item(cost, "cloudwatch-dashboard").max_usd == pytest.approx(3.00 / HOURS)

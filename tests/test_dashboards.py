@@ -406,7 +406,12 @@ def _widget_metrics(body: dict[str, Any]) -> list[list[Any]]:
 
 def _check_cloudwatch_body(body: dict[str, Any]) -> None:
     # AWS's metrics as the catalog lists them, and the health loop's own as it publishes them
-    published = {*loop_cloudwatch.COUNTERS.values(), *loop_cloudwatch.GAUGES.values(), loop_cloudwatch.HEARTBEAT}
+    published = {
+        *loop_cloudwatch.COUNTERS.values(),
+        *loop_cloudwatch.GAUGES.values(),
+        *loop_cloudwatch.STATE_GAUGES.values(),
+        loop_cloudwatch.HEARTBEAT,
+    }
     allowed = {**cloudwatch_metrics(), CLOUDWATCH_NAMESPACE: frozenset(published)}
     for widget in body["widgets"]:
         assert widget["x"] + widget["width"] <= 24

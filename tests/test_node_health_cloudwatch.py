@@ -153,3 +153,67 @@ def test_a_batch_that_fails_after_one_that_went_is_sent_again_alone() -> None:
         if d["MetricName"] == "Repairs" and len(d["Dimensions"]) == 2
     )
     assert total == 12  # each pool's one repair, once
+
+
+# ------------------------------------------------------------------------------------------- an unreachable AWS
+def recorded_clients(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Any]]:
+    """A boto3 (the loop's image ships it; the test environment has botocore only) whose `client` records each
+    service with the botocore Config it was asked for, and builds botocore's client as boto3's does."""
+    import sys
+    import types
+
+    made: list[tuple[str, Any]] = []
+
+    def record(service: str, **kwargs: Any) -> Any:
+        made.append((service, kwargs.get("config")))
+        session = botocore.session.get_session()
+        return session.create_client(service, aws_access_key_id="x", aws_secret_access_key="x", **kwargs)
+
+    monkeypatch.setitem(sys.modules, "boto3", types.SimpleNamespace(client=record))
+    return made
+
+
+def test_the_loops_aws_clients_give_up_within_seconds_not_minutes(monkeypatch: pytest.MonkeyPatch) -> None:
+    # botocore's defaults (60 s to connect, 60 s to read, legacy retries) would hold a pass for minutes on an
+    # unreachable endpoint: the loop's publisher and its repair clients are all bounded
+    from programs.node_health import cloudwatch
+    from programs.node_health.aws_calls import Boto3Calls
+
+    made = recorded_clients(monkeypatch)
+    assert cloudwatch.from_settings({"cloudWatch": {"namespace": NAMESPACE, "clusterName": "c"}}, "us-east-1")
+    Boto3Calls.from_environment("us-east-1")
+    assert [service for service, _ in made] == ["cloudwatch", "autoscaling", "ec2"]
+    for service, config in made:
+        assert config is not None, service
+        assert (config.connect_timeout, config.read_timeout) == (3, 10), service
+        assert config.retries == {"mode": "standard", "total_max_attempts": 2}, service
+
+
+def test_an_unreachable_cloudwatch_fails_the_publish_not_the_pass() -> None:
+    from botocore.exceptions import EndpointConnectionError
+
+    from programs.node_health.checks import HealthLoop, Settings
+    from programs.node_health.loop import tick
+    from tests.fake_kube import FakeKube
+
+    class Unreachable:
+        def put_metric_data(self, **kwargs: Any) -> Any:
+            raise EndpointConnectionError(endpoint_url="https://monitoring.us-east-1.amazonaws.com/")
+
+    api, metrics = FakeKube(), Metrics()
+    metrics.inc(names.REPAIRS_HELD_METRIC, HELD)
+    settings = Settings(
+        templates={},
+        idle_check_seconds=None,
+        max_concurrent_checks=1,
+        check_timeout_seconds=60.0,
+        schedule_timeout_seconds=60.0,
+    )
+    loop = HealthLoop(api, settings, lambda *_: None, metrics)
+    publisher = CloudWatchPublisher(Unreachable(), NAMESPACE, "c")
+    assert tick(loop, publisher, 1_000.0)  # the pass finished: the heartbeat is what goes missing, and pages
+    # what could not be sent is still owed: the next publish that reaches CloudWatch sends the whole delta
+    sent: list[dict[str, Any]] = []
+    publisher._client = type("Back", (), {"put_metric_data": lambda self, **kw: sent.append(kw)})()
+    publisher.publish(metrics)
+    assert held(1.0)[0] in sent[0]["MetricData"]

@@ -83,6 +83,7 @@ def test_the_program_publishes_under_the_planned_names() -> None:
         "CLOUDWATCH_REPAIRS_HELD",
         "CLOUDWATCH_CONDITIONS_FALSE",
         "CLOUDWATCH_HEARTBEAT",
+        "CLOUDWATCH_NODES",
         "CLOUDWATCH_CLUSTER_DIMENSION",
     ):
         assert getattr(names, name) == getattr(planned, name), name
@@ -92,6 +93,7 @@ def test_the_program_publishes_under_the_planned_names() -> None:
     metrics = Metrics()
     metrics.inc(names.CHECKS_METRIC, {"pool": "h100", "kind": "gate", "result": "failed"})
     metrics.set_gauge(names.CONDITIONS_FALSE_METRIC, {(("condition", "KernelReady"), ("pool", "h100")): 1.0})
+    metrics.set_gauge(names.NODES_METRIC, {(("pool", "h100"), ("state", "failed")): 1.0})
     with Stubber(client) as stub:
         stub.add_response("put_metric_data", {}, {"Namespace": NAMESPACE, "MetricData": ANY})
         sent = capture(client)
@@ -103,6 +105,7 @@ def test_the_program_publishes_under_the_planned_names() -> None:
         planned.CLOUDWATCH_KIND_DIMENSION,
         planned.CLOUDWATCH_RESULT_DIMENSION,
         planned.CLOUDWATCH_CONDITION_DIMENSION,
+        planned.CLOUDWATCH_STATE_DIMENSION,
     }
 
 
@@ -135,6 +138,8 @@ def test_the_training_stack_alarms_on_the_loop_per_pool_to_its_alerts_topic() ->
     assert set(alarms) == {
         "system-repairs-held",
         "h100-repairs-held",
+        "system-failed-too-long",
+        "h100-failed-too-long",
         "h100-gate-failures",
         "system-conditions",
         "h100-conditions",
@@ -172,7 +177,21 @@ def test_the_training_stack_alarms_on_the_loop_per_pool_to_its_alerts_topic() ->
         0,
         node_monitoring.CONDITION_FALSE_MINUTES * 60,
     )
-    for alarm in (held, gate, conditions):
+    # a node of the pool labelled failed all through the last hour (the Prometheus rule's `for`): the loop sends the
+    # pool's failed count as 0 when none is, so the minimum over the hour is above 0 only if it never fell to 0
+    failed = alarms["h100-failed-too-long"]
+    assert (failed["metricName"], failed["dimensions"], failed["statistic"]) == (
+        "Nodes",
+        {**pool, "State": "failed"},
+        "Minimum",
+    )
+    assert (failed["comparisonOperator"], failed["threshold"], failed["period"], failed["evaluationPeriods"]) == (
+        "GreaterThanThreshold",
+        0,
+        node_monitoring.FAILED_TOO_LONG_MINUTES * 60,
+        1,
+    )
+    for alarm in (held, gate, conditions, failed):
         assert alarm["treatMissingData"] == "notBreaching"  # no datum is no event
     # the heartbeat: no finished pass for 10 minutes, a missing datum breaching
     assert (heartbeat["metricName"], heartbeat["dimensions"], heartbeat["statistic"]) == (
@@ -275,17 +294,26 @@ def test_the_planned_loop_publishes_every_series_its_alarms_read() -> None:
     published = {
         (d["MetricName"], tuple(sorted((x["Name"], x["Value"]) for x in d["Dimensions"]))): d["Value"] for d in second
     }
+    checked = []
     for name, alarm in health_alarms("training").items():
         key = (alarm["metricName"], tuple(sorted(alarm["dimensions"].items())))
-        if name.startswith("system-") and alarm["metricName"] != "AgentConditionsFalse":
-            continue  # the system pool is in the repair map only: nothing of it failed, nothing counted
+        if name.startswith("system-") and alarm["metricName"] == "RepairsHeld":
+            continue  # the system pool is in the repair map only: nothing of it held, nothing counted
         assert key in published, name
+        checked.append(alarm["metricName"])
+    # not vacuous: every kind of alarm was matched against a published series
+    assert sorted(checked) == sorted(
+        ["RepairsHeld", "Checks", "AgentConditionsFalse", "AgentConditionsFalse", "Nodes", "Nodes", "LoopPasses"]
+    )
     h100 = (("ClusterName", "train"), ("Pool", "h100"))
     assert published[("RepairsHeld", h100)] == 2  # both held this pass: the delta since the first publish
     assert published[("Checks", (*h100[:1], ("Kind", "gate"), h100[1], ("Result", "failed")))] == 2
     assert published[("AgentConditionsFalse", h100)] == 1  # n1's AcceleratedHardwareReady
     assert published[("AgentConditionsFalse", (h100[0], ("Pool", "system")))] == 0  # reported, none False
     assert published[("LoopPasses", h100[:1])] == 1
+    # both h100 nodes are labelled failed now; the ungated system pool's failed count is there, at 0
+    assert published[("Nodes", (*h100, ("State", "failed")))] == 2
+    assert published[("Nodes", (h100[0], ("Pool", "system"), ("State", "failed")))] == 0
 
 
 def test_a_failed_pass_publishes_no_heartbeat() -> None:
@@ -316,3 +344,29 @@ def test_the_conditions_gauge_counts_false_conditions_per_pool(status: str) -> N
         (("condition", "AcceleratedHardwareReady"), ("pool", "h100")): float(status == "False"),
         (("condition", "KernelReady"), ("pool", "h100")): 0.0,
     }
+
+
+def test_the_nodes_gauge_says_0_failed_rather_than_go_silent_when_a_repair_finishes() -> None:
+    # The failed-too-long alarm reads the minimum of the pool's failed count over an hour: a series that vanished
+    # when its failed node left would leave the alarm the 1s it sent before, and page for a finished repair.
+    api = FakeKube()
+    gpu_node(api, "n1", "True")
+    api.nodes["n1"]["metadata"]["labels"][names.HEALTH_STATE_LABEL] = names.FAILED
+    system = api.add_node("s1", "system")
+    system["metadata"]["labels"][names.HEALTH_STATE_LABEL] = names.FAILED  # failed by an agent condition
+    health = HealthLoop(api, Settings.from_json(json.dumps(loop_config("training"))), HeldRepairs(Metrics()))
+    health.run_once(T0)
+    failed = {"h100": 1.0, "system": 1.0}
+    assert {
+        dict(labels)["pool"]: value
+        for labels, value in health.metrics.snapshot(names.NODES_METRIC).items()
+        if dict(labels)["state"] == names.FAILED
+    } == failed
+    del api.nodes["n1"], api.nodes["s1"]  # both replaced by their groups
+    api.add_node("s2", "system")  # the system pool's replacement registered; h100's not yet
+    health.run_once(T0 + 60)
+    snapshot = health.metrics.snapshot(names.NODES_METRIC)
+    # the gated pool: every state, at 0 with no node; the ungated pool: `failed` only, at 0
+    assert snapshot == {
+        (("pool", "h100"), ("state", state)): 0.0 for state in (names.PENDING, names.PASSED, names.FAILED)
+    } | {(("pool", "system"), ("state", names.FAILED)): 0.0}

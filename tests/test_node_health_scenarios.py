@@ -14,7 +14,7 @@ import json
 import logging
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -332,3 +332,25 @@ def test_the_last_nodes_of_a_capacity_block_ending_soon_are_held_not_replaced(ca
     assert c.counted(names.REPAIRS_HELD_METRIC, pool="h100", reason="capacity-block") == 1
     assert any("before a replacement would be ready" in record.getMessage() for record in caplog.records)
     assert c.counted(names.REPAIRS_METRIC, pool="h100", action="replace") == 0
+
+
+def test_a_node_of_a_full_capacity_block_with_time_left_is_replaced_its_slot_comes_back() -> None:
+    """Every instance of the block in use and none free: the repair still goes ahead, because a terminated
+    instance's capacity returns to the block and the group's replacement launches into it while the block lasts
+    ([EC2CB]); only the block's state and end can make a repair take a node it cannot get back."""
+    blocked = pool(TRAINING_POOL, capacity={"type": "capacity-block", "reservationId": BLOCK})
+    with stubbed() as stub:
+        c = Cluster(blocked, stub=stub)
+        for i in (1, 2):
+            c.admitted(f"gpu-{i}", "h100", f"i-0eeeeeeeeeeeee0{i}")
+            busy(c.kube, f"gpu-{i}", "trainer")
+        c.condition("gpu-1", "AcceleratedHardwareReady", since=0)
+        stub.expect_block("active", end=BLOCK_ENDS + timedelta(days=2), available=0, total=2)
+        c.pass_at(600)  # the block read once, as the repair starts: it drains
+        assert c.state("gpu-1") == (names.FAILED, "draining", True)
+        stub.expect_replacement("i-0eeeeeeeeeeeee01")
+        c.pass_at(630)  # drained: handed to its group
+    assert c.state("gpu-1") == (names.FAILED, "replacing", True)
+    assert evictions(c.kube) == [("evict_pod", "team-a/trainer-gpu-1")]
+    assert c.counted(names.REPAIRS_METRIC, pool="h100", action="replace") == 1
+    assert c.counted(names.REPAIRS_HELD_METRIC, pool="h100", reason="capacity-block") == 0

@@ -59,6 +59,8 @@ CLOUDWATCH_REPAIRS = "Repairs"
 CLOUDWATCH_REPAIRS_HELD = "RepairsHeld"
 CLOUDWATCH_CONDITIONS_FALSE = "AgentConditionsFalse"
 CLOUDWATCH_HEARTBEAT = "LoopPasses"
+#: `NODES_METRIC`: nodes by pool and health state (every state of a gated pool, `failed` of every pool), as its value.
+CLOUDWATCH_NODES = "Nodes"
 #: The dimension every datum carries (the EKS cluster's name, as Container Insights names it), and those of the
 #: labels the alarms select on (each label's key capitalized: `pool` is `Pool`).
 CLOUDWATCH_CLUSTER_DIMENSION = "ClusterName"
@@ -66,3 +68,4 @@ CLOUDWATCH_POOL_DIMENSION = "Pool"
 CLOUDWATCH_KIND_DIMENSION = "Kind"
 CLOUDWATCH_RESULT_DIMENSION = "Result"
 CLOUDWATCH_CONDITION_DIMENSION = "Condition"
+CLOUDWATCH_STATE_DIMENSION = "State"

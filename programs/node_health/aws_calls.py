@@ -32,6 +32,25 @@ class AwsCalls(Protocol):
     def capacity_block(self, reservation_id: str) -> CapacityBlock | None: ...
 
 
+#: Every AWS client of the loop answers or fails within seconds: the loop is one thread, so a call that hangs on an
+#: unreachable endpoint (a link outage) would hold up the pass, the gate and every other repair. botocore's defaults
+#: are a 60 s connect and a 60 s read timeout, tried up to 5 times in its legacy retry mode ([BOTOCFG]); here 2
+#: attempts of at most 3 s to connect and 10 s to read, and what failed is tried again on the next pass.
+CLIENT_TIMEOUTS: dict[str, Any] = {
+    "connect_timeout": 3,
+    "read_timeout": 10,
+    "retries": {"mode": "standard", "total_max_attempts": 2},
+}
+
+
+def client(service: str, region: str | None) -> Any:
+    """A boto3 client for `service` with `CLIENT_TIMEOUTS` (credentials from the pod's Pod Identity)."""
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client(service, region_name=region, config=Config(**CLIENT_TIMEOUTS))
+
+
 class AwsError(Exception):
     """An AWS call failed; the repair is retried on the next pass."""
 
@@ -47,10 +66,8 @@ class Boto3Calls:
     def from_environment(cls, region: str | None = None) -> Boto3Calls:
         """Clients from the pod's environment: Pod Identity's credentials (EKS sets only
         `AWS_CONTAINER_CREDENTIALS_FULL_URI` and `AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE`), and the region from
-        `region` or the `AWS_REGION` the Deployment sets."""
-        import boto3
-
-        return cls(boto3.client("autoscaling", region_name=region), boto3.client("ec2", region_name=region))
+        `region` or the `AWS_REGION` the Deployment sets; each call bounded by `CLIENT_TIMEOUTS`."""
+        return cls(client("autoscaling", region), client("ec2", region))
 
     def mark_unhealthy(self, instance_id: str) -> None:
         """SetInstanceHealth Unhealthy: the group terminates the instance (its terminate lifecycle hook, the node

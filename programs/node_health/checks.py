@@ -413,7 +413,13 @@ class HealthLoop:
                 raise
 
     def _export(self, now: float, running: int) -> None:
-        states: dict[tuple[tuple[str, str], ...], float] = {}
+        # a gated pool's every state, and every pool's `failed`, start at 0: a series that fell to 0 says so, rather
+        # than vanish and leave an alarm reading the minimum of what it sent before (docs/operations.md)
+        states: dict[tuple[tuple[str, str], ...], float] = {
+            (("pool", pool), ("state", state)): 0.0
+            for pool in self.settings.templates
+            for state in (names.PENDING, names.PASSED, names.FAILED)
+        }
         conditions: dict[tuple[tuple[str, str], ...], float] = {}
         for node in self.api.list_nodes():
             pool = self._pool(node)
@@ -425,9 +431,12 @@ class HealthLoop:
                 if condition.get("type") in names.AGENT_CONDITIONS:
                     key = (("condition", str(condition["type"])), ("pool", pool))
                     conditions[key] = conditions.get(key, 0.0) + (condition.get("status") == "False")
-            if pool not in self.settings.templates:
-                continue
             state = _labels(node).get(names.HEALTH_STATE_LABEL) or names.PENDING
+            if pool not in self.settings.templates:
+                # an ungated pool's node is failed (by the agent's conditions) or not: only `failed` counts there
+                states.setdefault((("pool", pool), ("state", names.FAILED)), 0.0)
+                if state != names.FAILED:
+                    continue
             key = (("pool", pool), ("state", state))
             states[key] = states.get(key, 0.0) + 1
         self.metrics.set_gauge(names.NODES_METRIC, states)

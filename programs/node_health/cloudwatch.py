@@ -1,18 +1,19 @@
-"""The loop's counters, its agent-conditions gauge and its heartbeat sent to CloudWatch with PutMetricData, for stacks
-whose metrics path is Container Insights (no Prometheus scrapes `/metrics` there); the stack's CloudWatch alarms and
-dashboard read them. Counters go as the increase since the last publish, so a Sum over an alarm's period counts
-events, and a restarted loop (its counters back at zero) sends what it counted since it started: the first event
-after a restart is seen. The gauge goes as its value. Each series goes with its labels as dimensions and, when it has
-labels besides `pool`, once more summed per pool (dimensions `ClusterName` and `Pool` only): the per-pool series the
-alarms read. The heartbeat is one `LoopPasses` datum per finished pass: an alarm on it that treats missing data as
-breaching pages when the loop stops. docs/operations.md, "Detecting failed GPU nodes"; the API and its 20-datum
-batches: CloudWatch API reference, PutMetricData."""
+"""The loop's counters, its gauges (agent conditions False, nodes by health state) and its heartbeat sent to
+CloudWatch with PutMetricData, for stacks whose metrics path is Container Insights (no Prometheus scrapes `/metrics`
+there); the stack's CloudWatch alarms and dashboard read them. Counters go as the increase since the last publish,
+so a Sum over an alarm's period counts events, and a restarted loop (its counters back at zero) sends what it
+counted since it started: the first event after a restart is seen. Gauges go as their value. Each series goes with
+its labels as dimensions and, for the counters and the conditions when they have labels besides `pool`, once more
+summed per pool (dimensions `ClusterName` and `Pool` only): the per-pool series the alarms read. The heartbeat is
+one `LoopPasses` datum per finished pass: an alarm on it that treats missing data as breaching pages when the loop
+stops. docs/operations.md, "Detecting failed GPU nodes"; the API (at most 1000 metrics and 1 MB a call; the loop
+sends 20 a call, well within): CloudWatch API reference, PutMetricData ([CWPUT])."""
 
 from __future__ import annotations
 
 from typing import Any, Protocol
 
-from programs.node_health import names
+from programs.node_health import aws_calls, names
 from programs.node_health.metrics import Labels, Metrics
 
 #: The CloudWatch names of the counters the loop publishes (the Prometheus names carry the metric prefix).
@@ -23,8 +24,11 @@ COUNTERS = {
 }
 #: And of the gauges, sent as their value on every publish.
 GAUGES = {names.CONDITIONS_FALSE_METRIC: names.CLOUDWATCH_CONDITIONS_FALSE}
+#: Gauges sent by their labels only, with no per-pool sum (the sum of a pool's nodes by state is no alarm's).
+STATE_GAUGES = {names.NODES_METRIC: names.CLOUDWATCH_NODES}
 HEARTBEAT = names.CLOUDWATCH_HEARTBEAT
-#: Data per PutMetricData call (the API's batch limit as documented for the datum list).
+#: Data per PutMetricData call: the API's limit was 20 and is now 1000 metrics a call ([CWPUT]); 20 keeps a call far
+#: below its 1 MB and works against either.
 BATCH = 20
 
 
@@ -73,6 +77,9 @@ class CloudWatchPublisher:
         for name, cloudwatch_name in GAUGES.items():
             for labels, value in sorted(with_pool_sums(metrics.snapshot(name)).items()):
                 data.append((self._datum(cloudwatch_name, labels, value), None))
+        for name, cloudwatch_name in STATE_GAUGES.items():
+            for labels, value in sorted(metrics.snapshot(name).items()):
+                data.append((self._datum(cloudwatch_name, labels, value), None))
         for start in range(0, len(data), BATCH):
             batch = data[start : start + BATCH]
             self._client.put_metric_data(Namespace=self._namespace, MetricData=[datum for datum, _ in batch])
@@ -89,7 +96,6 @@ def from_settings(
     if not target:
         return None
     if client is None:
-        import boto3
-
-        client = boto3.client("cloudwatch", region_name=region)
+        # bounded timeouts: an unreachable CloudWatch delays a pass by seconds, never blocks the gate or a repair
+        client = aws_calls.client("cloudwatch", region)
     return CloudWatchPublisher(client, str(target["namespace"]), str(target["clusterName"]))

@@ -32,6 +32,7 @@ CLOUDWATCH_REPAIRS = "Repairs"
 CLOUDWATCH_REPAIRS_HELD = "RepairsHeld"
 CLOUDWATCH_CONDITIONS_FALSE = "AgentConditionsFalse"
 CLOUDWATCH_HEARTBEAT = "LoopPasses"
+CLOUDWATCH_NODES = "Nodes"
 CLOUDWATCH_CLUSTER_DIMENSION = "ClusterName"
 #: The node label every pool's nodes carry with their pool's name (components.tags.POOL).
 POOL_LABEL = "gpu-clusters/pool"

@@ -16,6 +16,7 @@ from components.planning.addons.efa_metrics import efa_plans
 from components.planning.addons.node_health_alarms import (
     GATE_FAILED,
     HOUR_SECONDS,
+    STATE_FAILED,
     condition_pools,
     gated_pools,
     repaired_pools,
@@ -28,10 +29,12 @@ from components.planning.node_health import (
     CLOUDWATCH_HEARTBEAT,
     CLOUDWATCH_KIND_DIMENSION,
     CLOUDWATCH_NAMESPACE,
+    CLOUDWATCH_NODES,
     CLOUDWATCH_POOL_DIMENSION,
     CLOUDWATCH_REPAIRS,
     CLOUDWATCH_REPAIRS_HELD,
     CLOUDWATCH_RESULT_DIMENSION,
+    CLOUDWATCH_STATE_DIMENSION,
 )
 from components.planning.pools import PoolPlan
 
@@ -132,10 +135,10 @@ def _per_second(namespace: str, metrics: Sequence[tuple[str, str]], file_system:
 
 
 def _health(metric: str, cluster: str, pool: str, **options: Any) -> list[Any]:
-    """One pool's series of the health loop (`node_health_alarms` alarms on the same dimensions); `Kind` and
-    `Result` options are dimensions, the rest widget options."""
+    """One pool's series of the health loop (`node_health_alarms` alarms on the same dimensions); `Kind`, `Result`
+    and `State` options are dimensions, the rest widget options."""
     dimensions = [CLOUDWATCH_CLUSTER_DIMENSION, cluster, CLOUDWATCH_POOL_DIMENSION, pool]
-    for name in (CLOUDWATCH_KIND_DIMENSION, CLOUDWATCH_RESULT_DIMENSION):
+    for name in (CLOUDWATCH_KIND_DIMENSION, CLOUDWATCH_RESULT_DIMENSION, CLOUDWATCH_STATE_DIMENSION):
         if name in options:
             dimensions += [name, options.pop(name)]
     return [CLOUDWATCH_NAMESPACE, metric, *dimensions, {"label": pool, **options}]
@@ -143,7 +146,7 @@ def _health(metric: str, cluster: str, pool: str, **options: Any) -> list[Any]:
 
 def _node_health(board: _Layout, cluster: str, plans: Sequence[PoolPlan]) -> None:
     """What the health loop publishes on a Container Insights stack, per pool: the agent's conditions False, repairs
-    and repairs held, gate failures, and its heartbeat; the alarms' series (docs/operations.md)."""
+    held, nodes labelled failed, repairs, gate failures, and its heartbeat; the alarms' series (docs/operations.md)."""
     board.heading(f"## GPU node health (the health loop, namespace {CLOUDWATCH_NAMESPACE})")
     board.metric(
         "Agent conditions False (nodes x conditions)",
@@ -155,6 +158,11 @@ def _node_health(board: _Layout, cluster: str, plans: Sequence[PoolPlan]) -> Non
         [_health(CLOUDWATCH_REPAIRS_HELD, cluster, p.name) for p in repaired_pools(plans)],
         stat="Sum",
         period=HOUR_SECONDS,
+    )
+    board.metric(
+        "Nodes labelled failed (repair not finished)",
+        [_health(CLOUDWATCH_NODES, cluster, p.name, **STATE_FAILED) for p in repaired_pools(plans)],
+        stat="Maximum",
     )
     board.metric(
         "Repairs started per hour",

@@ -17,6 +17,7 @@ from components.planning.addons.alarms import METRIC_PERIOD_SECONDS, MetricAlarm
 from components.planning.addons.monitoring import CLUSTER_NAME
 from components.planning.addons.node_monitoring import (
     CONDITION_FALSE_MINUTES,
+    FAILED_TOO_LONG_MINUTES,
     GATE_FAILURES_PER_HOUR,
     LOOP_ABSENT_MINUTES,
 )
@@ -27,9 +28,11 @@ from components.planning.node_health import (
     CLOUDWATCH_HEARTBEAT,
     CLOUDWATCH_KIND_DIMENSION,
     CLOUDWATCH_NAMESPACE,
+    CLOUDWATCH_NODES,
     CLOUDWATCH_POOL_DIMENSION,
     CLOUDWATCH_REPAIRS_HELD,
     CLOUDWATCH_RESULT_DIMENSION,
+    CLOUDWATCH_STATE_DIMENSION,
 )
 from components.planning.pools import PoolPlan
 
@@ -37,6 +40,8 @@ from components.planning.pools import PoolPlan
 HOUR_SECONDS = 3600
 #: The checks series of gate failures: its dimensions besides the cluster and the pool.
 GATE_FAILED = {CLOUDWATCH_KIND_DIMENSION: "gate", CLOUDWATCH_RESULT_DIMENSION: "failed"}
+#: The nodes series of those whose health label reads `failed`.
+STATE_FAILED = {CLOUDWATCH_STATE_DIMENSION: "failed"}
 
 
 def repaired_pools(plans: Sequence[PoolPlan]) -> list[PoolPlan]:
@@ -61,11 +66,12 @@ def _pool(pool: str, **more: str) -> dict[str, str]:
 
 def node_health_alarms(plans: Sequence[PoolPlan]) -> list[MetricAlarmPlan]:
     """Per pool: repairs held in the last hour (the hourly cap hit: a storm; a Capacity Block or the unhealthy
-    threshold holding), gate failures in the last hour (gated pools), an agent condition False for
-    `CONDITION_FALSE_MINUTES` (pools of EC2 nodes: the `Minimum` of the pool's count over that period is above 0
-    only if it never fell to 0); and the loop's heartbeat missing for `LOOP_ABSENT_MINUTES` (missing data
-    breaches: the loop beats only after a finished pass, so a loop that is down and one that cannot finish a pass
-    both page)."""
+    threshold holding), a node labelled failed all through `FAILED_TOO_LONG_MINUTES` (the `Minimum` of the pool's
+    failed count over that period: the loop sends it as 0 when none is, so a repair that finished reads 0), gate
+    failures in the last hour (gated pools), an agent condition False for `CONDITION_FALSE_MINUTES` (pools of EC2
+    nodes: the `Minimum` of the pool's count over that period is above 0 only if it never fell to 0); and the
+    loop's heartbeat missing for `LOOP_ABSENT_MINUTES` (missing data breaches: the loop beats only after a finished
+    pass, so a loop that is down and one that cannot finish a pass both page)."""
     alarms: list[MetricAlarmPlan] = []
     for plan in repaired_pools(plans):
         alarms.append(
@@ -84,6 +90,26 @@ def node_health_alarms(plans: Sequence[PoolPlan]) -> list[MetricAlarmPlan]:
                 period=HOUR_SECONDS,
                 evaluation_periods=1,
                 dimensions=_pool(plan.name),
+                treat_missing_data="notBreaching",
+            )
+        )
+        alarms.append(
+            MetricAlarmPlan(
+                suffix=f"node-health-{plan.name}-failed-too-long",
+                description=(
+                    f"pool {plan.name} has had a node labelled failed all through the last "
+                    f"{FAILED_TOO_LONG_MINUTES} min: its repair has not finished (held, a drain or SetInstanceHealth "
+                    "failing, or an on-prem server awaiting its runbook): kubectl get nodes -l "
+                    "gpu-clusters/node-health=failed, and the node's gpu-clusters/node-health-repair annotation"
+                ),
+                namespace=CLOUDWATCH_NAMESPACE,
+                metric_name=CLOUDWATCH_NODES,
+                statistic="Minimum",
+                comparison="GreaterThanThreshold",
+                threshold=0,
+                period=FAILED_TOO_LONG_MINUTES * 60,
+                evaluation_periods=1,
+                dimensions=_pool(plan.name, **STATE_FAILED),
                 treat_missing_data="notBreaching",
             )
         )
