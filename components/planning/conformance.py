@@ -81,10 +81,6 @@ def _minor(version: str) -> tuple[int, int]:
     return int(major), int(minor)
 
 
-def _gpu_pools(plan: StackPlan) -> list[PoolPlan]:
-    return [p for p in [*plan.pools, *plan.hybrid] if p.is_gpu]
-
-
 def _dra_support(plan: StackPlan) -> _Finding:
     version = plan.spec.cluster.kubernetes_version
     if _minor(version) < DRA_GA_MINOR:
