@@ -691,8 +691,9 @@ class NodePool(Model):
     """GPU pools: how pods get the pool's GPUs. `device-plugin` (default): NVIDIA's device plugin advertises
     `nvidia.com/gpu`; `dra`: NVIDIA's DRA driver for GPUs publishes them as devices of the DeviceClass
     `gpu.nvidia.com`, the device plugin keeps off the pool, and the stack's workloads there ask for GPUs through a
-    ResourceClaimTemplate. `dra` needs an `aws` pool on `al2023` without MIG or time-slicing, outside Kueue's queues,
-    and at least one node when cluster-autoscaler resizes it (docs/gpu-sharing.md#gpus-through-dra)."""
+    ResourceClaimTemplate. `dra` needs an `aws` pool on `al2023` without MIG or time-slicing, named in no
+    ClusterQueue's `pools` (the default queues leave it out), and at least one node when cluster-autoscaler resizes
+    it (docs/gpu-sharing.md#gpus-through-dra)."""
     repair: PoolRepair = PoolRepair()
     """How the pool's failed nodes are repaired: the health loop's hourly cap (`maxPerHour`) and, on managed pools,
     EKS node auto repair (`eks`) (docs/operations.md, "Repair")."""

@@ -229,16 +229,47 @@ def test_cluster_autoscaler_cannot_scale_a_dra_pool_from_zero(mode: str) -> None
     stack_config(SYSTEM, pool(DRA_POOL, scaling={"min": 0, "max": 4, "mode": "fixed"}), validated=True)
 
 
-def test_a_pool_kueue_admits_onto_keeps_the_device_plugin() -> None:
-    found = _refused(pool(P5, scaling={"min": 1, "max": 4}, gpuAllocation="dra"))
-    assert found["nodePools[1].gpuAllocation"].startswith("ClusterQueue shared admits onto pool h100")
-    # out of every queue's pools, or with Kueue off, the pool may allocate through DRA
-    stack_config(
-        SYSTEM,
-        pool(P5, scaling={"min": 1, "max": 4}, gpuAllocation="dra"),
-        addons={"kueue": {"enabled": "off"}},
-        validated=True,
+def test_the_default_queue_leaves_a_dra_pool_out() -> None:
+    """Kueue does not count GPUs taken through claims, so the shared ClusterQueue holds quota only for the device
+    plugin's pools; the DRA pool is named in the plan summary as outside every queue."""
+    config = stack_config(SYSTEM, pool(P5, scaling={"min": 1, "max": 4}, gpuAllocation="dra"), PLUGIN_POOL)
+    queues = plan_stack(config).job_queues
+    assert queues is not None
+    (shared,) = queues.cluster_queues
+    assert [q.flavor for q in shared.quotas] == ["l4"]
+    assert [f.name for f in queues.flavors] == ["l4"]
+    assert queues.summary()["draPoolsOutsideQueues"] == ["h100"]
+    stack_config(SYSTEM, pool(P5, scaling={"min": 1, "max": 4}, gpuAllocation="dra"), PLUGIN_POOL, validated=True)
+
+
+def test_a_queue_that_names_a_dra_pool_is_refused() -> None:
+    found = _refused(
+        DRA_POOL, PLUGIN_POOL, workloads={"queues": {"clusterQueues": [{"name": "serve", "pools": ["l4", "l40s"]}]}}
     )
+    assert found["workloads.queues.clusterQueues[0].pools[1]"] == (
+        "pool l40s allocates its GPUs through DRA, which Kueue does not count; leave it out of ClusterQueue "
+        "serve's pools, or keep `gpuAllocation: device-plugin` on it"
+    )
+    assert "workloads.queues.clusterQueues[0].pools[0]" not in found
+
+
+def test_validation_and_the_plan_read_one_kueue_switch() -> None:
+    """A stack whose only GPU pool is on DRA runs Kueue (the conformance rule) in the plan, and validation judges
+    its queues with the same switch: naming the DRA pool is refused there too, and nothing else is."""
+    config = stack_config(SYSTEM, DRA_POOL)
+    assert plan_stack(config).addons.on("kueue")
+    found = _refused(DRA_POOL, workloads={"queues": {"clusterQueues": [{"name": "serve", "pools": ["l40s"]}]}})
+    assert list(found) == ["workloads.queues.clusterQueues[0].pools[0]"]
+
+
+def test_a_queue_with_no_device_plugin_pool_has_no_resource_group() -> None:
+    """Kueue's CRD allows a ClusterQueue without resource groups but not a group without flavors ([KUEUE] chart
+    templates/crd/kueue.x-k8s.io_clusterqueues.yaml: `flavors` minItems 1)."""
+    queues = plan_stack(stack_config(SYSTEM, DRA_POOL)).job_queues
+    assert queues is not None and not queues.counts_gpus
+    (shared,) = queues.cluster_queues
+    assert shared.spec()["resourceGroups"] == []
+    assert queues.flavors == ()
 
 
 # ----------------------------------------------------------------------------------------- the inference stack

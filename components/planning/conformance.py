@@ -16,6 +16,7 @@ from typing import Literal
 from components import tags
 from components.catalog.ai_conformance import Checklist, ChecklistRequirement, checklist
 from components.planning.addons.cluster_autoscaler import autoscaled_plans
+from components.planning.dra import dra_plans
 from components.planning.mig import mig_plans
 from components.planning.namespaces import workload_namespaces
 from components.planning.pools import PoolPlan
@@ -80,37 +81,44 @@ def _minor(version: str) -> tuple[int, int]:
     return int(major), int(minor)
 
 
-def _gpu_pools(plan: StackPlan) -> list[PoolPlan]:
-    return [p for p in [*plan.pools, *plan.hybrid] if p.is_gpu]
-
-
 def _dra_support(plan: StackPlan) -> _Finding:
-    if _on(plan, DRA_DRIVER):
+    version = plan.spec.cluster.kubernetes_version
+    if _minor(version) < DRA_GA_MINOR:
+        return _Finding(
+            "Not Implemented", f"Kubernetes {version} does not serve resource.k8s.io/v1.", missing=(DRA_DRIVER,)
+        )
+    api = (
+        f"Kubernetes {version} serves the DRA API resource.k8s.io/v1 (DeviceClass, ResourceClaim, "
+        "ResourceClaimTemplate, ResourceSlice), which is what the requirement's test, the Kubernetes conformance "
+        "DRA CRUD tests, checks"
+    )
+    dra = dra_plans(plan.pools)
+    if _on(plan, DRA_DRIVER) and dra:
         return _Finding(
             "Implemented",
-            "NVIDIA's DRA driver for GPUs publishes the GPUs of the pools that allocate through DRA as devices of the "
-            "DeviceClass gpu.nvidia.com; workloads ask for them with ResourceClaimTemplates.",
-        )
-    version = plan.spec.cluster.kubernetes_version
-    if _minor(version) >= DRA_GA_MINOR:
-        return _Finding(
-            "Partially Implemented",
-            f"Kubernetes {version} serves the DRA API (resource.k8s.io/v1), but no GPU pool of this stack "
-            "allocates through DRA, so no driver publishes its GPUs as devices; set `gpuAllocation: dra` on a pool.",
-            missing=(DRA_DRIVER,),
+            f"{api}. NVIDIA's DRA driver for GPUs publishes the GPUs of {_names(dra)} as devices of the DeviceClass "
+            "gpu.nvidia.com, and the stack's workloads there ask for them with ResourceClaimTemplates.",
+            evidence=("docs/gpu-sharing.md#gpus-through-dra",),
         )
     return _Finding(
-        "Not Implemented", f"Kubernetes {version} does not serve resource.k8s.io/v1.", missing=(DRA_DRIVER,)
+        "Implemented",
+        f"{api}. No GPU pool of this stack allocates through DRA, so no driver publishes devices for a claim to "
+        "match; `gpuAllocation: dra` on an AWS GPU pool adds NVIDIA's DRA driver (the upstream ai-conformance "
+        "suite's test needs one).",
+        evidence=("docs/gpu-sharing.md#gpus-through-dra",),
     )
 
 
 def _driver_runtime_management(plan: StackPlan) -> _Finding:
     return _Finding(
-        "Partially Implemented",
-        "Drivers and the NVIDIA container runtime come with the pinned EKS accelerated AMI release (and the on-prem "
-        "runbook for hybrid servers); `blueprint verify` checks each GPU node's allocatable GPUs and runs NVIDIA's "
-        "DCGM diagnostic on it. Driver and runtime versions are not yet compared per node against the catalog.",
-        evidence=("docs/operations.md#verifying-a-deploy",),
+        "Implemented",
+        "The NVIDIA driver and container runtime come with the pinned EKS accelerated AMI release (the on-prem "
+        "runbook for hybrid servers). `blueprint verify`'s drivers check compares each GPU node's driver and CUDA "
+        "versions (GPU feature discovery's labels, or the DRA driver's device attributes) with what the catalog "
+        "pins for its pool and fails on a mismatch; its DCGM diagnostic runs in a GPU container on each node, "
+        "through the runtime. No label or attribute exposes the container toolkit's version: it is reported with "
+        "its pin, not compared.",
+        evidence=("docs/operations.md#driver-and-runtime-versions",),
     )
 
 
@@ -139,25 +147,59 @@ def _virtualized_accelerator(plan: StackPlan) -> _Finding:
     )
 
 
+#: Why a stack that serves no models answers a serving MUST with N/A, and what it means for a submission.
+NOT_SUBMITTED = (
+    "; the CNCF validator accepts only Implemented for a MUST, so this stack is not the submitted configuration"
+)
+
+
+def _serves(plan: StackPlan) -> bool:
+    return bool(plan.spec.workloads.serving)
+
+
 def _ai_inference(plan: StackPlan) -> _Finding:
     if _on(plan, GATEWAY):
         return _Finding(
             "Implemented",
-            "Envoy Gateway implements the Gateway API: the stack's Gateway and HTTPRoutes split traffic by weight "
-            "between versions of a model and route on the model named in the OpenAI request.",
+            "Envoy Gateway implements the Gateway API: the stack's Gateway and an HTTPRoute per model split the "
+            "model's requests between its versions by weight and match the model named in the "
+            "`X-Gateway-Model-Name` header (the header the Inference Extension's body-based router writes from the "
+            "OpenAI request's `model`; clients set it here).",
+            evidence=("docs/inference-routing.md",),
         )
-    serving = plan.spec.workloads.serving
-    where = "its serving workloads are reached through a ClusterIP Service" if serving else "no workload is exposed"
-    return _Finding("Not Implemented", f"No Gateway API implementation is deployed: {where}.", missing=(GATEWAY,))
+    if not _serves(plan):
+        return _Finding(
+            "N/A",
+            "This stack serves no models (no `workloads.serving`), so it has no inference service to route; the "
+            "first exposed serving workload brings Envoy Gateway, a Gateway and its routes" + NOT_SUBMITTED + ".",
+            evidence=("docs/inference-routing.md",),
+            missing=(GATEWAY,),
+        )
+    return _Finding(
+        "Not Implemented",
+        "No Gateway API implementation is deployed: every serving workload sets `gateway.expose: false` and is "
+        "reached through its ClusterIP Service.",
+        missing=(GATEWAY,),
+    )
 
 
 def _gang_scheduling(plan: StackPlan) -> _Finding:
-    if _on(plan, "kueue"):
+    queues = plan.job_queues
+    if _on(plan, "kueue") and queues is not None and queues.counts_gpus:
         return _Finding(
             "Implemented",
-            "Kueue admits a job's pods all at once against its ClusterQueue's quota and requeues a job whose pods are "
-            "not all ready in time (waitForPodsReady).",
+            "Kueue admits a job's pods all at once against its ClusterQueue's GPU quota and requeues a job whose pods "
+            "are not all ready in time (waitForPodsReady).",
             evidence=("docs/training.md#all-or-nothing-admission",),
+        )
+    if _on(plan, "kueue"):
+        return _Finding(
+            "Partially Implemented",
+            "Kueue runs and requeues a job whose pods are not all ready in time, but every GPU pool of this stack "
+            "allocates through DRA, whose claims Kueue 0.19.2 counts only behind an alpha feature gate, so no "
+            "ClusterQueue holds a GPU quota and a GPU job larger than the free GPUs may start some of its pods (the "
+            "namespace's ResourceQuota on DRA devices caps it); a GPU pool on the device plugin gets a quota.",
+            evidence=("docs/training.md#queues-and-quotas",),
         )
     return _Finding("Not Implemented", "Kueue is off (`addons.kueue.enabled: off`).", missing=("kueue",))
 
@@ -194,11 +236,16 @@ def _pod_autoscaling(plan: StackPlan) -> _Finding:
             "utilization) to a HorizontalPodAutoscaler that scales the GPU pods.",
             evidence=("docs/addons.md#serving-autoscaling",),
         )
-    return _Finding(
-        "Not Implemented",
-        "No custom metrics API is served (KEDA comes with the first serving workload, `workloads.serving`).",
-        missing=("keda",),
-    )
+    if not _serves(plan):
+        return _Finding(
+            "N/A",
+            "This stack serves no models (no `workloads.serving`): no accelerator pod of it scales horizontally "
+            "(training jobs run a fixed number of workers); KEDA and a HorizontalPodAutoscaler come with the first "
+            "serving workload" + NOT_SUBMITTED + ".",
+            evidence=("docs/addons.md#serving-autoscaling",),
+            missing=("keda",),
+        )
+    return _Finding("Not Implemented", "No custom metrics API is served (KEDA is off).", missing=("keda",))
 
 
 def _accelerator_metrics(plan: StackPlan) -> _Finding:
@@ -224,9 +271,20 @@ def _ai_service_metrics(plan: StackPlan) -> _Finding:
     if _on(plan, "dcgm-prometheus"):
         return _Finding(
             "Implemented",
-            "The Prometheus operator (kube-prometheus-stack) discovers ServiceMonitor and PodMonitor objects and "
-            "scrapes the workloads they select in the Prometheus exposition format.",
+            "The Prometheus operator (kube-prometheus-stack) discovers ServiceMonitor and PodMonitor objects "
+            "labelled `release: kube-prometheus-stack` in every namespace and scrapes the workloads they select in "
+            "the Prometheus exposition format: the stack's own (each serving workload's vLLM `/metrics`, the "
+            "reference training job's) and users'.",
+            evidence=("docs/addons.md#monitoring-and-alerts", "docs/operations.md#workload-metrics"),
+        )
+    if not _serves(plan) and plan.spec.workloads.training is None:
+        return _Finding(
+            "N/A",
+            "This stack runs no workload of its own (no `workloads.serving`, no `workloads.training`) and monitors "
+            "its GPUs through Container Insights, which collects no workload's own metrics; the Prometheus path "
+            "(`addons.monitoring.dcgmPrometheus: true`) discovers and scrapes them" + NOT_SUBMITTED + ".",
             evidence=("docs/addons.md#monitoring-and-alerts",),
+            missing=("dcgm-prometheus",),
         )
     return _Finding(
         "Not Implemented",

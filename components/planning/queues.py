@@ -19,6 +19,7 @@ from components.config import ClusterQueueConfig, GangAdmission, QueuesConfig, S
 from components.planning.addons.cluster_autoscaler import autoscaled_plans
 from components.planning.addons.selection import AddonSelection
 from components.planning.autoscaler_tags import EFA_RESOURCE
+from components.planning.dra import allocates_through_dra, dra_plans
 from components.planning.gpu_quotas import gpu_quotas
 from components.planning.mig import advertised_gpus
 from components.planning.pools import GPU_RESOURCE, PoolPlan
@@ -162,7 +163,9 @@ class ClusterQueuePlan:
                     "coveredResources": covered,
                     "flavors": [{"name": q.flavor, "resources": q.resources(self.efa)} for q in self.quotas],
                 }
-            ],
+            ]
+            if self.quotas
+            else [],
             "preemption": dict(self.preemption),
         }
         if self.cohort is not None:
@@ -213,6 +216,13 @@ class QueuePlan:
     cluster_queues: tuple[ClusterQueuePlan, ...]
     local_queues: tuple[LocalQueuePlan, ...]
     admission: GangAdmission
+    #: GPU pools on DRA, which no queue admits onto (Kueue would not count their GPUs, `queue_pools`).
+    dra_pools: tuple[str, ...] = ()
+
+    @property
+    def counts_gpus(self) -> bool:
+        """Whether some ClusterQueue holds a GPU quota, so a GPU job is admitted all at once or not at all."""
+        return any(cq.quotas for cq in self.cluster_queues)
 
     @property
     def topology(self) -> bool:
@@ -237,6 +247,7 @@ class QueuePlan:
                 for f in self.flavors
             ],
             "topology": list(NETWORK_TOPOLOGY_LEVELS) if self.topology else None,
+            "draPoolsOutsideQueues": list(self.dra_pools),
             "admission": {
                 "timeout": self.admission.timeout,
                 "recoveryTimeout": self.admission.recovery_timeout or self.admission.timeout,
@@ -305,9 +316,11 @@ def queue_namespaces(configs: Sequence[ClusterQueueConfig], workload_namespaces:
 
 
 def queue_pools(config: ClusterQueueConfig, plans: Sequence[PoolPlan]) -> list[PoolPlan]:
-    """The GPU pools a ClusterQueue admits onto: those it names, in its order, else every GPU pool."""
+    """The GPU pools a ClusterQueue admits onto: those it names, in its order, else every GPU pool on the device
+    plugin. A DRA pool stays out of the default: Kueue 0.19.2 counts GPUs taken through claims only behind its alpha
+    `DynamicResourceAllocation` gate ([KUEUEDRA]), so its quota would hold nothing (docs/training.md)."""
     if config.pools is None:
-        return gpu_pools(plans)
+        return [p for p in gpu_pools(plans) if not allocates_through_dra(p)]
     by_name = {p.name: p for p in plans}
     return [by_name[name] for name in config.pools if name in by_name]
 
@@ -369,6 +382,7 @@ def plan_queues(spec: StackConfig, plans: Sequence[PoolPlan], addons: AddonSelec
         cluster_queues=cluster_queues,
         local_queues=tuple(sorted(local_queues, key=lambda lq: lq.namespace)),
         admission=queues.admission,
+        dra_pools=tuple(p.name for p in dra_plans(plans)),
     )
 
 

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from components.config import NodePool, QueuesConfig
+from components.config import AddonsConfig, NodePool
 from components.errors import Problem
+from components.planning.addons.selection import kueue_runs
 from components.planning.autoscaler_tags import AUTOSCALED_MODES
-from components.planning.queues import queue_configs
+from components.planning.dra import dra_plans
+from components.validation.namespaces import _plans
 from components.validation.parse import Parsed
 
 KEEP = "or keep `gpuAllocation: device-plugin`"
@@ -74,30 +76,24 @@ def dra_pools_keep_a_node_for_cluster_autoscaler(p: Parsed) -> Iterator[Problem]
             )
 
 
-def _kueue_runs(p: Parsed) -> bool:
-    """Kueue's switch as the plan resolves it (components.planning.addons.selection), from what parsed."""
-    setting = p.addons.kueue.enabled if p.addons is not None else "auto"
-    if setting != "auto":
-        return setting == "on"
-    configured = p.workloads is not None and (p.workloads.queues is not None or p.workloads.training is not None)
-    training = any(pool.role == "training" for _, pool in p.pools)
-    return configured or training
-
-
 def dra_pools_are_outside_kueue_queues(p: Parsed) -> Iterator[Problem]:
     """Kueue's quotas count `nvidia.com/gpu`; Kueue 0.19.2 counts resource claims only behind its alpha
     `DynamicResourceAllocation` gate ([KUEUEDRA]), so a job asking for GPUs through a claim would be admitted past
-    every quota. A pool a ClusterQueue admits onto keeps the device plugin."""
-    if not _kueue_runs(p):
+    every quota. The default queues leave DRA pools out (components.planning.queues `queue_pools`); a ClusterQueue
+    that names one in its `pools` is refused."""
+    plans = _plans(p)
+    if plans is None or p.workloads is None or p.workloads.queues is None:
         return
-    queues = (p.workloads.queues if p.workloads is not None else None) or QueuesConfig()
-    for config in queue_configs(queues):
-        for path, _, pool in _dra_pools(p):
-            if pool.role != "system" and (config.pools is None or pool.name in config.pools):
+    if not kueue_runs(p.addons or AddonsConfig(), plans, p.workloads):
+        return
+    dra = {plan.name for plan in dra_plans(plans)}
+    for i, config in enumerate(p.workloads.queues.cluster_queues):
+        for j, name in enumerate(config.pools or []):
+            if name in dra:
                 yield Problem(
-                    f"{path}.gpuAllocation",
-                    f"ClusterQueue {config.name} admits onto pool {pool.name}, and Kueue does not count GPUs taken "
-                    f"through claims; leave the pool out of the queue's pools, {KEEP}",
+                    f"workloads.queues.clusterQueues[{i}].pools[{j}]",
+                    f"pool {name} allocates its GPUs through DRA, which Kueue does not count; leave it out of "
+                    f"ClusterQueue {config.name}'s pools, or keep `gpuAllocation: device-plugin` on it",
                 )
 
 

@@ -48,12 +48,14 @@ def _plugin_gpus(plans: Sequence[PoolPlan]) -> bool:
     return len(gpu_plans(plans)) > len(dra_plans(plans))
 
 
-def _wants_queues(f: AddonFacts) -> bool:
-    """Any GPU pool: gang scheduling is a MUST of Kubernetes AI Conformance, on every cluster with accelerators
-    (docs/conformance.md#gang_scheduling); or queues or a training job configured."""
-    gpus = any(p.is_gpu for p in f.plans)
-    configured = f.workloads is not None and (f.workloads.queues is not None or f.workloads.training is not None)
-    return gpus or configured
+def kueue_runs(settings: AddonsConfig, plans: Sequence[PoolPlan], workloads: WorkloadsConfig | None) -> bool:
+    """Kueue's switch, the one rule the plan and validation read. `auto`: any GPU pool, since gang scheduling is a
+    MUST of Kubernetes AI Conformance on every cluster with accelerators (docs/conformance.md#gang_scheduling), also
+    where every GPU pool allocates through DRA and stays out of the default queues; or queues or a training job
+    configured."""
+    gpus = any(p.is_gpu for p in plans)
+    configured = workloads is not None and (workloads.queues is not None or workloads.training is not None)
+    return _switch(settings.kueue.enabled, gpus or configured)
 
 
 #: Every add-on switch, in the order the plan lists the enabled ones. `auto`: EFA plugin when a pool wires EFA,
@@ -87,7 +89,7 @@ ADDON_SWITCHES: tuple[AddonSwitch, ...] = (
     ),
     #: Kueue queues batch jobs (components.planning.queues): `auto` when the stack has a GPU pool (gang scheduling,
     #: docs/conformance.md) or configures `workloads.queues` or `workloads.training`.
-    AddonSwitch("kueue", lambda f: _switch(f.settings.kueue.enabled, _wants_queues(f))),
+    AddonSwitch("kueue", lambda f: kueue_runs(f.settings, f.plans, f.workloads)),
     AddonSwitch(
         "jobset",
         lambda f: (
