@@ -86,7 +86,11 @@ class ServingWorkloads(pulumi.ComponentResource):
             gpus = claim_template(workload, plan)
             templates: list[pulumi.Resource] = []
             if gpus is not None:
-                # On a DRA pool each replica's GPUs come from a claim made from this template
+                # On a DRA pool each replica's GPUs come from a claim made from this template, which the driver's
+                # kubelet plugin prepares: the replicas wait for the driver, so `pulumi destroy` stops them (and the
+                # kubelet releases their claims through the plugin) before it uninstalls the driver.
+                if addons.dra_driver is not None:
+                    templates.append(addons.dra_driver.release)
                 templates.append(
                     k8s.resource.v1.ResourceClaimTemplate(
                         f"{prefix}-gpus",
