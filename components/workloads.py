@@ -26,8 +26,11 @@ from components.planning.addons.monitoring import MONITORING_NAMESPACE, POD_MONI
 from components.planning.dra import claim_template_name
 from components.planning.inference_routes import (
     CLIENTS_POLICY,
+    GATEWAY_CLASS_POLICY,
     GATEWAY_NAME,
     clients_policy_spec,
+    gateway_class_binding_spec,
+    gateway_class_policy_spec,
     gateway_peer,
     gateway_spec,
     http_route_spec,
@@ -86,7 +89,11 @@ class ServingWorkloads(pulumi.ComponentResource):
             gpus = claim_template(workload, plan)
             templates: list[pulumi.Resource] = []
             if gpus is not None:
-                # On a DRA pool each replica's GPUs come from a claim made from this template
+                # On a DRA pool each replica's GPUs come from a claim made from this template, which the driver's
+                # kubelet plugin prepares: the replicas wait for the driver, so `pulumi destroy` stops them (and the
+                # kubelet releases their claims through the plugin) before it uninstalls the driver.
+                if addons.dra_driver is not None:
+                    templates.append(addons.dra_driver.release)
                 templates.append(
                     k8s.resource.v1.ResourceClaimTemplate(
                         f"{prefix}-gpus",
@@ -173,6 +180,19 @@ class ServingWorkloads(pulumi.ComponentResource):
         if routing is None or eg is None:
             raise ValueError("exposed serving workloads need Envoy Gateway (the envoy-gateway switch turns it on)")
         after_class = [*waits, eg.gateway_class]
+        # Only this Gateway may use the class: a second one would take over the proxies' fixed-name Service.
+        policy = k8s.admissionregistration.v1.ValidatingAdmissionPolicy(
+            f"{ctx.cluster_name_plain}-{GATEWAY_CLASS_POLICY}",
+            metadata={"name": GATEWAY_CLASS_POLICY},
+            spec=cast(Any, gateway_class_policy_spec(routing)),
+            opts=self._options(ctx, []),
+        )
+        k8s.admissionregistration.v1.ValidatingAdmissionPolicyBinding(
+            f"{ctx.cluster_name_plain}-{GATEWAY_CLASS_POLICY}",
+            metadata={"name": GATEWAY_CLASS_POLICY},
+            spec=cast(Any, gateway_class_binding_spec()),
+            opts=self._options(ctx, [policy]),
+        )
         gateway = k8s.apiextensions.CustomResource(
             f"{ctx.cluster_name_plain}-{GATEWAY_NAME}-gateway",
             api_version="gateway.networking.k8s.io/v1",

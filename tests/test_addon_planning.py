@@ -166,6 +166,20 @@ def test_device_plugin_schedules_on_the_gpu_present_label_and_runs_gpu_feature_d
     assert all(p.labels.get("nvidia.com/gpu.present") == "true" for p in plan_pools(spec) if p.is_gpu)
 
 
+def test_the_nfd_master_and_garbage_collector_tolerate_the_system_pools_own_taints():
+    """A system pool that names its own taints: NFD's master and garbage collector tolerate them like every other
+    controller on that pool (the release waits for the master, so one that cannot land fails `pulumi up`)."""
+    taint = {"key": "dedicated", "value": "platform", "effect": "NoSchedule"}
+    spec = addon_stack(pool(SYSTEM_POOL, taints=[taint]), TRAINING_POOL)
+    values = nvidia_device_plugin_values(spec.addons.nvidia_device_plugin, plan_pools(spec))
+    for part in ("master", "gc"):
+        placement = values["nfd"][part]
+        assert placement["nodeSelector"] == {"gpu-clusters/role": "system"}
+        assert {"key": "dedicated", "operator": "Equal", "value": "platform", "effect": "NoSchedule"} in placement[
+            "tolerations"
+        ], part
+
+
 def test_device_plugin_stays_off_bottlerocket_nodes_which_bundle_their_own():
     bottlerocket = pool(INFERENCE_POOL, amiFamily="bottlerocket")
     spec = addon_stack(SYSTEM_POOL, TRAINING_POOL, bottlerocket)

@@ -284,6 +284,9 @@ def test_the_inference_stack_serves_through_claims() -> None:
     assert pod["resourceClaims"] == [{"name": "gpus", "resourceClaimTemplateName": "chat-gpus"}]
     assert any(d.endswith("chat-gpus") for d in deployment.depends_on)
     releases = {r.inputs["name"]: r.inputs for r in run.of_type("kubernetes:helm.sh/v3:Release")}
+    # the replicas wait for the driver, so a destroy stops them while its kubelet plugin can still release the claims
+    (driver,) = [r for r in run.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "nvidia-dra-driver-gpu"]
+    assert driver.urn in deployment.depends_on
     assert releases["nvidia-dra-driver-gpu"]["version"] == "25.12.0"
     assert "nvidia-device-plugin" not in releases
 

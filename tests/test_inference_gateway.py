@@ -5,6 +5,7 @@ the Envoy pods to the serving pods, and the validation of its config."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -118,6 +119,52 @@ def test_destroy_deletes_routes_before_the_gateway_and_the_class_before_the_cont
     for route in _of(plan, HTTP_ROUTE):
         assert {gateway["urn"], gateway_class["urn"]} <= set(route["options"]["dependsOn"])
     assert all(u in urns for u in gateway["options"]["dependsOn"])
+
+
+VAP = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicy"
+VAP_BINDING = "kubernetes:admissionregistration.k8s.io/v1:ValidatingAdmissionPolicyBinding"
+
+
+def _admits(expression: str, namespace: str, name: str, gateway_class: str) -> bool:
+    """Evaluates the policy's CEL expression, which uses only `==`, `!=`, `&&`, `||`, parentheses and string literals,
+    on one Gateway by rewriting it to Python."""
+    python = expression.replace("&&", " and ").replace("||", " or ")
+    env = {
+        "request": SimpleNamespace(namespace=namespace),
+        "object": SimpleNamespace(
+            metadata=SimpleNamespace(name=name), spec=SimpleNamespace(gatewayClassName=gateway_class)
+        ),
+    }
+    return bool(eval(python, {"__builtins__": {}}, env))
+
+
+def test_only_the_inference_gateway_may_use_the_stack_s_gateway_class() -> None:
+    """The class's proxies' Service has one fixed name: a second Gateway of the class (another team's, in its own
+    namespace) would point it at its own proxies, so admission refuses it; other classes are untouched."""
+    plan = shipped_plan("inference")
+    gateway = _one(plan, GATEWAY)["inputs"]
+    (policy,) = [r for r in _of(plan, VAP) if r["name"].endswith("-inference-gateway-class")]
+    (binding,) = [r for r in _of(plan, VAP_BINDING) if r["name"].endswith("-inference-gateway-class")]
+    assert binding["inputs"]["spec"] == {
+        "policyName": policy["inputs"]["metadata"]["name"],
+        "validationActions": ["Deny"],
+    }
+    assert policy["urn"] in binding["options"]["dependsOn"]
+    spec = policy["inputs"]["spec"]
+    assert spec["failurePolicy"] == "Fail"
+    (rule,) = spec["matchConstraints"]["resourceRules"]
+    assert (rule["apiGroups"], rule["resources"], rule["operations"]) == (
+        ["gateway.networking.k8s.io"],
+        ["gateways"],
+        ["CREATE", "UPDATE"],
+    )
+    (validation,) = spec["validations"]
+    ours = gateway["spec"]["gatewayClassName"]
+    name, namespace = gateway["metadata"]["name"], gateway["metadata"]["namespace"]
+    assert _admits(validation["expression"], namespace, name, ours)
+    assert not _admits(validation["expression"], "team-a", name, ours)
+    assert not _admits(validation["expression"], namespace, "second", ours)
+    assert _admits(validation["expression"], "team-a", "own", "team-a-class")
 
 
 # --------------------------------------------------------------------------------------------------- the routes

@@ -250,6 +250,10 @@ class Addons(pulumi.ComponentResource):
         return self._built("envoy-gateway", EnvoyGateway)
 
     @property
+    def dra_driver(self) -> NvidiaDraDriver | None:
+        return self._built("nvidia-dra-driver-gpu", NvidiaDraDriver)
+
+    @property
     def monitoring(self) -> Monitoring | None:
         return self._built("monitoring", Monitoring)
 

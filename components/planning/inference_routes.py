@@ -32,6 +32,8 @@ API_PREFIX = "/v1"
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 #: The NetworkPolicy of the Envoy pods, in Envoy Gateway's namespace.
 CLIENTS_POLICY = "inference-gateway-clients"
+#: The ValidatingAdmissionPolicy (and its binding) that keeps the stack's GatewayClass to the inference Gateway.
+GATEWAY_CLASS_POLICY = "inference-gateway-class"
 
 
 @dataclass(frozen=True)
@@ -162,3 +164,39 @@ def clients_policy_spec(routing: InferenceRouting, hybrid_nodes: Sequence[str] =
         "policyTypes": ["Ingress"],
         "ingress": [{"from": sources, "ports": [{"protocol": "TCP", "port": LISTENER_PORT}]}],
     }
+
+
+def gateway_class_policy_spec(routing: InferenceRouting) -> dict[str, Any]:
+    """A ValidatingAdmissionPolicy spec: a Gateway of the stack's GatewayClass is the inference Gateway itself or
+    nothing. The class's EnvoyProxy gives the proxies' Service a fixed name (`inference-gateway`), so a second
+    Gateway of the class, in any namespace, would have the controller point that one Service at its own proxies and
+    take the models' clients; another team brings its own GatewayClass instead (docs/inference-routing.md).
+    Built with Kubernetes' own admission engine (ValidatingAdmissionPolicy, GA in 1.30, [VAP])."""
+    allowed = f"request.namespace == '{routing.namespace}' && object.metadata.name == '{GATEWAY_NAME}'"
+    return {
+        "failurePolicy": "Fail",
+        "matchConstraints": {
+            "resourceRules": [
+                {
+                    "apiGroups": ["gateway.networking.k8s.io"],
+                    "apiVersions": ["*"],
+                    "operations": ["CREATE", "UPDATE"],
+                    "resources": ["gateways"],
+                }
+            ]
+        },
+        "validations": [
+            {
+                "expression": f"object.spec.gatewayClassName != '{GATEWAY_CLASS}' || ({allowed})",
+                "message": (
+                    f"GatewayClass {GATEWAY_CLASS} serves only Gateway {routing.namespace}/{GATEWAY_NAME} (its "
+                    "proxies' Service has one fixed name); create your own GatewayClass for another Gateway"
+                ),
+            }
+        ],
+    }
+
+
+def gateway_class_binding_spec() -> dict[str, Any]:
+    """The binding that enforces `gateway_class_policy_spec` in every namespace."""
+    return {"policyName": GATEWAY_CLASS_POLICY, "validationActions": ["Deny"]}

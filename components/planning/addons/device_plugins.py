@@ -14,11 +14,11 @@ import yaml
 from components import tags
 from components.config import NvidiaDevicePlugin
 from components.planning.addons.placement import (
-    CRITICAL_ADDONS_ONLY,
     NODE_CRITICAL,
     SYSTEM_NODE_SELECTOR,
     gpu_plans,
     node_affinity,
+    system_plans,
     tolerations_for,
 )
 from components.planning.dra import dra_plans
@@ -140,7 +140,7 @@ def nvidia_device_plugin_values(
         "tolerations": tolerations_for(gpu),
         "affinity": affinity,
         "gfd": {"enabled": True},
-        "nfd": {"enabled": False} if runtime_class else node_feature_discovery_values(gpu_plans(plans)),
+        "nfd": {"enabled": False} if runtime_class else node_feature_discovery_values(plans),
         "config": {"map": device_plugin_config_map(mig, gpu), "default": DEVICE_PLUGIN_DEFAULT_CONFIG},
     }
     if runtime_class:
@@ -148,7 +148,7 @@ def nvidia_device_plugin_values(
     return values
 
 
-def node_feature_discovery_values(gpu: Sequence[PoolPlan]) -> dict[str, Any]:
+def node_feature_discovery_values(plans: Sequence[PoolPlan]) -> dict[str, Any]:
     """The chart's node-feature-discovery dependency, in the first release only (one NFD per cluster; the chart
     enables it with `gfd.enabled` unless `nfd.enabled` says otherwise, [NVDP] Chart.yaml `condition`).
 
@@ -156,9 +156,11 @@ def node_feature_discovery_values(gpu: Sequence[PoolPlan]) -> dict[str, Any]:
     the host ([NVDP] templates/daemonset-gfd.yml); NFD's worker on the same node reads that directory and its master
     puts the labels on the Node (`extraLabelNs: nvidia.com`, the chart's default). So the worker runs on every GPU
     node, cloud and hybrid, tolerating their taints, and nowhere else; master and garbage collector run on the
-    system pool like the other controllers.
+    system pool like the other controllers, tolerating its taints (its own, when it names them: the release waits
+    for the master, so a master that cannot land there fails `pulumi up`).
     """
-    controller = {"nodeSelector": dict(SYSTEM_NODE_SELECTOR), "tolerations": [dict(CRITICAL_ADDONS_ONLY)]}
+    gpu = gpu_plans(plans)
+    controller = {"nodeSelector": dict(SYSTEM_NODE_SELECTOR), "tolerations": tolerations_for(system_plans(plans))}
     return {
         "enabled": True,
         "master": controller,
