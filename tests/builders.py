@@ -257,15 +257,34 @@ def shipped_stack(stack: str) -> ShippedStack:
     return run_stack_under_mocks(stack)
 
 
-@cache
-def training_on_container_insights() -> PlannedStack:
-    """The training stack moved to the Container Insights path (it ships on the Prometheus path): the CloudWatch side
-    of a plan (dashboard, alarms, the health loop's publisher) on a stack with a training pool. Callers only read it."""
-    raw = yaml.safe_load(stack_file("training").read_text())
-    raw["config"]["gpu-clusters:addons"] = {"monitoring": {"containerInsights": True, "dcgmPrometheus": False}}
-    path = Path(tempfile.mkdtemp(prefix="blueprint-")) / "Pulumi.training-container-insights.yaml"
+def stack_variant(stack: str, variant: str, edit: Callable[[dict[str, Any]], None]) -> PlannedStack:
+    """`stacks/Pulumi.<stack>.yaml` with its config edited in place by `edit`, planned once per content
+    (`stack_run`). Callers only read it."""
+    raw = yaml.safe_load(stack_file(stack).read_text())
+    edit(raw["config"])
+    path = Path(tempfile.mkdtemp(prefix="blueprint-")) / f"Pulumi.{stack}-{variant}.yaml"
     path.write_text(yaml.safe_dump(raw))
     return stack_run(config_file=path)
+
+
+def training_on_container_insights() -> PlannedStack:
+    """The training stack moved to the Container Insights path (it ships on the Prometheus path): the CloudWatch side
+    of a plan (dashboard, alarms, the health loop's publisher) on a stack with a training pool."""
+
+    def edit(config: dict[str, Any]) -> None:
+        config["gpu-clusters:addons"] = {"monitoring": {"containerInsights": True, "dcgmPrometheus": False}}
+
+    return stack_variant("training", "container-insights", edit)
+
+
+def inference_on_dra() -> PlannedStack:
+    """The inference stack with its `l40s` pool allocating GPUs through NVIDIA's DRA driver (it ships on the device
+    plugin, which Kueue's quotas count)."""
+
+    def edit(config: dict[str, Any]) -> None:
+        next(p for p in config["gpu-clusters:nodePools"] if p["name"] == "l40s")["gpuAllocation"] = "dra"
+
+    return stack_variant("inference", "dra", edit)
 
 
 class CliResult(NamedTuple):

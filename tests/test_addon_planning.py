@@ -302,7 +302,7 @@ def test_prometheus_rules_cover_xid_ecc_temperature_and_idle_spend():
         (
             "inference",
             {
-                "nvidia-dra-driver-gpu",
+                "nvidia-device-plugin",
                 "aws-node-termination-handler",
                 "cluster-autoscaler",
                 "keda",
@@ -321,8 +321,6 @@ def test_shipped_stacks_plan_their_addons(stack_name, expected_releases, expecte
     assert set(alarms) == expected_alarms
     addons = [a.inputs["addonName"] for a in run.of_type(EKS_ADDON)]
     assert addons.count(CLOUDWATCH_ADDON) == (1 if expected_alarms else 0)
-    if stack_name == "inference":  # the l40s pool allocates through DRA: no device plugin, whose pools would be none
-        assert "nvidia-device-plugin" not in release_names
     if stack_name == "inference":  # serving on the Prometheus path; both Auto Scaling groups drain through the handler
         assert run.of_type("aws:autoscaling/policy:Policy") == []
         assert len(run.of_type("aws:autoscaling/lifecycleHook:LifecycleHook")) == 2  # system and l40s

@@ -25,7 +25,7 @@ from components.planning.serving import claim_template, deployment_spec
 from components.planning.stack_plan import plan_pools, plan_stack
 from components.planning.training_job import claim_template as training_claim_template
 from components.planning.training_job import pod_spec as training_pod_spec
-from tests.builders import P5, SYSTEM, pool, shipped_plan, shipped_stack, stack_config
+from tests.builders import P5, SYSTEM, inference_on_dra, pool, shipped_plan, stack_config
 
 #: A 4x L40S inference pool allocating through DRA, one node kept for cluster-autoscaler.
 DRA_POOL: dict[str, Any] = {
@@ -273,8 +273,8 @@ def test_a_queue_with_no_device_plugin_pool_has_no_resource_group() -> None:
 
 
 # ----------------------------------------------------------------------------------------- the inference stack
-def test_the_inference_stack_serves_through_claims() -> None:
-    run = shipped_stack("inference").run
+def test_the_inference_stack_on_dra_serves_through_claims() -> None:
+    run = inference_on_dra().run
     templates = {r.inputs["metadata"]["name"]: r.inputs for r in run.of_type(CLAIM_TEMPLATE)}
     assert templates["chat-gpus"]["metadata"]["namespace"] == "inference"
     assert templates["chat-gpus"]["spec"] == claim_template_spec(1)
@@ -292,7 +292,7 @@ def test_the_inference_stack_serves_through_claims() -> None:
 
 
 def test_the_plan_summary_says_how_each_pool_allocates() -> None:
-    pools = {p["name"]: p for p in shipped_plan("inference")["summary"]["nodePools"]}
+    pools = {p["name"]: p for p in inference_on_dra().plan["summary"]["nodePools"]}
     assert pools["l40s"]["gpuAllocation"] == "dra" and pools["l40s"]["gpuResourcesPerNode"] == {}
     assert pools["system"]["gpuAllocation"] is None
     training = {p["name"]: p for p in shipped_plan("training")["summary"]["nodePools"]}

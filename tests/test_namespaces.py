@@ -279,16 +279,7 @@ def test_policies_wait_for_their_namespace() -> None:
         # 4 x p5.48xlarge: 32 GPUs, 32 EFA devices each
         ("training", {"training": {"requests.nvidia.com/gpu": "32", "requests.vpc.amazonaws.com/efa": "128"}}),
         # 8 x g6e.12xlarge: 4 GPUs each, no EFA wired
-        # the l40s pool allocates through DRA: the same figure caps the namespace's claims of gpu.nvidia.com devices
-        (
-            "inference",
-            {
-                "inference": {
-                    "requests.nvidia.com/gpu": "32",
-                    "gpu.nvidia.com.deviceclass.resource.k8s.io/devices": "32",
-                }
-            },
-        ),
+        ("inference", {"inference": {"requests.nvidia.com/gpu": "32"}}),
         # Lustre's clients: 2 x p5; the NFS claim and the serving workload: 4 A40 servers x 4
         (
             "hybrid",
