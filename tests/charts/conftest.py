@@ -69,13 +69,19 @@ def _time_sliced(raw: dict[str, Any]) -> None:
     """The inference stack's L40S pool time-sliced in two (through the device plugin, which time-slices), its
     replicas each taking half of the budget."""
     _pool(raw, "l40s")["devicePlugin"] = {"timeSlicingReplicas": 2}
-    _pool(raw, "l40s")["gpuAllocation"] = "device-plugin"
     for workload in raw[f"{PROJECT}:workloads"]["serving"]:
         workload["gpuMemoryUtilization"] = 0.45
 
 
+def _dra(raw: dict[str, Any]) -> None:
+    """The inference stack's L40S pool allocating its GPUs through NVIDIA's DRA driver (it ships on the device
+    plugin, whose GPUs Kueue's quotas count)."""
+    _pool(raw, "l40s")["gpuAllocation"] = "dra"
+
+
 def _mixed_allocation(raw: dict[str, Any]) -> None:
-    """The inference stack with a second GPU pool on the device plugin beside its DRA pool."""
+    """The inference stack with its L40S pool on DRA and a second GPU pool on the device plugin beside it."""
+    _dra(raw)
     raw[f"{PROJECT}:nodePools"].append(
         {"name": "l4", "role": "inference", "instanceType": "g6.xlarge", "scaling": {"min": 0, "max": 2}}
     )
@@ -104,6 +110,7 @@ VARIANTS: dict[str, tuple[str, Callable[[dict[str, Any]], None]]] = {
     "training-container-insights": ("training", _container_insights),
     "training-bottlerocket": ("training", _bottlerocket),
     "inference-time-sliced": ("inference", _time_sliced),
+    "inference-dra": ("inference", _dra),
     "inference-mixed-allocation": ("inference", _mixed_allocation),
 }
 CASES = [*list_stacks(), *VARIANTS]

@@ -1,4 +1,4 @@
-"""NVIDIA's DRA driver for GPUs rendered through its pinned chart (25.12.0) with the inference stack's values: the
+"""NVIDIA's DRA driver for GPUs rendered through its pinned chart (25.12.0) with the values of the inference stack on DRA: the
 kubelet plugin only on the DRA pool and tolerating its taints, the DeviceClass `gpu.nvidia.com` the claims name
 (created by the chart, on resource.k8s.io/v1), no ComputeDomain controller; and the device plugin, in a stack with
 a DRA pool and a device-plugin pool, kept off the DRA pool (components/planning/addons/dra_driver.py cites the
@@ -38,7 +38,7 @@ def _required_terms(pod: dict[str, Any]) -> list[list[dict[str, Any]]]:
 
 
 def test_the_kubelet_plugin_runs_on_the_dra_pool_only(tmp_path_factory: pytest.TempPathFactory) -> None:
-    release = _release("inference", DRA_DRIVER_RELEASE, tmp_path_factory)
+    release = _release("inference-dra", DRA_DRIVER_RELEASE, tmp_path_factory)
     assert release.namespace == "kube-system"
     pod = _kubelet_plugin(objects(render_text(release)))
     assert _required_terms(pod) == [
@@ -58,7 +58,7 @@ def test_the_chart_alone_tolerates_no_gpu_taint_and_selects_every_gpu_node(
 ) -> None:
     """The control: with the chart's own placement the plugin would land on any GPU node (the device plugin's too)
     and on no tainted one."""
-    release = _release("inference", DRA_DRIVER_RELEASE, tmp_path_factory)
+    release = _release("inference-dra", DRA_DRIVER_RELEASE, tmp_path_factory)
     values = dict(release.values, kubeletPlugin={})
     pod = _kubelet_plugin(objects(render_text(release, values)))
     assert not tolerates(pod.get("tolerations") or [], ("nvidia.com/gpu", "true", "NoSchedule"))
@@ -66,7 +66,7 @@ def test_the_chart_alone_tolerates_no_gpu_taint_and_selects_every_gpu_node(
 
 
 def test_the_chart_creates_the_gpu_device_class_on_the_ga_api(tmp_path_factory: pytest.TempPathFactory) -> None:
-    rendered = objects(render_text(_release("inference", DRA_DRIVER_RELEASE, tmp_path_factory)))
+    rendered = objects(render_text(_release("inference-dra", DRA_DRIVER_RELEASE, tmp_path_factory)))
     classes = {o["metadata"]["name"]: o for o in rendered if o["kind"] == "DeviceClass"}
     assert GPU_DEVICE_CLASS in classes
     gpu = classes[GPU_DEVICE_CLASS]
@@ -78,7 +78,7 @@ def test_the_chart_creates_the_gpu_device_class_on_the_ga_api(tmp_path_factory: 
 
 def test_no_compute_domain_controller_needs_a_control_plane_node(tmp_path_factory: pytest.TempPathFactory) -> None:
     """EKS shows no control-plane node: the ComputeDomain controller, which asks for one, is not rendered."""
-    release = _release("inference", DRA_DRIVER_RELEASE, tmp_path_factory)
+    release = _release("inference-dra", DRA_DRIVER_RELEASE, tmp_path_factory)
     kinds = {(o["kind"], o["metadata"]["name"]) for o in objects(render_text(release))}
     assert not [k for k in kinds if k[0] == "Deployment"]
     assert not [k for k in kinds if k[0] == "DeviceClass" and "compute-domain" in k[1]]
@@ -92,7 +92,7 @@ def test_the_chart_refuses_gpu_allocation_without_the_override(tmp_path_factory:
     """The chart fails the render unless told the device plugin keeps off the driver's nodes."""
     from helm_python.errors import HelmRenderError
 
-    release = _release("inference", DRA_DRIVER_RELEASE, tmp_path_factory)
+    release = _release("inference-dra", DRA_DRIVER_RELEASE, tmp_path_factory)
     values = {k: v for k, v in release.values.items() if k != "gpuResourcesEnabledOverride"}
     with pytest.raises(HelmRenderError, match="gpuResourcesEnabledOverride"):
         render_text(release, values)
