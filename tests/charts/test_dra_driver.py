@@ -1,7 +1,7 @@
-"""NVIDIA's DRA driver for GPUs rendered through its pinned chart (25.12.0) with the values of the inference stack on DRA: the
-kubelet plugin only on the DRA pool and tolerating its taints, the DeviceClass `gpu.nvidia.com` the claims name
-(created by the chart, on resource.k8s.io/v1), no ComputeDomain controller; and the device plugin, in a stack with
-a DRA pool and a device-plugin pool, kept off the DRA pool (components/planning/addons/dra_driver.py cites the
+"""NVIDIA's DRA driver for GPUs rendered through its pinned chart (25.12.0) with the values of the inference stack on
+DRA: the kubelet plugin only on the DRA pool and tolerating its taints, the DeviceClass `gpu.nvidia.com` the claims
+name (created by the chart, on resource.k8s.io/v1), no ComputeDomain controller; and the device plugin, in a stack
+with a DRA pool and a device-plugin pool, kept off the DRA pool (components/planning/addons/dra_driver.py cites the
 chart)."""
 
 from __future__ import annotations
