@@ -1,6 +1,6 @@
 """GPUs through Dynamic Resource Allocation (`nodePools[].gpuAllocation: dra`): one allocator per pool, claims for
 the serving replicas, the reference training job and the health gate's check pods, the combinations validation
-refuses, and the shipped inference stack that uses it (docs/gpu-sharing.md#gpus-through-dra)."""
+refuses, and the inference stack planned on it (docs/gpu-sharing.md#gpus-through-dra)."""
 
 from __future__ import annotations
 
