@@ -6,8 +6,9 @@ output, in order) and junit.xml (one test case per test and subtest).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 from xml.etree import ElementTree
 
 #: The files a run leaves in its evidence folder.
@@ -41,10 +42,8 @@ class Results:
         return [t for t in self.tests if t.outcome in ("fail", "unfinished")]
 
 
-def parse_events(lines: Iterable[str]) -> Results:
-    """Read test2json events; a line that is not one (go's own build output) is kept as stray text."""
-    tests: dict[str, TestResult] = {}
-    stray: list[str] = []
+def _decoded(lines: Iterable[str]) -> Iterator[tuple[str, dict[str, Any] | None]]:
+    """Each non-blank line with its test2json event, or None where the line is not one (go's own build output)."""
     for line in lines:
         text = line.rstrip("\n")
         if not text.strip():
@@ -52,9 +51,16 @@ def parse_events(lines: Iterable[str]) -> Results:
         try:
             event = json.loads(text)
         except json.JSONDecodeError:
-            stray.append(text)
-            continue
-        if not isinstance(event, dict):
+            event = None
+        yield text, event if isinstance(event, dict) else None
+
+
+def parse_events(lines: Iterable[str]) -> Results:
+    """Read test2json events; a line that is not one (go's own build output) is kept as stray text."""
+    tests: dict[str, TestResult] = {}
+    stray: list[str] = []
+    for text, event in _decoded(lines):
+        if event is None:
             stray.append(text)
             continue
         name = event.get("Test")
@@ -73,16 +79,10 @@ def parse_events(lines: Iterable[str]) -> Results:
 def e2e_log(lines: Iterable[str]) -> str:
     """The run's output as `go test -v` prints it: every event's Output in order, and stray lines as they came."""
     out: list[str] = []
-    for line in lines:
-        text = line.rstrip("\n")
-        if not text.strip():
-            continue
-        try:
-            event = json.loads(text)
-        except json.JSONDecodeError:
+    for text, event in _decoded(lines):
+        if event is None:
             out.append(text + "\n")
-            continue
-        if isinstance(event, dict) and event.get("Action") == "output":
+        elif event.get("Action") == "output":
             out.append(str(event.get("Output", "")))
     return "".join(out)
 
