@@ -18,6 +18,7 @@ import pytest
 
 from blueprint.plan.runner import list_stacks
 from components import clock
+from tests import tiers
 
 if TYPE_CHECKING:
     from tests.builders import CliResult, ShippedStack
@@ -35,6 +36,41 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     are still freed."""
     gc.freeze()
     gc.set_threshold(100_000, 50, 1000)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark `program` every test that takes a run of the program from a conftest fixture (`tiers.PROGRAM_FIXTURES`),
+    before `-m` selects: the everyday run leaves them out."""
+    for item in items:
+        if tiers.PROGRAM_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(tiers.MARKER)
+
+
+#: Fails a test not marked `program` that runs the program or the CLI in a process (tests/tiers.py).
+TIER_GUARD = tiers.install()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    with TIER_GUARD.watching(None if item.get_closest_marker(tiers.MARKER) else item.nodeid):
+        result = yield
+    _fail_on_swallowed_violations()
+    return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    with TIER_GUARD.watching(None if item.get_closest_marker(tiers.MARKER) else item.nodeid):
+        result = yield
+    _fail_on_swallowed_violations()
+    return result
+
+
+def _fail_on_swallowed_violations() -> None:
+    """The guard's failure, should the test have caught it (`except BaseException`, `pytest.raises(Failed)`)."""
+    if TIER_GUARD.violations:
+        pytest.fail(TIER_GUARD.violations[0], pytrace=False)
 
 
 #: The day the support calendars read in tests: which Kubernetes versions EKS supports moves with the date, and the

@@ -274,6 +274,7 @@ def test_prometheus_rules_cover_xid_ecc_temperature_and_idle_spend():
 
 
 # ------------------------------------------------------------------------------------------ shipped stacks
+@pytest.mark.program
 @pytest.mark.parametrize(
     ("stack_name", "expected_releases", "expected_alarms"),
     [

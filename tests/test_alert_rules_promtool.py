@@ -17,7 +17,7 @@ import pytest
 from tests.promql_expressions import found_in
 from tests.promtool import needs_promtool, run_rule_tests
 
-pytestmark = needs_promtool
+pytestmark = [pytest.mark.program, needs_promtool]
 
 GPU = {"gpu": "0", "Hostname": "node-a"}
 LABELS = 'gpu="0", Hostname="node-a"'

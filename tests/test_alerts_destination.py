@@ -40,6 +40,7 @@ def test_check_reports_an_alarm_without_actions_as_advisory() -> None:
     assert messages([TOPIC]) == []
 
 
+@pytest.mark.program
 @pytest.mark.parametrize("stack", list_stacks())
 def test_shipped_stacks_warn_and_show_how_to_set_a_destination(stack: str) -> None:
     plan = shipped_plan(stack)

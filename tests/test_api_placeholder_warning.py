@@ -31,6 +31,7 @@ def test_a_real_network_is_not_a_warning() -> None:
     assert api_warnings({"privateAccessCidrs": ["192.168.10.0/24"]}) == []
 
 
+@pytest.mark.program
 @pytest.mark.parametrize("stack", ["training", "inference"])
 def test_shipped_cloud_stacks_say_to_replace_their_placeholder(stack: str) -> None:
     warnings = shipped_plan(stack)["summary"]["warnings"]

@@ -93,6 +93,7 @@ def test_a_reservation_by_id_is_pinned_too_but_a_resource_group_is_not():
 
 
 # ------------------------------------------------------------------------------------------------- the block's end
+@pytest.mark.program
 def test_the_pool_goes_to_zero_an_hour_before_the_end_by_default():
     """EC2 terminates from 30 minutes before the end; the 12-minute hook (600 s drain + 2 min) and 15 minutes of
     slack fit in the one-hour minimum, so the scheduled action fires at 10:30 for an 11:30 end."""
@@ -105,6 +106,7 @@ def test_the_pool_goes_to_zero_an_hour_before_the_end_by_default():
     assert schedule.inputs["autoscalingGroupName"] == "demo-h100"
 
 
+@pytest.mark.program
 def test_the_scale_in_survives_its_first_run_and_never_sends_a_past_start_time():
     """AWS deletes a one-time action after it runs, and refuses to recreate one whose start time has passed: the
     action recurs (yearly, at the scale-in minute) and leaves its start time to AWS."""
@@ -113,6 +115,7 @@ def test_the_scale_in_survives_its_first_run_and_never_sends_a_past_start_time()
     assert schedule.inputs["recurrence"]
 
 
+@pytest.mark.program
 def test_the_next_block_replaces_the_action_instead_of_updating_it():
     """The scale-in moment is in the action's name (a new name replaces the action), so an update never resends the
     start time AWS computed for the old block."""
@@ -132,6 +135,7 @@ def test_a_longer_drain_moves_the_scale_in_earlier():
     assert scale_in_time(end, 3720) == datetime(2030, 3, 1, 9, 43, tzinfo=UTC)
 
 
+@pytest.mark.program
 def test_only_block_pools_get_a_schedule():
     assert build(stack_config(SYSTEM_POOL, TRAINING_POOL)).of_type(SCHEDULE) == []
 
@@ -165,6 +169,7 @@ def test_a_block_needs_the_handler_that_drains_it():
     assert "node termination handler" in found["nodePools[1] (h100).capacity.type"]
 
 
+@pytest.mark.program
 def test_the_expiry_warning_is_routed_nowhere_the_hook_carries_the_drain():
     """The handler drops the Capacity Block expiration warning (it knows three aws.ec2 detail types and the event
     names a reservation): no rule sends it to the queue, while the block's group is hooked like every other."""

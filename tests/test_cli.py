@@ -26,6 +26,7 @@ config:
 CONSOLE_SCRIPT = Path(sys.executable).with_name("blueprint")
 
 
+@pytest.mark.program
 def test_console_script_prints_every_config_problem_and_exits_2(tmp_path: Path) -> None:
     stack = tmp_path / "Pulumi.broken.yaml"
     stack.write_text(BROKEN_STACK)
@@ -54,6 +55,7 @@ def test_unknown_stack_is_an_io_error_naming_the_stacks(blueprint_cli: Callable[
     assert "training" in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.program
 @pytest.mark.parametrize("fmt", ["json", "markdown", "table"])
 def test_plan_formats(fmt: str, blueprint_cli: Callable[..., CliResult]) -> None:
     result = blueprint_cli("plan", "--stack", "training", "--format", fmt)

@@ -21,6 +21,7 @@ import pytest
 from blueprint import cli, exit_codes, terminal
 from blueprint.plan.runner import PROJECT_ROOT
 from tests.builders import CliResult
+from tests.tiers import cli_tier
 
 Cli = Callable[..., CliResult]
 
@@ -99,11 +100,14 @@ def test_the_readme_and_the_operations_guide_name_every_exit_code() -> None:
 @pytest.mark.parametrize(
     "args",
     [
-        ("plan", "--stack", "training"),
-        ("plan", "--stack", "hybrid"),
-        ("check", "--stack", "training"),
-        ("catalog",),
-        ("simulate", "--stack", "inference"),
+        pytest.param(args, marks=cli_tier(args))
+        for args in [
+            ("plan", "--stack", "training"),
+            ("plan", "--stack", "hybrid"),
+            ("check", "--stack", "training"),
+            ("catalog",),
+            ("simulate", "--stack", "inference"),
+        ]
     ],
 )
 def test_tables_fit_80_columns_and_fold_long_cells(
@@ -143,6 +147,7 @@ def test_width_is_columns_else_the_terminal_else_120(monkeypatch: pytest.MonkeyP
 
 
 # ----------------------------------------------------------------------------------------------- a closed stdout
+@pytest.mark.program
 @pytest.mark.parametrize("args", [("catalog", "--format", "json"), ("catalog",)])
 def test_a_reader_that_closes_stdout_early_gets_no_traceback(args: tuple[str, ...]) -> None:
     """`blueprint catalog | head -0` in a real process: the reader is gone before the first write."""
@@ -164,6 +169,7 @@ class ClosedPipe(io.StringIO):
         raise BrokenPipeError(32, "Broken pipe")
 
 
+@pytest.mark.program
 @pytest.mark.parametrize("fmt", ["json", "table"])
 def test_a_closed_stdout_ends_a_plan_quietly(fmt: str, blueprint_cli: Cli, monkeypatch: pytest.MonkeyPatch) -> None:
     blueprint_cli("plan", "--stack", "training")  # the shared plan, before stdout breaks
@@ -172,6 +178,7 @@ def test_a_closed_stdout_ends_a_plan_quietly(fmt: str, blueprint_cli: Cli, monke
     assert result.returncode == 141 and result.stderr == ""
 
 
+@pytest.mark.program
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux) to fill stdout's disk")
 def test_a_full_disk_behind_stdout_is_an_io_error_in_one_line() -> None:
     """`blueprint catalog > /dev/full` in a real process: every write fails with ENOSPC."""
@@ -290,10 +297,13 @@ def test_simulate_writes_the_timeline_to_stdout_and_wrote_to_stderr(blueprint_cl
 @pytest.mark.parametrize(
     "args",
     [
-        ("plan", "--stack", "training", "--format", "json"),
-        ("check", "--stack", "training", "--format", "json"),
-        ("catalog", "--format", "json"),
-        ("schema",),
+        pytest.param(args, marks=cli_tier(args))
+        for args in [
+            ("plan", "--stack", "training", "--format", "json"),
+            ("check", "--stack", "training", "--format", "json"),
+            ("catalog", "--format", "json"),
+            ("schema",),
+        ]
     ],
 )
 def test_json_on_stdout_is_the_whole_output(args: tuple[str, ...], blueprint_cli: Cli) -> None:

@@ -87,6 +87,7 @@ def cluster_inputs(run: ProgramRun) -> dict[str, Any]:
     return run.one(EKS_CLUSTER).inputs
 
 
+@pytest.mark.program
 def test_secrets_are_envelope_encrypted_with_a_rotating_protected_key() -> None:
     run, seen = build(spec())
     encryption = cluster_inputs(run)["encryptionConfig"]
@@ -98,6 +99,7 @@ def test_secrets_are_envelope_encrypted_with_a_rotating_protected_key() -> None:
     assert key.retain_on_delete is True
 
 
+@pytest.mark.program
 def test_unprotected_stacks_may_delete_the_key() -> None:
     key = build(spec({"protectStateful": False}))[0].one(KMS_KEY)
     assert key.protect is False
@@ -112,6 +114,7 @@ AUTOSCALING_ROLE = (
 SERVICE_LINKED_ROLE = "aws:iam/serviceLinkedRole:ServiceLinkedRole"
 
 
+@pytest.mark.program
 def test_every_stack_creates_its_own_auto_scaling_role_named_after_its_cluster_and_region() -> None:
     """A custom suffix: no lookup, no role shared with other stacks of the account, and always in the plan."""
     run, _ = build(spec())
@@ -123,6 +126,7 @@ def test_every_stack_creates_its_own_auto_scaling_role_named_after_its_cluster_a
     assert role.protect is False
 
 
+@pytest.mark.program
 def test_key_policy_lets_the_stacks_auto_scaling_role_launch_nodes_with_encrypted_volumes() -> None:
     run, _ = build(spec())
     policy = json.loads(run.one(KMS_KEY).inputs["policy"])
@@ -132,12 +136,14 @@ def test_key_policy_lets_the_stacks_auto_scaling_role_launch_nodes_with_encrypte
     assert principals["AutoScalingGrantsForAttachedVolumes"] == AUTOSCALING_ROLE
 
 
+@pytest.mark.program
 def test_the_auto_scaling_role_exists_before_the_key_names_it() -> None:
     """KMS refuses a key policy naming a principal that does not exist (MalformedPolicyDocumentException)."""
     run, _ = build(spec())
     assert run.one(SERVICE_LINKED_ROLE).urn in run.one(KMS_KEY).depends_on
 
 
+@pytest.mark.program
 def test_two_regions_of_one_account_get_two_auto_scaling_roles() -> None:
     """IAM names are account-wide, EKS cluster names only Region-wide: the Region is part of the suffix."""
     west = stack_config(SYSTEM_POOL, region="us-west-2", zones=["us-west-2a", "us-west-2b"])
@@ -145,6 +151,7 @@ def test_two_regions_of_one_account_get_two_auto_scaling_roles() -> None:
     assert run.one(SERVICE_LINKED_ROLE).inputs["customSuffix"] == "demo.us-west-2"
 
 
+@pytest.mark.program
 def test_the_account_is_never_asked_for_roles() -> None:
     run, _ = build(spec())
     assert "aws:iam/getRoles:getRoles" not in run.invokes
@@ -169,6 +176,7 @@ def test_every_group_of_a_shipped_stack_launches_as_the_role_its_key_names(each_
     assert named == {json.dumps({"AWS": arn})}
 
 
+@pytest.mark.program
 def test_cluster_role_may_use_the_key_and_has_the_cluster_policy() -> None:
     run, seen = build(spec())
     inline = json.loads(run.one(ROLE_POLICY, "demo-cluster-encryption").inputs["policy"])
@@ -179,6 +187,7 @@ def test_cluster_role_may_use_the_key_and_has_the_cluster_policy() -> None:
     assert attachment.urn in run.one(EKS_CLUSTER).depends_on
 
 
+@pytest.mark.program
 def test_private_endpoint_by_default() -> None:
     run, seen = build(spec())
     vpc = cluster_inputs(run)["vpcConfig"]
@@ -188,6 +197,7 @@ def test_private_endpoint_by_default() -> None:
     assert vpc["subnetIds"] == seen["private"]
 
 
+@pytest.mark.program
 def test_public_endpoint_only_for_the_allow_list() -> None:
     run, _ = build(spec({"endpoint": {"public": True, "publicAccessCidrs": ["203.0.113.0/24", "198.51.100.7/32"]}}))
     vpc = cluster_inputs(run)["vpcConfig"]
@@ -196,6 +206,7 @@ def test_public_endpoint_only_for_the_allow_list() -> None:
     assert vpc["publicAccessCidrs"] == ["203.0.113.0/24", "198.51.100.7/32"]
 
 
+@pytest.mark.program
 def test_control_plane_logging_types() -> None:
     assert cluster_inputs(build(spec())[0])["enabledClusterLogTypes"] == [
         "api",
@@ -208,6 +219,7 @@ def test_control_plane_logging_types() -> None:
     assert cluster_inputs(custom)["enabledClusterLogTypes"] == ["api", "audit", "authenticator", "scheduler"]
 
 
+@pytest.mark.program
 def test_version_access_mode_upgrade_policy_and_service_cidr_from_config() -> None:
     run, _ = build(spec({"kubernetesVersion": "1.34", "supportType": "EXTENDED", "serviceCidr": "10.100.0.0/16"}))
     inputs = cluster_inputs(run)
@@ -219,11 +231,13 @@ def test_version_access_mode_upgrade_policy_and_service_cidr_from_config() -> No
     assert inputs["bootstrapSelfManagedAddons"] is False
 
 
+@pytest.mark.program
 def test_deletion_protection_is_on_unless_the_stack_turns_it_off() -> None:
     assert cluster_inputs(build(spec())[0])["deletionProtection"] is True
     assert cluster_inputs(build(spec({"deletionProtection": False}))[0])["deletionProtection"] is False
 
 
+@pytest.mark.program
 def test_unsupported_kubernetes_version_is_refused() -> None:
     config = spec({"kubernetesVersion": "1.20"})
     assert "1.20" not in versions.supported_kubernetes_versions()
@@ -231,6 +245,7 @@ def test_unsupported_kubernetes_version_is_refused() -> None:
         build(config)
 
 
+@pytest.mark.program
 def test_admins_get_standard_access_entries_with_their_access_policy() -> None:
     admins = [
         {"principalArn": "arn:aws:iam::123456789012:role/platform-admins"},
@@ -262,6 +277,7 @@ HYBRID = {
 }
 
 
+@pytest.mark.program
 def test_hybrid_pools_become_one_remote_network_object_with_every_cidr() -> None:
     pools: list[dict[str, Any]] = [
         SYSTEM_POOL,
@@ -283,6 +299,7 @@ def test_hybrid_pools_become_one_remote_network_object_with_every_cidr() -> None
     }
 
 
+@pytest.mark.program
 def test_no_remote_network_config_without_hybrid_pools() -> None:
     assert "remoteNetworkConfig" not in cluster_inputs(build(spec())[0])
 
@@ -296,6 +313,7 @@ def deployer_rules(run: ProgramRun, cluster_sg: str) -> list[dict[str, Any]]:
     return [r for r in rules(run, "Ingress") if r["securityGroupId"] == cluster_sg and "deployer" in r["description"]]
 
 
+@pytest.mark.program
 def test_private_endpoint_admits_the_deployers_networks_and_groups_on_443() -> None:
     endpoint = {"privateAccessCidrs": ["192.168.10.0/24"], "privateAccessSecurityGroupIds": ["sg-0123456789abcdef0"]}
     run, seen = build(spec({"endpoint": endpoint}))
@@ -307,16 +325,19 @@ def test_private_endpoint_admits_the_deployers_networks_and_groups_on_443() -> N
     assert all(r["ipProtocol"] == "tcp" and r["fromPort"] == r["toPort"] == 443 for r in admitted)
 
 
+@pytest.mark.program
 def test_deploying_from_the_vpc_admits_the_vpc_cidr() -> None:
     run, seen = build(spec({"endpoint": {"deployFromVpc": True}}))
     assert [r["cidrIpv4"] for r in deployer_rules(run, seen["cluster_sg"])] == ["10.0.0.0/16"]
 
 
+@pytest.mark.program
 def test_no_deployer_rules_without_an_access_path() -> None:
     run, seen = build(spec())
     assert deployer_rules(run, seen["cluster_sg"]) == []
 
 
+@pytest.mark.program
 def test_no_security_group_ingress_from_anywhere() -> None:
     run, _ = build(spec({"endpoint": {"public": True, "publicAccessCidrs": ["203.0.113.0/24"]}}))
     ingress = rules(run, "Ingress")
@@ -324,6 +345,7 @@ def test_no_security_group_ingress_from_anywhere() -> None:
     assert all("cidrIpv4" not in r for r in ingress)
 
 
+@pytest.mark.program
 def test_nodes_talk_to_each_other_both_ways_for_efa() -> None:
     run, seen = build(spec())
     node_sg = seen["node_sg"]
@@ -340,6 +362,7 @@ def covers(rule: dict[str, Any], port: int) -> bool:
     return rule["ipProtocol"] == "tcp" and rule["fromPort"] <= port <= rule["toPort"]
 
 
+@pytest.mark.program
 def test_control_plane_reaches_kubelet_and_webhooks_and_nodes_reach_the_api() -> None:
     run, seen = build(spec())
     from_control_plane = [
@@ -358,6 +381,7 @@ def test_control_plane_reaches_kubelet_and_webhooks_and_nodes_reach_the_api() ->
     assert len(to_api) == 1 and covers(to_api[0], 443) and not covers(to_api[0], 444)
 
 
+@pytest.mark.program
 def test_security_group_rules_carry_the_cluster_tags() -> None:
     run, _ = build(spec())
     assert all(r["tags"]["gpu-clusters/cluster"] == "demo" for r in rules(run, "Ingress") + rules(run, "Egress"))
@@ -400,6 +424,7 @@ def run_gpu_cluster(config: StackConfig) -> tuple[ProgramRun, dict[str, Any]]:
     return run_mocked(program), seen
 
 
+@pytest.mark.program
 def test_gpu_cluster_exports_the_kubeconfig_as_a_secret_and_the_core_outputs() -> None:
     run, seen = run_gpu_cluster(spec())
     assert run.one("aws:ssm/parameter:Parameter", "kubeconfig-probe").inputs["value"] == SECRET
@@ -411,6 +436,7 @@ def test_gpu_cluster_exports_the_kubeconfig_as_a_secret_and_the_core_outputs() -
     assert {"vpcId", "clusterEndpoint", "clusterArn", "nodeSecurityGroupId", "kmsKeyArn"} <= set(seen["exports"])
 
 
+@pytest.mark.program
 def test_gpu_cluster_context_and_kubernetes_provider() -> None:
     run, seen = run_gpu_cluster(spec())
     ctx = seen["context"]
@@ -422,6 +448,7 @@ def test_gpu_cluster_context_and_kubernetes_provider() -> None:
     assert {"vpc-cni", "kube-proxy", "eks-pod-identity-agent"} <= addons
 
 
+@pytest.mark.program
 def test_kubernetes_provider_waits_for_the_deployers_way_in() -> None:
     """The first Kubernetes call must not race the security group rule that lets the deployer reach the API."""
     run, _ = run_gpu_cluster(spec({"endpoint": {"privateAccessCidrs": ["192.168.10.0/24"]}}))
@@ -434,6 +461,7 @@ def test_kubernetes_provider_waits_for_the_deployers_way_in() -> None:
 
 
 # ------------------------------------------------------------------------------------ control-plane log group
+@pytest.mark.program
 def test_the_control_plane_log_group_exists_before_the_cluster_encrypted_with_a_retention() -> None:
     """EKS would create `/aws/eks/<name>/cluster` itself, with no retention and no KMS key, if it were missing."""
     run, seen = build(spec({"logRetentionDays": 731}))
@@ -444,12 +472,14 @@ def test_the_control_plane_log_group_exists_before_the_cluster_encrypted_with_a_
     assert group.urn in run.one(EKS_CLUSTER).depends_on
 
 
+@pytest.mark.program
 def test_the_control_plane_logs_are_kept_with_the_key_that_decrypts_them() -> None:
     assert build(spec())[0].one(LOG_GROUP).retain_on_delete is True
     assert build(spec({"protectStateful": False}))[0].one(LOG_GROUP).retain_on_delete is False
     assert build(spec())[0].one(LOG_GROUP).inputs["retentionInDays"] == 365
 
 
+@pytest.mark.program
 def test_cloudwatch_logs_may_use_the_key_for_this_clusters_log_groups_only() -> None:
     policy = json.loads(build(spec())[0].one(KMS_KEY).inputs["policy"])
     (logs,) = [s for s in policy["Statement"] if s["Sid"] == "CloudWatchLogsEncryptsTheClustersLogGroups"]
@@ -465,6 +495,7 @@ def test_cloudwatch_logs_may_use_the_key_for_this_clusters_log_groups_only() -> 
 
 
 # ----------------------------------------------------------------------------------------- deployer access
+@pytest.mark.program
 def test_the_deployer_gets_an_explicit_cluster_admin_entry_instead_of_the_creators_implicit_one() -> None:
     run, seen = build(spec())
     assert cluster_inputs(run)["accessConfig"]["bootstrapClusterCreatorAdminPermissions"] is False
@@ -488,6 +519,7 @@ class AssumedRoleMocks(PlanMocks):
         return super().call(args)
 
 
+@pytest.mark.program
 def test_an_assumed_role_session_gets_the_entry_of_its_role(monkeypatch: pytest.MonkeyPatch) -> None:
     """An access entry names a role, never an STS session (which changes with every login)."""
     monkeypatch.setattr(runner, "PlanMocks", AssumedRoleMocks)
@@ -495,6 +527,7 @@ def test_an_assumed_role_session_gets_the_entry_of_its_role(monkeypatch: pytest.
     assert run.one(ENTRY, "demo-deployer").inputs["principalArn"] == "arn:aws:iam::123456789012:role/platform-deploy"
 
 
+@pytest.mark.program
 def test_a_deployer_listed_as_cluster_admin_keeps_its_one_entry() -> None:
     """A second entry for the same principal fails (ResourceInUseException): the listed one serves the deployer."""
     run, seen = build(spec({"admins": [{"principalArn": OFFLINE_DEPLOYER}]}))
@@ -504,6 +537,7 @@ def test_a_deployer_listed_as_cluster_admin_keeps_its_one_entry() -> None:
     assert [type(r) for r in seen["deployer_access"]] == [aws.eks.AccessEntry, aws.eks.AccessPolicyAssociation]
 
 
+@pytest.mark.program
 def test_a_deployer_listed_with_a_lesser_policy_also_gets_cluster_admin_on_the_same_entry() -> None:
     run, seen = build(spec({"admins": [{"principalArn": OFFLINE_DEPLOYER, "policy": "AmazonEKSViewPolicy"}]}))
     assert [e.inputs["principalArn"] for e in run.of_type(ENTRY)] == [OFFLINE_DEPLOYER]
@@ -512,6 +546,7 @@ def test_a_deployer_listed_with_a_lesser_policy_also_gets_cluster_admin_on_the_s
     assert [type(r) for r in seen["deployer_access"]] == [aws.eks.AccessEntry, aws.eks.AccessPolicyAssociation]
 
 
+@pytest.mark.program
 def test_kubernetes_objects_wait_for_the_deployers_access_entry() -> None:
     """Without its access entry the deployer's first Kubernetes call is Unauthorized."""
     run, _ = run_gpu_cluster(spec())
@@ -520,6 +555,7 @@ def test_kubernetes_objects_wait_for_the_deployers_access_entry() -> None:
     assert run.one(ASSOCIATION, "demo-deployer").urn in provider.depends_on
 
 
+@pytest.mark.program
 def test_a_configured_deployer_gets_the_entry_whoever_runs_the_program() -> None:
     """Previews from a pull-request role must not move the entry away from the deploy role."""
     deployer = "arn:aws:iam::123456789012:role/ci/platform-deploy"
@@ -528,6 +564,7 @@ def test_a_configured_deployer_gets_the_entry_whoever_runs_the_program() -> None
     assert OFFLINE_DEPLOYER not in {e.inputs["principalArn"] for e in run.of_type(ENTRY)}
 
 
+@pytest.mark.program
 def test_moving_the_deployer_in_or_out_of_admins_keeps_its_entry_state() -> None:
     """Renaming the deployer's entry would create the new one first, for a principal that already has an entry
     (ResourceInUseException): each name answers to the other through an alias, so the move is an update."""
@@ -540,11 +577,13 @@ def test_moving_the_deployer_in_or_out_of_admins_keeps_its_entry_state() -> None
     assert unlisted.one(ASSOCIATION, "demo-deployer").aliases == [f"name={admin_name}"]
 
 
+@pytest.mark.program
 def test_other_admins_answer_to_no_old_name() -> None:
     run, _ = build(spec({"admins": [{"principalArn": "arn:aws:iam::123456789012:role/platform-admins"}]}))
     assert run.one(ENTRY, "demo-admin-role-platform-admins").aliases == []
 
 
+@pytest.mark.program
 def test_team_admins_and_editors_get_their_policy_in_their_namespaces_only() -> None:
     admins = [
         {"principalArn": "arn:aws:iam::123456789012:role/team-a-admins", "policy": "AmazonEKSAdminPolicy",

@@ -19,6 +19,8 @@ from tests.builders import (
     run_addons,
 )
 
+pytestmark = pytest.mark.program
+
 
 @pytest.mark.parametrize("kubernetes", ["1.34", "1.35"])
 def test_chart_and_image_follow_the_kubernetes_minor(kubernetes):

@@ -97,6 +97,7 @@ def test_the_default_aws_provider_cannot_be_disabled(disabled: list[str]) -> Non
     assert problem.startswith("pulumi:disable-default-providers: the program creates every AWS resource")
 
 
+@pytest.mark.program
 def test_no_kubernetes_resource_uses_the_default_provider() -> None:
     """What makes `kubernetes:` keys unread: every Kubernetes resource names the cluster's own provider."""
     run = run_program(main, load_stack("hybrid"))
@@ -207,12 +208,14 @@ def test_the_mocks_answer_as_the_account_the_config_describes() -> None:
     assert len(set(answer["zoneIds"])) == len(answer["zoneIds"])  # each ID once, as AWS answers
 
 
+@pytest.mark.program
 def test_zone_ids_that_agree_with_the_account_plan() -> None:
     run = run_program(main, smoke_with_zone_ids({"us-east-1a": "use1-az4"}))
     subnets = [r for r in run.registrations if r.type == "aws:ec2/subnet:Subnet"]
     assert "use1-az4" in {s.inputs.get("availabilityZoneId") for s in subnets}
 
 
+@pytest.mark.program
 def test_zone_ids_the_account_maps_otherwise_are_refused_before_anything_is_registered(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -385,6 +385,7 @@ def _efs_stack_on_container_insights(tmp_path: Path) -> Any:
     return run_stack_under_mocks(config_file=path)
 
 
+@pytest.mark.program
 def test_no_efa_sidecar_and_no_file_system_dashboards_without_them():
     cpu = {"name": "cpu", "role": "inference", "instanceType": "m7i.xlarge", "scaling": {"min": 0, "max": 2}}
     spec = addon_stack(SYSTEM_POOL, cpu, addons={"monitoring": {"containerInsights": False, "dcgmPrometheus": True}})
@@ -422,6 +423,7 @@ def _check_cloudwatch_body(body: dict[str, Any]) -> None:
         assert metric in allowed[namespace], f"{namespace} {metric}"
 
 
+@pytest.mark.program
 @pytest.mark.parametrize("stack", ["training", "efs"])
 def test_container_insights_stacks_get_a_cloudwatch_dashboard(stack, tmp_path):
     planned = training_on_container_insights() if stack == "training" else _efs_stack_on_container_insights(tmp_path)
@@ -446,6 +448,7 @@ def test_container_insights_stacks_get_a_cloudwatch_dashboard(stack, tmp_path):
     )
 
 
+@pytest.mark.program
 def test_cloudwatch_dashboard_without_file_systems():
     run = run_addons(addon_stack(SYSTEM_POOL, TRAINING_POOL, name="train"))
     body = json.loads(run.one(CW_DASHBOARD).inputs["dashboardBody"])
@@ -453,6 +456,7 @@ def test_cloudwatch_dashboard_without_file_systems():
     assert not [r for r in _widget_metrics(body) if not isinstance(r[0], dict) and r[0] in ("AWS/FSx", "AWS/EFS")]
 
 
+@pytest.mark.program
 def test_cloudwatch_dashboard_says_where_gpu_node_health_is_read():
     """The agent's conditions are not Container Insights metrics: a GPU stack without the health loop (which
     publishes them) has a dashboard that points to where they are; a stack without GPUs has no such note."""

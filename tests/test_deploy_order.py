@@ -9,6 +9,8 @@ from blueprint.plan.runner import list_stacks
 from components.addons.helm import RELEASE_TIMEOUT_SECONDS
 from tests.builders import AUTOSCALING_GROUP, EKS_ADDON, HELM_RELEASE, PVC, shipped_stack
 
+pytestmark = pytest.mark.program
+
 RELEASE = HELM_RELEASE
 ADDON = EKS_ADDON
 ASG = AUTOSCALING_GROUP

@@ -43,6 +43,7 @@ def statement(policy: dict[str, Any], sid: str) -> dict[str, Any]:
     return next(s for s in policy["Statement"] if s["Sid"] == sid)
 
 
+@pytest.mark.program
 @pytest.mark.parametrize("stack", list_stacks())
 def test_every_resource_type_and_invoke_of_every_shipped_stack_has_permissions(stack: str) -> None:
     planned = shipped_stack(stack)
@@ -89,6 +90,7 @@ def test_component_and_kubernetes_resources_need_no_iam_action() -> None:
     assert planned_actions(resources, []) == set()
 
 
+@pytest.mark.program
 def test_the_training_policy_creates_the_cluster_and_the_file_system_and_names_every_action() -> None:
     actions = actions_of(policy_of("training"))
     assert {"eks:CreateCluster", "fsx:CreateFileSystem", "ec2:CreateLaunchTemplate", "iam:PassRole"} <= actions
@@ -96,10 +98,12 @@ def test_the_training_policy_creates_the_cluster_and_the_file_system_and_names_e
     assert all(re.fullmatch(r"[a-z0-9-]+:[A-Za-z0-9]+", a) for a in actions)
 
 
+@pytest.mark.program
 def test_a_stack_without_lustre_gets_no_fsx_action() -> None:
     assert not [a for a in actions_of(policy_of("inference")) if a.startswith("fsx:")]
 
 
+@pytest.mark.program
 @pytest.mark.parametrize("stack", list_stacks())
 def test_pass_role_is_limited_to_the_stacks_roles_and_the_services_they_trust(stack: str) -> None:
     plan = shipped_stack(stack).plan
@@ -120,6 +124,7 @@ def test_pass_role_is_limited_to_the_stacks_roles_and_the_services_they_trust(st
     assert not [s for s in other if "iam:PassRole" in s["Action"]]
 
 
+@pytest.mark.program
 @pytest.mark.parametrize("stack", list_stacks())
 def test_the_stacks_auto_scaling_role_is_created_passed_and_deleted_by_its_name_only(stack: str) -> None:
     """Every group names the stack's own role (iam:PassRole to Auto Scaling, Amazon EC2 Auto Scaling User Guide);
@@ -144,6 +149,7 @@ def test_the_stacks_auto_scaling_role_is_created_passed_and_deleted_by_its_name_
     assert not _granted(policy, "iam:ListRoles")
 
 
+@pytest.mark.program
 def test_role_and_cluster_actions_are_scoped_to_the_stack_and_the_rest_to_its_region() -> None:
     policy = policy_of("training")
     roles = statement(policy, "ManageTheStacksRolesAndInstanceProfiles")
@@ -157,6 +163,7 @@ def test_role_and_cluster_actions_are_scoped_to_the_stack_and_the_rest_to_its_re
             assert s["Condition"]["StringEquals"]["aws:RequestedRegion"] == ["us-east-1"]
 
 
+@pytest.mark.program
 @pytest.mark.parametrize("stack", list_stacks())
 def test_the_policy_is_cut_into_managed_policies_that_fit_and_lose_nothing(stack: str) -> None:
     policy = policy_of(stack)
@@ -180,6 +187,7 @@ def test_a_statement_larger_than_a_managed_policy_is_split_by_its_actions() -> N
     assert [a for p in parts for s in p["Statement"] for a in s["Action"]] == actions
 
 
+@pytest.mark.program
 @pytest.mark.parametrize("stack", list_stacks())
 def test_the_generated_policy_file_is_current(stack: str) -> None:
     """`blueprint schema --write` writes it and CI's `schema --check` fails when it drifts."""
@@ -187,6 +195,7 @@ def test_the_generated_policy_file_is_current(stack: str) -> None:
     assert policy_path(stack).read_text() == policy_text(stack, planned.plan, planned.run.invokes)
 
 
+@pytest.mark.program
 def test_the_cli_prints_the_named_managed_policies(blueprint_cli: Any) -> None:
     result: CliResult = blueprint_cli("deployer-policy", "--stack", "smoke")
     assert result.returncode == 0
@@ -204,6 +213,7 @@ def _granted(policy: dict[str, Any], action: str) -> list[dict[str, Any]]:
     return [s for s in policy["Statement"] if action in s["Action"]]
 
 
+@pytest.mark.program
 @pytest.mark.parametrize("stack", list_stacks())
 def test_every_planned_resource_type_can_be_read_and_deleted(stack: str) -> None:
     """`pulumi up` reads each resource after creating it and `pulumi destroy` deletes it: the provider's calls for
@@ -227,6 +237,7 @@ def test_every_mapped_type_has_its_provider_calls_with_a_source() -> None:
         assert calls["file"].endswith(".go") and calls.get("source", "TFAWS") in sources
 
 
+@pytest.mark.program
 @pytest.mark.parametrize(
     ("stack", "needed"),
     [
@@ -242,6 +253,7 @@ def test_the_calls_a_first_up_and_destroy_make_are_granted(stack: str, needed: s
     assert needed <= actions_of(policy_of(stack))
 
 
+@pytest.mark.program
 @pytest.mark.parametrize("stack", list_stacks())
 def test_no_excluded_action_and_nothing_unrelated_is_granted(stack: str) -> None:
     actions = actions_of(policy_of(stack))
@@ -260,6 +272,7 @@ def test_an_exclusion_wins_over_the_generated_actions_but_never_removes_a_provid
         assert not [a for a in own if deployer_permissions.is_excluded(a)], resource_type
 
 
+@pytest.mark.program
 @pytest.mark.parametrize("stack", list_stacks())
 def test_service_linked_roles_are_created_only_for_the_services_the_stack_uses(stack: str) -> None:
     policy = policy_of(stack)
@@ -272,6 +285,7 @@ def test_service_linked_roles_are_created_only_for_the_services_the_stack_uses(s
     assert ("fsx.amazonaws.com" in services) == (LUSTRE in types)
 
 
+@pytest.mark.program
 def test_the_lustre_link_attaches_policies_to_fsx_s3_role_only() -> None:
     policy = policy_of("training")
     fsx = statement(policy, "FsxLinksTheFileSystemToS3")
@@ -282,6 +296,7 @@ def test_the_lustre_link_attaches_policies_to_fsx_s3_role_only() -> None:
     assert "FsxLinksTheFileSystemToS3" not in [s["Sid"] for s in policy_of("inference")["Statement"]]
 
 
+@pytest.mark.program
 def test_s3_is_scoped_to_the_stacks_bucket_names() -> None:
     plan = shipped_stack("training").plan
     prefixes = sorted(r["inputs"]["bucketPrefix"] for r in plan["resources"] if r["type"] == BUCKET)
@@ -294,6 +309,7 @@ def test_s3_is_scoped_to_the_stacks_bucket_names() -> None:
     ]
 
 
+@pytest.mark.program
 @pytest.mark.parametrize("stack", list_stacks())
 def test_kms_keys_are_created_and_managed_only_with_the_clusters_tag(stack: str) -> None:
     plan = shipped_stack(stack).plan

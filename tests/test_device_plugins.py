@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import yaml
 
 from components.catalog import versions
@@ -16,6 +17,8 @@ from tests.builders import (
     releases,
     run_addons,
 )
+
+pytestmark = pytest.mark.program
 
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Equal", "value": "true", "effect": "NoSchedule"}
 

@@ -53,6 +53,7 @@ def test_every_config_field_has_a_description() -> None:
     assert not missing, f"config fields without a description (add a docstring under the field): {missing}"
 
 
+@pytest.mark.program
 def test_generated_docs_are_current() -> None:
     from tests.builders import shipped_plan
 

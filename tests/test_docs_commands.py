@@ -26,6 +26,7 @@ from blueprint.plan.runner import stack_file
 from tests.builders import CliResult, shipped_plan
 from tests.doc_blocks import BLOCKS, ROOT, is_blueprint
 from tests.test_preflight import without_credentials
+from tests.tiers import cli_tier
 
 #: Files the docs name as the reader's own, made in the scratch directory from a shipped file.
 PLACEHOLDER_FILES = {
@@ -177,7 +178,7 @@ def _run_pipe(pipe: str, stdout: str) -> list[str]:
     return expected
 
 
-@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c.id)
+@pytest.mark.parametrize("command", [pytest.param(c, id=c.id, marks=cli_tier(c.argv)) for c in COMMANDS])
 def test_every_command_the_docs_show_runs(
     command: DocCommand,
     scratch: Path,

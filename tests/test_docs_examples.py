@@ -112,6 +112,7 @@ def _refused(block: Block) -> bool:
     return bool(marker and marker["refused"])
 
 
+@pytest.mark.program
 @pytest.mark.parametrize("block", [b for b in _whole_files() if not _refused(b)], ids=lambda b: b.where)
 def test_every_stack_file_the_docs_show_plans(
     block: Block, scratch: Path, blueprint_cli: Callable[..., CliResult]
@@ -129,6 +130,7 @@ def test_every_stack_file_the_docs_show_plans(
         assert plan["resources"] == shipped["resources"], f"{block.where} plans other resources than the stack"
 
 
+@pytest.mark.program
 @pytest.mark.parametrize("block", _fragments(), ids=lambda b: b.where)
 def test_every_stack_fragment_the_docs_show_plans_in_its_stack(
     block: Block, scratch: Path, blueprint_cli: Callable[..., CliResult]
@@ -172,6 +174,7 @@ def test_every_command_shown_with_its_output_is_a_refused_example() -> None:
     assert shown and set(shown) <= checked, f"runs shown with their output but not checked: {set(shown) - checked}"
 
 
+@pytest.mark.program
 @pytest.mark.parametrize("pair", _refused_examples(), ids=lambda p: p[0].where)
 def test_a_refused_stack_file_prints_what_the_docs_show(
     pair: tuple[Block, Block], scratch: Path, blueprint_cli: Callable[..., CliResult]

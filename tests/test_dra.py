@@ -273,6 +273,7 @@ def test_a_queue_with_no_device_plugin_pool_has_no_resource_group() -> None:
 
 
 # ----------------------------------------------------------------------------------------- the inference stack
+@pytest.mark.program
 def test_the_inference_stack_on_dra_serves_through_claims() -> None:
     run = inference_on_dra().run
     templates = {r.inputs["metadata"]["name"]: r.inputs for r in run.of_type(CLAIM_TEMPLATE)}
@@ -291,6 +292,7 @@ def test_the_inference_stack_on_dra_serves_through_claims() -> None:
     assert "nvidia-device-plugin" not in releases
 
 
+@pytest.mark.program
 def test_the_plan_summary_says_how_each_pool_allocates() -> None:
     pools = {p["name"]: p for p in inference_on_dra().plan["summary"]["nodePools"]}
     assert pools["l40s"]["gpuAllocation"] == "dra" and pools["l40s"]["gpuResourcesPerNode"] == {}

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from blueprint.plan.runner import ProgramRun
 from components import tags
 from components.config import StackConfig
@@ -57,6 +59,7 @@ def build(spec: StackConfig) -> ProgramRun:
     return run_with_context(spec, lambda ctx: EfsStorage("models", ctx, nfs, plan_pools(spec)))
 
 
+@pytest.mark.program
 def test_file_system_is_encrypted_elastic_lifecycled_and_protected() -> None:
     run = build(inference_spec())
     fs = run.one(EFS, "serve-models")
@@ -74,6 +77,7 @@ def test_file_system_is_encrypted_elastic_lifecycled_and_protected() -> None:
     assert fs.inputs["tags"][tags.STATEFUL] == "true"
 
 
+@pytest.mark.program
 def test_provisioned_throughput_and_no_lifecycle() -> None:
     fs = build(
         inference_spec({"throughputMode": "provisioned", "provisionedThroughputMibps": 256, "transitionToIa": "NONE"})
@@ -83,11 +87,13 @@ def test_provisioned_throughput_and_no_lifecycle() -> None:
     assert "lifecyclePolicies" not in fs.inputs
 
 
+@pytest.mark.program
 def test_unprotected_when_the_stack_says_so() -> None:
     fs = build(inference_spec(cluster={"protectStateful": False})).one(EFS)
     assert not fs.protect and not fs.retain_on_delete
 
 
+@pytest.mark.program
 def test_one_mount_target_per_private_subnet_az_behind_port_2049() -> None:
     run = build(inference_spec())
     targets = {r.name: r.inputs for r in run.of_type(MOUNT_TARGET)}
@@ -103,6 +109,7 @@ def test_one_mount_target_per_private_subnet_az_behind_port_2049() -> None:
     assert "cidrIpv4" not in rule.inputs
 
 
+@pytest.mark.program
 def test_storage_class_with_access_points_and_claim() -> None:
     run = build(inference_spec({"capacityGib": 500, "kubernetes": {"namespace": "inference", "claimName": "weights"}}))
     fs_id = run.one(MOUNT_TARGET, "serve-models-us-east-1a").inputs["fileSystemId"]
@@ -125,6 +132,7 @@ def test_storage_class_with_access_points_and_claim() -> None:
     assert run.one(ADDON).urn in waits
 
 
+@pytest.mark.program
 def test_the_file_system_policy_admits_tls_mounts_through_mount_targets_and_no_root() -> None:
     run = build(inference_spec())
     fs_id = run.one(MOUNT_TARGET, "serve-models-us-east-1a").inputs["fileSystemId"]
@@ -145,6 +153,7 @@ def test_the_file_system_policy_admits_tls_mounts_through_mount_targets_and_no_r
     assert "tls" not in (sc.get("mountOptions") or [])
 
 
+@pytest.mark.program
 def test_csi_addon_role_and_gpu_tolerations() -> None:
     run = build(inference_spec())
     role = run.one(IAM_ROLE)

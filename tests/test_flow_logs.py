@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 import pulumi
+import pytest
 
 from blueprint.plan.runner import ProgramRun, run_mocked
 from components.config import FlowLogs
@@ -14,6 +15,8 @@ from components.flow_logs import VpcFlowLogs
 from components.gpu_cluster import GpuCluster
 from components.planning.stack_plan import plan_stack
 from tests.builders import IAM_ROLE, LOG_GROUP, ROLE_POLICY, SYSTEM_DEFAULT_SCALING, once_per_config, stack_config
+
+pytestmark = pytest.mark.program
 
 KEY = "arn:aws:kms:us-east-1:123456789012:key/00000000-0000-0000-0000-000000000000"
 GROUP_ARN = "arn:aws:logs:us-east-1:123456789012:log-group:/aws/vpc/demo/flow-logs"

@@ -196,6 +196,7 @@ def test_the_namespace_is_privileged_for_the_dcgm_check_with_its_reason_and_admi
     assert json.dumps(scrape)  # plain data
 
 
+@pytest.mark.program
 def test_the_add_on_registers_the_loop_its_program_settings_and_rbac() -> None:
     from components.planning.node_health_repair import REPAIR_CONFIG_KEY, ROLE_NAME
     from tests.builders import run_addons
@@ -220,6 +221,7 @@ def test_the_add_on_registers_the_loop_its_program_settings_and_rbac() -> None:
     assert [r["resources"] for r in role.inputs["rules"]] == [["nodes"], ["pods"], ["pods/eviction"]]
 
 
+@pytest.mark.program
 def test_a_stack_without_gated_pools_gets_no_loop() -> None:
     from tests.builders import run_addons
 
@@ -227,6 +229,7 @@ def test_a_stack_without_gated_pools_gets_no_loop() -> None:
     assert run.of_type("gpu-clusters:index:NodeHealthLoop") == []
 
 
+@pytest.mark.program
 def test_the_plan_summary_shows_each_pools_gate_and_repair_cap() -> None:
     summary = {p["name"]: p for p in shipped_stack("hybrid").plan["summary"]["nodePools"]}
     assert summary["h100"]["healthGate"] == {"gated": True, "dcgmLevel": 1}
@@ -316,6 +319,7 @@ def test_the_node_policy_lets_the_loop_change_only_its_label_annotations_cordon_
     assert all(a.startswith(loop_addon.STATE_ANNOTATION_PREFIX) for a in written)
 
 
+@pytest.mark.program
 def test_the_add_on_registers_the_admission_policies_before_the_loop() -> None:
     from tests.builders import run_addons
 

@@ -106,6 +106,7 @@ def roles_anywhere() -> tuple[ProgramRun, dict[str, Any]]:
 
 
 # ------------------------------------------------------------------------------------------------- IAM role
+@pytest.mark.program
 def test_ssm_role_trusts_ssm_of_this_account(ssm: tuple[ProgramRun, dict[str, Any]]) -> None:
     role = ssm[0].one(ROLE, "gpu-a40-hybrid-node")
     (statement,) = json.loads(role.inputs["assumeRolePolicy"])["Statement"]
@@ -115,6 +116,7 @@ def test_ssm_role_trusts_ssm_of_this_account(ssm: tuple[ProgramRun, dict[str, An
     assert role.inputs["tags"][tags.GPU_MODEL] == "A40"
 
 
+@pytest.mark.program
 def test_ssm_role_gets_ssm_core_and_ecr_pull_only(ssm: tuple[ProgramRun, dict[str, Any]]) -> None:
     arns = sorted(r.inputs["policyArn"] for r in ssm[0].of_type(ROLE_POLICY_ATTACHMENT))
     assert arns == [
@@ -124,6 +126,7 @@ def test_ssm_role_gets_ssm_core_and_ecr_pull_only(ssm: tuple[ProgramRun, dict[st
     assert {r.inputs["role"] for r in ssm[0].of_type(ROLE_POLICY_ATTACHMENT)} == {"gpu-a40-hybrid-node"}
 
 
+@pytest.mark.program
 def test_inline_policy_describes_this_cluster_only(ssm: tuple[ProgramRun, dict[str, Any]]) -> None:
     policy = json.loads(ssm[0].one(ROLE_POLICY, "gpu-a40-hybrid-node").inputs["policy"])
     describe = next(s for s in policy["Statement"] if "eks:DescribeCluster" in s["Action"])
@@ -132,6 +135,7 @@ def test_inline_policy_describes_this_cluster_only(ssm: tuple[ProgramRun, dict[s
     assert deregister["Condition"] == {"StringEquals": {"ssm:resourceTag/EKSClusterARN": CLUSTER_ARN}}
 
 
+@pytest.mark.program
 def test_the_ssm_role_reads_no_parameter_despite_its_managed_policy(ssm: tuple[ProgramRun, dict[str, Any]]) -> None:
     """The role carries AmazonSSMManagedInstanceCore (GetParameter/GetParameters on "*"); its own inline policy,
     on the same role, denies every Parameter Store read, and an explicit deny wins."""
@@ -143,6 +147,7 @@ def test_the_ssm_role_reads_no_parameter_despite_its_managed_policy(ssm: tuple[P
     )
 
 
+@pytest.mark.program
 def test_roles_anywhere_role_trusts_the_pools_trust_anchor(
     roles_anywhere: tuple[ProgramRun, dict[str, Any]],
 ) -> None:
@@ -163,6 +168,7 @@ def test_roles_anywhere_role_trusts_the_pools_trust_anchor(
     assert not run.of_type(ACTIVATION)
 
 
+@pytest.mark.program
 def test_roles_anywhere_profile_accepts_node_names_as_session_names(
     roles_anywhere: tuple[ProgramRun, dict[str, Any]],
 ) -> None:
@@ -173,6 +179,7 @@ def test_roles_anywhere_profile_accepts_node_names_as_session_names(
 
 
 # ----------------------------------------------------------------------------------------------- activation
+@pytest.mark.program
 def test_activation_admits_the_pools_nodes_plus_spares_and_expires(ssm: tuple[ProgramRun, dict[str, Any]]) -> None:
     activation = ssm[0].one(ACTIVATION, "gpu-a40-hybrid-node")
     assert activation.inputs["registrationLimit"] == 2 + 2  # nodes + the default spareRegistrations
@@ -181,6 +188,7 @@ def test_activation_admits_the_pools_nodes_plus_spares_and_expires(ssm: tuple[Pr
     assert activation.inputs["tags"]["EKSClusterARN"] == CLUSTER_ARN
 
 
+@pytest.mark.program
 def test_activation_expiry_is_not_replaced_on_every_run(ssm: tuple[ProgramRun, dict[str, Any]]) -> None:
     activation = ssm[0].one(ACTIVATION, "gpu-a40-hybrid-node")
     assert activation.ignore_changes == ["expirationDate"]
@@ -191,12 +199,14 @@ def test_activation_expiry_is_not_replaced_on_every_run(ssm: tuple[ProgramRun, d
     assert {p.urn for p in policies} <= set(activation.depends_on)
 
 
+@pytest.mark.program
 def test_activation_code_is_a_secret_output_in_the_state(ssm: tuple[ProgramRun, dict[str, Any]]) -> None:
     # The provider reports the code in plain text; whoever reads the state could register servers with it.
     activation = ssm[0].one(ACTIVATION, "gpu-a40-hybrid-node")
     assert activation.additional_secret_outputs == ["activationCode"]
 
 
+@pytest.mark.program
 def test_activation_limit_and_expiry_follow_config() -> None:
     run, _ = build(stack({**A40, "nodes": 4, "credentials": {"activationLimit": 6, "activationExpiryHours": 72}}))
     activation = run.one(ACTIVATION, "gpu-a40-hybrid-node")
@@ -205,6 +215,7 @@ def test_activation_limit_and_expiry_follow_config() -> None:
 
 
 # --------------------------------------------------------------------------------------- access and network
+@pytest.mark.program
 def test_access_entry_is_hybrid_linux_for_the_role(ssm: tuple[ProgramRun, dict[str, Any]]) -> None:
     entry = ssm[0].one(ACCESS_ENTRY, "gpu-a40-hybrid-node")
     assert entry.inputs["type"] == "HYBRID_LINUX"
@@ -213,6 +224,7 @@ def test_access_entry_is_hybrid_linux_for_the_role(ssm: tuple[ProgramRun, dict[s
     assert "kubernetesGroups" not in entry.inputs  # non-STANDARD entries cannot have groups (facts §5e)
 
 
+@pytest.mark.program
 def test_cluster_security_group_admits_remote_nodes_and_pods_on_443(
     ssm: tuple[ProgramRun, dict[str, Any]],
 ) -> None:
@@ -233,11 +245,13 @@ def rules_of(run: ProgramRun, kind: str, group: str, cidr: str) -> set[tuple[str
     }
 
 
+@pytest.mark.program
 def test_control_plane_reaches_the_kubelet_on_remote_nodes(ssm: tuple[ProgramRun, dict[str, Any]]) -> None:
     """Cluster security group table: outbound TCP 10250 to the remote node CIDRs (logs, exec, port-forward)."""
     assert rules_of(ssm[0], EGRESS, CLUSTER_SECURITY_GROUP_ID, "10.80.0.0/16") == {("tcp", 10250, 10250)}
 
 
+@pytest.mark.program
 def test_control_plane_reaches_webhooks_on_remote_pods(ssm: tuple[ProgramRun, dict[str, Any]]) -> None:
     """Cluster security group table: outbound webhook ports to the remote pod CIDRs."""
     assert rules_of(ssm[0], EGRESS, CLUSTER_SECURITY_GROUP_ID, "10.85.0.0/16") == {
@@ -246,6 +260,7 @@ def test_control_plane_reaches_webhooks_on_remote_pods(ssm: tuple[ProgramRun, di
     }
 
 
+@pytest.mark.program
 @pytest.mark.parametrize("cidr", ["10.80.0.0/16", "10.85.0.0/16"])
 def test_node_security_group_admits_dns_from_remote_nodes_and_pods(
     ssm: tuple[ProgramRun, dict[str, Any]], cidr: str
@@ -254,12 +269,14 @@ def test_node_security_group_admits_dns_from_remote_nodes_and_pods(
     assert rules_of(ssm[0], INGRESS, NODE_SECURITY_GROUP_ID, cidr) == {("udp", 53, 53), ("tcp", 53, 53)}
 
 
+@pytest.mark.program
 def test_no_other_rule_opens_the_node_group_to_the_site(ssm: tuple[ProgramRun, dict[str, Any]]) -> None:
     opened = [r for r in ssm[0].of_type(INGRESS) if r.inputs["securityGroupId"] == NODE_SECURITY_GROUP_ID]
     assert {r.inputs["fromPort"] for r in opened} == {53}
     assert not [r for r in ssm[0].of_type(EGRESS) if r.inputs["securityGroupId"] == NODE_SECURITY_GROUP_ID]
 
 
+@pytest.mark.program
 def test_every_pool_gets_its_own_credentials_and_rules() -> None:
     l40s = {
         **A40,
@@ -286,6 +303,7 @@ def test_every_pool_gets_its_own_credentials_and_rules() -> None:
     assert "hybridCiliumBgp" not in seen
 
 
+@pytest.mark.program
 def test_bgp_pools_export_the_cilium_bgp_objects_and_enable_the_control_plane() -> None:
     bgp = {"peerAddress": "10.80.0.1", "peerAsn": 65000, "localAsn": 65010}
     run, seen = build(stack({**A40, "network": {**A40["network"], "bgp": bgp}}))
@@ -299,6 +317,7 @@ def test_bgp_pools_export_the_cilium_bgp_objects_and_enable_the_control_plane() 
 
 
 # ----------------------------------------------------------------------------------------------------- Cilium
+@pytest.mark.program
 def test_cilium_release_is_pinned_and_runs_only_on_hybrid_nodes(ssm: tuple[ProgramRun, dict[str, Any]]) -> None:
     release = ssm[0].one(RELEASE)
     pin = versions.chart("cilium")
@@ -316,12 +335,14 @@ def test_cilium_release_is_pinned_and_runs_only_on_hybrid_nodes(ssm: tuple[Progr
     assert values["operator"]["unmanagedPodWatcher"]["restart"] is False
 
 
+@pytest.mark.program
 def test_cilium_does_not_wait_for_servers_that_join_after_the_stack(ssm: tuple[ProgramRun, dict[str, Any]]) -> None:
     release = ssm[0].one(RELEASE)
     assert release.inputs["skipAwait"] is True
     assert release.provider is not None and "k8s" in release.provider
 
 
+@pytest.mark.program
 def test_cilium_tolerates_the_a40_gpu_taint(ssm: tuple[ProgramRun, dict[str, Any]]) -> None:
     values = ssm[0].one(RELEASE).inputs["values"]
     (plan,) = [p for p in plan_pools(stack()) if p.kind == "hybrid"]
@@ -332,6 +353,7 @@ def test_cilium_tolerates_the_a40_gpu_taint(ssm: tuple[ProgramRun, dict[str, Any
 
 
 # ------------------------------------------------------------------------------------------------ NodeConfig
+@pytest.mark.program
 def test_node_config_is_a_secret_output_that_parses_back(ssm: tuple[ProgramRun, dict[str, Any]]) -> None:
     _, seen = ssm
     assert seen["hybridNodeConfig-a40:secret"] is True
@@ -355,6 +377,7 @@ def test_node_config_is_a_secret_output_that_parses_back(ssm: tuple[ProgramRun, 
     assert any(f.startswith("--node-labels=") and "topology.kubernetes.io/zone=onprem" in f for f in flags)
 
 
+@pytest.mark.program
 def test_roles_anywhere_node_config_carries_the_arns(roles_anywhere: tuple[ProgramRun, dict[str, Any]]) -> None:
     _, seen = roles_anywhere
     doc = yaml.safe_load(seen["hybridNodeConfig-a40"])["spec"]["hybrid"]["iamRolesAnywhere"]
@@ -365,10 +388,12 @@ def test_roles_anywhere_node_config_carries_the_arns(roles_anywhere: tuple[Progr
     assert seen["hybridNodeadmInstall-a40"] == "nodeadm install 1.35 --credential-provider iam-ra --region us-east-1"
 
 
+@pytest.mark.program
 def test_install_command_is_a_plain_output(ssm: tuple[ProgramRun, dict[str, Any]]) -> None:
     assert ssm[1]["hybridNodeadmInstall-a40"] == "nodeadm install 1.35 --credential-provider ssm --region us-east-1"
 
 
+@pytest.mark.program
 def test_needs_a_hybrid_pool() -> None:
     spec = stack(SYSTEM)
     with pytest.raises(ValueError, match="hybrid"):
@@ -426,6 +451,7 @@ def test_without_hybrid_pools_coredns_stays_on_the_system_pool() -> None:
     assert "affinity" not in config
 
 
+@pytest.mark.program
 def test_activation_revision_reissues_the_activation_by_name() -> None:
     # Every argument of an SSM activation forces a replacement: a new name is a new code and a new expiry.
     first = build(stack({**A40, "nodes": 4}))[0].one(ACTIVATION, "gpu-a40-hybrid-node").inputs

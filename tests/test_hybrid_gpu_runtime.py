@@ -61,6 +61,7 @@ def test_servers_register_the_nvidia_handler_in_nodeadms_imported_directory():
     assert "gpuRuntime" not in pool_summary(first_pool_plan(TRAINING_POOL), NO_COST)
 
 
+@pytest.mark.program
 def test_shipped_hybrid_stack_makes_nvidia_the_a40s_default_runtime():
     """The shipped A40 servers make `nvidia` containerd's default, so the one device plugin release serves cloud and
     on-prem GPUs alike and no RuntimeClass is needed; the plan prints the commands the servers run."""
@@ -74,6 +75,7 @@ def test_shipped_hybrid_stack_makes_nvidia_the_a40s_default_runtime():
     assert a40["gpuRuntime"]["serverCommands"][0].endswith("--set-as-default")
 
 
+@pytest.mark.program
 def test_plan_summary_counts_on_prem_gpus_in_capacity_and_bills_only_their_hybrid_nodes_fee():
     summary = shipped_stack("hybrid").plan["summary"]
     a40 = next(p for p in summary["nodePools"] if p["name"] == "a40")

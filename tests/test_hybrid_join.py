@@ -53,6 +53,7 @@ def needs_describe_cluster(document: dict[str, Any]) -> bool:
 
 
 # ------------------------------------------------------------------------------------------------ NodeConfig
+@pytest.mark.program
 def test_the_exported_node_config_conforms_and_spares_the_describe_cluster_call() -> None:
     document = yaml.safe_load(shipped_stack("hybrid").exports["hybridNodeConfig-a40"])
     assert problems(document) == []
@@ -83,6 +84,7 @@ def test_the_schema_check_catches_what_nodeadm_would_refuse() -> None:
     assert needs_describe_cluster(document)
 
 
+@pytest.mark.program
 def test_the_offline_plan_shows_placeholders_where_pulumi_up_fills_in() -> None:
     plan = shipped_stack("hybrid").plan["summary"]["hybrid"]
     document = next(p for p in plan["pools"] if p["name"] == "a40")["nodeConfig"]
@@ -100,6 +102,7 @@ def hosts(summary: dict[str, Any]) -> dict[str, str]:
     return {rule["host"]: rule["phase"] for rule in summary["hybrid"]["egress"]}
 
 
+@pytest.mark.program
 def test_the_shipped_hybrid_stack_reaches_exactly_its_endpoints_and_registries() -> None:
     summary = shipped_stack("hybrid").plan["summary"]
     assert hosts(summary) == {
@@ -138,6 +141,7 @@ def changed_hybrid_stack(tmp_path: Path, change: Any) -> dict[str, Any]:
     return file_plan(path)["summary"]
 
 
+@pytest.mark.program
 def test_the_registries_follow_the_images_not_a_hand_written_list(tmp_path: Path) -> None:
     """A serving image from another registry adds that registry, and Docker Hub, which nothing else on the servers
     pulls from, leaves the list; Roles Anywhere replaces SSM's hosts."""
@@ -320,6 +324,7 @@ def test_an_address_outside_the_node_network_stops_before_nodeadm(tmp_path: Path
     assert "--node-ip" not in (root / "server" / "nodeConfig.yaml").read_text()
 
 
+@pytest.mark.program
 def test_the_ssm_installer_comes_from_the_region_the_egress_list_names() -> None:
     """nodeadm's default installer Region is us-west-2: the script passes the cluster's, the one the site opens."""
     summary = shipped_stack("hybrid").plan["summary"]
@@ -421,6 +426,7 @@ def test_a_bad_node_name_stops_before_nodeadm(
     assert not any(call.startswith(("curl", "nodeadm")) for call in calls(root))
 
 
+@pytest.mark.program
 def test_the_plan_and_the_stack_output_print_the_same_script() -> None:
     stack = shipped_stack("hybrid")
     planned = next(p for p in stack.plan["summary"]["hybrid"]["pools"] if p["name"] == "a40")

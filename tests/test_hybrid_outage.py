@@ -99,6 +99,7 @@ def test_the_shipped_hybrid_stack_raises_the_unready_count_by_its_four_servers(h
     assert args["max-total-unready-percentage"] == CA_DEFAULT_PERCENTAGE
 
 
+@pytest.mark.program
 def test_a_larger_site_raises_it_by_its_own_servers(large_site: PlannedStack) -> None:
     assert ca_args(large_site)["ok-total-unready-count"] == CA_DEFAULT_COUNT + 12
 
@@ -233,6 +234,7 @@ def test_serving_on_ec2_keeps_kubernetes_300_seconds(inference_stack: ShippedSta
     assert not any(t.get("key") in (UNREACHABLE, NOT_READY) for t in tolerations)
 
 
+@pytest.mark.program
 def test_the_pools_setting_reaches_every_workload_pinned_to_the_servers(tmp_path: Path) -> None:
     stack = hybrid_variant(tmp_path, servers=4, burst_max=4, seconds=3600)
     assert all(t in serving_tolerations(stack, "hybrid-chat") for t in outage(3600))

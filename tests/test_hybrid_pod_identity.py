@@ -6,9 +6,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from components.planning import compute_types
 from components.planning.addons.placement import SYSTEM_NODE_SELECTOR
 from tests.builders import EKS_ADDON, HELM_RELEASE, shipped_plan
+
+pytestmark = pytest.mark.program
 
 ADDON = EKS_ADDON
 RELEASE = HELM_RELEASE

@@ -6,6 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from blueprint.plan.summary import summarize
 from components.planning.addons.monitoring import EKS_HIDDEN_COMPONENTS
 from components.planning.hybrid.site import pod_routes, scrape_paths, site_summary, static_route_warnings
@@ -65,6 +67,7 @@ def test_a_serving_workload_on_the_servers_is_a_site_path_on_its_metrics_port() 
     assert "vLLM servers" not in {p.target for p in elsewhere}
 
 
+@pytest.mark.program
 def test_the_shipped_hybrid_plan_opens_the_vllm_port_to_prometheus() -> None:
     (chat,) = [
         p for p in shipped_plan("hybrid")["summary"]["hybridSite"]["scrapePaths"] if p["target"] == "vLLM servers"

@@ -13,6 +13,8 @@ from blueprint.plan.runner import ProgramRun, run_mocked
 from components.identity import NODE_MANAGED_POLICIES, NodeIdentity, PodIdentityRoles
 from tests.builders import ACCESS_ENTRY, IAM_ROLE, ROLE_POLICY, ROLE_POLICY_ATTACHMENT
 
+pytestmark = pytest.mark.program
+
 TAGS = {"gpu-clusters/cluster": "demo"}
 ATTACHMENT = ROLE_POLICY_ATTACHMENT
 CLUSTER_ARN = "arn:aws:eks:us-east-1:123456789012:cluster/demo"

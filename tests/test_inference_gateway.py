@@ -67,6 +67,7 @@ def _versions_plan(tmp_path: Path, gateway: dict[str, Any] | None = None) -> dic
 
 
 # ------------------------------------------------------------------------------------------- the shipped stacks
+@pytest.mark.program
 @pytest.mark.parametrize(
     ("stack", "serves"), [("inference", True), ("hybrid", True), ("training", False), ("smoke", False)]
 )
@@ -79,6 +80,7 @@ def test_stacks_that_serve_get_a_gateway_api_implementation_and_routes(stack: st
     assert bool(_of(plan, HTTP_ROUTE)) is serves
 
 
+@pytest.mark.program
 def test_envoy_gateway_is_pinned_and_runs_on_the_system_pool() -> None:
     plan = shipped_plan("inference")
     release = next(r["inputs"] for r in _of(plan, RELEASE) if r["inputs"]["chart"].endswith("/gateway-helm"))
@@ -87,6 +89,7 @@ def test_envoy_gateway_is_pinned_and_runs_on_the_system_pool() -> None:
     assert release["values"]["certgen"]["job"]["nodeSelector"] == {"gpu-clusters/role": "system"}
 
 
+@pytest.mark.program
 def test_the_gateway_is_internal_and_its_proxies_run_on_the_system_pool() -> None:
     plan = shipped_plan("inference")
     proxy = _one(plan, ENVOY_PROXY)["inputs"]
@@ -107,6 +110,7 @@ def test_the_gateway_is_internal_and_its_proxies_run_on_the_system_pool() -> Non
     ]
 
 
+@pytest.mark.program
 def test_destroy_deletes_routes_before_the_gateway_and_the_class_before_the_controller() -> None:
     """Pulumi deletes a resource before what it depends on: routes, then the Gateway, the class, the release."""
     plan = shipped_plan("inference")
@@ -138,6 +142,7 @@ def _admits(expression: str, namespace: str, name: str, gateway_class: str) -> b
     return bool(eval(python, {"__builtins__": {}}, env))
 
 
+@pytest.mark.program
 def test_only_the_inference_gateway_may_use_the_stack_s_gateway_class() -> None:
     """The class's proxies' Service has one fixed name: a second Gateway of the class (another team's, in its own
     namespace) would point it at its own proxies, so admission refuses it; other classes are untouched."""
@@ -168,6 +173,7 @@ def test_only_the_inference_gateway_may_use_the_stack_s_gateway_class() -> None:
 
 
 # --------------------------------------------------------------------------------------------------- the routes
+@pytest.mark.program
 def test_a_model_s_versions_share_one_route_split_by_weight_and_matched_on_its_header(tmp_path: Path) -> None:
     plan = _versions_plan(tmp_path)
     routes = {r["inputs"]["metadata"]["name"]: r["inputs"]["spec"] for r in _of(plan, HTTP_ROUTE)}
@@ -191,6 +197,7 @@ def test_a_model_s_versions_share_one_route_split_by_weight_and_matched_on_its_h
     assert all(r["parentRefs"] == [{"name": "inference", "sectionName": "http"}] for r in routes.values())
 
 
+@pytest.mark.program
 def test_the_serving_pods_admit_the_gateway_s_envoy_pods_only_when_exposed(tmp_path: Path) -> None:
     plan = _versions_plan(tmp_path)
     envoy = {
@@ -209,6 +216,7 @@ def test_the_serving_pods_admit_the_gateway_s_envoy_pods_only_when_exposed(tmp_p
         assert rule["ports"] == [{"protocol": "TCP", "port": 8000}]
 
 
+@pytest.mark.program
 def test_the_envoy_pods_admit_the_serving_namespace_and_the_configured_clients_only(tmp_path: Path) -> None:
     plan = _versions_plan(tmp_path, {"allowFrom": {"namespaces": ["apps"], "cidrs": ["10.50.0.0/24"]}})
     spec = _policy(plan, NAMESPACE, "inference-gateway-clients")
@@ -287,6 +295,7 @@ def test_a_weight_beyond_the_gateway_api_range_is_refused_with_its_path() -> Non
     assert "workloads.serving[0].gateway.weight" in problems[0]
 
 
+@pytest.mark.program
 def test_the_plan_summary_shows_each_version_s_route_and_share(tmp_path: Path) -> None:
     serving = {w["name"]: w["gateway"] for w in _versions_plan(tmp_path)["summary"]["serving"]}
     endpoint = "http://inference-gateway.envoy-gateway-system.svc:8080/v1"

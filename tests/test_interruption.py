@@ -22,6 +22,8 @@ from tests.builders import (
     run_addons,
 )
 
+pytestmark = pytest.mark.program
+
 QUEUE = "aws:sqs/queue:Queue"
 RULE = "aws:cloudwatch/eventRule:EventRule"
 TARGET = "aws:cloudwatch/eventTarget:EventTarget"

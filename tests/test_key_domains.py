@@ -141,6 +141,7 @@ def key_policy(run: ProgramRun, name: str) -> dict[str, Any]:
     return json.loads(run.one(KMS_KEY, name).inputs["policy"])
 
 
+@pytest.mark.program
 def test_per_domain_registers_one_protected_rotating_key_per_domain() -> None:
     run = build(spec(True))
     keys = {k.name: k for k in run.of_type(KMS_KEY) if k.name != "demo-alerts"}
@@ -153,12 +154,14 @@ def test_per_domain_registers_one_protected_rotating_key_per_domain() -> None:
     assert sorted(key_arns(run)) == ["eks", "inference-data", "logs", "training-data"]
 
 
+@pytest.mark.program
 def test_unprotected_stacks_may_delete_every_domain_key() -> None:
     config = stack_config(SYSTEM_POOL, cluster={"encryption": {"keyPerDomain": True}, "protectStateful": False})
     for key in build(config).of_type(KMS_KEY):
         assert (key.protect, key.retain_on_delete) == (False, False)
 
 
+@pytest.mark.program
 def test_each_registered_key_policy_names_only_its_domains_services() -> None:
     run = build(spec(True))
     assert sids(key_policy(run, "demo-eks")) == [*ROOT_ONLY, *AUTOSCALING_SIDS]
@@ -167,6 +170,7 @@ def test_each_registered_key_policy_names_only_its_domains_services() -> None:
     assert sids(key_policy(run, "demo-inference-data-key")) == ROOT_ONLY
 
 
+@pytest.mark.program
 def test_each_consumer_encrypts_with_its_domains_key() -> None:
     run = build(spec(True))
     arns = key_arns(run)
@@ -191,6 +195,7 @@ def test_each_consumer_encrypts_with_its_domains_key() -> None:
     assert run.of_type(BUCKET)  # the data bucket exists, encrypted above
 
 
+@pytest.mark.program
 def test_one_key_encrypts_every_domain_when_the_option_is_off() -> None:
     run = build(spec(False))
     (key,) = [k for k in run.of_type(KMS_KEY) if k.name != "demo-alerts"]

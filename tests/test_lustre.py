@@ -91,6 +91,7 @@ def sg_rules(run: ProgramRun) -> set[tuple[str, str, str, str, int | None, int |
     return out
 
 
+@pytest.mark.program
 def test_persistent_file_system_settings_and_protection() -> None:
     spec = training_spec({"storageCapacityGib": 4800, "perUnitStorageThroughput": 250, "backupRetentionDays": 14})
     run = build(spec)
@@ -111,6 +112,7 @@ def test_persistent_file_system_settings_and_protection() -> None:
     assert fs.inputs["tags"][tags.CLUSTER] == "train"
 
 
+@pytest.mark.program
 def test_protection_follows_the_stack_setting() -> None:
     spec = training_spec({}, cluster={"protectStateful": False})
     fs = build(spec).one(LUSTRE)
@@ -118,6 +120,7 @@ def test_protection_follows_the_stack_setting() -> None:
     assert not fs.retain_on_delete  # one rule for every stateful kind (components.planning.stateful)
 
 
+@pytest.mark.program
 def test_configured_availability_zone_wins() -> None:
     spec = training_spec(
         {"availabilityZone": "us-east-1c"},
@@ -134,6 +137,7 @@ def test_configured_availability_zone_wins() -> None:
     assert build(spec).one(LUSTRE).inputs["subnetIds"] == subnet_id("us-east-1c")
 
 
+@pytest.mark.program
 def test_efa_metadata_and_scratch_settings() -> None:
     efa = build(
         training_spec(
@@ -171,6 +175,7 @@ LNET = {
 }
 
 
+@pytest.mark.program
 def test_security_group_ports_without_efa() -> None:
     run = build(training_spec({}))
     assert sg_rules(run) == LNET
@@ -182,6 +187,7 @@ def test_security_group_ports_without_efa() -> None:
     assert all(r.inputs["tags"][tags.CLUSTER] == "train" for r in run.of_type(INGRESS) + run.of_type(EGRESS))
 
 
+@pytest.mark.program
 def test_security_group_all_traffic_rules_with_efa() -> None:
     run = build(
         training_spec(
@@ -202,6 +208,7 @@ def test_security_group_all_traffic_rules_with_efa() -> None:
     assert sg_rules(run) == LNET | all_traffic
 
 
+@pytest.mark.program
 def test_stack_bucket_and_data_repository_settings() -> None:
     run = build(
         training_spec(
@@ -247,6 +254,7 @@ def test_stack_bucket_and_data_repository_settings() -> None:
     }
 
 
+@pytest.mark.program
 def test_stack_bucket_is_private_versioned_encrypted_and_lifecycled() -> None:
     run = build(training_spec({"dataRepositories": [{"fileSystemPath": "/data"}]}))
     block = run.one("aws:s3/bucketPublicAccessBlock:BucketPublicAccessBlock").inputs
@@ -271,6 +279,7 @@ def test_stack_bucket_is_private_versioned_encrypted_and_lifecycled() -> None:
     assert policy["Statement"][0]["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
 
 
+@pytest.mark.program
 def test_fsx_may_use_the_cluster_key_for_the_stack_bucket_only() -> None:
     run = build(training_spec({"dataRepositories": [{"fileSystemPath": "/data"}]}))
     grant = run.one("aws:kms/grant:Grant")
@@ -287,6 +296,7 @@ def test_fsx_may_use_the_cluster_key_for_the_stack_bucket_only() -> None:
     assert run.one(DRA).urn in grant.depends_on
 
 
+@pytest.mark.program
 def test_no_bucket_when_every_repository_names_its_own() -> None:
     run = build(training_spec({"dataRepositories": [{"fileSystemPath": "/d", "dataRepositoryPath": "s3://mine/d/"}]}))
     assert run.of_type(BUCKET) == []
@@ -294,6 +304,7 @@ def test_no_bucket_when_every_repository_names_its_own() -> None:
     assert run.one(DRA).inputs["dataRepositoryPath"] == "s3://mine/d/"
 
 
+@pytest.mark.program
 def test_static_volume_and_claim_fields() -> None:
     run = build(training_spec({"kubernetes": {"namespace": "training", "claimName": "scratch"}}))
     fs = run.one(LUSTRE)
@@ -329,6 +340,7 @@ def test_static_volume_and_claim_fields() -> None:
     assert run.of_type(SC) == []
 
 
+@pytest.mark.program
 def test_optional_storage_class_for_dynamic_provisioning() -> None:
     run = build(
         training_spec(
@@ -383,6 +395,7 @@ def test_optional_storage_class_for_dynamic_provisioning() -> None:
         assert not (granted & fsx_changes) or "Condition" in statement
 
 
+@pytest.mark.program
 def test_csi_addon_role_and_gpu_tolerations() -> None:
     run = build(training_spec({}))
     role = run.one(IAM_ROLE)
@@ -400,11 +413,13 @@ def test_csi_addon_role_and_gpu_tolerations() -> None:
     assert term["nodeSelectorTerms"][0]["matchExpressions"][0]["values"] == ["fargate", "hybrid"]
 
 
+@pytest.mark.program
 def test_addon_pin_from_the_stack_is_used() -> None:
     spec = training_spec({}, addons={"managed": {"pins": {"aws-fsx-csi-driver": "v1.8.0-eksbuild.1"}}})
     assert build(spec).one(ADDON).inputs["addonVersion"] == "v1.8.0-eksbuild.1"
 
 
+@pytest.mark.program
 def test_claims_wait_for_their_namespace_created_once() -> None:
     """Two file systems with claims in one namespace: the namespaces component creates it once, and both claims
     wait for it (so they land in a namespace that already has its Pod Security labels)."""
@@ -429,6 +444,7 @@ def test_claims_wait_for_their_namespace_created_once() -> None:
     assert all(namespace in r.depends_on for r in run.of_type(PVC))
 
 
+@pytest.mark.program
 def test_missing_subnet_in_the_chosen_zone_is_an_error() -> None:
     spec = training_spec({"availabilityZone": "us-east-1f"})
     with pytest.raises(Exception, match="no private subnet in us-east-1f"):
@@ -455,6 +471,7 @@ def test_training_stack_plans_a_protected_persistent_file_system_with_s3_and_a_c
     assert (claim["metadata"]["namespace"], claim["metadata"]["name"]) == ("training", "lustre-scratch")
 
 
+@pytest.mark.program
 def test_data_repository_associations_are_created_one_after_another() -> None:
     """FSx fails associations created concurrently on one file system: each waits for the one before it."""
     paths = ["/datasets", "/checkpoints", "/public"]
@@ -465,6 +482,7 @@ def test_data_repository_associations_are_created_one_after_another() -> None:
     assert by_path["/checkpoints"].urn in by_path["/public"].depends_on
 
 
+@pytest.mark.program
 def test_a_file_system_linked_to_s3_takes_no_backups() -> None:
     """FSx does not back up an S3-linked file system: its default retention is 0 and tags are not copied to
     backups (CopyTagsToBackups is refused on linked file systems); unlinked ones keep the default 7 days."""
@@ -484,6 +502,7 @@ def test_backups_of_a_file_system_linked_to_s3_are_refused() -> None:
         stack_config(*TRAINING_POOLS, zones=THREE_ZONES, storage={"lustre": accepted}, validated=True)
 
 
+@pytest.mark.program
 def test_root_squash_is_off_by_default_and_maps_root_when_asked() -> None:
     assert "rootSquashConfiguration" not in build(training_spec({})).one(LUSTRE).inputs
     squashed = training_spec({"rootSquash": {"uidGid": "65534:65534", "noSquashNids": ["10.0.[2-3].[1-255]@tcp"]}})
@@ -509,6 +528,7 @@ def test_root_squash_ids_and_nids_are_checked(root_squash: dict[str, Any], probl
     assert problem in str(raised.value)
 
 
+@pytest.mark.program
 def test_only_the_pools_that_mount_lustre_reach_it() -> None:
     """The hybrid stack's h100 pool mounts Lustre, its burst (inference) and system pools do not: the file system's
     group admits its own servers and the clients' group, never the group every node shares."""

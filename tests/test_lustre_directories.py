@@ -133,6 +133,7 @@ def test_only_lustre_clients_run_the_script_after_their_other_parts() -> None:
     )
 
 
+@pytest.mark.program
 def test_the_shipped_training_stack_makes_the_training_directory_on_its_lustre_clients() -> None:
     plan = shipped_plan("training")
     parts = user_data_parts(plan)

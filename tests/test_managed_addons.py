@@ -32,6 +32,8 @@ from tests.builders import (
 )
 from tests.fakes import KMS_KEY_ARN
 
+pytestmark = pytest.mark.program
+
 SYSTEM_POOL = SYSTEM_DEFAULT_SCALING
 
 

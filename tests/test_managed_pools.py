@@ -109,6 +109,7 @@ def group_tags(run: ProgramRun, pool_name: str) -> dict[str, tuple[str, bool, st
 
 
 # ----------------------------------------------------------------------------------------------- the decision
+@pytest.mark.program
 @pytest.mark.parametrize(
     ("stack", "expected"),
     [
@@ -131,6 +132,7 @@ def test_shipped_stacks_manage_exactly_the_pools_whose_every_feature_works_there
             assert summary[name]["nodeRepair"]["maxParallelCount"] == 1
 
 
+@pytest.mark.program
 def test_why_the_shipped_pools_stay_self_managed() -> None:
     training = {p["name"]: p for p in shipped_stack("training").plan["summary"]["nodePools"]}
     assert [reason.split(":")[0] for reason in training["h100"]["selfManagedBecause"]] == ["instanceRefresh.enabled"]
@@ -215,6 +217,7 @@ def p5_run() -> tuple[ProgramRun, dict[str, NodePool]]:
     return build(MANAGED_P5)
 
 
+@pytest.mark.program
 def test_the_efa_layout_placement_group_and_security_groups_survive_in_the_template(p5_run: Any) -> None:
     run, built = p5_run
     lt = run.one(LAUNCH_TEMPLATE, "t-h100")
@@ -233,6 +236,7 @@ def test_the_efa_layout_placement_group_and_security_groups_survive_in_the_templ
     assert lt.inputs["metadataOptions"]["httpTokens"] == "required"
 
 
+@pytest.mark.program
 def test_the_node_group_runs_the_template_in_one_az_with_repair_on(p5_run: Any) -> None:
     run, built = p5_run
     group = run.one(NODE_GROUP, "t-h100")
@@ -255,6 +259,7 @@ def test_the_node_group_runs_the_template_in_one_az_with_repair_on(p5_run: Any) 
     assert built["h100"].asg is None
 
 
+@pytest.mark.program
 def test_labels_taints_and_max_pods_come_from_the_node_config_not_the_node_group(p5_run: Any) -> None:
     run, _ = p5_run
     group = run.one(NODE_GROUP, "t-h100")
@@ -268,6 +273,7 @@ def test_labels_taints_and_max_pods_come_from_the_node_config_not_the_node_group
     assert spec["cluster"]["name"] == "t", "nodes bootstrap themselves: EKS merges no user data with an AMI id"
 
 
+@pytest.mark.program
 def test_instances_carry_what_a_self_managed_group_would_propagate(p5_run: Any) -> None:
     lt = p5_run[0].one(LAUNCH_TEMPLATE, "t-h100")
     (instance,) = [t for t in lt.inputs["tagSpecifications"] if t["resourceType"] == "instance"]
@@ -276,6 +282,7 @@ def test_instances_carry_what_a_self_managed_group_would_propagate(p5_run: Any) 
     assert instance["tags"]["gpu-clusters/pool"] == "h100"
 
 
+@pytest.mark.program
 def test_scale_from_zero_tags_go_on_the_group_eks_created(p5_run: Any) -> None:
     run = p5_run[0]
     tags = group_tags(run, "h100")
@@ -292,6 +299,7 @@ def test_scale_from_zero_tags_go_on_the_group_eks_created(p5_run: Any) -> None:
     assert len(names) == len(set(names)) == len(tags)
 
 
+@pytest.mark.program
 def test_the_group_eks_created_carries_the_tag_the_health_loops_role_is_held_to(p5_run: Any) -> None:
     """Without it, SetInstanceHealth on a managed pool's node is refused, and a failed gate stays cordoned."""
     tags = group_tags(p5_run[0], "h100")
@@ -300,6 +308,7 @@ def test_the_group_eks_created_carries_the_tag_the_health_loops_role_is_held_to(
     assert tags[key.removeprefix("aws:ResourceTag/")][:2] == (value, False)
 
 
+@pytest.mark.program
 def test_spot_types_go_on_the_node_group_and_the_template_names_none() -> None:
     run, _ = build(SPOT_L40S)
     group = run.one(NODE_GROUP, "t-l40s")
@@ -309,6 +318,7 @@ def test_spot_types_go_on_the_node_group_and_the_template_names_none() -> None:
     assert group.inputs["subnetIds"] == [subnet_id(zone) for zone in THREE_ZONES]
 
 
+@pytest.mark.program
 def test_a_capacity_block_is_targeted_and_scaled_in_before_its_end() -> None:
     run = build(BLOCK)[0]
     group = run.one(NODE_GROUP, "t-h100")
@@ -324,6 +334,7 @@ def test_a_capacity_block_is_targeted_and_scaled_in_before_its_end() -> None:
     assert (schedule.inputs["minSize"], schedule.inputs["maxSize"], schedule.inputs["desiredCapacity"]) == (0, 0, 0)
 
 
+@pytest.mark.program
 def test_repair_limits_and_overrides_are_registered_as_configured() -> None:
     repair = {
         "maxParallel": {"percentage": 25},
@@ -347,6 +358,7 @@ def test_repair_limits_and_overrides_are_registered_as_configured() -> None:
     }
 
 
+@pytest.mark.program
 def test_a_self_managed_pool_still_builds_its_group() -> None:
     run, built = build({**SPOT_L40S, "management": "self-managed"})
     assert run.of_type(NODE_GROUP) == [] and built["l40s"].asg is not None
@@ -354,6 +366,7 @@ def test_a_self_managed_pool_still_builds_its_group() -> None:
     assert run.of_type(GROUP_TAG) == []
 
 
+@pytest.mark.program
 def test_eks_makes_the_managed_roles_access_entry_and_the_stack_only_the_others() -> None:
     def program() -> None:
         cluster = pulumi.Output.from_input("demo")
@@ -364,6 +377,7 @@ def test_eks_makes_the_managed_roles_access_entry_and_the_stack_only_the_others(
     assert [e.name for e in entries] == ["demo-system-node"]
 
 
+@pytest.mark.program
 def test_a_pool_that_changes_kind_gets_a_new_role_so_no_role_passes_between_access_entries() -> None:
     def roles_and_entries(managed: list[str]) -> tuple[set[str], set[str]]:
         def program() -> None:
@@ -380,6 +394,7 @@ def test_a_pool_that_changes_kind_gets_a_new_role_so_no_role_passes_between_acce
     assert managed == ({"demo-burst-managed-node"}, set())
 
 
+@pytest.mark.program
 def test_plan_warns_when_auto_decided_the_kind_and_names_what_would_flip_it() -> None:
     from components.planning.management import DECIDING_SETTINGS, auto_management_warning
 
@@ -397,6 +412,7 @@ def test_plan_warns_when_auto_decided_the_kind_and_names_what_would_flip_it() ->
 
 
 # ------------------------------------------------------------------------------------- the shipped stacks
+@pytest.mark.program
 def test_the_termination_handlers_hook_and_policy_name_the_group_eks_created() -> None:
     run = shipped_stack("smoke").run
     hook = run.one(HOOK, "smoke-l40s-terminate")
@@ -404,6 +420,7 @@ def test_the_termination_handlers_hook_and_policy_name_the_group_eks_created() -
     assert run.one(HOOK, "smoke-system-terminate").inputs["autoscalingGroupName"] == "smoke-system"
 
 
+@pytest.mark.program
 def test_the_policy_pack_judges_managed_pools_like_self_managed_ones() -> None:
     """The hybrid stack's managed spot pool passes the spot rules (EKS turns on capacity rebalancing itself, and
     cluster-autoscaler discovers every managed group) and the cost bound reads its node group's maximum."""

@@ -205,6 +205,7 @@ def _mig_manager_run() -> Any:
     return run_addons(addon_stack(SYSTEM_POOL, H100_POOL, addons={"nvidiaDevicePlugin": {"migStrategy": "single"}}))
 
 
+@pytest.mark.program
 def test_mig_manager_mounts_the_pools_mig_parted_config() -> None:
     run = _mig_manager_run()
     config_map = run.one("kubernetes:core/v1:ConfigMap", "gpu-addons-mig-manager-config")
@@ -213,6 +214,7 @@ def test_mig_manager_mounts_the_pools_mig_parted_config() -> None:
     assert config["mig-configs"][MIG_CONFIG] == [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}]
 
 
+@pytest.mark.program
 def test_mig_manager_runs_privileged_on_mig_nodes_with_the_pinned_image() -> None:
     daemon_set = _mig_manager_run().one("kubernetes:apps/v1:DaemonSet", "gpu-addons-mig-manager-daemon-set")
     pod = daemon_set.inputs["spec"]["template"]["spec"]
@@ -230,6 +232,7 @@ def test_mig_manager_runs_privileged_on_mig_nodes_with_the_pinned_image() -> Non
     assert pod["hostPID"] is True
 
 
+@pytest.mark.program
 def test_mig_manager_rbac_is_the_operators_not_the_examples_wildcard() -> None:
     run = _mig_manager_run()
     cluster_role = run.one("kubernetes:rbac.authorization.k8s.io/v1:ClusterRole")
@@ -242,6 +245,7 @@ def test_mig_manager_rbac_is_the_operators_not_the_examples_wildcard() -> None:
     assert all("*" not in r["verbs"] and "*" not in r["resources"] for r in role.inputs["rules"])
 
 
+@pytest.mark.program
 def test_mig_manager_namespace_admits_its_privileged_pod() -> None:
     """The stack's namespaces component labels it `privileged` (its one pod needs the host), and the DaemonSet waits
     for it."""
@@ -254,6 +258,7 @@ def test_mig_manager_namespace_admits_its_privileged_pod() -> None:
     assert namespace["urn"] in daemon_set["options"]["dependsOn"]
 
 
+@pytest.mark.program
 def test_no_mig_manager_without_mig_pools() -> None:
     run = run_addons(addon_stack(SYSTEM_POOL, INFERENCE_POOL))
     assert run.of_type("gpu-clusters:index:MigManager") == []
@@ -265,6 +270,7 @@ def _resources(plan: dict[str, Any], type_token: str) -> list[dict[str, Any]]:
     return [r for r in plan["resources"] if r["type"] == type_token]
 
 
+@pytest.mark.program
 def test_h100_mig_stack_plans_its_partitions_end_to_end() -> None:
     """The corpus stack through the whole program: the launch template's kubelet labels, the ASG's template tags,
     the mig-manager's config and the plan summary all say the same partition."""
@@ -327,6 +333,7 @@ def test_documented_layouts_are_accepted(instance_type: str, devices: dict[str, 
     assert spec.node_pools[1].device_plugin.mig_devices == devices
 
 
+@pytest.mark.program
 def test_plan_tables_show_each_gpus_partition(blueprint_cli: Callable[..., CliResult]) -> None:
     code, out, _ = blueprint_cli("plan", "--config", str(CORPUS / "mig-h100-pool.yaml"), "--format", "markdown")
     assert code == 0

@@ -81,10 +81,12 @@ def promtool_idle(tmp_path: Path, values: str, alerts_at: dict[str, int], percen
     assert result.returncode == 0, result.stdout + result.stderr
 
 
+@pytest.mark.program
 def test_idle_mig_devices_fire_the_alert_after_its_window(tmp_path: Path) -> None:
     # 10% busy for an hour: below 30% from the first sample, so pending for 30 min, then firing.
     promtool_idle(tmp_path, "0.1x60", {"20m": 0, "31m": 1, "50m": 1}, percent="10")
 
 
+@pytest.mark.program
 def test_busy_mig_devices_keep_it_quiet(tmp_path: Path) -> None:
     promtool_idle(tmp_path, "0.6x60", {"31m": 0, "59m": 0})

@@ -36,6 +36,7 @@ NODE_LABELLED_SERVICE_MONITOR = {
 }
 
 
+@pytest.mark.program
 def test_cloudwatch_addon_with_pod_identity_role_and_gpu_tolerations():
     tainted = pool(TRAINING_POOL, taints=[{"key": "dedicated", "value": "training", "effect": "NoSchedule"}])
     run = run_addons(addon_stack(SYSTEM_POOL, tainted, name="train"))
@@ -62,6 +63,7 @@ def test_cloudwatch_addon_with_pod_identity_role_and_gpu_tolerations():
     assert role.urn in addon.depends_on
 
 
+@pytest.mark.program
 def test_pinned_addon_version_is_used_and_checked_against_the_gpu_metrics_minimum():
     pin = "v4.7.0-eksbuild.1"
     spec = addon_stack(
@@ -72,6 +74,7 @@ def test_pinned_addon_version_is_used_and_checked_against_the_gpu_metrics_minimu
     assert minimum == "v1.3.0-eksbuild.1"  # Container Insights GPU metrics, facts §7a
 
 
+@pytest.mark.program
 def test_gpu_alarms_on_container_insights_metrics():
     spec = addon_stack(
         SYSTEM_POOL,
@@ -102,6 +105,7 @@ def test_gpu_alarms_on_container_insights_metrics():
     )
 
 
+@pytest.mark.program
 def test_email_creates_a_kms_encrypted_topic_and_alarms_notify_it():
     spec = addon_stack(
         SYSTEM_POOL, TRAINING_POOL, name="train", addons={"monitoring": {"alerts": {"email": "ops@example.com"}}}
@@ -124,6 +128,7 @@ def test_email_creates_a_kms_encrypted_topic_and_alarms_notify_it():
         assert alarm.inputs["alarmActions"] == [topic_arn]
 
 
+@pytest.mark.program
 def test_existing_topic_is_used_not_created():
     spec = addon_stack(
         SYSTEM_POOL, TRAINING_POOL, name="train", addons={"monitoring": {"alerts": {"snsTopicArn": EXISTING_TOPIC}}}
@@ -133,6 +138,7 @@ def test_existing_topic_is_used_not_created():
     assert run.one(ALARM, "train-gpu-idle").inputs["alarmActions"] == [EXISTING_TOPIC]
 
 
+@pytest.mark.program
 def test_dcgm_prometheus_path():
     spec = addon_stack(
         SYSTEM_POOL,
@@ -186,6 +192,7 @@ def test_dcgm_prometheus_path():
     ]
 
 
+@pytest.mark.program
 @pytest.mark.parametrize("dcgm", [False, True])
 def test_nothing_deployed_when_monitoring_is_off(dcgm):
     spec = addon_stack(
@@ -198,6 +205,7 @@ def test_nothing_deployed_when_monitoring_is_off(dcgm):
     assert (run.of_type("gpu-clusters:index:Monitoring") != []) is dcgm
 
 
+@pytest.mark.program
 def test_kube_prometheus_stack_leaves_out_what_eks_hides_and_runs_its_hook_jobs_on_the_system_pool():
     """EKS runs the scheduler, controller manager and etcd out of reach: scraping them would alert forever
     (KubeSchedulerDown, ...). The admission webhook's certificate Jobs (pre-install hooks) get the system pool's
@@ -226,6 +234,7 @@ def test_two_dcgm_exporters_never_share_a_node():
     stack_config(SYSTEM_POOL, TRAINING_POOL, addons=one, validated=True)
 
 
+@pytest.mark.program
 def test_dcgm_exporter_and_gpu_alerts_cover_the_hybrid_pool():
     """The A40 servers are scraped by their own DCGM exporter release running under the `nvidia` RuntimeClass (runc
     sees no GPU there), cloud GPU nodes by the first release, and the XID, temperature and idle rules select no pool,
@@ -265,6 +274,7 @@ def test_dcgm_exporter_and_gpu_alerts_cover_the_hybrid_pool():
         assert "{" not in exprs[alert], f"{alert} selects series: {exprs[alert]}"
 
 
+@pytest.mark.program
 def test_cloud_only_dcgm_exporter_values_keep_off_only_paused_nodes():
     """Without hybrid or MIG pools the exporter's only affinity is the pause label (`verify dcgm --dcgm-level 4`)."""
     monitoring = {"containerInsights": False, "dcgmPrometheus": True}
@@ -287,6 +297,7 @@ def test_cloud_only_dcgm_exporter_values_keep_off_only_paused_nodes():
     assert "runtimeClassName" not in by_name["dcgm-exporter"]["values"]
 
 
+@pytest.mark.program
 def test_a_time_sliced_pool_gets_per_pod_gpu_series_with_the_hosts_pids():
     monitoring = {"containerInsights": False, "dcgmPrometheus": True}
     shared = pool(TRAINING_POOL, devicePlugin={"timeSlicingReplicas": 2})

@@ -59,6 +59,7 @@ def _labels(level: str, audit: str = "restricted") -> dict[str, str]:
 
 
 # ------------------------------------------------------------------------------------------------ Pod Security
+@pytest.mark.program
 @pytest.mark.parametrize(
     ("stack", "levels"),
     [
@@ -107,6 +108,7 @@ def test_every_namespace_the_stack_creates_carries_its_pod_security_labels(stack
     }
 
 
+@pytest.mark.program
 @pytest.mark.parametrize("stack", ["training", "inference", "hybrid", "smoke"])
 def test_releases_install_into_namespaces_the_stack_made_first(stack: str) -> None:
     """No release creates its namespace (Helm would create it without labels); each waits for the stack's own
@@ -121,6 +123,7 @@ def test_releases_install_into_namespaces_the_stack_made_first(stack: str) -> No
         assert namespaces[inputs["namespace"]] in release["options"]["dependsOn"], release["name"]
 
 
+@pytest.mark.program
 def test_every_namespace_an_object_lands_in_is_planned() -> None:
     """Whatever the stack registers in a namespace, that namespace is in the plan's list (with its level)."""
     for stack in ("training", "inference", "hybrid", "smoke"):
@@ -152,6 +155,7 @@ def test_claims_in_default_label_it_by_patch_and_the_plan_names_every_privileged
 
 
 # ------------------------------------------------------------------------------------------------ NetworkPolicy
+@pytest.mark.program
 def test_the_vpc_cni_enforces_network_policies_in_every_stack() -> None:
     for stack in ("training", "inference", "hybrid", "smoke"):
         (vpc_cni,) = [
@@ -160,6 +164,7 @@ def test_the_vpc_cni_enforces_network_policies_in_every_stack() -> None:
         assert json.loads(vpc_cni["inputs"]["configurationValues"])["enableNetworkPolicy"] == "true"
 
 
+@pytest.mark.program
 def test_cilium_enforces_them_on_hybrid_nodes() -> None:
     (cilium,) = [r for r in _of(shipped_plan("hybrid"), RELEASE) if r["inputs"]["name"] == "cilium"]
     assert cilium["inputs"]["values"]["policyEnforcementMode"] == "default"
@@ -172,6 +177,7 @@ def _policies(plan: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
     }
 
 
+@pytest.mark.program
 def test_workload_namespaces_deny_ingress_but_from_themselves_and_prometheus() -> None:
     policies = _policies(shipped_plan("inference"))
     assert policies["inference", "default-deny-ingress"] == {"podSelector": {}, "policyTypes": ["Ingress"]}
@@ -207,6 +213,7 @@ def test_workload_namespaces_deny_ingress_but_from_themselves_and_prometheus() -
     assert ("training", "allow-prometheus-scrapes") in _policies(shipped_plan("training"))
 
 
+@pytest.mark.program
 def test_monitoring_admits_only_its_clients() -> None:
     policies = _policies(shipped_plan("inference"))
     prometheus = policies["monitoring", "prometheus-clients"]
@@ -229,6 +236,7 @@ HYBRID_EC2_PODS = [{"ipBlock": {"cidr": "10.0.0.0/19"}}, {"ipBlock": {"cidr": "1
 HYBRID_NODES = [{"ipBlock": {"cidr": "192.168.100.0/24"}}]
 
 
+@pytest.mark.program
 def test_a_namespace_on_a_hybrid_pool_admits_the_other_network_by_address() -> None:
     """Cilium cannot match an EC2 pod by selector, nor the VPC CNI a masqueraded hybrid pod: `inference` holds the
     A40 servers' pods, so its own pods and Prometheus are admitted by address too; `training` (p5 only) is not."""
@@ -244,6 +252,7 @@ def test_a_namespace_on_a_hybrid_pool_admits_the_other_network_by_address() -> N
             assert not any("ipBlock" in peer for rule in spec["ingress"] for peer in rule["from"]), name
 
 
+@pytest.mark.program
 @pytest.mark.parametrize("stack", ["training", "inference", "smoke"])
 def test_ec2_only_stacks_admit_nothing_by_address(stack: str) -> None:
     for (ns, name), spec in _policies(shipped_plan(stack)).items():
@@ -265,6 +274,7 @@ def test_an_existing_vpc_is_admitted_by_its_cidr() -> None:
     assert pod_address_ranges(existing) == ["10.20.0.0/16"]
 
 
+@pytest.mark.program
 def test_policies_wait_for_their_namespace() -> None:
     plan = shipped_plan("inference")
     namespaces = {name: r["urn"] for name, r in _namespaces(plan).items()}
@@ -273,6 +283,7 @@ def test_policies_wait_for_their_namespace() -> None:
 
 
 # --------------------------------------------------------------------------------------------------- GPU quotas
+@pytest.mark.program
 @pytest.mark.parametrize(
     ("stack", "hard"),
     [
@@ -397,6 +408,7 @@ def test_the_restricted_check_passes_a_restricted_pod_and_names_what_is_not() ->
     assert level_violations(loose, "privileged") == []
 
 
+@pytest.mark.program
 @pytest.mark.parametrize("stack", ["training", "inference", "hybrid", "smoke"])
 def test_the_stacks_own_pods_meet_their_namespaces_level(stack: str) -> None:
     plan = shipped_plan(stack)
@@ -429,6 +441,7 @@ TEAMS = CORPUS / "good" / "team-namespaces.yaml"
 ACCESS_SCOPE = "aws:eks/accessPolicyAssociation:AccessPolicyAssociation"
 
 
+@pytest.mark.program
 def test_a_team_namespace_is_created_restricted_with_its_policies_and_quota() -> None:
     """`workloads.namespaces` gives a second team what a claim namespace has: the restricted labels, default-deny
     with the same-namespace and Prometheus allows, and a GPU quota over the pools it names, lowered as configured."""
@@ -453,6 +466,7 @@ def test_a_team_namespace_is_created_restricted_with_its_policies_and_quota() ->
     }
 
 
+@pytest.mark.program
 def test_a_team_namespace_takes_a_namespace_scoped_access_entry() -> None:
     (association,) = [
         r for r in _of(file_plan(TEAMS), ACCESS_SCOPE) if r["inputs"]["principalArn"].endswith(":role/research-dev")

@@ -14,6 +14,8 @@ from components.network import INTERNAL_LB_TAG, PUBLIC_LB_TAG, Network
 from components.planning.subnets import NoClusterZones, cluster_subnet_zones, subnet_layout
 from tests.builders import SUBNET, once_per_config, shipped_stack, stack_config
 
+pytestmark = pytest.mark.program
+
 ZONES = ["us-east-1a", "us-east-1b", "us-east-1c"]
 TAGS = {"gpu-clusters/cluster": "demo", "team": "ml"}
 

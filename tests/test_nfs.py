@@ -88,6 +88,7 @@ def build(spec: StackConfig) -> ProgramRun:
     return run_with_context(spec, lambda ctx: ExistingNfsStorage("models", ctx, nfs, plan_pools(spec)))
 
 
+@pytest.mark.program
 def test_chart_is_the_catalog_pin() -> None:
     release = build(hybrid_spec()).one(RELEASE).inputs
     pin = versions.chart("csi-driver-nfs")
@@ -97,6 +98,7 @@ def test_chart_is_the_catalog_pin() -> None:
     assert release["namespace"] == "kube-system"
 
 
+@pytest.mark.program
 def test_only_the_node_plugin_runs_and_it_tolerates_gpu_and_hybrid_taints() -> None:
     """A static volume needs no controller (it makes sub-directories for dynamic volumes), so none runs and nothing
     waits for one to reach the server; the node plugin mounts on tainted GPU and hybrid nodes alike."""
@@ -109,6 +111,7 @@ def test_only_the_node_plugin_runs_and_it_tolerates_gpu_and_hybrid_taints() -> N
     assert values["node"]["dnsPolicy"] == "Default"
 
 
+@pytest.mark.program
 def test_persistent_volume_names_the_server_share_and_mount_options() -> None:
     pv = build(hybrid_spec()).one(PV).inputs
     assert pv["metadata"]["name"] == "default-models"
@@ -125,6 +128,7 @@ def test_persistent_volume_names_the_server_share_and_mount_options() -> None:
     assert spec["claimRef"] == {"namespace": "default", "name": "models"}
 
 
+@pytest.mark.program
 def test_mount_options_follow_the_config() -> None:
     mount = {"nfsVersion": "4.2", "nconnect": 16, "rsize": 262144, "wsize": 65536, "hard": False}
     run = build(hybrid_spec({"mount": {**mount, "timeo": 150, "retrans": 3}, "mountOptions": ["noatime"]}))
@@ -140,6 +144,7 @@ def test_mount_options_follow_the_config() -> None:
     ]
 
 
+@pytest.mark.program
 def test_claim_is_bound_to_the_volume_by_name_with_no_storage_class() -> None:
     run = build(hybrid_spec({"capacityGib": 2048, "kubernetes": {"namespace": "inference", "claimName": "weights"}}))
     pv = run.one(PV)
@@ -158,6 +163,7 @@ def test_claim_is_bound_to_the_volume_by_name_with_no_storage_class() -> None:
     assert pv.urn in pvc.depends_on
 
 
+@pytest.mark.program
 def test_no_provisioner_is_involved() -> None:
     """No StorageClass, and neither the volume nor the claim waits for the chart: binding a static volume is the
     API server's work, and a claim never waits on a controller that cannot reach the site."""
@@ -246,6 +252,7 @@ def test_hybrid_stack_binds_the_existing_share_statically(hybrid_stack: ShippedS
     assert run.of_type(EFS) == []
 
 
+@pytest.mark.program
 def test_volume_is_pinned_to_the_nodes_of_the_pools_that_mount_it() -> None:
     """A pod of a pool that cannot reach the server, claiming the share, must stay Pending (the scheduler filters
     nodes by the volume's node affinity) instead of starting and failing to mount. The affinity names the volume's
@@ -263,6 +270,7 @@ def test_volume_is_pinned_to_the_nodes_of_the_pools_that_mount_it() -> None:
     assert labelled == {"a40"}
 
 
+@pytest.mark.program
 def test_the_servers_register_with_the_volume_label() -> None:
     """The hybrid servers get it from their NodeConfig's kubelet flags, as cloud nodes from their launch template."""
     document = yaml.safe_load(shipped_stack("hybrid").exports["hybridNodeConfig-a40"])
@@ -270,6 +278,7 @@ def test_the_servers_register_with_the_volume_label() -> None:
     assert "gpu-clusters/nfs-models=true" in labels.removeprefix("--node-labels=").split(",")
 
 
+@pytest.mark.program
 def test_adding_a_mounting_pool_changes_node_labels_not_the_volume() -> None:
     """The API server refuses a change to a volume's node affinity once set: a pool added to `storage.nfs.pools`
     must leave the PersistentVolume as it was."""

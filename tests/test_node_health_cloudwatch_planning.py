@@ -110,12 +110,14 @@ def test_the_program_publishes_under_the_planned_names() -> None:
 
 
 # -------------------------------------------------------------------------------------------- the loop's config
+@pytest.mark.program
 def test_the_training_loop_publishes_to_cloudwatch_and_the_prometheus_stack_does_not() -> None:
     assert loop_config("training")["cloudWatch"] == {"namespace": NAMESPACE, "clusterName": "train"}
     # inference runs Prometheus, not Container Insights: the loop is scraped there and publishes nothing
     assert "cloudWatch" not in loop_config("inference")
 
 
+@pytest.mark.program
 def test_the_loop_role_may_publish_into_its_namespace_only_when_it_publishes() -> None:
     statements = json.loads(registered("training", "aws:iam/rolePolicy:RolePolicy", "train-node-health")["policy"])
     publish = [s for s in statements["Statement"] if s["Sid"] == "PublishHealthMetrics"]
@@ -133,6 +135,7 @@ def test_the_loop_role_may_publish_into_its_namespace_only_when_it_publishes() -
 
 
 # ------------------------------------------------------------------------------------------------------ alarms
+@pytest.mark.program
 def test_the_training_stack_alarms_on_the_loop_per_pool_to_its_alerts_topic() -> None:
     alarms = health_alarms("training")
     assert set(alarms) == {
@@ -214,6 +217,7 @@ def test_the_training_stack_alarms_on_the_loop_per_pool_to_its_alerts_topic() ->
         assert alarm.get("alarmActions") == gpu_idle.get("alarmActions")
 
 
+@pytest.mark.program
 def test_a_stack_without_container_insights_gets_none_of_the_loops_alarms() -> None:
     assert health_alarms("inference") == {}
 
@@ -227,6 +231,7 @@ def test_the_alarms_follow_the_pools() -> None:
 
 
 # --------------------------------------------------------------------------------------------------- dashboard
+@pytest.mark.program
 def test_the_dashboard_graphs_the_loops_series_in_place_of_the_note() -> None:
     body = json.loads(registered("training", DASHBOARD, "train-gpu-cluster")["dashboardBody"])
     rows = [row for w in body["widgets"] if w["type"] == "metric" for row in w["properties"]["metrics"]]
@@ -267,6 +272,7 @@ class HeldRepairs:
         self.metrics.inc(names.REPAIRS_HELD_METRIC, {"pool": "h100", "reason": "hourly-cap"})
 
 
+@pytest.mark.program
 def test_the_planned_loop_publishes_every_series_its_alarms_read() -> None:
     raw = loop_config("training")
     client = stubbed_client()
@@ -316,6 +322,7 @@ def test_the_planned_loop_publishes_every_series_its_alarms_read() -> None:
     assert published[("Nodes", (h100[0], ("Pool", "system"), ("State", "failed")))] == 0
 
 
+@pytest.mark.program
 def test_a_failed_pass_publishes_no_heartbeat() -> None:
     client = stubbed_client()
     publisher = cloudwatch.CloudWatchPublisher(client, NAMESPACE, "train")
@@ -333,6 +340,7 @@ def test_a_failed_pass_publishes_no_heartbeat() -> None:
         stub.assert_no_pending_responses()
 
 
+@pytest.mark.program
 @pytest.mark.parametrize("status", ["True", "False"])
 def test_the_conditions_gauge_counts_false_conditions_per_pool(status: str) -> None:
     api = FakeKube()
@@ -346,6 +354,7 @@ def test_the_conditions_gauge_counts_false_conditions_per_pool(status: str) -> N
     }
 
 
+@pytest.mark.program
 def test_the_nodes_gauge_says_0_failed_rather_than_go_silent_when_a_repair_finishes() -> None:
     # The failed-too-long alarm reads the minimum of the pool's failed count over an hour: a series that vanished
     # when its failed node left would leave the alarm the 1s it sent before, and page for a finished repair.

@@ -167,6 +167,7 @@ def test_the_policy_passes_the_packs_iam_rules_and_its_write_is_tag_scoped_by_th
     assert iam.escalations(document) == []
 
 
+@pytest.mark.program
 def test_the_role_and_its_association_are_registered_for_the_loops_service_account() -> None:
     def program() -> None:
         roles = PodIdentityRoles(

@@ -16,7 +16,7 @@ from tests.promql_expressions import found_in
 from tests.promtool import needs_promtool, run_rule_tests
 from tests.test_alert_rules_promtool import Scenario
 
-pytestmark = needs_promtool
+pytestmark = [pytest.mark.program, needs_promtool]
 
 #: The target labels a kube-state-metrics sample carries besides its own (the scrape adds them).
 KSM = 'job="kube-state-metrics", instance="10.0.0.9:8080"'

@@ -50,6 +50,7 @@ def mocked_ami(parameter: str) -> str:
     return "ami-" + hashlib.sha1(parameter.encode()).hexdigest()[:17]
 
 
+@pytest.mark.program
 def test_the_launch_template_reads_the_pinned_release_parameter():
     lt = build(stack("v20260601")).one(LT, "demo-h100")
     parameter = nodeadm.ami_ssm_parameter("1.35", "al2023", "x86_64", True, "v20260601")
@@ -57,11 +58,13 @@ def test_the_launch_template_reads_the_pinned_release_parameter():
     assert lt.inputs["imageId"] == mocked_ami(parameter)
 
 
+@pytest.mark.program
 def test_without_a_release_the_stack_boots_the_catalog_pin_not_recommended():
     lt = build(stack()).one(LT, "demo-system")
     assert lt.inputs["imageId"] == mocked_ami(nodeadm.ami_ssm_parameter("1.35", "al2023", "x86_64", False, "v20260714"))
 
 
+@pytest.mark.program
 def test_a_new_release_changes_only_the_image_of_each_launch_template():
     before, after = build(stack("v20260601")), build(stack("v20260714"))
     for name in ("demo-system", "demo-h100", "demo-l40s"):
@@ -70,6 +73,7 @@ def test_a_new_release_changes_only_the_image_of_each_launch_template():
         assert {k: v for k, v in old.items() if k != "imageId"} == {k: v for k, v in new.items() if k != "imageId"}
 
 
+@pytest.mark.program
 def test_system_and_inference_pools_roll_launch_before_terminate_and_training_is_never_refreshed():
     run = build(stack())
     system = run.one(ASG, "demo-system").inputs["instanceRefresh"]
@@ -84,6 +88,7 @@ def test_system_and_inference_pools_roll_launch_before_terminate_and_training_is
     assert inference == {"updateStrategy": "DEFAULT", "maxUnavailable": 1}
 
 
+@pytest.mark.program
 def test_a_training_pool_refreshes_only_when_asked():
     refresh = {"enabled": True, "minHealthyPercentage": 0}
     asked = {**TRAINING_POOL, "management": "self-managed", "instanceRefresh": refresh}
@@ -91,6 +96,7 @@ def test_a_training_pool_refreshes_only_when_asked():
     assert run.one(ASG, "demo-h100").inputs["instanceRefresh"]["preferences"]["minHealthyPercentage"] == 0
 
 
+@pytest.mark.program
 def test_a_managed_training_pool_that_asks_for_refresh_takes_its_nodes_out_as_configured():
     asked = {**TRAINING_POOL, "instanceRefresh": {"enabled": True, "minHealthyPercentage": 0}}
     run = build(stack_config(SYSTEM_POOL, asked))

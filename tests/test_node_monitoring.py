@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from blueprint.verify.expectations import load_spec
 from components.catalog import versions
 from components.config import Taint
@@ -38,6 +40,7 @@ def _agent(stack: str) -> dict[str, Any]:
     return addon
 
 
+@pytest.mark.program
 def test_every_shipped_stack_with_gpu_pools_gets_the_pinned_agent() -> None:
     for stack in ("training", "inference", "hybrid", "smoke"):
         addon = _agent(stack)
@@ -49,6 +52,7 @@ def test_every_shipped_stack_with_gpu_pools_gets_the_pinned_agent() -> None:
         assert addon["resolveConflictsOnCreate"] == addon["resolveConflictsOnUpdate"] == "OVERWRITE"
 
 
+@pytest.mark.program
 def test_the_dcgm_server_tolerates_every_gpu_pool_taint_and_the_health_loop_taints() -> None:
     """Without its tolerations the DCGM server never starts on a tainted GPU node, and the agent then reports
     DCGMError (AcceleratedHardwareReady False) on every one of them."""
@@ -85,6 +89,7 @@ def test_a_stack_without_gpu_pools_gets_no_agent() -> None:
     ]
 
 
+@pytest.mark.program
 def test_a_stack_pin_overrides_the_catalog_version(tmp_path) -> None:
     document = shipped_stack("smoke").files.config | {
         "gpu-clusters:addons": {"managed": {"pins": {NODE_MONITORING_AGENT: "v1.6.7-eksbuild.1"}}}
@@ -96,6 +101,7 @@ def test_a_stack_pin_overrides_the_catalog_version(tmp_path) -> None:
     assert agent["inputs"]["addonVersion"] == "v1.6.7-eksbuild.1"
 
 
+@pytest.mark.program
 def test_prometheus_stacks_ship_the_node_health_rules_and_scrape_the_health_loop() -> None:
     run = shipped_stack("inference").run
     [release] = [r.inputs for r in run.of_type(HELM_RELEASE) if r.inputs["name"] == "kube-prometheus-stack"]
@@ -115,6 +121,7 @@ def test_prometheus_stacks_ship_the_node_health_rules_and_scrape_the_health_loop
     }
 
 
+@pytest.mark.program
 def test_container_insights_stacks_have_no_prometheus_rules_to_add_to() -> None:
     run = shipped_stack("smoke").run
     assert not [r for r in run.of_type(POD_MONITOR) if r.name.endswith("node-health-pod-monitor")]

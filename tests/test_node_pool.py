@@ -97,6 +97,7 @@ def p5_run() -> tuple[ProgramRun, dict[str, NodePool]]:
     return build(P5)
 
 
+@pytest.mark.program
 def test_p5_launch_template_wires_32_efa_devices_in_the_current_layout(p5_run: tuple[ProgramRun, Any]) -> None:
     lt = p5_run[0].one(LT, "t-h100")
     slots = [(i["networkCardIndex"], i["deviceIndex"], i["interfaceType"]) for i in lt.inputs["networkInterfaces"]]
@@ -104,6 +105,7 @@ def test_p5_launch_template_wires_32_efa_devices_in_the_current_layout(p5_run: t
     assert lt.inputs["instanceType"] == "p5.48xlarge"
 
 
+@pytest.mark.program
 def test_every_interface_has_node_and_efa_groups_and_no_public_ip(p5_run: tuple[ProgramRun, Any]) -> None:
     run = p5_run[0]
     ingress = run.one(INGRESS, "t-h100-efa-in-self")
@@ -114,6 +116,7 @@ def test_every_interface_has_node_and_efa_groups_and_no_public_ip(p5_run: tuple[
         assert interface["deleteOnTermination"] == "true"
 
 
+@pytest.mark.program
 def test_efa_security_group_allows_all_traffic_to_and_from_itself(p5_run: tuple[ProgramRun, Any]) -> None:
     run = p5_run[0]
     sg = run.one(SG, "t-h100-efa")
@@ -129,6 +132,7 @@ def test_efa_security_group_allows_all_traffic_to_and_from_itself(p5_run: tuple[
         assert "cidrIpv4" not in rule.inputs
 
 
+@pytest.mark.program
 def test_p5_pool_gets_a_cluster_placement_group_in_one_az(p5_run: tuple[ProgramRun, dict[str, NodePool]]) -> None:
     run, built = p5_run
     pg = run.one(PG, "t-h100")
@@ -140,6 +144,7 @@ def test_p5_pool_gets_a_cluster_placement_group_in_one_az(p5_run: tuple[ProgramR
     assert built["h100"].efa_security_group is not None
 
 
+@pytest.mark.program
 def test_imds_v2_required_encrypted_gp3_root_and_latest_template_version(p5_run: tuple[ProgramRun, Any]) -> None:
     lt = p5_run[0].one(LT, "t-h100")
     assert lt.inputs["metadataOptions"] == {
@@ -166,6 +171,7 @@ def test_imds_v2_required_encrypted_gp3_root_and_latest_template_version(p5_run:
     assert "capacityReservationSpecification" not in lt.inputs
 
 
+@pytest.mark.program
 def test_p5_user_data_is_a_nodeadm_config_with_raid0(p5_run: tuple[ProgramRun, Any]) -> None:
     config = node_config(p5_run[0].one(LT, "t-h100"))
     assert config["spec"]["cluster"] == {
@@ -180,6 +186,7 @@ def test_p5_user_data_is_a_nodeadm_config_with_raid0(p5_run: tuple[ProgramRun, A
     assert any(f.startswith("--node-labels=") and "nvidia.com/gpu.present=true" in f for f in flags)
 
 
+@pytest.mark.program
 def test_asg_ignores_desired_capacity_and_references_the_template_version(p5_run: tuple[ProgramRun, Any]) -> None:
     asg = p5_run[0].one(ASG, "t-h100")
     assert asg.ignore_changes == ["desiredCapacity"]
@@ -194,6 +201,7 @@ def test_asg_ignores_desired_capacity_and_references_the_template_version(p5_run
     assert "instanceRefresh" not in asg.inputs, "training pools do not roll running jobs by default"
 
 
+@pytest.mark.program
 def test_asg_tags_pool_identity_and_scale_from_zero_template(p5_run: tuple[ProgramRun, Any]) -> None:
     tags = asg_tags(p5_run[0].one(ASG, "t-h100"))
     assert tags["gpu-clusters/cluster"] == ("t", True)
@@ -216,12 +224,14 @@ def test_asg_tags_pool_identity_and_scale_from_zero_template(p5_run: tuple[Progr
     assert all(not propagate for key, (_, propagate) in tags.items() if key.startswith(CA_PREFIX))
 
 
+@pytest.mark.program
 def test_asg_propagates_the_node_identity_tag_to_instances(p5_run: tuple[ProgramRun, Any]) -> None:
     """EKS requires `kubernetes.io/cluster/<cluster>=owned` on every self-managed node (user guide, worker.html),
     and the AWS cloud provider ignores instances without it when it looks nodes up."""
     assert asg_tags(p5_run[0].one(ASG, "t-h100"))["kubernetes.io/cluster/t"] == ("owned", True)
 
 
+@pytest.mark.program
 def test_p5_asg_and_user_data_agree_on_huge_pages_and_max_pods(p5_run: tuple[ProgramRun, Any]) -> None:
     """The node template promises what the node's kubelet will report: the pages the user data sets aside and the
     maxPods its NodeConfig states."""
@@ -236,6 +246,7 @@ def test_p5_asg_and_user_data_agree_on_huge_pages_and_max_pods(p5_run: tuple[Pro
     assert "vm.nr_hugepages = 5128" in str(script.get_payload())
 
 
+@pytest.mark.program
 def test_launch_template_tags_instances_volumes_and_interfaces(p5_run: tuple[ProgramRun, Any]) -> None:
     specs = {s["resourceType"]: s["tags"] for s in p5_run[0].one(LT, "t-h100").inputs["tagSpecifications"]}
     assert set(specs) == {"instance", "volume", "network-interface"}
@@ -245,6 +256,7 @@ def test_launch_template_tags_instances_volumes_and_interfaces(p5_run: tuple[Pro
         assert tags["gpu-clusters/cluster"] == "t"
 
 
+@pytest.mark.program
 def test_children_are_parented_to_the_pool(p5_run: tuple[ProgramRun, Any]) -> None:
     run = p5_run[0]
     pool = run.one("gpu-clusters:index:NodePool", "t-h100")
@@ -254,6 +266,7 @@ def test_children_are_parented_to_the_pool(p5_run: tuple[ProgramRun, Any]) -> No
 
 
 # ------------------------------------------------------------------------------------------------------- capacity
+@pytest.mark.program
 def test_spot_pool_mixes_same_shape_types_with_rebalance_and_termination_handler() -> None:
     run, built = build(SPOT)
     asg = run.one(ASG, "t-l40s")
@@ -277,6 +290,7 @@ def test_spot_pool_mixes_same_shape_types_with_rebalance_and_termination_handler
     assert run.of_type(PG) == [] and run.of_type(SG) == []
 
 
+@pytest.mark.program
 def test_inference_pool_rolls_nodes_on_template_changes_launching_before_terminating() -> None:
     """An AMI upgrade must not take half of a 2-node serving pool away: new nodes join before old ones drain."""
     refresh = build(SPOT)[0].one(ASG, "t-l40s").inputs["instanceRefresh"]
@@ -291,6 +305,7 @@ def test_inference_pool_rolls_nodes_on_template_changes_launching_before_termina
     }
 
 
+@pytest.mark.program
 def test_configured_refresh_percentages_win_and_the_derived_maximum_stays_within_aws_bounds() -> None:
     terminate_first = {**SPOT, "instanceRefresh": {"maxHealthyPercentage": 100}}
     preferences = build(terminate_first)[0].one(ASG, "t-l40s").inputs["instanceRefresh"]["preferences"]
@@ -300,6 +315,7 @@ def test_configured_refresh_percentages_win_and_the_derived_maximum_stays_within
     assert (preferences["minHealthyPercentage"], preferences["maxHealthyPercentage"]) == (50, 150)
 
 
+@pytest.mark.program
 def test_training_pool_can_opt_into_instance_refresh() -> None:
     pool = {
         **P5,
@@ -311,6 +327,7 @@ def test_training_pool_can_opt_into_instance_refresh() -> None:
     assert refresh["preferences"]["instanceWarmup"] == "900"
 
 
+@pytest.mark.program
 def test_capacity_block_targets_the_block_without_a_placement_group() -> None:
     pool = {**P5, "capacity": {"type": "capacity-block", "reservationId": "cr-0123456789abcdef0"}}
     run, built = build(pool)
@@ -325,6 +342,7 @@ def test_capacity_block_targets_the_block_without_a_placement_group() -> None:
     assert asg_tags(run.one(ASG, "t-h100"))["gpu-clusters/capacity-type"] == ("capacity-block", True)
 
 
+@pytest.mark.program
 @pytest.mark.parametrize(
     ("capacity", "target"),
     [
@@ -349,6 +367,7 @@ def test_reservations_are_targeted_by_id_or_resource_group(capacity: dict[str, s
     assert run.of_type(PG) == []
 
 
+@pytest.mark.program
 def test_placement_group_can_be_forced_on_for_a_reservation_or_off_for_on_demand() -> None:
     on = {
         **P5,
@@ -361,6 +380,7 @@ def test_placement_group_can_be_forced_on_for_a_reservation_or_off_for_on_demand
 
 
 # ------------------------------------------------------------------------------------------------ other pools
+@pytest.mark.program
 def test_fixed_pool_carries_no_autoscaler_tags() -> None:
     run, _ = build({**SYSTEM, "scaling": {"min": 2, "max": 3, "mode": "fixed"}})
     tags = asg_tags(run.one(ASG, "t-system"))
@@ -368,11 +388,13 @@ def test_fixed_pool_carries_no_autoscaler_tags() -> None:
     assert tags["gpu-clusters/role"] == ("system", True)
 
 
+@pytest.mark.program
 def test_gpu_utilization_pool_carries_the_autoscaler_tags() -> None:
     run, _ = build({**SPOT, "scaling": {"min": 1, "max": 4, "mode": "gpu-utilization"}})
     assert any(key.startswith(CA_PREFIX) for key in asg_tags(run.one(ASG, "t-l40s")))
 
 
+@pytest.mark.program
 def test_cpu_pool_has_one_plain_interface_standard_ami_and_only_the_system_taint() -> None:
     run, built = build(SYSTEM, P5)
     lt = run.one(LT, "t-system")
@@ -397,6 +419,7 @@ def test_cpu_pool_has_one_plain_interface_standard_ami_and_only_the_system_taint
     assert built["system"].efa_security_group is None
 
 
+@pytest.mark.program
 def test_imds_hop_limit_and_root_volume_come_from_config() -> None:
     reason = "legacy-agent reads IMDS from the pod network"
     pool = {**SYSTEM, "imdsHopLimit": 2, "imdsHopLimitReason": reason, "rootVolumeGib": 80}
@@ -407,6 +430,7 @@ def test_imds_hop_limit_and_root_volume_come_from_config() -> None:
     assert lt.inputs["tags"]["gpu-clusters/imds-hop-limit-reason"] == reason
 
 
+@pytest.mark.program
 def test_nodes_require_imdsv2_with_hop_limit_1_and_no_justification_tag_by_default() -> None:
     lt = build(SYSTEM)[0].one(LT, "t-system")
     assert lt.inputs["metadataOptions"] == {
@@ -417,6 +441,7 @@ def test_nodes_require_imdsv2_with_hop_limit_1_and_no_justification_tag_by_defau
     assert "gpu-clusters/imds-hop-limit-reason" not in lt.inputs["tags"]
 
 
+@pytest.mark.program
 def test_bottlerocket_pool_sizes_the_data_volume_and_renders_toml() -> None:
     cluster = {"tags": {"team": "ml"}, "bottlerocketRelease": "1.42.0"}
     spec = stack_config(
@@ -437,6 +462,7 @@ def test_bottlerocket_pool_sizes_the_data_volume_and_renders_toml() -> None:
     assert "000-mount-instance-storage" in settings["bootstrap-commands"]
 
 
+@pytest.mark.program
 def test_pool_in_an_az_without_a_subnet_is_refused() -> None:
     spec = spec_of({**P5, "placement": {"availabilityZones": ["us-east-1f"]}})
     with pytest.raises(ValueError, match="no private subnet for AZ"):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 from typing import Any
 
+import pytest
 from rich.console import Console
 
 from blueprint.plan.render import markdown, table
@@ -56,6 +57,7 @@ def test_spot_saving_is_shown_only_when_a_pool_runs_on_spot(each_shipped_plan: d
         assert ("spot saves ~" in text) == (round(saving, 2) > 0)
 
 
+@pytest.mark.program
 def test_a_stack_without_spot_does_not_claim_a_zero_saving() -> None:
     """The training stack has no spot pool: no "spot saves ~$0.00/h"; the inference stack's spot pool saves money."""
     training, inference = shipped_plan("training"), shipped_plan("inference")

@@ -87,6 +87,7 @@ def test_every_pool_needs_a_role(roles: dict[str, list[str]]) -> None:
         pool_identity_policy(roles)
 
 
+@pytest.mark.program
 def test_the_hybrid_stack_gives_every_pool_its_own_role_and_binds_it_in_the_policy() -> None:
     run = shipped_stack("hybrid").run
     policy = run.one(POLICY, "hybrid-pool-identity")
@@ -118,6 +119,7 @@ def test_the_hybrid_stack_gives_every_pool_its_own_role_and_binds_it_in_the_poli
     assert binding.inputs["spec"] == {"policyName": POLICY_NAME, "validationActions": ["Deny", "Audit"]}
 
 
+@pytest.mark.program
 def test_each_launch_template_boots_with_its_own_pools_instance_profile() -> None:
     run = shipped_stack("hybrid").run
     templates = run.of_type("aws:ec2/launchTemplate:LaunchTemplate")

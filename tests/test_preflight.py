@@ -678,6 +678,7 @@ def _stub_everything(stack: str, healthy: bool) -> Callable[[str], Any]:
     return clients.__getitem__
 
 
+@pytest.mark.program
 @pytest.mark.parametrize(("healthy", "code"), [(True, 0), (False, 1)])
 def test_preflight_end_to_end_with_stubbed_clients(
     healthy: bool, code: int, monkeypatch: pytest.MonkeyPatch, blueprint_cli: Callable[..., CliResult]
@@ -708,6 +709,7 @@ def shipped_addon(stack: str, name: str) -> str:
     )
 
 
+@pytest.mark.program
 def test_preflight_table_output(monkeypatch: pytest.MonkeyPatch, blueprint_cli: Callable[..., CliResult]) -> None:
     monkeypatch.setattr(plan_module, "run_stack_under_mocks", lambda stack, config_file: shipped_stack(stack))
     clients = _stub_everything("training", True)
@@ -734,6 +736,7 @@ def without_credentials(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
 
 
+@pytest.mark.program
 def test_without_credentials_preflight_stops_with_one_line(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Any, blueprint_cli: Callable[..., CliResult]
 ) -> None:

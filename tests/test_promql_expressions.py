@@ -12,6 +12,8 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
+import pytest
+
 from tests.promql_expressions import (
     ALERT,
     PANEL,
@@ -51,6 +53,7 @@ def uncovered(expressions: Iterable[Expression]) -> list[str]:
     return missing
 
 
+@pytest.mark.program
 def test_every_shipped_expression_is_covered() -> None:
     expressions = list(every_expression())
     assert {ALERT, SCALER, PANEL, VARIABLE} <= {e.kind for e in expressions}
@@ -67,6 +70,7 @@ def _keda_trigger(query: str) -> dict[str, object]:
     }
 
 
+@pytest.mark.program
 def test_a_new_autoscaler_query_is_found_and_uncovered() -> None:
     """A KEDA trigger on vLLM's queue is found, and is uncovered until a scenario evaluates its shape; the shipped
     query built for another workload and thresholds is the same shape."""
@@ -79,6 +83,7 @@ def test_a_new_autoscaler_query_is_found_and_uncovered() -> None:
     assert shape(other) == shipped
 
 
+@pytest.mark.program
 def test_promql_in_a_place_the_collector_does_not_read_is_reported() -> None:
     resource = {"type": "kubernetes:core/v1:ConfigMap", "name": "x", "inputs": {"data": {"q": "rate(foo_total[5m])"}}}
     (found,) = collect("x", [resource]).expressions
@@ -126,6 +131,7 @@ def test_components_write_promql_only_where_the_collector_reads_it() -> None:
     assert found == PROMQL_SOURCES
 
 
+@pytest.mark.program
 def test_no_shipped_expression_depends_on_what_prometheus_3_changed() -> None:
     """CI's promtool is 2.42 and the cluster's Prometheus 3.x ([PROM3]): `holt_winters` parses in CI but not on the
     cluster, so it is refused here (docs/addons.md, "Which Prometheus evaluates the rules")."""

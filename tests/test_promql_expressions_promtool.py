@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.promql_expressions import ALERT, RECORD, found_in, stack_names
 from tests.promtool import check_rules, needs_promtool
 
-pytestmark = needs_promtool
+pytestmark = [pytest.mark.program, needs_promtool]
 
 
 def test_every_shipped_expression_parses(tmp_path: Path) -> None:

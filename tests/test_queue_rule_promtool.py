@@ -13,12 +13,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from components.planning.serving_policies import Bounds, in_flight_recommendation, scale_up_limit
 from tests.builders import shipped_plan
 from tests.promql_expressions import SCALER, found_in, shape
 from tests.promtool import needs_promtool, run_rule_tests
 
-pytestmark = needs_promtool
+pytestmark = [pytest.mark.program, needs_promtool]
 
 SCRAPE_SECONDS = 30
 OWN = 'job="inference/chat",namespace="inference"'

@@ -143,6 +143,7 @@ def test_wait_for_pods_ready_takes_the_configured_admission() -> None:
     assert "backoffLimitCount" not in defaults["requeuingStrategy"]
 
 
+@pytest.mark.program
 def test_cluster_autoscaler_handles_provisioning_requests_only_with_the_capacity_check() -> None:
     run = run_addons(addon_stack(SYSTEM_POOL, TRAINING_POOL))
     assert releases(run)["cluster-autoscaler"]["values"]["extraArgs"][PROVISIONING_REQUESTS_FLAG] is True
@@ -321,6 +322,7 @@ def kueue_objects(run: Any) -> dict[str, Any]:
     }
 
 
+@pytest.mark.program
 def test_every_kueue_object_is_registered_after_the_release() -> None:
     spec = stack_config(SYSTEM_POOL, TRAINING_POOL, storage=LUSTRE, cluster={"kubernetesVersion": "1.35"})
     run = run_addons(spec)
@@ -353,6 +355,7 @@ def test_every_kueue_object_is_registered_after_the_release() -> None:
     assert [level["nodeLabel"] for level in topology["levels"]] == list(NETWORK_TOPOLOGY_LEVELS)
 
 
+@pytest.mark.program
 def test_the_provisioning_request_crd_comes_before_both_controllers() -> None:
     run = run_addons(addon_stack(SYSTEM_POOL, TRAINING_POOL))
     (crd,) = run.of_type("kubernetes:yaml/v2:ConfigFile")
@@ -364,6 +367,7 @@ def test_the_provisioning_request_crd_comes_before_both_controllers() -> None:
     assert crd.urn in by_name["cluster-autoscaler"].depends_on
 
 
+@pytest.mark.program
 def test_no_crd_without_the_capacity_check() -> None:
     spec = addon_stack(SYSTEM_POOL, TRAINING_POOL, addons={"clusterAutoscaler": {"enabled": "off"}})
     run = run_addons(spec)
@@ -371,6 +375,7 @@ def test_no_crd_without_the_capacity_check() -> None:
     assert "AdmissionCheck" not in {r.inputs["kind"] for r in run.registrations if r.type.startswith(KUEUE)}
 
 
+@pytest.mark.program
 def test_the_training_stack_plans_with_its_queue() -> None:
     from tests.builders import shipped_plan
 
@@ -459,6 +464,7 @@ def test_queues_with_kueue_off_are_refused() -> None:
     ]
 
 
+@pytest.mark.program
 def test_a_bad_queue_exits_2_through_the_cli(tmp_path: Path, blueprint_cli: Callable[..., CliResult]) -> None:
     stack = yaml.safe_load(Path("stacks/Pulumi.training.yaml").read_text())
     stack["config"]["gpu-clusters:workloads"] = {
@@ -480,6 +486,7 @@ def test_kueues_namespace_is_restricted_and_no_workload_namespace() -> None:
     assert (kueue.level, kueue.ownership, kueue.workload) == ("restricted", "created", False)
 
 
+@pytest.mark.program
 def test_the_plan_prints_the_queues(blueprint_cli: Callable[..., CliResult]) -> None:
     table = blueprint_cli("plan", "--stack", "training")
     assert table.returncode == 0

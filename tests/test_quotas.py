@@ -135,6 +135,7 @@ def test_every_quota_cites_a_defined_source() -> None:
         assert quota.source and quota.name
 
 
+@pytest.mark.program
 def test_training_plan_needs_the_p_on_demand_vcpus_of_its_pool_at_max() -> None:
     plan = shipped_plan("training")
     h100 = next(p for p in plan["summary"]["nodePools"] if p["name"] == "h100")
@@ -163,6 +164,7 @@ def test_the_table_and_markdown_show_each_quota_code_and_need(each_shipped_plan:
         assert f"| {quota['quotaCode'] or '-'} | {quota['name']} | {needed}" in rendered
 
 
+@pytest.mark.program
 @pytest.mark.parametrize("stack", ["training", "inference", "hybrid", "smoke"])
 def test_the_operations_guide_states_each_stacks_quotas_as_the_plan_does(stack: str) -> None:
     """docs/operations.md, "Service quotas": the table's row for the stack carries every EC2 vCPU need, the Elastic
@@ -174,6 +176,7 @@ def test_the_operations_guide_states_each_stacks_quotas_as_the_plan_does(stack: 
             assert f"{quota['needed']:,}" in row, (quota["name"], row)
 
 
+@pytest.mark.program
 def test_the_operations_guide_names_the_shipped_stacks_that_fill_the_default_elastic_ips_together() -> None:
     """Two shipped stacks in one Region can use every Elastic IP of the default quota (5, [VPCQ]); the guide names
     each such pair, as the plans count them."""

@@ -85,6 +85,7 @@ def test_stack_buckets_are_the_created_bucket_the_named_paths_and_the_extras() -
     assert stack_buckets(spec) == ["extra-bucket", "shared-datasets", "train-scratch-data-*"]
 
 
+@pytest.mark.program
 def test_the_training_stacks_endpoint_admits_its_data_bucket_only() -> None:
     planned = shipped_stack("training")
     endpoint = planned.run.one(ENDPOINT)

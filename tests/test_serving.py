@@ -328,6 +328,7 @@ def test_keda_reads_secrets_only_in_its_own_namespace() -> None:
 
 
 # ----------------------------------------------------------------------------------------------- shipped stacks
+@pytest.mark.program
 @pytest.mark.parametrize(
     ("stack", "prefix", "pool_name", "claim"),
     [("inference", "serve", "l40s", "model-weights"), ("hybrid", "hybrid", "a40", "model-weights")],
@@ -349,6 +350,7 @@ def test_shipped_stacks_serve_with_the_autoscaler_wired(stack: str, prefix: str,
     assert releases["keda"]["values"]["nodeSelector"] == {"gpu-clusters/role": "system"}
 
 
+@pytest.mark.program
 def test_the_inference_pool_follows_its_replicas_through_the_autoscaler() -> None:
     run = shipped_stack("inference").run
     (asg,) = [r for r in run.of_type(AUTOSCALING_GROUP) if "l40s" in r.name]
@@ -406,6 +408,7 @@ def inference_on_the_gpu_utilization_rule() -> StackConfig:
     return validate_config(config, files.project)
 
 
+@pytest.mark.program
 def test_the_plan_summary_shows_the_rule_the_scaler_applies() -> None:
     from tests.builders import shipped_plan
     from tests.promql_expressions import plan_resources

@@ -121,6 +121,7 @@ def _hybrid_with(change: dict[str, Any], tmp_path: Path) -> Any:
     return stack_run(config_file=path).run
 
 
+@pytest.mark.program
 def test_the_hybrid_stack_registers_the_queue_trigger_and_its_pod_monitor() -> None:
     run = stack_run("hybrid").run
     spec = run.one(SCALED_OBJECT, "hybrid-chat-scaler").inputs["spec"]
@@ -145,6 +146,7 @@ def test_the_hybrid_stack_registers_the_queue_trigger_and_its_pod_monitor() -> N
     }
 
 
+@pytest.mark.program
 def test_choosing_the_seed_rule_registers_its_trigger(tmp_path: Path) -> None:
     run = _hybrid_with({"autoscaling": {"rule": "gpu-utilization"}}, tmp_path)
     spec = run.one(SCALED_OBJECT, "hybrid-chat-scaler").inputs["spec"]

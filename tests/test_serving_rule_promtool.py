@@ -14,10 +14,12 @@ from math import ceil
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.promql_expressions import SCALER, found_in, plan_resources, shape
 from tests.promtool import needs_promtool, run_rule_tests
 
-pytestmark = needs_promtool
+pytestmark = [pytest.mark.program, needs_promtool]
 
 #: The inference stack with its pool in `mode: gpu-utilization` (a chart-test variant).
 SEED_RULE_STACK = "inference-gpu-utilization"

@@ -238,6 +238,7 @@ def test_the_policy_admits_only_the_namespace_the_configured_sources_and_prometh
     ]
 
 
+@pytest.mark.program
 @pytest.mark.parametrize(
     ("stack", "prefix", "cidrs"),
     [

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from components.errors import ConfigError
@@ -97,6 +98,7 @@ def test_tensor_parallelism_cannot_span_mig_devices() -> None:
 
 
 # --------------------------------------------------------------------------------------------------- the CLI
+@pytest.mark.program
 def test_plan_exits_2_with_the_key_path(blueprint_cli: Callable[..., CliResult], tmp_path: Path) -> None:
     raw = yaml.safe_load(Path("stacks/Pulumi.inference.yaml").read_text())
     pools = raw["config"]["gpu-clusters:nodePools"]

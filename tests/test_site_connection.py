@@ -62,6 +62,7 @@ def test_nothing_routes_to_the_site_without_hybrid_pools_or_outside_networks() -
 
 
 # ------------------------------------------------------------------------------------------------------- network
+@pytest.mark.program
 def test_a_transit_gateway_is_attached_on_the_private_subnets() -> None:
     run = build(hybrid_spec())
     attachment = run.one("aws:ec2transitgateway/vpcAttachment:VpcAttachment")
@@ -71,6 +72,7 @@ def test_a_transit_gateway_is_attached_on_the_private_subnets() -> None:
     assert not run.of_type("aws:ec2/vpnGatewayAttachment:VpnGatewayAttachment")
 
 
+@pytest.mark.program
 def test_every_private_route_table_routes_every_site_cidr_to_the_gateway_after_the_attachment() -> None:
     run = build(hybrid_spec())
     attachment = run.one("aws:ec2transitgateway/vpcAttachment:VpcAttachment")
@@ -85,6 +87,7 @@ def test_every_private_route_table_routes_every_site_cidr_to_the_gateway_after_t
         assert attachment.urn in route.depends_on
 
 
+@pytest.mark.program
 def test_the_public_route_table_keeps_only_its_internet_route() -> None:
     run = build(hybrid_spec())
     public_table = run.one("aws:ec2/routeTable:RouteTable", "demo-public").id
@@ -92,6 +95,7 @@ def test_the_public_route_table_keeps_only_its_internet_route() -> None:
     assert [r.inputs["destinationCidrBlock"] for r in public_routes] == ["0.0.0.0/0"]
 
 
+@pytest.mark.program
 def test_a_virtual_private_gateway_is_attached_to_the_vpc_and_is_the_routes_gateway() -> None:
     run = build(hybrid_spec(VGW))
     attachment = run.one("aws:ec2/vpnGatewayAttachment:VpnGatewayAttachment")
@@ -104,6 +108,7 @@ def test_a_virtual_private_gateway_is_attached_to_the_vpc_and_is_the_routes_gate
     assert not run.of_type("aws:ec2transitgateway/vpcAttachment:VpcAttachment")
 
 
+@pytest.mark.program
 def test_no_site_connection_no_attachment_and_no_site_routes() -> None:
     run = build(stack_config(SYSTEM_POOL, cluster={"endpoint": {"public": True, "publicAccessCidrs": [VPN]}}))
     assert not site_routes(run)
@@ -178,6 +183,7 @@ def test_a_real_looking_gateway_id_is_not_a_warning(gateway: str) -> None:
     assert not example_id(gateway)
 
 
+@pytest.mark.program
 def test_the_hybrid_stack_routes_the_site_through_its_gateway_before_any_kubernetes_object() -> None:
     run = shipped_stack("hybrid").run
     routes = site_routes(run)
@@ -187,6 +193,7 @@ def test_the_hybrid_stack_routes_the_site_through_its_gateway_before_any_kuberne
     assert any("siteConnection" in w and "example id" in w for w in shipped_plan("hybrid")["summary"]["warnings"])
 
 
+@pytest.mark.program
 @pytest.mark.parametrize("stack", ["training", "inference"])
 def test_cloud_stacks_route_nothing_to_a_site(stack: str) -> None:
     run = shipped_stack(stack).run

@@ -32,6 +32,7 @@ def _dollars(text: str) -> float:
     return float(match.group(1).replace(",", ""))
 
 
+@pytest.mark.program
 @pytest.mark.parametrize("stack", list_stacks())
 def test_the_readme_table_shows_each_stacks_plan(stack: str) -> None:
     plan = shipped_plan(stack)
@@ -43,6 +44,7 @@ def test_the_readme_table_shows_each_stacks_plan(stack: str) -> None:
     assert row[2].startswith(f"{summary['gpus']['min']}..{summary['gpus']['max']}:")
 
 
+@pytest.mark.program
 @pytest.mark.parametrize("stack", stack_figures.documented_stacks(STACKS_DOC.read_text()))
 def test_stacks_md_shows_each_stacks_plan(stack: str) -> None:
     plan = shipped_plan(stack)
@@ -59,6 +61,7 @@ def test_every_stack_section_of_stacks_md_has_its_figures() -> None:
     assert stack_figures.documented_stacks(text) == described
 
 
+@pytest.mark.program
 def test_a_figure_the_summary_changes_reaches_the_table() -> None:
     plan = copy.deepcopy(shipped_plan("training"))
     plan["summary"]["hourlyUsd"]["idle"] = 1234.5
@@ -68,6 +71,7 @@ def test_a_figure_the_summary_changes_reaches_the_table() -> None:
     assert row[5] == "$1,234.50"
 
 
+@pytest.mark.program
 def test_a_new_stack_gets_a_row_after_the_described_ones() -> None:
     parts = stack_figures.generated_parts(
         [*list_stacks(), "extra"], lambda s: shipped_plan(s.replace("extra", "hybrid"))
@@ -99,6 +103,7 @@ def drifted_readme(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return path
 
 
+@pytest.mark.program
 def test_schema_check_fails_on_a_drifted_readme_saying_what_to_run(
     drifted_readme: Path, blueprint_cli: Callable[..., CliResult]
 ) -> None:
@@ -107,6 +112,7 @@ def test_schema_check_fails_on_a_drifted_readme_saying_what_to_run(
     assert result.stderr.splitlines() == [f"blueprint: {drifted_readme} is out of date; run `blueprint schema --write`"]
 
 
+@pytest.mark.program
 def test_the_generated_table_restores_a_drifted_readme(drifted_readme: Path) -> None:
     text = drifted_readme.read_text()
     for path, marker, generated in stack_figures.generated_parts(list_stacks(), shipped_plan):

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from blueprint.verify.expectations import load_spec
 from components.addons import ADDONS
 from components.planning.stack_plan import plan_stack
@@ -59,6 +61,7 @@ def test_a_listed_inference_pool_mounts_lustre() -> None:
     assert {p.name: p.lustre_client for p in plan.pools} == {"system": None, "h100": None, "l40s": "tcp"}
 
 
+@pytest.mark.program
 def test_each_registered_addon_is_built_exactly_when_the_plan_enables_it() -> None:
     for stack in ("training", "inference"):
         spec = load_spec(stack, None)

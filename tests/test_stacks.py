@@ -43,6 +43,7 @@ def test_no_policy_violation(each_shipped_plan: dict[str, Any]) -> None:
     assert all(m.endswith("(approved in exceptions.json)") for m in waivers)
 
 
+@pytest.mark.program
 @pytest.mark.parametrize("stack", list_stacks())
 def test_every_stack_has_a_two_node_system_pool(stack: str) -> None:
     system = pool(stack, "system")
@@ -54,6 +55,7 @@ def test_every_stack_has_a_two_node_system_pool(stack: str) -> None:
     )
 
 
+@pytest.mark.program
 def test_training_pool_gets_all_32_efa_devices_in_one_az_with_a_placement_group() -> None:
     h100 = pool("training", "h100")
     assert (h100["instanceType"], h100["gpuModel"], h100["gpusPerNode"]) == ("p5.48xlarge", "H100", 8)
@@ -66,6 +68,7 @@ def test_training_pool_gets_all_32_efa_devices_in_one_az_with_a_placement_group(
     assert group["inputs"]["strategy"] == "cluster"
 
 
+@pytest.mark.program
 def test_training_lustre_is_protected_persistent_2_in_the_pool_az_with_s3_links() -> None:
     (fs,) = resources("training", LUSTRE)
     assert fs["inputs"]["deploymentType"] == "PERSISTENT_2"
@@ -87,11 +90,13 @@ def test_training_lustre_is_protected_persistent_2_in_the_pool_az_with_s3_links(
     assert claim["inputs"]["spec"]["accessModes"] == ["ReadWriteMany"]
 
 
+@pytest.mark.program
 def test_training_plans_device_plugins_and_cluster_autoscaler() -> None:
     charts = {r["inputs"]["chart"].rsplit("/", 1)[-1] for r in resources("training", HELM_RELEASE)}
     assert {"nvidia-device-plugin", "aws-efa-k8s-device-plugin", "cluster-autoscaler"} <= charts
 
 
+@pytest.mark.program
 def test_inference_pool_is_4x48gb_on_spot_and_its_serving_replicas_scale_on_vllm_requests_in_flight() -> None:
     l40s = pool("inference", "l40s")
     assert (l40s["instanceType"], l40s["gpusPerNode"], l40s["capacityType"]) == ("g6e.12xlarge", 4, "spot")
@@ -116,6 +121,7 @@ def test_inference_pool_is_4x48gb_on_spot_and_its_serving_replicas_scale_on_vllm
     assert summary["spotSaving"] > 0 and summary["max"] < summary["maxOnDemand"]
 
 
+@pytest.mark.program
 def test_inference_uses_efs_and_the_termination_handler() -> None:
     efs = storage("inference", "efs")
     assert efs["mountedBy"] == ["l40s"]
@@ -126,6 +132,7 @@ def test_inference_uses_efs_and_the_termination_handler() -> None:
     assert "aws-node-termination-handler" in charts
 
 
+@pytest.mark.program
 def test_hybrid_joins_four_a40_servers_next_to_the_cloud_training_side() -> None:
     a40 = pool("hybrid", "a40")
     assert (a40["kind"], a40["gpuModel"], a40["gpusPerNode"], a40["minNodes"], a40["maxNodes"]) == (
@@ -146,6 +153,7 @@ def test_hybrid_joins_four_a40_servers_next_to_the_cloud_training_side() -> None
     assert nfs["mountedBy"] == ["a40"] and nfs["throughputMBps"] == 1250
 
 
+@pytest.mark.program
 def test_smoke_runs_the_shipped_code_paths_on_one_spot_gpu_and_the_smallest_lustre() -> None:
     """The cheap first deploy: a spot GPU pool with the device plugin, cluster-autoscaler, interruption handling,
     GPU monitoring and a Lustre claim linked to S3, as the shipped stacks have them."""
@@ -177,6 +185,7 @@ def test_smoke_runs_the_shipped_code_paths_on_one_spot_gpu_and_the_smallest_lust
     assert link["inputs"]["s3"]["autoImportPolicy"]["events"] == link["inputs"]["s3"]["autoExportPolicy"]["events"]
 
 
+@pytest.mark.program
 def test_smoke_at_max_costs_less_than_one_gpu_node_of_any_other_shipped_stack() -> None:
     smoke = shipped_plan("smoke")["summary"]["hourlyUsd"]["max"]
     others = [

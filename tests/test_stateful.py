@@ -35,6 +35,7 @@ ENCRYPTED_DATA = {
 BUCKET_ENCRYPTION = "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration"
 
 
+@pytest.mark.program
 @pytest.mark.parametrize("stack", list_stacks())
 def test_a_kept_file_system_or_bucket_keeps_the_key_that_decrypts_it(stack: str) -> None:
     """`pulumi destroy` leaving the data but deleting its key would leave data nobody can read: whatever keeps a
@@ -66,6 +67,7 @@ def _destroy_section() -> str:
     return text[start : text.index("\n## ", start + 1)]
 
 
+@pytest.mark.program
 def test_a_lustre_file_system_is_deleted_before_the_destroy_because_its_network_is_not_kept() -> None:
     """A Lustre file system kept through `pulumi destroy` holds network interfaces in the stack's subnet behind its
     security group, so deleting those fails (DependencyViolation). The stack keeps no network for it; the documented

@@ -50,6 +50,7 @@ def pod_specs_on_the_system_pool(values: Any, where: str) -> Iterator[tuple[str,
             yield from pod_specs_on_the_system_pool(value, f"{where}[{i}]")
 
 
+@pytest.mark.program
 @pytest.mark.parametrize("stack", list_stacks())
 def test_every_add_on_on_the_system_pool_tolerates_its_taint(stack: str) -> None:
     plan = shipped_plan(stack)

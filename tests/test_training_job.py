@@ -150,6 +150,7 @@ def test_the_pod_monitor_scrapes_every_worker_of_the_jobset_labelled_with_its_na
     ]
 
 
+@pytest.mark.program
 def test_the_stack_scrapes_the_job_on_the_prometheus_path_only(tmp_path: Path) -> None:
     run = shipped_stack("training").run
     (monitor,) = [
@@ -332,6 +333,7 @@ def test_training_job_of_a_stack_without_one_is_a_usage_error(blueprint_cli: Cal
     assert "has no workloads.training" in result.stderr and result.stdout == ""
 
 
+@pytest.mark.program
 def test_an_invalid_training_job_is_refused_with_every_problem_at_once(
     tmp_path: Path, blueprint_cli: Callable[..., CliResult]
 ) -> None:
@@ -387,6 +389,7 @@ def test_the_job_needs_a_gpu_pool_that_mounts_lustre(training: Any, storage: Any
 
 
 # ----------------------------------------------------------------------------------- what the stack registers
+@pytest.mark.program
 def test_the_stack_ships_the_script_as_a_config_map_in_the_jobs_namespace() -> None:
     run = shipped_stack("training").run
     maps = [
@@ -401,6 +404,7 @@ def test_the_stack_ships_the_script_as_a_config_map_in_the_jobs_namespace() -> N
     assert namespace.urn in maps[0].depends_on
 
 
+@pytest.mark.program
 def test_the_stack_starts_no_gpu_work_by_itself() -> None:
     """The JobSet controller is installed (its component is `gpu-clusters:index:JobSet`); no JobSet, Job or Pod is
     created."""
@@ -409,6 +413,7 @@ def test_the_stack_starts_no_gpu_work_by_itself() -> None:
     assert not any("jobset.x-k8s.io" in t for t in types)
 
 
+@pytest.mark.program
 def test_the_jobset_release_is_pinned_on_the_system_pool_in_its_namespace() -> None:
     run = shipped_stack("training").run
     release = next(r for r in run.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "jobset")
@@ -434,12 +439,14 @@ def test_the_jobset_release_is_pinned_on_the_system_pool_in_its_namespace() -> N
     assert policies["jobset-webhook"]["spec"]["podSelector"]["matchLabels"]["app.kubernetes.io/name"] == "jobset"
 
 
+@pytest.mark.program
 def test_jobset_runs_where_a_training_pool_or_job_is_and_nowhere_else() -> None:
     enabled = {stack: shipped_stack(stack).exports["addons"] for stack in ("training", "hybrid", "inference")}
     assert "jobset" in enabled["training"] and "jobset" in enabled["hybrid"]
     assert "jobset" not in enabled["inference"]
 
 
+@pytest.mark.program
 def test_the_plan_summary_shows_the_jobs_gpus_and_checkpoint_write_time() -> None:
     summary = shipped_stack("training").plan["summary"]["trainingJob"]
     assert summary == {

@@ -32,6 +32,7 @@ def smoke_with_zone_ids(tmp_path: Path, ids: str) -> Path:
     return copy
 
 
+@pytest.mark.program
 def test_the_smoke_stack_without_zone_ids_warns_that_its_gpu_az_may_not_offer_g6e() -> None:
     found = zone_warnings(shipped_plan("smoke")["summary"]["warnings"])
     (gpu,) = [w for w in found if w.startswith("nodePools[1] (l40s)")]
@@ -41,12 +42,14 @@ def test_the_smoke_stack_without_zone_ids_warns_that_its_gpu_az_may_not_offer_g6
     assert LIST_IDS in gpu
 
 
+@pytest.mark.program
 def test_the_smoke_stack_with_zone_ids_that_offer_its_types_plans_without_the_warning(tmp_path: Path) -> None:
     plan = file_plan(smoke_with_zone_ids(tmp_path, "{us-east-1a: use1-az4, us-east-1b: use1-az6}"))
     assert zone_warnings(plan["summary"]["warnings"]) == []
     assert not [v for v in plan["violations"] if v["level"] == "mandatory"]
 
 
+@pytest.mark.program
 def test_the_smoke_stack_with_its_gpu_az_mapped_to_a_zone_without_g6e_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as refused:
         file_plan(smoke_with_zone_ids(tmp_path, "{us-east-1a: use1-az3, us-east-1b: use1-az6}"))

@@ -17,7 +17,7 @@ import pytest
 from tests.promql_expressions import PANEL, Expression, found_in
 from tests.promtool import needs_promtool, run_rule_tests
 
-pytestmark = needs_promtool
+pytestmark = [pytest.mark.program, needs_promtool]
 
 SCRAPE_SECONDS = 15
 EVAL_AT = "10m"

@@ -8,6 +8,7 @@ program runs exactly as under `pulumi up`, with `PlanMocks` standing in for the 
 from __future__ import annotations
 
 import json
+import sys
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -155,8 +156,10 @@ def run_mocked(
     """Run `program` under fresh mocks and return every registration, in plan order, once all of them completed.
 
     The program reads `PLAN_TIME` as the current time. Exceptions from the program (a `ConfigError` above all)
-    propagate unchanged.
+    propagate unchanged. Each run raises the audit event `blueprint.run_mocked` (project, stack): the test suite's
+    tier guard listens for it (tests/tiers.py).
     """
+    sys.audit("blueprint.run_mocked", project, stack)
     settings = dict(config or {})
     region = region or settings.get("aws:region", "us-east-1")
     settings.setdefault("aws:region", region)

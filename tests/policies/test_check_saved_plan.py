@@ -8,6 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.builders import CliResult
 
 Cli = Callable[..., CliResult]
@@ -20,6 +22,7 @@ def save(tmp_path: Path, plan: Any) -> Path:
     return path
 
 
+@pytest.mark.program
 def test_a_saved_shipped_plan_checks_as_the_stack_does(blueprint_cli: Cli, tmp_path: Path) -> None:
     saved = blueprint_cli("plan", "--stack", "smoke", "--format", "json")
     assert saved.returncode == 0
@@ -39,6 +42,7 @@ def test_a_saved_plan_with_a_mandatory_violation_fails(blueprint_cli: Cli, tmp_p
     assert ("no-public-ingress-combined", "broken-efa") in found
 
 
+@pytest.mark.program
 def test_a_plan_edited_after_planning_is_judged_as_saved(blueprint_cli: Cli, tmp_path: Path) -> None:
     plan = json.loads(blueprint_cli("plan", "--stack", "smoke", "--format", "json").stdout)
     namespace = next(

@@ -115,6 +115,7 @@ def test_pulumi_policy_yaml_names_a_python_runtime_with_its_own_virtualenv() -> 
     assert project["description"]
 
 
+@pytest.mark.program
 def test_the_pack_runs_from_the_checkout_without_the_project_installed() -> None:
     """Its virtualenv holds only the lock (requirements.txt); the engine runs the directory (pulumi.policy's
     `runpy.run_path`), and the pack finds `components` and `policies` one directory up."""

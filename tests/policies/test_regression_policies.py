@@ -366,6 +366,7 @@ def test_a_privileged_namespace_passes_with_an_approval(monkeypatch: pytest.Monk
     assert check("k8s-namespace-pod-security", NAMESPACE, privileged, name="ns") == []
 
 
+@pytest.mark.program
 def test_a_stack_with_a_claim_in_default_labels_it_by_patch_and_passes(tmp_path: Path) -> None:
     """A claim in `default` makes the stack patch Kubernetes' own namespace with its labels; the pack judges the
     patch and finds the level restricted."""

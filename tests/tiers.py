@@ -1,0 +1,106 @@
+"""The suite's two tiers and the guard that keeps each test in its tier (README "Set-up and tests").
+
+The everyday run (`pytest -q`) leaves out the tests marked `program`: those that run the Pulumi program under mocks
+(`blueprint.plan.runner.run_mocked`, directly, through the builders or through a fixture) or start the `blueprint`
+CLI, the policy pack or promtool in a process of their own. CI runs them in its `program` step (`pytest -m program`).
+While a test that is not marked `program` sets up and runs, the guard listens for the audit events of a mocked run
+(`blueprint.run_mocked`) and of a new process (`subprocess.Popen`), and fails the test with the marker to add.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+MARKER = "program"
+
+#: The conftest fixtures that run the program under mocks: the conftest marks every test that uses one `program`.
+PROGRAM_FIXTURES = frozenset({"training_stack", "inference_stack", "hybrid_stack", "each_shipped_plan"})
+
+#: The policy pack's directory: a process handed it runs the pack.
+PACK_DIR = Path(__file__).resolve().parents[1] / "policies"
+
+
+def spawned_program(args: str | bytes | os.PathLike[str] | Sequence[Any]) -> str | None:
+    """What a new process with these arguments runs, when it is program-level: the `blueprint` CLI (its console
+    script or `python -m blueprint.cli`), the policy pack, or promtool; None for anything else (a shell script
+    under test, git, jq)."""
+    one_string = isinstance(args, str | bytes | os.PathLike)
+    argv = os.fsdecode(args).split() if one_string else [os.fsdecode(a) for a in args]
+    if not argv:
+        return None
+    command = Path(argv[0]).name
+    if command == "blueprint" or any(a in ("blueprint", "blueprint.cli") for a in _module_args(argv)):
+        return "the `blueprint` CLI in a process of its own"
+    if command == "promtool":
+        return "promtool, an external engine"
+    if any(str(PACK_DIR) in a for a in argv):
+        return "the policy pack in a process of its own"
+    return None
+
+
+def _module_args(argv: list[str]) -> Iterator[str]:
+    """The module names given to `-m` in `argv`."""
+    for flag, value in itertools.pairwise(argv):
+        if flag == "-m":
+            yield value
+
+
+class TierGuard:
+    """Fails a test that is not marked `program` when it runs a program; fed by `sys.addaudithook(guard.audit)`."""
+
+    def __init__(self) -> None:
+        self.watched: str | None = None
+        self.violations: list[str] = []
+
+    @contextmanager
+    def watching(self, nodeid: str | None) -> Iterator[None]:
+        """Watch the test `nodeid` (None: a `program` test, not watched) while it sets up or runs."""
+        self.watched, self.violations = nodeid, []
+        try:
+            yield
+        finally:
+            self.watched = None
+
+    def audit(self, event: str, args: tuple[Any, ...]) -> None:
+        if self.watched is None:
+            return
+        if event == "blueprint.run_mocked":
+            what = "the Pulumi program under mocks (blueprint.plan.runner.run_mocked)"
+        elif event == "subprocess.Popen" and (spawned := spawned_program(args[1])) is not None:
+            what = spawned
+        else:
+            return
+        message = (
+            f"{self.watched} runs {what} but is not marked `{MARKER}`: mark it `@pytest.mark.{MARKER}` (or its "
+            f"module's `pytestmark`); the everyday run leaves program-level tests to `pytest -m {MARKER}`"
+        )
+        self.violations.append(message)
+        pytest.fail(message, pytrace=False)
+
+
+def install() -> TierGuard:
+    """The session's guard, listening to this process's audit events from now on (audit hooks stay for the life of
+    the process; the guard only acts while it watches a test)."""
+    guard = TierGuard()
+    sys.addaudithook(guard.audit)
+    return guard
+
+
+#: The `blueprint` subcommands that plan the stack they are given (`--stack`/`--config`): they run its program.
+PLANNING_SUBCOMMANDS = frozenset({"plan", "check", "deployer-policy", "preflight"})
+
+
+def cli_tier(argv: Sequence[str]) -> list[pytest.MarkDecorator]:
+    """The marks of a test parametrized with `blueprint ARGV`: `program` when the command runs the program (it plans
+    a stack, not a saved plan; or `schema --write`, which plans the shipped stacks for the generated docs)."""
+    plans_a_stack = argv[0] in PLANNING_SUBCOMMANDS and "--plan" not in argv
+    writes_the_docs = argv[0] == "schema" and "--write" in argv
+    return [getattr(pytest.mark, MARKER)] if plans_a_stack or writes_the_docs else []
