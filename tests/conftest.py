@@ -47,13 +47,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(tiers.MARKER)
 
 
-#: Fails a test not marked `program` that runs the program or the CLI in a process (tests/tiers.py).
+#: Fails a test of the everyday tier that runs the program, or the CLI in a process (tests/tiers.py).
 TIER_GUARD = tiers.install()
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
-    with TIER_GUARD.watching(None if item.get_closest_marker(tiers.MARKER) else item.nodeid):
+    with TIER_GUARD.watching(tiers.watched_id(item)):
         result = yield
     _fail_on_swallowed_violations()
     return result
@@ -61,7 +61,7 @@ def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
-    with TIER_GUARD.watching(None if item.get_closest_marker(tiers.MARKER) else item.nodeid):
+    with TIER_GUARD.watching(tiers.watched_id(item)):
         result = yield
     _fail_on_swallowed_violations()
     return result

@@ -56,7 +56,7 @@ def test_the_promql_step_runs_every_module_that_uses_promtool() -> None:
     """The `promql` step runs `tests/test_*_promtool.py` with promtool required; a module using promtool under
     another name would only ever skip in CI."""
     step = (ROOT / ".ci/run").read_text().split("promql() {", 1)[1].split("\n}", 1)[0]
-    assert "BLUEPRINT_REQUIRE_PROMTOOL=1 .venv/bin/python -m pytest -q tests/test_*_promtool.py" in step
+    assert "BLUEPRINT_REQUIRE_PROMTOOL=1 .venv/bin/python -m pytest -q -m program tests/test_*_promtool.py" in step
     uses = re.compile(r"^from tests\.promtool import", re.M)
     users = {p.name for p in (ROOT / "tests").glob("test_*.py") if uses.search(p.read_text())}
     assert users and users == {p.name for p in (ROOT / "tests").glob("test_*_promtool.py")}

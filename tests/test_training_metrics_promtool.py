@@ -15,6 +15,7 @@ import pytest
 from tests.promtool import PROMTOOL, needs_promtool
 
 pytestmark = [
+    pytest.mark.program,
     needs_promtool,
     pytest.mark.skipif(
         importlib.util.find_spec("torch") is None, reason="the script imports torch (requirements-train.lock)"

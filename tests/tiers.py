@@ -3,8 +3,9 @@
 The everyday run (`pytest -q`) leaves out the tests marked `program`: those that run the Pulumi program under mocks
 (`blueprint.plan.runner.run_mocked`, directly, through the builders or through a fixture) or start the `blueprint`
 CLI, the policy pack or promtool in a process of their own. CI runs them in its `program` step (`pytest -m program`).
-While a test that is not marked `program` sets up and runs, the guard listens for the audit events of a mocked run
-(`blueprint.run_mocked`) and of a new process (`subprocess.Popen`), and fails the test with the marker to add.
+While a test of the everyday tier (marked neither `program` nor slow, charts or training) sets up and runs, the
+guard listens for the audit events of a mocked run (`blueprint.run_mocked`) and of a new process
+(`subprocess.Popen`), and fails the test with the marker to add.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from typing import Any
 import pytest
 
 MARKER = "program"
+#: The markers of the tests the everyday run leaves out (pyproject's `addopts`): the guard watches every other test.
+LEFT_OUT = (MARKER, "slow", "charts", "training")
 
 #: The conftest fixtures that run the program under mocks: the conftest marks every test that uses one `program`.
 PROGRAM_FIXTURES = frozenset({"training_stack", "inference_stack", "hybrid_stack", "each_shipped_plan"})
@@ -84,6 +87,11 @@ class TierGuard:
         )
         self.violations.append(message)
         pytest.fail(message, pytrace=False)
+
+
+def watched_id(item: pytest.Item) -> str | None:
+    """The test's id when it is in the everyday tier (none of the `LEFT_OUT` markers), else None: not watched."""
+    return None if any(item.get_closest_marker(name) for name in LEFT_OUT) else item.nodeid
 
 
 def install() -> TierGuard:
