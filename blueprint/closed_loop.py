@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -157,7 +158,8 @@ class _Seen:
     """What a rule has observed so far."""
 
     utilization: list[float | None] = field(default_factory=list)
-    recommendations: list[tuple[int, int]] = field(default_factory=list)
+    #: (minute, recommendation) within the HPA's stabilization window; older ones are dropped as minutes advance.
+    recommendations: deque[tuple[int, int]] = field(default_factory=deque)
     changes: list[tuple[int, int]] = field(default_factory=list)
 
 
@@ -175,7 +177,9 @@ def _hpa_rule(bounds: hpa.Bounds, recommend: Callable[[int, float | None, float 
 
     def step(minute: int, replicas: int, utilization: float | None, in_flight: float | None, seen: _Seen) -> int:
         wanted = recommend(replicas, utilization, in_flight)
-        recent = [r for at, r in seen.recommendations if minute - at < window]
+        while seen.recommendations and minute - seen.recommendations[0][0] >= window:
+            seen.recommendations.popleft()
+        recent = [r for _, r in seen.recommendations]
         seen.recommendations.append((minute, wanted))
         return hpa.stabilized(replicas, wanted, recent, bounds, SAMPLE_SECONDS)
 

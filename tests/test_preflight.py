@@ -271,16 +271,24 @@ def _client(service: str) -> Any:
     )
 
 
+class _Stubs(dict[str, Stubber]):
+    """Each service's client with its active Stubber, made when a test first names the service (as a client or to
+    queue an answer): a client is a tenth of a second to make, and a test calls two or three of the seven."""
+
+    def __missing__(self, service: str) -> Stubber:
+        stub = self[service] = Stubber(_client(service))
+        stub.activate()
+        return stub
+
+    def client(self, service: str) -> Any:
+        return self[service].client
+
+
 @pytest.fixture
 def stubbed() -> Iterator[tuple[Callable[[str], Any], dict[str, Stubber]]]:
     """`clients` as preflight takes them, each with a Stubber that must be used up."""
-    clients: dict[str, Any] = {}
-    stubs: dict[str, Stubber] = {}
-    for service in ("ec2", "service-quotas", "eks", "ssm", "iam", "sts", "fsx"):
-        clients[service] = _client(service)
-        stubs[service] = Stubber(clients[service])
-        stubs[service].activate()
-    yield clients.__getitem__, stubs
+    stubs = _Stubs()
+    yield stubs.client, stubs
     for stub in stubs.values():
         stub.assert_no_pending_responses()
         stub.deactivate()
