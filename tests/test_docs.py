@@ -7,6 +7,7 @@ import inspect
 import io
 import re
 import tokenize
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -60,8 +61,10 @@ def test_generated_docs_are_current() -> None:
     assert reference.stale(shipped_plan) == [], "run `blueprint schema --write`"
 
 
+@cache
 def _prose(path: Path) -> str:
-    """Comments and string literals of a Python file (citations live there, not in code like `[SUBNET]`)."""
+    """Comments and string literals of a Python file (citations live there, not in code like `[SUBNET]`); once per
+    file and session, for the two tests that read them."""
     tokens = tokenize.generate_tokens(io.StringIO(path.read_text()).readline)
     return "\n".join(t.string for t in tokens if t.type in (tokenize.COMMENT, tokenize.STRING))
 
@@ -105,8 +108,10 @@ def _slug(heading: str) -> str:
     return text.replace(" ", "-")
 
 
-def _anchors(path: Path) -> set[str]:
-    return {_slug(h) for h in _headings(path)} if path.exists() else set()
+@cache
+def _anchors(path: Path) -> frozenset[str]:
+    """The anchors of a page's headings, once per page: every link to it reads them."""
+    return frozenset(_slug(h) for h in _headings(path)) if path.exists() else frozenset()
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
