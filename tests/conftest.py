@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from blueprint.plan.runner import list_stacks
 from components import clock
 from tests import tiers
 
@@ -106,12 +105,21 @@ def hybrid_stack() -> ShippedStack:
     return shipped_stack("hybrid")
 
 
-@pytest.fixture(scope="session", params=list_stacks())
+@pytest.fixture(scope="session")
 def each_shipped_plan(request: pytest.FixtureRequest) -> dict[str, Any]:
-    """The offline plan of every stack in `stacks/`, one test per stack."""
+    """The offline plan of every stack in `stacks/`, one test per stack (the stacks: `pytest_generate_tests`)."""
     from tests.builders import shipped_plan
 
     return shipped_plan(request.param)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """`each_shipped_plan`'s stacks, listed where tests are collected: the runner imports the Pulumi SDK, a second
+    of start-up that xdist's controller, which collects nothing, would otherwise spend before starting workers."""
+    if "each_shipped_plan" in metafunc.fixturenames:
+        from blueprint.plan.runner import list_stacks
+
+        metafunc.parametrize("each_shipped_plan", list_stacks(), indirect=True, scope="session")
 
 
 @pytest.fixture
