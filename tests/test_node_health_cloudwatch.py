@@ -4,6 +4,7 @@ back at zero) sending its first event."""
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 import botocore.session
@@ -19,8 +20,15 @@ NAMESPACE = "GpuClusters/NodeHealth"
 HELD = {"pool": "h100", "reason": "hourly-cap"}
 
 
+@cache
+def _session() -> botocore.session.Session:
+    """One session for the module: it reads each service's model once (a new session reads it again from disk);
+    each test still gets fresh clients, whose event hooks (and so their Stubbers) are their own."""
+    return botocore.session.get_session()
+
+
 def client() -> Any:
-    return botocore.session.get_session().create_client(
+    return _session().create_client(
         "cloudwatch", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
     )
 
@@ -166,8 +174,7 @@ def recorded_clients(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Any]]:
 
     def record(service: str, **kwargs: Any) -> Any:
         made.append((service, kwargs.get("config")))
-        session = botocore.session.get_session()
-        return session.create_client(service, aws_access_key_id="x", aws_secret_access_key="x", **kwargs)
+        return _session().create_client(service, aws_access_key_id="x", aws_secret_access_key="x", **kwargs)
 
     monkeypatch.setitem(sys.modules, "boto3", types.SimpleNamespace(client=record))
     return made
