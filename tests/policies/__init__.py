@@ -88,9 +88,10 @@ def policy_resources(records: Sequence[Mapping[str, Any]], link: Link = "depende
 
 
 def linked(record: Mapping[str, Any], link: Link, ids: set[str]) -> dict[str, Any]:
-    """`record` with only the references `link` names left on it."""
-    out = copy.deepcopy(dict(record))
-    options = out["options"]
+    """`record` with only the references `link` names left on it. A shallow copy with its own options: the record's
+    values are only read (`policy_resources`' proxies copy what they wrap)."""
+    out = dict(record)
+    options = out["options"] = dict(out["options"])
     property_deps = out.pop("propertyDependencies", {})
     out.pop("dependencies", None)
     if link != "ids":
