@@ -27,16 +27,18 @@ LEFT_OUT = (MARKER, "slow", "charts", "training")
 #: The conftest fixtures that run the program under mocks: the conftest marks every test that uses one `program`.
 PROGRAM_FIXTURES = frozenset({"training_stack", "inference_stack", "hybrid_stack", "each_shipped_plan"})
 
+#: What `subprocess.Popen` is given to run: one command line, or the program and its arguments.
+Command = str | bytes | os.PathLike[str] | Sequence[str | bytes | os.PathLike[str]]
+
 #: The policy pack's directory: a process handed it runs the pack.
 PACK_DIR = Path(__file__).resolve().parents[1] / "policies"
 
 
-def spawned_program(args: str | bytes | os.PathLike[str] | Sequence[Any]) -> str | None:
+def spawned_program(args: Command) -> str | None:
     """What a new process with these arguments runs, when it is program-level: the `blueprint` CLI (its console
     script or `python -m blueprint.cli`), the policy pack, or promtool; None for anything else (a shell script
     under test, git, jq)."""
-    one_string = isinstance(args, str | bytes | os.PathLike)
-    argv = os.fsdecode(args).split() if one_string else [os.fsdecode(a) for a in args]
+    argv = _argv(args)
     if not argv:
         return None
     command = Path(argv[0]).name
@@ -47,6 +49,12 @@ def spawned_program(args: str | bytes | os.PathLike[str] | Sequence[Any]) -> str
     if any(str(PACK_DIR) in a for a in argv):
         return "the policy pack in a process of its own"
     return None
+
+
+def _argv(args: Command) -> list[str]:
+    if isinstance(args, str | bytes | os.PathLike):
+        return os.fsdecode(args).split()  # one shell command line
+    return [os.fsdecode(a) for a in args]
 
 
 def _module_args(argv: list[str]) -> Iterator[str]:
