@@ -6,8 +6,9 @@
 One alarm per condition per stack, on a Metrics Insights query grouped by `Pool`: each pool's series is a contributor
 with its own state and notification, and a pool added later is watched without a new alarm ([CWMIALARM]). A query
 reads one schema (`SCHEMA(namespace, dimensions...)` matches the metrics with exactly those dimensions, [CWMIQL]), so
-each reads the per-pool series the loop publishes and nothing else. A series with no data is no contributor, and no
-datum is no event (`notBreaching`); the heartbeat alarm, on one metric, covers a loop that stopped.
+each reads the per-pool series the loop publishes and nothing else. An hour-long period is the last hour at each
+evaluation ([CWEVALWIN]). A series with no data is no contributor, and no datum is no event (`notBreaching`); the
+heartbeat alarm, on one metric, covers a loop that stopped. Limits and cost: docs/operations.md ([CWMILIMITS]).
 """
 
 from __future__ import annotations
