@@ -100,7 +100,11 @@ def parse(query: str) -> Query:
     """The query's parts ([CWMIQL] syntax), or the test fails on a query of another shape."""
     match = QUERY.fullmatch(query)
     assert match, query
-    where = dict(re.fullmatch(r"(\w+) = '([^']*)'", term).groups() for term in match["where"].split(" AND "))  # type: ignore[union-attr]
+    where: dict[str, str] = {}
+    for term in match["where"].split(" AND "):
+        condition = re.fullmatch(r"(\w+) = '([^']*)'", term)
+        assert condition, term
+        where[condition[1]] = condition[2]
     schema = frozenset(name.strip() for name in match["schema"].split(","))
     return Query(match["function"], match["metric"], match["namespace"], schema, where, match["group_by"])
 
