@@ -257,6 +257,37 @@ def test_the_training_stack_alarms_on_the_loop_once_per_condition_to_its_alerts_
         assert alarm.get("okActions") == gpu_idle.get("okActions")
 
 
+def test_the_query_alarms_are_valid_put_metric_alarm_requests() -> None:
+    # botocore's model of PutMetricAlarm ([CWMIALARM]): the registered inputs as the provider sends them (numbers
+    # come back from the engine as floats; the whole ones are the API's integers)
+    def whole(value: float) -> int:
+        assert value == int(value), value
+        return int(value)
+
+    client = stubbed_client()
+    for name, (alarm, _) in query_alarms("training").items():
+        (query,) = alarm["metricQueries"]
+        params = {
+            "AlarmName": f"train-node-health-{name}",
+            "Metrics": [
+                {
+                    "Id": query["id"],
+                    "Expression": query["expression"],
+                    "Period": whole(query["period"]),
+                    "ReturnData": True,
+                }
+            ],
+            "EvaluationPeriods": whole(alarm["evaluationPeriods"]),
+            "Threshold": alarm["threshold"],
+            "ComparisonOperator": alarm["comparisonOperator"],
+            "TreatMissingData": alarm["treatMissingData"],
+        }
+        with Stubber(client) as stub:
+            stub.add_response("put_metric_alarm", {}, params)
+            client.put_metric_alarm(**params)  # the stub validates the parameters against the model
+            stub.assert_no_pending_responses()
+
+
 def test_a_stack_without_container_insights_gets_none_of_the_loops_alarms() -> None:
     assert health_alarms("inference") == {}
 
