@@ -206,12 +206,15 @@ def test_a_bottlerocket_os_volume_is_named_not_counted() -> None:
 def test_kms_keys_alarms_and_dashboard_bill_per_month() -> None:
     cost = cost_of(SYSTEM, P5)
     # Container Insights (the default) creates two standard-resolution GPU alarms and one dashboard; with the health
-    # loop also its own: repairs held, nodes failed too long and agent conditions per pool (3 x 2), gate failures of
-    # the gated pool, the heartbeat.
+    # loop also its heartbeat alarm. Its pool alarms are Metrics Insights alarms, billed by the metrics they analyze:
+    # named, with how many at most (repairs held, failed too long, conditions: 2 pools each; gate failures: 1).
     assert item(cost, "kms-keys").max_usd == pytest.approx(1 * 1.00 / HOURS)
-    assert item(cost, "cloudwatch-alarms").max_usd == pytest.approx((2 + 8) * 0.10 / HOURS)
+    assert item(cost, "cloudwatch-alarms").max_usd == pytest.approx((2 + 1) * 0.10 / HOURS)
+    (queries,) = [n for n in cost.not_counted if n.kind == "cloudwatch-query-alarms"]
+    assert "4 Metrics Insights alarms" in queries.reason and "at most 7" in queries.reason
     without_loop = cost_of(SYSTEM, P5, addons={"nodeHealth": {"enabled": False}})
     assert item(without_loop, "cloudwatch-alarms").max_usd == pytest.approx(2 * 0.10 / HOURS)
+    assert "cloudwatch-query-alarms" not in {n.kind for n in without_loop.not_counted}
     assert item(cost, "cloudwatch-dashboard").max_usd == pytest.approx(3.00 / HOURS)
     assert "container-insights" in {n.kind for n in cost.not_counted}
     # An alerts topic the stack creates has a key of its own.
@@ -222,7 +225,7 @@ def test_kms_keys_alarms_and_dashboard_bill_per_month() -> None:
 def test_without_container_insights_there_are_no_alarms_dashboard_or_insights_charges() -> None:
     cost = cost_of(SYSTEM, P5, addons={"monitoring": {"containerInsights": False}})
     kinds = {i.kind for i in cost.items} | {n.kind for n in cost.not_counted}
-    assert not kinds & {"cloudwatch-alarms", "cloudwatch-dashboard", "container-insights"}
+    assert not kinds & {"cloudwatch-alarms", "cloudwatch-query-alarms", "cloudwatch-dashboard", "container-insights"}
 
 
 def test_the_lustre_line_says_gib_billed_per_gb_month() -> None:

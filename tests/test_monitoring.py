@@ -136,6 +136,11 @@ def test_existing_topic_is_used_not_created():
     run = run_addons(spec)
     assert run.of_type(TOPIC) == [] and run.of_type(KEY) == [] and run.of_type(SUBSCRIPTION) == []
     assert run.one(ALARM, "train-gpu-idle").inputs["alarmActions"] == [EXISTING_TOPIC]
+    # the health loop's alarms too, its Metrics Insights ones (each pool a contributor that notifies) included
+    alarms = {a.name: a.inputs for a in run.of_type(ALARM)}
+    assert "metricQueries" in alarms["train-node-health-repairs-held"]
+    for name, alarm in alarms.items():
+        assert (alarm["alarmActions"], alarm["okActions"]) == ([EXISTING_TOPIC], [EXISTING_TOPIC]), name
 
 
 @pytest.mark.program

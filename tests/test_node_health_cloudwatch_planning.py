@@ -6,7 +6,8 @@ publishes those series through a Stubber-backed client."""
 from __future__ import annotations
 
 import json
-from typing import Any
+import re
+from typing import Any, NamedTuple
 
 import botocore.session
 import pytest
@@ -16,7 +17,11 @@ from blueprint.plan.plan import PlannedStack
 from components.planning import node_health as planned
 from components.planning.addons import node_monitoring
 from components.planning.addons.cloudwatch_dashboard import NODE_HEALTH_NOTE, cloudwatch_dashboard
-from components.planning.addons.node_health_alarms import node_health_alarms
+from components.planning.addons.node_health_alarms import (
+    METRICS_INSIGHTS_ALARM_SECONDS,
+    pool_alarms,
+    watched_pools,
+)
 from components.planning.stack_plan import plan_pools
 from programs.node_health import cloudwatch, names
 from programs.node_health.checks import HealthLoop, Settings, format_time, parse_time
@@ -71,6 +76,45 @@ def health_alarms(stack: str) -> dict[str, dict[str, Any]]:
         r.name.removeprefix(prefix): r.inputs
         for r in planned_stack(stack).run.of_type(ALARM)
         if r.name.startswith(prefix)
+    }
+
+
+class Query(NamedTuple):
+    """What a Metrics Insights query of the alarms reads: `FUNCTION(metric)` in one schema, filtered, grouped."""
+
+    function: str
+    metric: str
+    namespace: str
+    schema: frozenset[str]
+    where: dict[str, str]
+    group_by: str
+
+
+QUERY = re.compile(
+    r'SELECT (?P<function>\w+)\((?P<metric>\w+)\) FROM SCHEMA\("(?P<namespace>[^"]+)", (?P<schema>[\w, ]+)\) '
+    r"WHERE (?P<where>.+) GROUP BY (?P<group_by>\w+) ORDER BY (?P=function)\(\) DESC"
+)
+
+
+def parse(query: str) -> Query:
+    """The query's parts ([CWMIQL] syntax), or the test fails on a query of another shape."""
+    match = QUERY.fullmatch(query)
+    assert match, query
+    where: dict[str, str] = {}
+    for term in match["where"].split(" AND "):
+        condition = re.fullmatch(r"(\w+) = '([^']*)'", term)
+        assert condition, term
+        where[condition[1]] = condition[2]
+    schema = frozenset(name.strip() for name in match["schema"].split(","))
+    return Query(match["function"], match["metric"], match["namespace"], schema, where, match["group_by"])
+
+
+def query_alarms(stack: str) -> dict[str, tuple[dict[str, Any], Query]]:
+    """The stack's Metrics Insights alarms of the loop, each with its parsed query."""
+    return {
+        name: (alarm, parse(alarm["metricQueries"][0]["expression"]))
+        for name, alarm in health_alarms(stack).items()
+        if alarm.get("metricQueries")
     }
 
 
@@ -135,69 +179,67 @@ def test_the_loop_role_may_publish_into_its_namespace_only_when_it_publishes() -
 
 
 # ------------------------------------------------------------------------------------------------------ alarms
-@pytest.mark.program
-def test_the_training_stack_alarms_on_the_loop_per_pool_to_its_alerts_topic() -> None:
-    alarms = health_alarms("training")
-    assert set(alarms) == {
-        "system-repairs-held",
-        "h100-repairs-held",
-        "system-failed-too-long",
-        "h100-failed-too-long",
-        "h100-gate-failures",
-        "system-conditions",
-        "h100-conditions",
-        "heartbeat",
+def query_alarm_inputs(query: str, period: int, comparison: str, threshold: float) -> dict[str, Any]:
+    return {
+        "metricQueries": [{"id": "q1", "expression": query, "period": period, "returnData": True}],
+        "comparisonOperator": comparison,
+        "threshold": threshold,
+        "evaluationPeriods": 1,
+        "treatMissingData": "notBreaching",  # no datum is no event; a series with no data is no contributor
     }
-    pool = {"ClusterName": "train", "Pool": "h100"}
-    held, gate = alarms["h100-repairs-held"], alarms["h100-gate-failures"]
-    conditions, heartbeat = alarms["h100-conditions"], alarms["heartbeat"]
-    for alarm in alarms.values():
-        assert alarm["namespace"] == NAMESPACE
-    # any held repair within the last hour (the storm cap hit)
-    assert (held["metricName"], held["dimensions"], held["statistic"]) == ("RepairsHeld", pool, "Sum")
-    assert (held["comparisonOperator"], held["threshold"], held["period"], held["evaluationPeriods"]) == (
-        "GreaterThanThreshold",
-        0,
-        3600,
-        1,
-    )
-    # two gate failures of the pool within the last hour
-    assert (gate["metricName"], gate["dimensions"]) == ("Checks", {**pool, "Kind": "gate", "Result": "failed"})
-    assert (gate["statistic"], gate["comparisonOperator"], gate["threshold"], gate["period"]) == (
-        "Sum",
-        "GreaterThanOrEqualToThreshold",
-        node_monitoring.GATE_FAILURES_PER_HOUR,
-        3600,
-    )
-    # an agent condition False all through 5 minutes (the Prometheus rule's `for`)
-    assert (conditions["metricName"], conditions["dimensions"], conditions["statistic"]) == (
-        "AgentConditionsFalse",
-        pool,
-        "Minimum",
-    )
-    assert (conditions["comparisonOperator"], conditions["threshold"], conditions["period"]) == (
-        "GreaterThanThreshold",
-        0,
-        node_monitoring.CONDITION_FALSE_MINUTES * 60,
-    )
-    # a node of the pool labelled failed all through the last hour (the Prometheus rule's `for`): the loop sends the
-    # pool's failed count as 0 when none is, so the minimum over the hour is above 0 only if it never fell to 0
-    failed = alarms["h100-failed-too-long"]
-    assert (failed["metricName"], failed["dimensions"], failed["statistic"]) == (
-        "Nodes",
-        {**pool, "State": "failed"},
-        "Minimum",
-    )
-    assert (failed["comparisonOperator"], failed["threshold"], failed["period"], failed["evaluationPeriods"]) == (
-        "GreaterThanThreshold",
-        0,
-        node_monitoring.FAILED_TOO_LONG_MINUTES * 60,
-        1,
-    )
-    for alarm in (held, gate, conditions, failed):
-        assert alarm["treatMissingData"] == "notBreaching"  # no datum is no event
+
+
+@pytest.mark.program
+def test_the_training_stack_alarms_on_the_loop_once_per_condition_to_its_alerts_topic() -> None:
+    alarms = health_alarms("training")
+    # one alarm per condition for the whole stack, each pool a contributor of it (GROUP BY Pool), and the heartbeat
+    assert set(alarms) == {"repairs-held", "failed-too-long", "gate-failures", "conditions", "heartbeat"}
+    schema = f'SCHEMA("{NAMESPACE}", ClusterName, Pool'
+    expected = {
+        # any held repair within the last hour (the storm cap hit)
+        "repairs-held": query_alarm_inputs(
+            f"SELECT SUM(RepairsHeld) FROM {schema}) WHERE ClusterName = 'train' GROUP BY Pool ORDER BY SUM() DESC",
+            3600,
+            "GreaterThanThreshold",
+            0,
+        ),
+        # a node of the pool labelled failed all through the last hour (the Prometheus rule's `for`): the loop sends
+        # the pool's failed count as 0 when none is, so the minimum over the hour is above 0 only if it never fell
+        "failed-too-long": query_alarm_inputs(
+            f"SELECT MIN(Nodes) FROM {schema}, State) WHERE ClusterName = 'train' AND State = 'failed' "
+            "GROUP BY Pool ORDER BY MIN() DESC",
+            node_monitoring.FAILED_TOO_LONG_MINUTES * 60,
+            "GreaterThanThreshold",
+            0,
+        ),
+        # two gate failures of a pool within the last hour
+        "gate-failures": query_alarm_inputs(
+            f"SELECT SUM(Checks) FROM {schema}, Kind, Result) WHERE ClusterName = 'train' AND Kind = 'gate' "
+            "AND Result = 'failed' GROUP BY Pool ORDER BY SUM() DESC",
+            3600,
+            "GreaterThanOrEqualToThreshold",
+            node_monitoring.GATE_FAILURES_PER_HOUR,
+        ),
+        # an agent condition False all through 5 minutes (the Prometheus rule's `for`)
+        "conditions": query_alarm_inputs(
+            f"SELECT MIN(AgentConditionsFalse) FROM {schema}) WHERE ClusterName = 'train' "
+            "GROUP BY Pool ORDER BY MIN() DESC",
+            node_monitoring.CONDITION_FALSE_MINUTES * 60,
+            "GreaterThanThreshold",
+            0,
+        ),
+    }
+    for name, inputs in expected.items():
+        alarm = alarms[name]
+        assert {key: alarm.get(key) for key in inputs} == inputs, name
+        # a query alarm names no metric, statistic or dimensions of its own (PutMetricAlarm: Metrics or those)
+        assert not {"metricName", "namespace", "statistic", "dimensions", "period"} & set(alarm), name
+        # the query reads at most the last 3 hours, all a Metrics Insights alarm evaluates
+        assert alarm["metricQueries"][0]["period"] * alarm["evaluationPeriods"] <= METRICS_INSIGHTS_ALARM_SECONDS
     # the heartbeat: no finished pass for 10 minutes, a missing datum breaching
-    assert (heartbeat["metricName"], heartbeat["dimensions"], heartbeat["statistic"]) == (
+    heartbeat = alarms["heartbeat"]
+    assert (heartbeat["namespace"], heartbeat["metricName"], heartbeat["dimensions"], heartbeat["statistic"]) == (
+        NAMESPACE,
         "LoopPasses",
         {"ClusterName": "train"},
         "Sum",
@@ -211,10 +253,43 @@ def test_the_training_stack_alarms_on_the_loop_per_pool_to_its_alerts_topic() ->
         node_monitoring.LOOP_ABSENT_MINUTES,
         "breaching",
     )
-    # to wherever the stack's GPU alarms go
+    # to wherever the stack's GPU alarms go, on ALARM and on OK (each contributor notifies on its own)
     gpu_idle = registered("training", ALARM, "train-gpu-idle")
     for alarm in alarms.values():
         assert alarm.get("alarmActions") == gpu_idle.get("alarmActions")
+        assert alarm.get("okActions") == gpu_idle.get("okActions")
+
+
+@pytest.mark.program
+def test_the_query_alarms_are_valid_put_metric_alarm_requests() -> None:
+    # botocore's model of PutMetricAlarm ([CWMIALARM]): the registered inputs as the provider sends them (numbers
+    # come back from the engine as floats; the whole ones are the API's integers)
+    def whole(value: float) -> int:
+        assert value == int(value), value
+        return int(value)
+
+    client = stubbed_client()
+    for name, (alarm, _) in query_alarms("training").items():
+        (query,) = alarm["metricQueries"]
+        params = {
+            "AlarmName": f"train-node-health-{name}",
+            "Metrics": [
+                {
+                    "Id": query["id"],
+                    "Expression": query["expression"],
+                    "Period": whole(query["period"]),
+                    "ReturnData": True,
+                }
+            ],
+            "EvaluationPeriods": whole(alarm["evaluationPeriods"]),
+            "Threshold": alarm["threshold"],
+            "ComparisonOperator": alarm["comparisonOperator"],
+            "TreatMissingData": alarm["treatMissingData"],
+        }
+        with Stubber(client) as stub:
+            stub.add_response("put_metric_alarm", {}, params)
+            client.put_metric_alarm(**params)  # the stub validates the parameters against the model
+            stub.assert_no_pending_responses()
 
 
 @pytest.mark.program
@@ -222,12 +297,17 @@ def test_a_stack_without_container_insights_gets_none_of_the_loops_alarms() -> N
     assert health_alarms("inference") == {}
 
 
-def test_the_alarms_follow_the_pools() -> None:
-    spec = stack_config(SYSTEM_POOL, TRAINING_POOL, {**TRAINING_POOL, "name": "h200", "healthGate": {"enabled": False}})
-    suffixes = {a.suffix for a in node_health_alarms(plan_pools(spec))}
-    # every pool's repairs can be held and every EC2 pool reports agent conditions; only gated pools have a gate
-    assert "node-health-h200-repairs-held" in suffixes and "node-health-h200-conditions" in suffixes
-    assert "node-health-h200-gate-failures" not in suffixes and "node-health-h100-gate-failures" in suffixes
+def test_a_pool_added_later_needs_no_new_alarm_and_a_gate_alarm_needs_a_gated_pool() -> None:
+    two = plan_pools(stack_config(SYSTEM_POOL, TRAINING_POOL))
+    three = plan_pools(stack_config(SYSTEM_POOL, TRAINING_POOL, {**TRAINING_POOL, "name": "h200"}))
+    assert pool_alarms(three) == pool_alarms(two)  # the queries group by pool: the new one is a contributor
+    assert [p.name for p in watched_pools(three)["node-health-gate-failures"]] == ["h100", "h200"]
+    ungated = plan_pools(stack_config(SYSTEM_POOL, {**TRAINING_POOL, "healthGate": {"enabled": False}}))
+    assert [a.suffix for a in pool_alarms(ungated)] == [
+        "node-health-repairs-held",
+        "node-health-failed-too-long",
+        "node-health-conditions",
+    ]
 
 
 # --------------------------------------------------------------------------------------------------- dashboard
@@ -237,8 +317,21 @@ def test_the_dashboard_graphs_the_loops_series_in_place_of_the_note() -> None:
     rows = [row for w in body["widgets"] if w["type"] == "metric" for row in w["properties"]["metrics"]]
     # a row is [namespace, metric, dimension, value, ..., options]
     series = [(row[1], dict(zip(row[2:-1:2], row[3:-1:2], strict=True))) for row in rows if row[0] == NAMESPACE]
-    for name, alarm in health_alarms("training").items():
-        assert (alarm["metricName"], alarm["dimensions"]) in series, name
+    # every pool an alarm watches (both pools; the gated h100 for gate failures) has its line on the dashboard, on
+    # the dimensions the alarm's query reads
+    watched = {"repairs-held": 2, "failed-too-long": 2, "gate-failures": 1, "conditions": 2}
+    for name, (_, query) in query_alarms("training").items():
+        lines = [
+            dimensions
+            for metric, dimensions in series
+            if metric == query.metric
+            and set(dimensions) == query.schema
+            and all(dimensions.get(key) == value for key, value in query.where.items())
+        ]
+        assert len(lines) == watched.pop(name), name
+    assert watched == {}
+    heartbeat = health_alarms("training")["heartbeat"]
+    assert (heartbeat["metricName"], heartbeat["dimensions"]) in series
     texts = [w["properties"]["markdown"] for w in body["widgets"] if w["type"] == "text"]
     assert NODE_HEALTH_NOTE not in texts
     # without the loop, the dashboard still says where the conditions are read
@@ -300,17 +393,27 @@ def test_the_planned_loop_publishes_every_series_its_alarms_read() -> None:
     published = {
         (d["MetricName"], tuple(sorted((x["Name"], x["Value"]) for x in d["Dimensions"]))): d["Value"] for d in second
     }
-    checked = []
-    for name, alarm in health_alarms("training").items():
-        key = (alarm["metricName"], tuple(sorted(alarm["dimensions"].items())))
-        if name.startswith("system-") and alarm["metricName"] == "RepairsHeld":
-            continue  # the system pool is in the repair map only: nothing of it held, nothing counted
-        assert key in published, name
-        checked.append(alarm["metricName"])
-    # not vacuous: every kind of alarm was matched against a published series
-    assert sorted(checked) == sorted(
-        ["RepairsHeld", "Checks", "AgentConditionsFalse", "AgentConditionsFalse", "Nodes", "Nodes", "LoopPasses"]
-    )
+    # Each query's series, as CloudWatch would match them: the query's metric, exactly its schema's dimensions
+    # ([CWMIQL]: SCHEMA matches metrics with exactly those dimensions), its WHERE values; one per pool it groups.
+    # A metric or dimension the loop does not publish matches nothing, and the pools below would not be found.
+    contributors = {}
+    for name, (_, query) in query_alarms("training").items():
+        assert (query.namespace, query.group_by, query.where["ClusterName"]) == (NAMESPACE, "Pool", "train"), name
+        contributors[name] = sorted(
+            dict(dimensions)[query.group_by]
+            for metric, dimensions in published
+            if metric == query.metric
+            and {key for key, _ in dimensions} == query.schema
+            and all(dict(dimensions).get(key) == value for key, value in query.where.items())
+        )
+    assert contributors == {
+        "repairs-held": ["h100"],  # the system pool is in the repair map only: nothing of it held, nothing counted
+        "failed-too-long": ["h100", "system"],
+        "gate-failures": ["h100"],
+        "conditions": ["h100", "system"],
+    }
+    heartbeat = health_alarms("training")["heartbeat"]
+    assert ("LoopPasses", tuple(sorted(heartbeat["dimensions"].items()))) in published
     h100 = (("ClusterName", "train"), ("Pool", "h100"))
     assert published[("RepairsHeld", h100)] == 2  # both held this pass: the delta since the first publish
     assert published[("Checks", (*h100[:1], ("Kind", "gate"), h100[1], ("Result", "failed")))] == 2

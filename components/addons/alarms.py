@@ -1,6 +1,6 @@
 """One way to turn a planned CloudWatch alarm (`MetricAlarmPlan`) into a resource.
 
-Plans name their dimensions with placeholders (`planning.addons.monitoring.CLUSTER_NAME`) because the real
+Plans name their dimensions (and queries) with placeholders (`planning.addons.monitoring.CLUSTER_NAME`) because the real
 values are outputs known only at deploy time; this module substitutes them and registers the alarm.
 """
 
@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 import pulumi
 import pulumi_aws as aws
 
-from components.planning.addons.alarms import MetricAlarmPlan
+from components.planning.addons.alarms import MetricAlarmPlan, QueryAlarmPlan
 
 
 def resolved_dimensions(
@@ -43,6 +43,53 @@ def metric_alarm(
         comparison_operator=alarm.comparison,
         threshold=alarm.threshold,
         period=alarm.period,
+        evaluation_periods=alarm.evaluation_periods,
+        treat_missing_data=alarm.treat_missing_data,
+        alarm_actions=list(actions),
+        ok_actions=list(ok_actions) if ok_actions is not None else None,
+        tags=dict(tags),
+        opts=opts,
+    )
+
+
+def resolved_query(query: str, placeholders: Mapping[str, pulumi.Input[str]]) -> pulumi.Output[str]:
+    """The query with every placeholder replaced by its (output) value."""
+    keys = list(placeholders)
+
+    def substitute(values: list[str]) -> str:
+        text = query
+        for key, value in zip(keys, values, strict=True):
+            text = text.replace(key, value)
+        return text
+
+    return pulumi.Output.all(*(placeholders[k] for k in keys)).apply(substitute)
+
+
+def query_alarm(
+    name: str,
+    alarm: QueryAlarmPlan,
+    placeholders: Mapping[str, pulumi.Input[str]],
+    actions: Sequence[pulumi.Input[str]],
+    tags: Mapping[str, str],
+    opts: pulumi.ResourceOptions,
+    ok_actions: Sequence[pulumi.Input[str]] | None = None,
+) -> aws.cloudwatch.MetricAlarm:
+    """An alarm on a Metrics Insights query: `metric_queries` with one query, its `expression` the query and its
+    `period` the alarm's, and no metric name, statistic or dimensions (PutMetricAlarm takes `Metrics` or those, not
+    both, [CWMIALARM])."""
+    return aws.cloudwatch.MetricAlarm(
+        name,
+        alarm_description=alarm.description,
+        metric_queries=[
+            aws.cloudwatch.MetricAlarmMetricQueryArgs(
+                id="q1",
+                expression=resolved_query(alarm.query, placeholders),
+                period=alarm.period,
+                return_data=True,
+            )
+        ],
+        comparison_operator=alarm.comparison,
+        threshold=alarm.threshold,
         evaluation_periods=alarm.evaluation_periods,
         treat_missing_data=alarm.treat_missing_data,
         alarm_actions=list(actions),

@@ -15,7 +15,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from components.addons.alarms import metric_alarm
+from components.addons.alarms import metric_alarm, query_alarm
 from components.addons.helm import helm_release, service_account_role
 from components.catalog import versions
 from components.config import Alerts, NodeHealth
@@ -53,7 +53,7 @@ from components.planning.addons.monitoring import (
     dcgm_exporter_values,
     kube_prometheus_stack_values,
 )
-from components.planning.addons.node_health_alarms import node_health_alarms
+from components.planning.addons.node_health_alarms import heartbeat_alarm, pool_alarms
 from components.planning.addons.node_monitoring import HEALTH_LOOP_POD_MONITOR, agent_wanted, health_loop_pod_monitor
 from components.planning.addons.selection import AddonSelection, AlertsTopic
 from components.planning.gpu_runtime import runtime_class_plans
@@ -172,12 +172,23 @@ class Monitoring(pulumi.ComponentResource):
             tags=dict(context.tags),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[*context.kubernetes_ready, *identity]),
         )
-        alarms = container_insights_alarms(self._alerts) + (node_health_alarms(plans) if health_loop else [])
+        placeholders = {CLUSTER_NAME: context.cluster_name}
+        alarms = container_insights_alarms(self._alerts) + ([heartbeat_alarm()] if health_loop else [])
         for alarm in alarms:
             self.alarms[alarm.suffix] = metric_alarm(
                 f"{cluster}-{alarm.suffix}",
                 alarm,
-                {CLUSTER_NAME: context.cluster_name},
+                placeholders,
+                actions=self._actions,
+                ok_actions=self._actions,
+                tags=context.tags,
+                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.addon]),
+            )
+        for query in pool_alarms(plans) if health_loop else []:
+            self.alarms[query.suffix] = query_alarm(
+                f"{cluster}-{query.suffix}",
+                query,
+                placeholders,
                 actions=self._actions,
                 ok_actions=self._actions,
                 tags=context.tags,

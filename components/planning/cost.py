@@ -16,7 +16,7 @@ from components.catalog import prices
 from components.catalog.versions import kubernetes_version_support
 from components.config import StackConfig
 from components.planning.addons.monitoring import container_insights_alarms
-from components.planning.addons.node_health_alarms import node_health_alarms
+from components.planning.addons.node_health_alarms import pool_alarms, watched_pools
 from components.planning.addons.selection import AddonSelection
 from components.planning.key_domains import stack_key_domains
 from components.planning.lustre import per_unit_throughput
@@ -334,8 +334,9 @@ def _monitoring(
     services: prices.ServicePrices | None,
     region: str,
 ) -> list[CostItem | Unpriced]:
-    """The KMS keys, and on the Container Insights path its GPU alarms and the health loop's (standard resolution:
-    periods of 60 s and more) and dashboard, each billed per month ([KMSPRICE], [CWPRICE])."""
+    """The KMS keys, and on the Container Insights path its GPU alarms and the health loop's heartbeat alarm
+    (standard resolution: periods of 60 s and more) and dashboard, each billed per month ([KMSPRICE], [CWPRICE]);
+    the loop's Metrics Insights alarms are billed by the metrics they analyze (`_not_counted`)."""
 
     def monthly(kind: str, count: int, key: str, what: str) -> CostItem | Unpriced:
         rate = getattr(services, key) if services else None
@@ -345,14 +346,34 @@ def _monitoring(
     out = [monthly("kms-keys", kms_key_count(spec, selection), "kms_key_usd_per_month", "KMS key")]
     if selection.on("container-insights"):
         alarms = len(container_insights_alarms(spec.addons.monitoring.alerts))
-        alarms += len(node_health_alarms(plans)) if selection.on("node-health") else 0
+        alarms += 1 if selection.on("node-health") else 0  # the loop's heartbeat; its pool alarms are billed by use
         out.append(monthly("cloudwatch-alarms", alarms, "cloudwatch_alarm_usd_per_month", "standard-resolution alarm"))
         out.append(monthly("cloudwatch-dashboard", 1, "cloudwatch_dashboard_usd_per_month", "CloudWatch dashboard"))
     return out
 
 
 # -------------------------------------------------------------------------------------------- not counted
-def _not_counted(spec: StackConfig, selection: AddonSelection, nat: int, tgw: bool) -> list[NotCounted]:
+def _query_alarms(spec: StackConfig, selection: AddonSelection, plans: Sequence[PoolPlan]) -> list[NotCounted]:
+    """The health loop's Metrics Insights alarms on the Container Insights path: billed by the metrics their queries
+    analyze, per hour ([CWMIBILL]), at most one per pool each reads."""
+    if not (selection.on("container-insights") and selection.on("node-health")):
+        return []
+    alarms = pool_alarms(plans)
+    watched = watched_pools(plans)
+    series = sum(len(watched[alarm.suffix]) for alarm in alarms)
+    return [
+        NotCounted(
+            "cloudwatch-query-alarms",
+            spec.cluster.name,
+            f"billed by use: {len(alarms)} Metrics Insights alarms, by the metrics their queries analyze "
+            f"(at most {series}: one per pool each reads) ([CWMIBILL])",
+        )
+    ]
+
+
+def _not_counted(
+    spec: StackConfig, selection: AddonSelection, plans: Sequence[PoolPlan], nat: int, tgw: bool
+) -> list[NotCounted]:
     """What the stack bills by use (no figure at plan time), each named with how AWS bills it."""
     name = spec.cluster.name
     out = [
@@ -382,6 +403,7 @@ def _not_counted(spec: StackConfig, selection: AddonSelection, nat: int, tgw: bo
                 "by observations or metrics ingested ([CWPRICE])",
             )
         )
+    out += _query_alarms(spec, selection, plans)
     out.append(NotCounted("kms-requests", name, "billed by use: KMS requests beyond the free tier"))
     if spec.storage.nfs is not None and spec.storage.nfs.kind == "efs":
         out.append(NotCounted("efs-storage", spec.storage.nfs.name, "billed by use: EFS storage per GB-month stored"))
@@ -447,7 +469,7 @@ def stack_cost(stack_plan: StackPlan, on: dt.date) -> StackCost:
     parts += _efs(spec, services, region)
     selection = stack_plan.addons
     parts += _monitoring(spec, selection, plans, services, region)
-    not_counted = [v for v in volumes if isinstance(v, NotCounted)] + _not_counted(spec, selection, nat, tgw)
+    not_counted = [v for v in volumes if isinstance(v, NotCounted)] + _not_counted(spec, selection, plans, nat, tgw)
 
     return StackCost(
         region=region,

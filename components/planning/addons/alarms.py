@@ -28,3 +28,18 @@ class MetricAlarmPlan:
     evaluation_periods: int
     dimensions: Mapping[str, str]
     treat_missing_data: str
+
+
+@dataclass(frozen=True)
+class QueryAlarmPlan:
+    """An `aws.cloudwatch.MetricAlarm` on a Metrics Insights query (PutMetricAlarm `Metrics`: one query whose
+    `Expression` is the query, with its `Period`, [CWMIALARM]); `query` may hold deploy-time placeholders."""
+
+    suffix: str
+    description: str
+    query: str
+    comparison: str
+    threshold: float
+    period: int
+    evaluation_periods: int
+    treat_missing_data: str

@@ -135,8 +135,10 @@ def _per_second(namespace: str, metrics: Sequence[tuple[str, str]], file_system:
 
 
 def _health(metric: str, cluster: str, pool: str, **options: Any) -> list[Any]:
-    """One pool's series of the health loop (`node_health_alarms` alarms on the same dimensions); `Kind`, `Result`
-    and `State` options are dimensions, the rest widget options."""
+    """One pool's series of the health loop (the `node_health_alarms` queries read the same dimensions, one
+    contributor per pool); `Kind`, `Result` and `State` options are dimensions, the rest widget options. A line per
+    pool rather than a Metrics Insights widget: a widget's query reads two weeks at most ([CWMILIMITS]), a metric
+    line all the metric's retention."""
     dimensions = [CLOUDWATCH_CLUSTER_DIMENSION, cluster, CLOUDWATCH_POOL_DIMENSION, pool]
     for name in (CLOUDWATCH_KIND_DIMENSION, CLOUDWATCH_RESULT_DIMENSION, CLOUDWATCH_STATE_DIMENSION):
         if name in options:
