@@ -1,12 +1,15 @@
 """Benchmark: how much `blueprint plan` costs beyond importing the SDKs it cannot do without.
 
 Why: a plan's floor is the import of pulumi, the pulumi_aws and pulumi_kubernetes modules the program uses and the
-policy SDK; everything above it (registrations, mocks, policy checks, output, interpreter teardown) is this
-project's own cost. Each figure is the best of `--repeat` fresh processes (the machine's load only adds time):
+policy SDK; above it, most of a large plan is the Pulumi SDK registering resources under mocks (work this project
+cannot remove), the rest is this project's own (components, mocks, policy checks, output). The figures tell the two
+apart. Each is the best of `--repeat` fresh processes, run in turns (the machine's load only adds time):
 
   (a) floor: a fresh interpreter imports exactly the SDK modules a plan of `--stack` loads;
   (b) `blueprint plan --stack <stack> --format json` in a fresh process, and the ratio b/a (goal: about 1.0x);
-  (c) a synthetic stack of `--pools` node pools: milliseconds per pool above the floor, and peak RSS.
+  (c) a synthetic stack of `--pools` node pools: milliseconds per pool above the floor (the target), and peak RSS;
+  (d) the SDK's registration floor: (c)'s plan replayed through the SDK under the same mocks without this project's
+      components (`benchmarks.sdk_replay`); (c) per pool splits into that SDK share and the project's own share.
 
 Run: `python -m benchmarks.plan_speed [--stack hybrid] [--pools 200] [--repeat 3]`. Prints figures; it asserts
 nothing (timings are not tests).
@@ -67,11 +70,12 @@ for name in json.loads(sys.argv[1]):
 """
 
 
-def run_fresh(args: list[str]) -> Run:
-    """Wall and CPU seconds and peak RSS of one fresh process; stdout discarded, a failure raises with its stderr."""
-    with tempfile.TemporaryFile() as stderr:
+def run_fresh(args: list[str], stdout: Path | None = None) -> Run:
+    """Wall and CPU seconds and peak RSS of one fresh process; stdout written to `stdout` or discarded, a failure
+    raises with its stderr."""
+    with tempfile.TemporaryFile() as stderr, open(stdout or os.devnull, "wb") as out:
         start = time.perf_counter()
-        process = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=stderr)
+        process = subprocess.Popen(args, cwd=ROOT, stdout=out, stderr=stderr)
         _, status, usage = os.wait4(process.pid, 0)
         elapsed = time.perf_counter() - start
         process.returncode = os.waitstatus_to_exitcode(status)
@@ -82,10 +86,12 @@ def run_fresh(args: list[str]) -> Run:
     return Run(elapsed, usage.ru_utime + usage.ru_stime, usage.ru_maxrss)
 
 
-def best_of_interleaved(commands: list[list[str]], repeat: int) -> list[Run]:
+def best_of_interleaved(commands: list[list[str]], repeat: int, stdout: dict[int, Path] | None = None) -> list[Run]:
     """For each command, its best wall and CPU seconds and its highest peak RSS over `repeat` rounds that run every
-    command once in turn, so that a burst of load on the machine hits the floor and the plans alike."""
-    rounds = [[run_fresh(command) for command in commands] for _ in range(repeat)]
+    command once in turn, so that a burst of load on the machine hits the floor and the plans alike. `stdout`: where
+    the command of that index writes its output (each round overwrites it)."""
+    where = stdout or {}
+    rounds = [[run_fresh(command, where.get(i)) for i, command in enumerate(commands)] for _ in range(repeat)]
     return [
         Run(min(r[i].wall for r in rounds), min(r[i].cpu for r in rounds), max(r[i].rss_kib for r in rounds))
         for i in range(len(commands))
@@ -127,14 +133,20 @@ def main(argv: list[str] | None = None) -> int:
     modules = sdk_modules(args.stack)
     with tempfile.TemporaryDirectory() as folder:
         stack_file = synthetic_stack_file(args.pools, Path(folder))
-        floor, plan, big = best_of_interleaved(
+        big_plan, replay_times = Path(folder) / "plan.json", Path(folder) / "replay.jsonl"
+        floor, plan, big, replay = best_of_interleaved(
             [
                 [sys.executable, "-c", _IMPORT_ONLY, json.dumps(modules)],
                 blueprint("plan", "--stack", args.stack, "--format", "json"),
                 blueprint("plan", "--config", str(stack_file), "--format", "json"),
+                # after (c) in every round: replays the plan (c) wrote
+                [sys.executable, "-m", "benchmarks.sdk_replay", str(big_plan), str(replay_times)],
             ],
             args.repeat,
+            stdout={2: big_plan},
         )
+        replays = [json.loads(line) for line in replay_times.read_text().splitlines()]
+    sdk = Run(min(r["wall"] for r in replays), min(r["cpu"] for r in replays), replay.rss_kib)
     print("best of", args.repeat, "fresh processes each; wall ms / CPU ms / peak RSS")
     print(f"(a) floor, import {len(modules)} SDK modules: {_figures(floor)}")
     print(f"(b) blueprint plan --stack {args.stack} --format json: {_figures(plan)}")
@@ -150,6 +162,16 @@ def main(argv: list[str] | None = None) -> int:
         f"(target: at most {TARGET_MS_PER_POOL:.0f} ms)"
     )
     print(f"    peak RSS: {big.rss_kib / 1024:.0f} MiB (target: at most {TARGET_PEAK_MIB} MiB)")
+    print(
+        f"(d) the SDK registering (c)'s {replays[0]['resources']} resources under the same mocks, without this "
+        f"project's components: {_figures(sdk)} (peak RSS of the whole replay process)"
+    )
+    print(
+        f"    per pool: SDK registration {sdk.wall / args.pools * 1000:.1f} ms wall, "
+        f"{sdk.cpu / args.pools * 1000:.1f} ms CPU; this project's own "
+        f"{wall_per_pool - sdk.wall / args.pools * 1000:.1f} ms wall, "
+        f"{cpu_per_pool - sdk.cpu / args.pools * 1000:.1f} ms CPU (above both floors)"
+    )
     return 0
 
 

@@ -11,11 +11,12 @@ import argparse
 import atexit
 import gc
 import importlib.util
+import itertools
 import json
 import os
 import sys
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any, NoReturn
@@ -150,7 +151,9 @@ def version() -> str:
             return "unknown (not installed)"
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser; given the subcommand about to run, only that one gets its arguments (the others
+    keep their names and help), so that `plan` does not import what `verify`'s options are built from."""
     raw = argparse.RawDescriptionHelpFormatter
     examples = "\n".join(f"  {examples[0]}" for _, examples, _ in COMMANDS.values())
     parser = _Parser(
@@ -159,44 +162,75 @@ def _parser() -> argparse.ArgumentParser:
         epilog=f"examples (`blueprint COMMAND --help` for more):\n{examples}\n\n{exit_codes.describe()}",
         formatter_class=raw,
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {version()}")
+    parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", required=True)
-
-    def command(name: str) -> argparse.ArgumentParser:
+    for name, add_arguments in _ARGUMENTS.items():
         text = COMMANDS[name][0]
-        return sub.add_parser(name, help=text, description=text, epilog=_epilog(name), formatter_class=raw)
+        cmd = sub.add_parser(name, help=text, description=text, epilog=_epilog(name), formatter_class=raw)
+        if command is None or command == name:
+            add_arguments(cmd)
+    return parser
 
-    for name in ("plan", "check"):
-        cmd = command(name)
-        cmd.add_argument("--stack", help="stack name: stacks/Pulumi.<stack>.yaml")
-        cmd.add_argument("--config", type=Path, help="plan this stack file instead of stacks/Pulumi.<stack>.yaml")
-        cmd.add_argument("--policy-config", type=Path, help="policy config (default policies/policy-config.json)")
-        cmd.add_argument("--format", choices=("table", "json", "markdown"), default="table")
-        if name == "check":
-            cmd.add_argument(
-                "--plan",
-                type=Path,
-                help="check this saved plan (`blueprint plan --format json` output) instead of planning the stack",
-            )
-    catalog = command("catalog")
+
+def _command_of(argv: Sequence[str] | None) -> str | None:
+    """The subcommand a command line names first, when its first word is one (else None: the parser needs them all)."""
+    words = sys.argv[1:] if argv is None else argv
+    return words[0] if words and words[0] in COMMANDS else None
+
+
+class _Version(argparse.Action):
+    """`--version`: prints `blueprint <version>` and exits, reading the version only when asked."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **_: Any) -> None:
+        super().__init__(option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, nargs=0)
+        self.help = "show program's version number and exit"
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        print(f"{parser.prog} {version()}")
+        parser.exit()
+
+
+def _plan_arguments(cmd: argparse.ArgumentParser, saved_plan: bool = False) -> None:
+    cmd.add_argument("--stack", help="stack name: stacks/Pulumi.<stack>.yaml")
+    cmd.add_argument("--config", type=Path, help="plan this stack file instead of stacks/Pulumi.<stack>.yaml")
+    cmd.add_argument("--policy-config", type=Path, help="policy config (default policies/policy-config.json)")
+    cmd.add_argument("--format", choices=("table", "json", "markdown"), default="table")
+    if saved_plan:
+        cmd.add_argument(
+            "--plan",
+            type=Path,
+            help="check this saved plan (`blueprint plan --format json` output) instead of planning the stack",
+        )
+
+
+def _catalog_arguments(catalog: argparse.ArgumentParser) -> None:
     catalog.add_argument("--format", choices=("table", "json"), default="table")
-    schema = command("schema")
+
+
+def _schema_arguments(schema: argparse.ArgumentParser) -> None:
     mode = schema.add_mutually_exclusive_group()
     mode.add_argument("--write", action="store_true", help="regenerate schema/ and the docs/ tables")
     mode.add_argument("--check", action="store_true", help="exit 1 when any of them is out of date")
-    policy = command("deployer-policy")
+
+
+def _deployer_policy_arguments(policy: argparse.ArgumentParser) -> None:
     policy.add_argument("--stack", help="stack name: stacks/Pulumi.<stack>.yaml")
     policy.add_argument("--config", type=Path, help="use this stack file instead of stacks/Pulumi.<stack>.yaml")
-    _verify_parser(command("verify"))
-    preflight = command("preflight")
+
+
+def _preflight_arguments(preflight: argparse.ArgumentParser) -> None:
     preflight.add_argument("--stack", help="stack name: stacks/Pulumi.<stack>.yaml")
     preflight.add_argument("--config", type=Path, help="the stack file, instead of stacks/Pulumi.<stack>.yaml")
     preflight.add_argument("--format", choices=("table", "json"), default="table")
-    training = command("training-job")
+
+
+def _training_job_arguments(training: argparse.ArgumentParser) -> None:
     training.add_argument("--stack", help="stack name: stacks/Pulumi.<stack>.yaml")
     training.add_argument("--config", type=Path, help="use this stack file instead of stacks/Pulumi.<stack>.yaml")
     training.add_argument("--format", choices=("yaml", "json"), default="yaml")
-    conformance = command("conformance")
+
+
+def _conformance_arguments(conformance: argparse.ArgumentParser) -> None:
     conformance.add_argument("--stack", help="stack name: stacks/Pulumi.<stack>.yaml")
     conformance.add_argument("--config", type=Path, help="use this stack file instead of stacks/Pulumi.<stack>.yaml")
     conformance.add_argument("--write", type=Path, help="write PRODUCT.yaml here instead of printing it")
@@ -204,7 +238,9 @@ def _parser() -> argparse.ArgumentParser:
         "--metadata", action="append", default=[], help="a metadata field, KEY=VALUE (vendorName=..., repoUrl=...)"
     )
     conformance.add_argument("--check", action="store_true", help="exit 1 when a MUST is not met")
-    run = command("conformance-run")
+
+
+def _conformance_run_arguments(run: argparse.ArgumentParser) -> None:
     run.add_argument("--stack", help="stack name: stacks/Pulumi.<stack>.yaml")
     run.add_argument("--config", type=Path, help="use this stack file instead of stacks/Pulumi.<stack>.yaml")
     run.add_argument("--kubeconfig", type=Path, help="kubeconfig with cluster-admin (default: the suite's, KUBECONFIG)")
@@ -213,7 +249,9 @@ def _parser() -> argparse.ArgumentParser:
     mode = run.add_mutually_exclusive_group()
     mode.add_argument("--job", action="store_true", help="print the run as a Kubernetes Job instead of running it")
     mode.add_argument("--collect", type=Path, help="turn a saved `go test -json` log (the Job's) into the evidence")
-    simulate = command("simulate")
+
+
+def _simulate_arguments(simulate: argparse.ArgumentParser) -> None:
     simulate.add_argument("--stack", help="stack name: stacks/Pulumi.<stack>.yaml")
     simulate.add_argument("--config", type=Path, help="use this stack file instead of stacks/Pulumi.<stack>.yaml")
     simulate.add_argument("--workload", help="serving workload name (default: the first)")
@@ -234,7 +272,6 @@ def _parser() -> argparse.ArgumentParser:
     simulate.add_argument("--start-replicas", type=int, help="replicas at minute 0 (default: replicas.min)")
     simulate.add_argument("--all", action="store_true", help="print every minute, not only the changes")
     simulate.add_argument("--plot", type=Path, help="also write the timeline as an image (needs matplotlib)")
-    return parser
 
 
 def _verify_parser(verify: argparse.ArgumentParser) -> None:
@@ -291,6 +328,22 @@ def _verify_parser(verify: argparse.ArgumentParser) -> None:
     verify.add_argument("--cuda-image", default=defaults.cuda_image)
 
 
+#: Each subcommand's arguments, in the order `--help` lists the subcommands.
+_ARGUMENTS: dict[str, Callable[[argparse.ArgumentParser], None]] = {
+    "plan": _plan_arguments,
+    "check": lambda cmd: _plan_arguments(cmd, saved_plan=True),
+    "catalog": _catalog_arguments,
+    "schema": _schema_arguments,
+    "deployer-policy": _deployer_policy_arguments,
+    "verify": _verify_parser,
+    "preflight": _preflight_arguments,
+    "training-job": _training_job_arguments,
+    "conformance": _conformance_arguments,
+    "conformance-run": _conformance_run_arguments,
+    "simulate": _simulate_arguments,
+}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one subcommand; its exit code (exit_codes). The console script passes no argv."""
     try:
@@ -310,7 +363,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _run(argv: Sequence[str] | None) -> int:
     try:
-        args = _parser().parse_args(argv)
+        args = _parser(_command_of(argv)).parse_args(argv)
     except SystemExit as stop:  # --help and --version (0), a usage error (USAGE): returned like any other code
         return stop.code if isinstance(stop.code, int) else USAGE
     if args.command == "catalog":
@@ -415,7 +468,12 @@ def _print_plan(plan: dict[str, Any], fmt: str) -> None:
     from blueprint.plan import render
 
     if fmt == "json":
-        print(json.dumps(plan, indent=2, sort_keys=False, default=str, allow_nan=False))
+        # The same bytes as `print(json.dumps(...))`, written a few thousand pieces at a time: the whole text and the
+        # millions of pieces it is joined from are never in memory at once (writing each piece alone is slower).
+        chunks = json.JSONEncoder(indent=2, default=str, allow_nan=False).iterencode(plan)
+        while batch := list(itertools.islice(chunks, 16384)):
+            sys.stdout.write("".join(batch))
+        sys.stdout.write("\n")
     elif fmt == "markdown":
         print(render.markdown(plan))
     else:

@@ -181,10 +181,16 @@ def _metadata(name: str, description: str, url: str | None) -> dict[str, Any]:
     }
 
 
+#: Each resource policy's resource types (None: every type). The engine calls every policy on every resource, and
+#: the wrapper below passes over the other types; `blueprint check` calls a policy only on its own types.
+RESOURCE_TYPES: dict[str, frozenset[str] | None] = {}
+
+
 def resource_policy(name: str, rule: ResourceRule, types: Collection[str] | None) -> ResourceValidationPolicy:
     """Wrap a resource rule: it runs on resources of `types` (None: every resource) and reports each message, except
     on a resource that carries an exception from this policy with a reason (`policies.rules.exceptions`)."""
     description, url = describe(rule)
+    RESOURCE_TYPES[name] = frozenset(types) if types is not None else None
 
     def validate(args: ResourceValidationArgs, report_violation: ReportViolation) -> None:
         if types is not None and args.resource_type not in types:

@@ -19,12 +19,14 @@ subnets, a bucket's versioning configuration) are resolved the most reliable way
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from pulumi_policy import PolicyResource, ResourceValidationArgs
 from pulumi_policy.proxy import UnknownValueError
+
+T = TypeVar("T")
 
 # Resource type tokens (pulumi-aws 7 / pulumi-kubernetes 4), named once.
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
@@ -102,7 +104,12 @@ class Resource:
         return get(self.props, *path, default=default)
 
     def tags(self) -> dict[str, str]:
-        return tag_map(self.get("tags"))
+        """The resource's own tags (a copy). Read once: stack rules ask a pool's group for its tags many times."""
+        read = self.__dict__.get("_tags")
+        if read is None:
+            read = tag_map(self.get("tags"))
+            self.__dict__["_tags"] = read  # frozen, but the tags it was built with never change
+        return dict(read)
 
 
 def get(value: Any, *path: str | int, default: Any = None) -> Any:
@@ -191,18 +198,30 @@ class Stack:
     def __init__(self, resources: Iterable[Resource]) -> None:
         self.resources = list(resources)
         self.by_urn = {r.urn: r for r in self.resources}
-        self._by_type: dict[str, list[Resource]] = defaultdict(list)
-        for r in self.resources:
-            self._by_type[r.type].append(r)
+        #: Per type, the positions of its resources in `resources`.
+        self._by_type: dict[str, list[int]] = defaultdict(list)
+        for i, r in enumerate(self.resources):
+            self._by_type[r.type].append(i)
+        self._derived: dict[str, Any] = {}
+
+    def derived(self, name: str, compute: Callable[[Stack], T]) -> T:
+        """What `compute` derives from the whole stack (its node pools), computed once per view: every stack
+        policy of a run shares the view and only reads it."""
+        if name not in self._derived:
+            self._derived[name] = compute(self)
+        value: T = self._derived[name]
+        return value
 
     def __iter__(self) -> Iterator[Resource]:
         return iter(self.resources)
 
     def of_type(self, *types: str | Iterable[str]) -> list[Resource]:
+        """The resources of these types, in stack order."""
         wanted: set[str] = set()
         for t in types:
             wanted.update([t] if isinstance(t, str) else t)
-        return [r for r in self.resources if r.type in wanted]
+        positions = sorted(i for t in wanted for i in self._by_type.get(t, ()))
+        return [self.resources[i] for i in positions]
 
     def referenced(self, source: Resource, prop: str, values: Iterable[str], types: Iterable[str]) -> list[Resource]:
         """The resources of `types` that `source.props[prop]` points at (by `values`, the ids it holds)."""

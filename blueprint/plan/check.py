@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -28,7 +29,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from policies.pack import BY_NAME, CONFIG_FILE, POLICIES, schema_defaults
+from policies.pack import BY_NAME, CONFIG_FILE, POLICIES, RESOURCE_TYPES, schema_defaults
 from policies.plan_records import policy_resources, record_options
 
 Violation = dict[str, str]
@@ -171,19 +172,27 @@ def check(resources: Sequence[Mapping[str, Any]], config: Mapping[str, Any] | No
     props = [unknown_checking_proxy(dict(record.get("inputs") or {})) for record in resources]
     options = [record_options(record) for record in resources]
     stack_resources: list[PolicyResource] | None = None
+    # A resource policy passes over the types it does not judge: each one runs only on the records of its types
+    # (`RESOURCE_TYPES`), in plan order, instead of on every record.
+    of_type: dict[str, list[int]] = defaultdict(list)
+    for i, record in enumerate(resources):
+        of_type[record["type"]].append(i)
 
     for policy in POLICIES:
         level, params = effective(policy, config)
         if level == EnforcementLevel.DISABLED:
             continue
         if isinstance(policy, ResourceValidationPolicy):
-            for record, record_props, record_opts in zip(resources, props, options, strict=True):
+            types = RESOURCE_TYPES.get(policy.name)
+            judged = range(len(resources)) if types is None else sorted(i for t in types for i in of_type.get(t, ()))
+            for i in judged:
+                record = resources[i]
                 args = ResourceValidationArgs(
                     record["type"],
-                    record_props,
+                    props[i],
                     record["urn"],
                     record["name"],
-                    record_opts,
+                    options[i],
                     None,
                     dict(params),
                 )

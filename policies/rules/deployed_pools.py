@@ -8,6 +8,7 @@ Stack rules of several families (fabric, nodes, spot, cost) read pools through t
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from pulumi_policy.proxy import UnknownValueError
 
@@ -143,7 +144,7 @@ class Pool:
         """The property naming the pool's subnets: `vpcZoneIdentifiers`, or a node group's `subnetIds`."""
         return "subnetIds" if self.managed else "vpcZoneIdentifiers"
 
-    @property
+    @cached_property
     def efa(self) -> bool:
         return is_efa_launch_template(self.launch_template)
 
@@ -209,6 +210,11 @@ class Pool:
 
 
 def node_pools(stack: Stack) -> list[Pool]:
+    """The stack's node pools, found once per stack view (`Stack.derived`)."""
+    return list(stack.derived("node_pools", _find_node_pools))
+
+
+def _find_node_pools(stack: Stack) -> list[Pool]:
     pools = []
     for asg in stack.of_type(AUTOSCALING_GROUP):
         if asg.get("launchTemplate") is not None:

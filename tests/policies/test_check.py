@@ -8,8 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pulumi_policy import ResourceValidationPolicy
 from pulumi_policy.proxy import UNKNOWN_STRING_VALUE
 
+import blueprint.plan.check as check_module
 from blueprint.plan.check import check, format_violations, has_mandatory, load_config
 from policies.pack import DEFAULT_CONFIG, POLICIES
 from tests.policies.stacks import find, good_stack
@@ -88,6 +90,17 @@ def test_broken_fixture_reports_exactly_the_expected_violations() -> None:
     assert {v["level"] for v in violations if v["policy"] in ADVISORY} == {"advisory"}
     assert all(v["level"] == "mandatory" for v in violations if v["policy"] not in ADVISORY)
     assert has_mandatory(violations)
+
+
+def test_each_resource_policy_runs_on_its_own_types_and_finds_what_running_on_every_record_finds(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    resource_policies = {p.name for p in POLICIES if isinstance(p, ResourceValidationPolicy)}
+    assert set(check_module.RESOURCE_TYPES) == resource_policies
+    dispatched = [check(broken_plan()), check(good_stack())]
+    monkeypatch.setattr(check_module, "RESOURCE_TYPES", {})  # every policy on every record, as the engine calls them
+    assert [check(broken_plan()), check(good_stack())] == dispatched
+    assert pairs(dispatched[0]) == EXPECTED_BROKEN
 
 
 def test_broken_fixture_names_rule_and_resource_in_every_format() -> None:
