@@ -91,8 +91,8 @@ class Query(NamedTuple):
 
 
 QUERY = re.compile(
-    r'SELECT (?P<function>\w+)\((?P<metric>\w+)\) FROM SCHEMA\("(?P<namespace>[^"]+)", (?P<schema>[\w, ]+)\) '
-    r"WHERE (?P<where>.+) GROUP BY (?P<group_by>\w+) ORDER BY (?P=function)\(\) DESC"
+    r'SELECT (?P<function>\w+)\("(?P<metric>\w+)"\) FROM SCHEMA\("(?P<namespace>[^"]+)", (?P<schema>[\w", ]+)\) '
+    r'WHERE (?P<where>.+) GROUP BY "(?P<group_by>\w+)" ORDER BY (?P=function)\(\) DESC'
 )
 
 
@@ -102,10 +102,12 @@ def parse(query: str) -> Query:
     assert match, query
     where: dict[str, str] = {}
     for term in match["where"].split(" AND "):
-        condition = re.fullmatch(r"(\w+) = '([^']*)'", term)
+        condition = re.fullmatch(r"\"(\w+)\" = '([^']*)'", term)
         assert condition, term
         where[condition[1]] = condition[2]
-    schema = frozenset(name.strip() for name in match["schema"].split(","))
+    names = [name.strip() for name in match["schema"].split(",")]
+    assert all(re.fullmatch(r'"\w+"', name) for name in names), names
+    schema = frozenset(name.strip('"') for name in names)
     return Query(match["function"], match["metric"], match["namespace"], schema, where, match["group_by"])
 
 
@@ -194,11 +196,12 @@ def test_the_training_stack_alarms_on_the_loop_once_per_condition_to_its_alerts_
     alarms = health_alarms("training")
     # one alarm per condition for the whole stack, each pool a contributor of it (GROUP BY Pool), and the heartbeat
     assert set(alarms) == {"repairs-held", "failed-too-long", "gate-failures", "conditions", "heartbeat"}
-    schema = f'SCHEMA("{NAMESPACE}", ClusterName, Pool'
+    schema = f'SCHEMA("{NAMESPACE}", "ClusterName", "Pool"'
     expected = {
         # any held repair within the last hour (the storm cap hit)
         "repairs-held": query_alarm_inputs(
-            f"SELECT SUM(RepairsHeld) FROM {schema}) WHERE ClusterName = 'train' GROUP BY Pool ORDER BY SUM() DESC",
+            f'SELECT SUM("RepairsHeld") FROM {schema}) WHERE "ClusterName" = \'train\' GROUP BY "Pool" '
+            "ORDER BY SUM() DESC",
             3600,
             "GreaterThanThreshold",
             0,
@@ -206,24 +209,24 @@ def test_the_training_stack_alarms_on_the_loop_once_per_condition_to_its_alerts_
         # a node of the pool labelled failed all through the last hour (the Prometheus rule's `for`): the loop sends
         # the pool's failed count as 0 when none is, so the minimum over the hour is above 0 only if it never fell
         "failed-too-long": query_alarm_inputs(
-            f"SELECT MIN(Nodes) FROM {schema}, State) WHERE ClusterName = 'train' AND State = 'failed' "
-            "GROUP BY Pool ORDER BY MIN() DESC",
+            f'SELECT MIN("Nodes") FROM {schema}, "State") WHERE "ClusterName" = \'train\' AND "State" = \'failed\' '
+            'GROUP BY "Pool" ORDER BY MIN() DESC',
             node_monitoring.FAILED_TOO_LONG_MINUTES * 60,
             "GreaterThanThreshold",
             0,
         ),
         # two gate failures of a pool within the last hour
         "gate-failures": query_alarm_inputs(
-            f"SELECT SUM(Checks) FROM {schema}, Kind, Result) WHERE ClusterName = 'train' AND Kind = 'gate' "
-            "AND Result = 'failed' GROUP BY Pool ORDER BY SUM() DESC",
+            f'SELECT SUM("Checks") FROM {schema}, "Kind", "Result") WHERE "ClusterName" = \'train\' '
+            'AND "Kind" = \'gate\' AND "Result" = \'failed\' GROUP BY "Pool" ORDER BY SUM() DESC',
             3600,
             "GreaterThanOrEqualToThreshold",
             node_monitoring.GATE_FAILURES_PER_HOUR,
         ),
         # an agent condition False all through 5 minutes (the Prometheus rule's `for`)
         "conditions": query_alarm_inputs(
-            f"SELECT MIN(AgentConditionsFalse) FROM {schema}) WHERE ClusterName = 'train' "
-            "GROUP BY Pool ORDER BY MIN() DESC",
+            f'SELECT MIN("AgentConditionsFalse") FROM {schema}) WHERE "ClusterName" = \'train\' '
+            'GROUP BY "Pool" ORDER BY MIN() DESC',
             node_monitoring.CONDITION_FALSE_MINUTES * 60,
             "GreaterThanThreshold",
             0,
@@ -308,6 +311,20 @@ def test_a_pool_added_later_needs_no_new_alarm_and_a_gate_alarm_needs_a_gated_po
         "node-health-failed-too-long",
         "node-health-conditions",
     ]
+
+
+#: The words a query of the alarms may use unquoted: the grammar's keywords and the functions it calls ([CWMIQL]).
+QUERY_KEYWORDS = frozenset({"SELECT", "FROM", "SCHEMA", "WHERE", "AND", "GROUP", "BY", "ORDER", "DESC", "SUM", "MIN"})
+
+
+def test_every_name_a_pool_alarm_queries_is_quoted() -> None:
+    """Metrics Insights refuses a query that names a reserved keyword (a long list of SQL words) unquoted: the
+    queries quote every namespace, metric and dimension name, so none of ours can be one; values are in single
+    quotes."""
+    for alarm in pool_alarms(plan_pools(stack_config(SYSTEM_POOL, TRAINING_POOL))):
+        unquoted = re.sub(r'"[^"]*"|\'[^\']*\'', " ", alarm.query)
+        words = set(re.findall(r"[A-Za-z_]\w*", unquoted))
+        assert words <= QUERY_KEYWORDS, (alarm.suffix, words - QUERY_KEYWORDS)
 
 
 # --------------------------------------------------------------------------------------------------- dashboard

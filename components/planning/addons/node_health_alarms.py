@@ -65,18 +65,30 @@ def condition_pools(plans: Sequence[PoolPlan]) -> list[PoolPlan]:
     return [p for p in plans if p.kind == "aws"]
 
 
+def identifier(name: str) -> str:
+    """A namespace, metric name or dimension name as a query names it: in double quotes, always. A name that is one
+    of Metrics Insights' reserved keywords (hundreds of SQL words) must be, or the query is refused, and a quoted
+    name that is not one reads the same ([CWMIQL])."""
+    return f'"{name}"'
+
+
 def per_pool_query(function: str, metric: str, where: Mapping[str, str] | None = None) -> str:
     """A Metrics Insights query for one series per pool of this cluster: `function` of `metric` in the schema of
     the cluster, the pool and the `where` dimensions, grouped by pool, highest first (past 500 series a query
-    returns the 500 its `ORDER BY` puts first, [CWMILIMITS]: the breaching pools)."""
+    returns the 500 its `ORDER BY` puts first, [CWMILIMITS]: the breaching pools). Names are quoted (`identifier`),
+    values in single quotes."""
     where = dict(where or {})
-    schema = ", ".join([CLOUDWATCH_CLUSTER_DIMENSION, CLOUDWATCH_POOL_DIMENSION, *sorted(where)])
+    schema = ", ".join(
+        identifier(name)
+        for name in [CLOUDWATCH_NAMESPACE, CLOUDWATCH_CLUSTER_DIMENSION, CLOUDWATCH_POOL_DIMENSION, *sorted(where)]
+    )
     filters = " AND ".join(
-        f"{name} = '{value}'" for name, value in {CLOUDWATCH_CLUSTER_DIMENSION: CLUSTER_NAME, **where}.items()
+        f"{identifier(name)} = '{value}'"
+        for name, value in {CLOUDWATCH_CLUSTER_DIMENSION: CLUSTER_NAME, **where}.items()
     )
     return (
-        f'SELECT {function}({metric}) FROM SCHEMA("{CLOUDWATCH_NAMESPACE}", {schema}) WHERE {filters} '
-        f"GROUP BY {CLOUDWATCH_POOL_DIMENSION} ORDER BY {function}() DESC"
+        f"SELECT {function}({identifier(metric)}) FROM SCHEMA({schema}) WHERE {filters} "
+        f"GROUP BY {identifier(CLOUDWATCH_POOL_DIMENSION)} ORDER BY {function}() DESC"
     )
 
 
