@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime as dt
 import gc
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -64,6 +64,19 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
         result = yield
     _fail_on_swallowed_violations()
     return result
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(
+    collector: pytest.Collector,
+) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
+    """A module that runs the program while it is collected (at import, in `pytest_generate_tests`) fails to
+    collect: collection comes before `-m` selects, so every run would pay for it."""
+    with TIER_GUARD.watching(collector.nodeid or None, collecting=True):
+        report = yield
+    if TIER_GUARD.violations and report.passed:
+        report.outcome, report.longrepr = "failed", TIER_GUARD.violations[0]
+    return report
 
 
 def _fail_on_swallowed_violations() -> None:

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import tomllib
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -26,6 +27,20 @@ ROOT = Path(__file__).resolve().parents[1]
         ([sys.executable, "-c", f"PACK = {str(PACK_DIR)!r}"], "the policy pack in a process of its own"),
         (["/usr/bin/promtool", "check", "rules", "a.yaml"], "promtool, an external engine"),
         ([Path("/usr/bin/promtool"), "test", "rules"], "promtool, an external engine"),
+        (
+            ["sh", "-c", "cd /tmp && blueprint plan --stack training | jq ."],
+            "the `blueprint` CLI in a process of its own",
+        ),
+        (["bash", "-c", "set -e\n/usr/bin/promtool check rules a.yaml"], "promtool, an external engine"),
+        (
+            [sys.executable, "-c", "from blueprint.cli import main; main()"],
+            "the `blueprint` CLI in a process of its own",
+        ),
+        (
+            [sys.executable, "-c", "from blueprint import cli; cli.main(['catalog'])"],
+            "the `blueprint` CLI in a process of its own",
+        ),
+        (["sh", "-c", "echo 'an unclosed quote"], None),
         (["sh", "-c", "echo blueprint"], None),
         (["bash", "-c", "nodeadm init"], None),
         ([sys.executable, "-c", "print('a')"], None),
@@ -52,6 +67,31 @@ def test_the_guard_fails_a_watched_test_that_starts_the_cli() -> None:
     guard = TierGuard()
     with guard.watching("t"), pytest.raises(pytest.fail.Exception, match="runs the `blueprint` CLI in a process"):
         guard.audit("subprocess.Popen", (sys.executable, [sys.executable, "-m", "blueprint.cli"], None, None))
+
+
+@pytest.mark.parametrize(
+    ("event", "args"),
+    [
+        ("os.system", (b"blueprint plan --stack training > plan.json",)),
+        ("os.posix_spawn", ("/usr/bin/promtool", ["promtool", "check", "rules"], {})),
+        ("os.exec", (sys.executable, [sys.executable, "-m", "blueprint.cli"], {})),
+        ("os.spawn", (os.P_WAIT, "/bin/sh", ["sh", "-c", "blueprint catalog"], {})),
+    ],
+)
+def test_the_guard_sees_processes_started_without_subprocess(event: str, args: tuple[object, ...]) -> None:
+    guard = TierGuard()
+    with guard.watching("t"), pytest.raises(pytest.fail.Exception, match="but is not marked `program`"):
+        guard.audit(event, args)
+
+
+def test_the_guard_fails_a_run_at_collection_whatever_the_marker() -> None:
+    guard = TierGuard()
+    with guard.watching("tests/test_x.py", collecting=True), pytest.raises(pytest.fail.Exception) as failed:
+        guard.audit("blueprint.run_mocked", ("gpu-clusters", "test"))
+    assert str(failed.value).startswith(
+        "tests/test_x.py runs the Pulumi program under mocks (blueprint.plan.runner.run_mocked) while it is collected"
+    )
+    assert "every run pays for it, `program` or not" in str(failed.value)
 
 
 def test_the_guard_lets_other_events_and_unwatched_tests_be() -> None:
@@ -91,6 +131,33 @@ def test_the_everyday_run_leaves_out_exactly_the_tiers_the_guard_skips() -> None
     assert set(tiers.LEFT_OUT) == {"slow", "charts", "training", "program"}
     registered = {line.split(":", 1)[0] for line in options["markers"]}
     assert registered >= set(tiers.LEFT_OUT)
+
+
+def test_ci_runs_a_program_test_in_one_step_only() -> None:
+    """CI's `program` step selects the `program` tier less the tests of the other left-out tiers, whose own steps run
+    them (`slow`, `charts`, `training`); the everyday step selects none of them."""
+    from _pytest.mark.expression import Expression
+
+    line = next(ln for ln in (ROOT / ".ci/run").read_text().splitlines() if ln.startswith("PROGRAM_TIER="))
+    program_step = Expression.compile(line.split("=", 1)[1].strip('"'))
+    everyday = Expression.compile(
+        tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]["ini_options"]["addopts"]
+        .split("-m '", 1)[1]
+        .split("'", 1)[0]
+    )
+    for marks in ({"program"}, *({"program", other} for other in ("slow", "charts", "training")), set()):
+        steps = [program_step.evaluate(_marked(marks)), everyday.evaluate(_marked(marks))]
+        assert steps.count(True) <= 1, marks
+        assert steps[0] == (marks == {"program"}), marks
+
+
+def _marked(marks: set[str]) -> Callable[..., bool]:
+    """A marker matcher for `Expression.evaluate`: a test with these marks."""
+
+    def matches(name: str, /, **_: str | int | bool | None) -> bool:
+        return name in marks
+
+    return matches
 
 
 MIS_TIERED = """
@@ -158,3 +225,26 @@ def test_a_test_taking_a_shipped_stack_is_marked_program(tmp_path: Path) -> None
         "test_mis_tiered.py::test_runs_the_program_marked",
         "test_mis_tiered.py::test_takes_a_shipped_stack",
     ]
+
+
+PLANS_AT_IMPORT = """
+import pytest
+from blueprint.plan.runner import run_mocked
+
+PLAN = run_mocked(lambda: None)
+
+@pytest.mark.program
+def test_marked():
+    assert PLAN is not None
+"""
+
+
+@pytest.mark.program
+def test_a_module_that_runs_the_program_at_import_fails_to_collect(tmp_path: Path) -> None:
+    (tmp_path / "test_plans_at_import.py").write_text(PLANS_AT_IMPORT)
+    result = _inner_pytest(tmp_path, "-q", "-m", "not program", "test_plans_at_import.py")
+    assert result.returncode == 2, result.stdout + result.stderr  # a collection error, though `-m` leaves it out
+    assert (
+        "test_plans_at_import.py runs the Pulumi program under mocks (blueprint.plan.runner.run_mocked) while it is "
+        "collected"
+    ) in result.stdout

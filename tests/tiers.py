@@ -5,13 +5,17 @@ The everyday run (`pytest -q`) leaves out the tests marked `program`: those that
 CLI, the policy pack or promtool in a process of their own. CI runs them in its `program` step (`pytest -m program`).
 While a test of the everyday tier (marked neither `program` nor slow, charts or training) sets up and runs, the
 guard listens for the audit events of a mocked run (`blueprint.run_mocked`) and of a new process
-(`subprocess.Popen`), and fails the test with the marker to add.
+(`subprocess.Popen`, `os.system`, `os.posix_spawn`, `os.spawn`, `os.exec`; a shell's `-c` script and Python's `-c`
+code are read too), and fails the test with the marker to add. While a module is collected it fails the same way:
+collection precedes `-m`, so a run at import or in `pytest_generate_tests` costs every run, marked or not.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
+import re
+import shlex
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -48,7 +52,44 @@ def spawned_program(args: Command) -> str | None:
         return "promtool, an external engine"
     if any(str(PACK_DIR) in a for a in argv):
         return "the policy pack in a process of its own"
+    inline = _inline_code(argv)
+    if inline is not None and command in SHELLS:
+        return next(filter(None, (spawned_program(c) for c in _shell_commands(inline))), None)
+    if inline is not None and CLI_IMPORT.search(inline):
+        return "the `blueprint` CLI in a process of its own"
     return None
+
+
+#: The shells whose `-c` script the guard reads for the commands it runs.
+SHELLS = frozenset({"sh", "bash", "dash", "zsh"})
+#: Python code that starts the CLI (`from blueprint.cli import main; main()`).
+CLI_IMPORT = re.compile(r"\bblueprint\.cli\b|\bfrom\s+blueprint\s+import\s+cli\b")
+#: What separates a shell script's commands.
+SHELL_SEPARATORS = frozenset({";", "&&", "||", "|", "&", "(", ")", "\n"})
+
+
+def _inline_code(argv: list[str]) -> str | None:
+    """The script or code given to `-c` (a shell's, Python's), if any."""
+    return next((value for flag, value in itertools.pairwise(argv) if flag == "-c"), None)
+
+
+def _shell_commands(script: str) -> Iterator[list[str]]:
+    """The commands of a shell script, each its words; a script shlex cannot read is one command."""
+    lexer = shlex.shlex(script.replace("\n", " ; "), posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    try:
+        words = list(lexer)
+    except ValueError:
+        yield script.split()
+        return
+    command: list[str] = []
+    for word in words:
+        if word in SHELL_SEPARATORS:
+            yield command
+            command = []
+        else:
+            command.append(word)
+    yield command
 
 
 def _argv(args: Command) -> list[str]:
@@ -70,31 +111,54 @@ class TierGuard:
     def __init__(self) -> None:
         self.watched: str | None = None
         self.violations: list[str] = []
+        self.collecting = False
 
     @contextmanager
-    def watching(self, nodeid: str | None) -> Iterator[None]:
-        """Watch the test `nodeid` (None: a `program` test, not watched) while it sets up or runs."""
-        self.watched, self.violations = nodeid, []
+    def watching(self, nodeid: str | None, collecting: bool = False) -> Iterator[None]:
+        """Watch the test `nodeid` (None: a `program` test, not watched) while it sets up or runs; or, `collecting`,
+        the collector `nodeid` while it collects."""
+        self.watched, self.violations, self.collecting = nodeid, [], collecting
         try:
             yield
         finally:
-            self.watched = None
+            self.watched, self.collecting = None, False
 
     def audit(self, event: str, args: tuple[Any, ...]) -> None:
         if self.watched is None:
             return
         if event == "blueprint.run_mocked":
             what = "the Pulumi program under mocks (blueprint.plan.runner.run_mocked)"
-        elif event == "subprocess.Popen" and (spawned := spawned_program(args[1])) is not None:
+        elif (command := _spawned_command(event, args)) is not None and (spawned := spawned_program(command)):
             what = spawned
         else:
             return
-        message = (
-            f"{self.watched} runs {what} but is not marked `{MARKER}`: mark it `@pytest.mark.{MARKER}` (or its "
-            f"module's `pytestmark`); the everyday run leaves program-level tests to `pytest -m {MARKER}`"
-        )
+        if self.collecting:
+            message = (
+                f"{self.watched} runs {what} while it is collected: collection comes before `-m` selects, so every "
+                f"run pays for it, `{MARKER}` or not; run it in a fixture or in the test, and mark those `{MARKER}`"
+            )
+        else:
+            message = (
+                f"{self.watched} runs {what} but is not marked `{MARKER}`: mark it `@pytest.mark.{MARKER}` (or its "
+                f"module's `pytestmark`); the everyday run leaves program-level tests to `pytest -m {MARKER}`"
+            )
         self.violations.append(message)
         pytest.fail(message, pytrace=False)
+
+
+def _spawned_command(event: str, args: tuple[Any, ...]) -> Command | None:
+    """What a new process of this audit event runs (its arguments, or a shell's command line), if the event starts
+    one: `subprocess.Popen` (executable, args, cwd, env), `os.system` (command), `os.posix_spawn` and `os.exec`
+    (path, argv, env), `os.spawn` (mode, path, args, env)."""
+    if event == "subprocess.Popen":
+        return args[1]
+    if event == "os.system":
+        return ["sh", "-c", os.fsdecode(args[0])]
+    if event in ("os.posix_spawn", "os.exec"):
+        return args[1]
+    if event == "os.spawn":
+        return args[2]
+    return None
 
 
 def watched_id(item: pytest.Item) -> str | None:
