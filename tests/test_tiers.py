@@ -40,6 +40,10 @@ ROOT = Path(__file__).resolve().parents[1]
             [sys.executable, "-c", "from blueprint import cli; cli.main(['catalog'])"],
             "the `blueprint` CLI in a process of its own",
         ),
+        (
+            ["sh", "-c", "AWS_REGION=us-east-1 COLUMNS=80 blueprint catalog"],
+            "the `blueprint` CLI in a process of its own",
+        ),
         (["sh", "-c", "echo 'an unclosed quote"], None),
         (["sh", "-c", "echo blueprint"], None),
         (["bash", "-c", "nodeadm init"], None),

@@ -87,9 +87,13 @@ def _shell_commands(script: str) -> Iterator[list[str]]:
         if word in SHELL_SEPARATORS:
             yield command
             command = []
-        else:
+        elif command or not ASSIGNMENT.match(word):  # `VAR=value blueprint ...`: the command is after them
             command.append(word)
     yield command
+
+
+#: A shell variable assignment before a command.
+ASSIGNMENT = re.compile(r"[A-Za-z_]\w*=")
 
 
 def _argv(args: Command) -> list[str]:
