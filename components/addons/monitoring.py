@@ -15,12 +15,13 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from components.addons.alarms import metric_alarm, query_alarm
+from components.addons.alarms import metric_alarm
 from components.addons.helm import helm_release, service_account_role
 from components.catalog import versions
 from components.config import Alerts, NodeHealth
 from components.context import ClusterContext, stateful_options
 from components.managed_addons import RESOLVE_CONFLICTS, addon_version
+from components.planning.addons.alarms import MetricAlarmPlan, QueryAlarmPlan
 from components.planning.addons.cloudwatch_dashboard import cloudwatch_dashboard, dashboard_name
 from components.planning.addons.documents import as_json
 from components.planning.addons.grafana import (
@@ -173,21 +174,13 @@ class Monitoring(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, depends_on=[*context.kubernetes_ready, *identity]),
         )
         placeholders = {CLUSTER_NAME: context.cluster_name}
-        alarms = container_insights_alarms(self._alerts) + ([heartbeat_alarm()] if health_loop else [])
+        alarms: list[MetricAlarmPlan | QueryAlarmPlan] = [*container_insights_alarms(self._alerts)]
+        if health_loop:
+            alarms += [heartbeat_alarm(), *pool_alarms(plans)]
         for alarm in alarms:
             self.alarms[alarm.suffix] = metric_alarm(
                 f"{cluster}-{alarm.suffix}",
                 alarm,
-                placeholders,
-                actions=self._actions,
-                ok_actions=self._actions,
-                tags=context.tags,
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[self.addon]),
-            )
-        for query in pool_alarms(plans) if health_loop else []:
-            self.alarms[query.suffix] = query_alarm(
-                f"{cluster}-{query.suffix}",
-                query,
                 placeholders,
                 actions=self._actions,
                 ok_actions=self._actions,
