@@ -19,7 +19,7 @@ import tomllib
 from collections.abc import Callable, Sequence
 from importlib import metadata
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, BinaryIO, NoReturn
 
 from blueprint import exit_codes, terminal
 from blueprint.exit_codes import CONFIG, FAILED, IO, OK, USAGE
@@ -607,6 +607,10 @@ def _simulate(args: argparse.Namespace) -> int:
     except OSError as error:
         terminal.error(terminal.os_error(error))
         return IO
+    try:  # before simulating: a path that cannot be written fails at once, not after the simulation and rendering
+        image = args.plot.open("wb") if args.plot else None
+    except OSError as error:
+        return _plot_error(error)
     unneeded = sim.minutes(spec.addons.cluster_autoscaler.scale_down_unneeded_time)
     steps = sim.simulate(rule, series, args.start_replicas, unneeded)
     console = terminal.console()
@@ -622,14 +626,7 @@ def _simulate(args: argparse.Namespace) -> int:
     for row in sim.timeline_rows(steps, args.all):
         table.add_row(*row)
     console.print(table)
-    if args.plot:
-        try:
-            sim.plot(steps, rule, f"{files.stack}/{name}", args.plot)
-        except OSError as error:
-            terminal.error(f"--plot: cannot write {terminal.os_error(error)}")
-            return IO
-        print(f"wrote {args.plot}", file=sys.stderr)
-    return OK
+    return _write_plot(image, args.plot, lambda out, fmt: sim.plot(steps, rule, f"{files.stack}/{name}", out, fmt))
 
 
 def _simulate_demand(args: argparse.Namespace) -> int:
@@ -651,6 +648,10 @@ def _simulate_demand(args: argparse.Namespace) -> int:
     except OSError as error:
         terminal.error(terminal.os_error(error))
         return IO
+    try:  # before simulating: a path that cannot be written fails at once, not after the simulation and rendering
+        image = args.plot.open("wb") if args.plot else None
+    except OSError as error:
+        return _plot_error(error)
     rules = cl.RULES if args.rule == "all" else (args.rule,)
     outcomes = cl.compare(model.rule, model.pool, model.capacity, demand, rules)
     console = terminal.console()
@@ -664,13 +665,25 @@ def _simulate_demand(args: argparse.Namespace) -> int:
     for row in cl.table_rows({args.demand: outcomes}):
         table.add_row(*row[1:])
     console.print(table)
-    if args.plot:
+    title = f"{files.stack}/{model.workload}"
+    return _write_plot(image, args.plot, lambda out, fmt: cl.plot({args.demand: outcomes}, model, title, out, fmt))
+
+
+def _plot_error(error: OSError) -> int:
+    terminal.error(f"--plot: cannot write {terminal.os_error(error)}")
+    return IO
+
+
+def _write_plot(image: BinaryIO | None, path: Path | None, draw: Callable[[BinaryIO, str], None]) -> int:
+    """Draw the plot into the `--plot` file opened before the simulation, in the format its name ends with."""
+    if image is None or path is None:
+        return OK
+    with image:
         try:
-            cl.plot({args.demand: outcomes}, model, f"{files.stack}/{model.workload}", args.plot)
+            draw(image, path.suffix.lower().lstrip("."))
         except OSError as error:
-            terminal.error(f"--plot: cannot write {terminal.os_error(error)}")
-            return IO
-        print(f"wrote {args.plot}", file=sys.stderr)
+            return _plot_error(error)
+    print(f"wrote {path}", file=sys.stderr)
     return OK
 
 

@@ -18,6 +18,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from blueprint.simulate import read_csv_rows
 from components.catalog import prices, serving_capacity
@@ -387,9 +388,10 @@ def table_rows(results: dict[str, list[Outcome]]) -> list[tuple[str, ...]]:
 TABLE_HEADER = ("trace", "rule", "SLO-violation min", "GPU-hours", "cost $", "peak replicas")
 
 
-def plot(results: dict[str, list[Outcome]], model: Model, title: str, out: Path) -> None:
-    """Per trace: demand and each rule's ready capacity (left), each rule's replicas (right). Needs matplotlib;
-    an SVG carries no date and a fixed id salt, so the same run writes the same file."""
+def plot(results: dict[str, list[Outcome]], model: Model, title: str, out: Path | IO[bytes], image_format: str) -> None:
+    """Per trace: demand and each rule's ready capacity (left), each rule's replicas (right), written to a path or an
+    open file in `image_format` (one of `blueprint.simulate.PLOT_FORMATS`). Needs matplotlib; an SVG carries no date
+    and a fixed id salt, so the same run writes the same file."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -414,6 +416,6 @@ def plot(results: dict[str, list[Outcome]], model: Model, title: str, out: Path)
             ax.legend(loc="upper right", fontsize="x-small")
     fig.suptitle(title)
     fig.tight_layout()
-    metadata = {"Date": None} if out.suffix.lower() == ".svg" else None
-    fig.savefig(out, dpi=80, metadata=metadata)
+    metadata = {"Date": None} if image_format == "svg" else None
+    fig.savefig(out, dpi=80, metadata=metadata, format=image_format)
     plt.close(fig)

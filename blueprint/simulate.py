@@ -11,6 +11,7 @@ import csv
 import re
 from collections.abc import Sequence
 from pathlib import Path
+from typing import IO
 
 from components.config import StackConfig
 from components.errors import ConfigError, Problem
@@ -110,8 +111,9 @@ def timeline_rows(steps: Sequence[Step], every_minute: bool) -> list[tuple[str, 
     return rows
 
 
-def plot(steps: Sequence[Step], rule: ServingRule, title: str, out: Path) -> None:
-    """Utilization with the two thresholds above; replicas and nodes below. Needs matplotlib."""
+def plot(steps: Sequence[Step], rule: ServingRule, title: str, out: Path | IO[bytes], image_format: str) -> None:
+    """Utilization with the two thresholds above; replicas and nodes below, written to a path or an open file in
+    `image_format` (one of `PLOT_FORMATS`). Needs matplotlib."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -134,7 +136,7 @@ def plot(steps: Sequence[Step], rule: ServingRule, title: str, out: Path) -> Non
     bottom.set_ylabel("count")
     bottom.legend(loc="upper right", fontsize="small")
     fig.tight_layout()
-    fig.savefig(out, dpi=100)
+    fig.savefig(out, dpi=100, format=image_format)
     plt.close(fig)
 
 

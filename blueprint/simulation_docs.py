@@ -136,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         return 0
     DOC.write_text(text, encoding="utf-8")
-    cl.plot(results, m, f"{STACK}/{m.workload}: seed rule, plain HPA, queue rule", PLOT)
+    cl.plot(results, m, f"{STACK}/{m.workload}: seed rule, plain HPA, queue rule", PLOT, PLOT.suffix[1:])
     print(f"wrote {DOC} and {PLOT}", file=sys.stderr)
     return 0
 

@@ -12,6 +12,7 @@ import datetime as dt
 import gc
 import sys
 from collections.abc import Callable, Generator, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -35,6 +36,15 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     are still freed."""
     gc.freeze()
     gc.set_threshold(100_000, 50, 1000)
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """A run whose `-m` leaves out the `charts` tier (the everyday run) does not collect tests/charts/: importing its
+    modules and conftest (the program, every stack's variants) was a second of each worker's start, for tests that
+    are then deselected."""
+    if collection_path == tiers.CHARTS_DIR and tiers.leaves_out(config.getoption("markexpr"), "charts"):
+        return True
+    return None
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -19,6 +19,7 @@ import re
 import shlex
 import textwrap
 from collections.abc import Callable
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ import yaml
 
 from blueprint.plan.check import has_mandatory
 from blueprint.plan.stack_yaml import read_yaml
+from components.yaml_loader import parse_yaml
 from tests.builders import CliResult, shipped_plan
 from tests.doc_blocks import BLOCKS, ROOT, Block, is_blueprint
 
@@ -45,8 +47,11 @@ NOT_STACK_FILES = {
 }
 
 
+@cache
 def _top_keys(block: Block) -> list[str]:
-    loaded = yaml.safe_load(textwrap.dedent(block.body))
+    """Read once per block: the collection and the classification test both ask (the libyaml loader, as the
+    catalog's)."""
+    loaded = parse_yaml(textwrap.dedent(block.body))
     return list(loaded) if isinstance(loaded, dict) else []
 
 

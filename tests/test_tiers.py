@@ -164,6 +164,31 @@ def _marked(marks: set[str]) -> Callable[..., bool]:
     return matches
 
 
+@pytest.mark.parametrize(
+    ("expression", "left_out"),
+    [
+        ("not slow and not charts and not training and not program", True),
+        ("not charts", True),
+        ("charts", False),
+        ("slow", False),  # a chart test marked slow too would be selected
+        ("program", False),
+        ("", False),
+    ],
+)
+def test_a_run_collects_the_chart_tests_unless_its_marker_expression_leaves_them_all_out(
+    expression: str, left_out: bool
+) -> None:
+    assert tiers.leaves_out(expression, "charts") is left_out
+
+
+def test_every_chart_test_module_is_marked_charts() -> None:
+    """The everyday run skips tests/charts/ without importing it, so a test there must be in the `charts` tier."""
+    modules = sorted(tiers.CHARTS_DIR.glob("test_*.py"))
+    assert modules
+    unmarked = [m.name for m in modules if "\npytestmark = pytest.mark.charts\n" not in m.read_text()]
+    assert unmarked == []
+
+
 MIS_TIERED = """
 import subprocess, sys
 import pytest

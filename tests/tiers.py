@@ -188,3 +188,24 @@ def cli_tier(argv: Sequence[str]) -> list[pytest.MarkDecorator]:
     plans_a_stack = argv[0] in PLANNING_SUBCOMMANDS and "--plan" not in argv
     writes_the_docs = argv[0] == "schema" and "--write" in argv
     return [getattr(pytest.mark, MARKER)] if plans_a_stack or writes_the_docs else []
+
+
+#: The chart tier's directory: every test module there is marked `charts` (tests/test_tiers.py checks it).
+CHARTS_DIR = Path(__file__).resolve().parent / "charts"
+
+
+def leaves_out(expression: str, marker: str) -> bool:
+    """Whether the `-m` expression leaves out every test marked `marker`, whatever other markers it has: false both
+    with `marker` alone and with every marker set. Then the run need not even import that tier's modules."""
+    if not expression:
+        return False
+    from _pytest.mark.expression import Expression  # the parser `-m` itself uses; not in pytest's public API
+
+    def only(name: str, /, **_: str | int | bool | None) -> bool:
+        return name == marker
+
+    def every(name: str, /, **_: str | int | bool | None) -> bool:
+        return True
+
+    compiled = Expression.compile(expression)
+    return not compiled.evaluate(only) and not compiled.evaluate(every)

@@ -20,6 +20,7 @@ import yaml
 from components.catalog import CatalogError, instance_types
 from components.catalog.citations import read_sources
 from components.catalog.regions import regions
+from components.yaml_loader import parse_yaml
 
 OFFERINGS_PATH = Path(__file__).parent / "offerings.yaml"
 #: An AZ ID: the region's short code (`use1`), `-az` and a number (AWS Regions and Availability Zones guide, "AZ IDs",
@@ -90,7 +91,7 @@ def load_offerings(path: Path | None = None) -> dict[str, RegionOfferings]:
     """Every region of the offerings file, checked. Raises :class:`CatalogError` on any bad entry."""
     path = path or OFFERINGS_PATH
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = parse_yaml(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
         raise CatalogError(f"{path}: not valid YAML: {exc}") from exc
     if not isinstance(data, dict) or set(data) != {"sources", "regions"}:

@@ -12,7 +12,9 @@ from __future__ import annotations
 import base64
 import copy
 import json
+import pickle
 from collections.abc import Mapping
+from functools import cache
 from typing import Any
 
 from components import tags
@@ -95,7 +97,18 @@ def helm_release(name: str, values: Mapping[str, Any]) -> Record:
 
 
 def good_stack() -> list[Record]:
-    """Every record of the compliant stack, in registration order."""
+    """Every record of the compliant stack, in registration order: a fresh copy each call, for the test to change.
+    Built once per process (hundreds of tests start from it); a copy is unpickled from the built records, which
+    gives the same values and the same sharing as a new build, in a tenth of the time."""
+    return list(pickle.loads(_good_stack_pickled()))
+
+
+@cache
+def _good_stack_pickled() -> bytes:
+    return pickle.dumps(_build_good_stack(), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _build_good_stack() -> list[Record]:
     administers = {"Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{ACCOUNT}:root"}, "Action": "kms:*",
                    "Resource": "*"}  # fmt: skip
     key = record(
