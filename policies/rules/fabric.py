@@ -31,7 +31,7 @@ from policies.resources import (
     truthy,
 )
 from policies.rules.deployed_pools import catalog_entry, interfaces, node_pools
-from policies.rules.releases import helm_releases, untolerated
+from policies.rules.releases import required_releases, untolerated
 from policies.rules.signatures import Config, StackViolations
 
 EFA_DEVICE_PLUGIN_CHART = chart("aws-efa-k8s-device-plugin").chart
@@ -255,12 +255,8 @@ def efa_device_plugin_deployed(stack: Stack, config: Config) -> StackViolations:
     efa_pools = [p for p in node_pools(stack) if p.efa]
     if not efa_pools:
         return
-    releases = helm_releases(stack, EFA_DEVICE_PLUGIN_CHART)
+    releases = yield from required_releases(stack, EFA_DEVICE_PLUGIN_CHART, efa_pools, "EFA")
     if not releases:
-        yield (
-            f"EFA pools {[p.name for p in efa_pools]} but no {EFA_DEVICE_PLUGIN_CHART} Helm release",
-            efa_pools[0].asg.urn,
-        )
         return
     floor = chart("aws-efa-k8s-device-plugin").minimum_app_version
     for release in releases:

@@ -20,7 +20,7 @@ from policies.resources import (
     truthy,
 )
 from policies.rules.deployed_pools import Pool, interfaces, node_pools
-from policies.rules.releases import helm_releases, untolerated
+from policies.rules.releases import required_releases, untolerated
 from policies.rules.signatures import Config, StackViolations
 
 #: Chart names of the Helm releases the rules look for, as pinned in components/catalog/versions.yaml.
@@ -118,12 +118,8 @@ def _dra_driver_runs(stack: Stack, pools: list[Pool]) -> StackViolations:
     plugin must tolerate their taints (`kubeletPlugin.tolerations`; the chart's default tolerates nothing, [DRAGPU])."""
     if not pools:
         return
-    releases = helm_releases(stack, NVIDIA_DRA_DRIVER_CHART)
+    releases = yield from required_releases(stack, NVIDIA_DRA_DRIVER_CHART, pools, "DRA GPU")
     if not releases:
-        yield (
-            f"DRA GPU pools {[p.name for p in pools]} but no {NVIDIA_DRA_DRIVER_CHART} Helm release",
-            pools[0].asg.urn,
-        )
         return
     for release in releases:
         tolerations = items(get(release.get("values", default={}), "kubeletPlugin", "tolerations"))
@@ -156,11 +152,7 @@ def gpu_pools_tainted_and_tolerated(stack: Stack, config: Config) -> StackViolat
     gpu_pools = [p for p in pools if not p.dra]
     if not gpu_pools:
         return
-    releases = helm_releases(stack, NVIDIA_DEVICE_PLUGIN_CHART)
+    releases = yield from required_releases(stack, NVIDIA_DEVICE_PLUGIN_CHART, gpu_pools, "GPU")
     if not releases:
-        yield (
-            f"GPU pools {[p.name for p in gpu_pools]} but no {NVIDIA_DEVICE_PLUGIN_CHART} Helm release",
-            gpu_pools[0].asg.urn,
-        )
         return
     yield from untolerated(gpu_pools, releases, NVIDIA_DEVICE_PLUGIN_DEFAULT_TOLERATIONS)

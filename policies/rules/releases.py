@@ -1,10 +1,10 @@
-"""Helm releases as the policies see them: a release's chart name, the releases of one chart in a stack, and the
-pool taints a release's tolerations leave out.
+"""Helm releases as the policies see them: a release's chart name, the releases of one chart in a stack (and the
+violation when pools need one and it is missing), and the pool taints a release's tolerations leave out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
 
 from components.planning.tolerations import tolerates
 from policies.resources import (
@@ -25,6 +25,17 @@ def chart_name(release: Resource) -> str:
 
 def helm_releases(stack: Stack, chart: str) -> list[Resource]:
     return [r for r in stack.of_type(HELM_TYPES) if chart_name(r) == chart]
+
+
+def required_releases(
+    stack: Stack, chart: str, pools: list[Pool], kind: str
+) -> Generator[tuple[str, str | None], None, list[Resource]]:
+    """The stack's releases of `chart` (`releases = yield from ...`); none while `pools` need it is one violation, on
+    the first pool's Auto Scaling group."""
+    releases = helm_releases(stack, chart)
+    if pools and not releases:
+        yield (f"{kind} pools {[p.name for p in pools]} but no {chart} Helm release", pools[0].asg.urn)
+    return releases
 
 
 def untolerated(

@@ -10,7 +10,7 @@ from policies.resources import (
     Stack,
 )
 from policies.rules.deployed_pools import node_pools
-from policies.rules.releases import helm_releases
+from policies.rules.releases import required_releases
 from policies.rules.signatures import Config, StackViolations
 
 TERMINATION_HANDLER_CHART = chart("aws-node-termination-handler").chart
@@ -76,8 +76,4 @@ def spot_interruption_handler(stack: Stack, config: Config) -> StackViolations:
     """A stack with spot pools deploys the AWS Node Termination Handler, which cordons and drains a node when its
     interruption notice arrives or its Auto Scaling group terminates it ([NTH], aws-gpu-facts.md §7b)."""
     spot = [p for p in node_pools(stack) if p.capacity_type == "spot"]
-    if spot and not helm_releases(stack, TERMINATION_HANDLER_CHART):
-        yield (
-            f"spot pools {[p.name for p in spot]} but no {TERMINATION_HANDLER_CHART} Helm release",
-            spot[0].asg.urn,
-        )
+    yield from required_releases(stack, TERMINATION_HANDLER_CHART, spot, "spot")
