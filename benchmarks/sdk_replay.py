@@ -3,10 +3,10 @@
 Why: most of a large plan's time is the SDK registering resources under mocks, work no change here can remove.
 Replaying the plan's recorded registrations (same types, names, inputs and resource options: parent, dependsOn,
 protect, retainOnDelete, ignoreChanges, aliases, and each input's property dependencies as an output of the
-resources it depends on) through the SDK under the same mocks (`PlanMocks`, with the SDK's own mock monitor instead
-of the recording one) measures that floor. Each resource is a generic `CustomResource` (a `ProviderResource` or a
-`ComponentResource` where the plan has one) that also declares the output properties of the provider's class for its
-type, when the class is found, so the SDK resolves as many outputs as the typed class would.
+resources it depends on) through the SDK the way a plan runs it (`runner.run_offline`: `PlanMocks`, the offline
+monitor without its recording, called in place) measures that floor. Each resource is a generic `CustomResource` (a
+`ProviderResource` or a `ComponentResource` where the plan has one) that also declares the output properties of the
+provider's class for its type, when the class is found, so the SDK resolves as many outputs as the typed class would.
 
 Not counted, so they stay in the project's share: the typed classes' own argument handling, and the outputs the
 components chain with `apply`. Run by `benchmarks.plan_speed`:
@@ -29,10 +29,10 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import pulumi  # noqa: E402
-from pulumi.runtime.mocks import test as run_under_mocks  # noqa: E402
 
 from blueprint.plan.mocks import PlanMocks  # noqa: E402
-from blueprint.plan.runner import _no_source_positions  # noqa: E402
+from blueprint.plan.monitor import OfflineMonitor  # noqa: E402
+from blueprint.plan.runner import run_offline  # noqa: E402
 
 Record = Mapping[str, Any]
 #: Python packages of the providers, by the first part of a type token.
@@ -144,10 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     declared = declared_outputs(records)  # imports the provider modules: before the clock starts
     gc.disable()  # as `blueprint plan` runs the program
     start, cpu = time.perf_counter(), time.process_time()
-    pulumi.runtime.reset_options()
-    pulumi.runtime.set_mocks(mocks, project=plan["project"], stack=plan["stack"], preview=False)
-    with _no_source_positions():
-        run_under_mocks(lambda: replay(records, declared))()
+    run_offline(lambda: replay(records, declared), OfflineMonitor(mocks), plan["project"], plan["stack"], {})
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu
     with open(times_file, "a") as out:
         out.write(json.dumps({"wall": wall, "cpu": cpu, "resources": len(records)}) + "\n")

@@ -1,6 +1,6 @@
 """Fixtures over `tests.builders` (the shipped stacks built once per session, the CLI run in-process), and session
 settings that make the run cheaper: fewer garbage collections, bytecode kept. (Runs under mocks skip the SDK's
-source positions on their own: `blueprint.plan.runner.run_mocked`.)
+source positions on their own: `blueprint.plan.runner.run_offline`.)
 
 Builders live in `tests.builders`; components run under mocks through its `run_with_context` (fresh mocks per call).
 The builders are imported inside the fixtures, so a test module that needs none of them never imports the program.

@@ -11,7 +11,8 @@ import pulumi_aws as aws
 import pytest
 
 from blueprint.plan import runner
-from blueprint.plan.mocks import SECRET, PlanMocks
+from blueprint.plan.mocks import PlanMocks
+from blueprint.plan.monitor import SECRET
 from blueprint.plan.runner import ProgramRun, run_mocked
 from components import cluster as cluster_module
 from components import kubernetes_access

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
-from blueprint.plan.mocks import Registration
+from blueprint.plan.monitor import Registration
 from blueprint.plan.runner import ProgramRun
 from components.config import StackConfig
 from components.context import ClusterContext

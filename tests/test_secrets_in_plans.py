@@ -8,7 +8,7 @@ from __future__ import annotations
 import base64
 import json
 
-from blueprint.plan.mocks import SECRET
+from blueprint.plan.monitor import SECRET
 from tests.builders import LAUNCH_TEMPLATE, ShippedStack
 
 ACTIVATION_CODE = "offline-activation-code"  # what the offline mocks answer for aws.ssm.Activation.activationCode

@@ -93,7 +93,7 @@ def test_the_guard_fails_a_run_at_collection_whatever_the_marker() -> None:
     with guard.watching("tests/test_x.py", collecting=True), pytest.raises(pytest.fail.Exception) as failed:
         guard.audit("blueprint.run_mocked", ("gpu-clusters", "test"))
     assert str(failed.value).startswith(
-        "tests/test_x.py runs the Pulumi program under mocks (blueprint.plan.runner.run_mocked) while it is collected"
+        "tests/test_x.py runs the Pulumi program under mocks (blueprint.plan.runner.run_offline) while it is collected"
     )
     assert "every run pays for it, `program` or not" in str(failed.value)
 
@@ -241,7 +241,7 @@ def test_a_mis_tiered_test_fails_with_the_marker_to_add(tmp_path: Path) -> None:
     assert "3 failed, 2 passed, 1 deselected" in result.stdout  # the marked run and the pure test pass
     assert (
         "test_mis_tiered.py::test_runs_the_program_unmarked runs the Pulumi program under mocks "
-        "(blueprint.plan.runner.run_mocked) but is not marked `program`: mark it `@pytest.mark.program`"
+        "(blueprint.plan.runner.run_offline) but is not marked `program`: mark it `@pytest.mark.program`"
     ) in result.stdout
 
 
@@ -274,6 +274,6 @@ def test_a_module_that_runs_the_program_at_import_fails_to_collect(tmp_path: Pat
     result = _inner_pytest(tmp_path, "-q", "-m", "not program", "test_plans_at_import.py")
     assert result.returncode == 2, result.stdout + result.stderr  # a collection error, though `-m` leaves it out
     assert (
-        "test_plans_at_import.py runs the Pulumi program under mocks (blueprint.plan.runner.run_mocked) while it is "
+        "test_plans_at_import.py runs the Pulumi program under mocks (blueprint.plan.runner.run_offline) while it is "
         "collected"
     ) in result.stdout

@@ -1,10 +1,10 @@
 """The suite's two tiers and the guard that keeps each test in its tier (README "Set-up and tests").
 
 The everyday run (`pytest -q`) leaves out the tests marked `program`: those that run the Pulumi program under mocks
-(`blueprint.plan.runner.run_mocked`, directly, through the builders or through a fixture) or start the `blueprint`
-CLI, the policy pack or promtool in a process of their own. CI runs them in its `program` step (`pytest -m program`).
-While a test of the everyday tier (marked neither `program` nor slow, charts or training) sets up and runs, the
-guard listens for the audit events of a mocked run (`blueprint.run_mocked`) and of a new process
+(`blueprint.plan.runner.run_offline`, directly, through `run_mocked`, the builders or a fixture) or start the
+`blueprint` CLI, the policy pack or promtool in a process of their own. CI runs them in its `program` step
+(`pytest -m program`). While a test of the everyday tier (marked neither `program` nor slow, charts or training)
+sets up and runs, the guard listens for the audit events of a mocked run (`blueprint.run_mocked`) and of a new process
 (`subprocess.Popen`, `os.system`, `os.posix_spawn`, `os.spawn`, `os.exec`; a shell's `-c` script and Python's `-c`
 code are read too), and fails the test with the marker to add. While a module is collected it fails the same way:
 collection precedes `-m`, so a run at import or in `pytest_generate_tests` costs every run, marked or not.
@@ -131,7 +131,7 @@ class TierGuard:
         if self.watched is None:
             return
         if event == "blueprint.run_mocked":
-            what = "the Pulumi program under mocks (blueprint.plan.runner.run_mocked)"
+            what = "the Pulumi program under mocks (blueprint.plan.runner.run_offline)"
         elif (command := _spawned_command(event, args)) is not None and (spawned := spawned_program(command)):
             what = spawned
         else:

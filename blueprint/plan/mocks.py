@@ -1,8 +1,8 @@
 """Pulumi mocks that let the real program run offline: for `blueprint plan` and for the tests alike.
 
-Two pieces, following pulumi-testing-notes §1.4: `PlanMocks` answers resource registrations and provider invokes
-with plausible values, and `RecordingMonitor` captures every registration together with its resource options
-(protect, retainOnDelete, parent, dependsOn, ignoreChanges), which `Mocks.new_resource` never sees.
+Following pulumi-testing-notes §1.4, `PlanMocks` answers resource registrations and provider invokes with plausible
+values; the monitor that hands them the registrations, and records each one with its resource options, is
+`blueprint.plan.monitor`.
 
 Invokes the program makes are answered explicitly; an invoke nobody taught these mocks raises instead of returning
 an empty result full of `None`s (a silent-pass pitfall, notes §1.5).
@@ -14,15 +14,12 @@ import base64
 import hashlib
 import json
 import re
-import threading
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
-from pulumi.runtime import rpc
-from pulumi.runtime.mocks import MockCallArgs, MockMonitor, MockResourceArgs
+from pulumi.runtime.mocks import MockCallArgs, MockResourceArgs
 
 from components.catalog.zones import eks_refused_zone_ids, region_zones
 from components.planning.key_policy import SERVICE_LINKED_ROLE_PREFIXES
@@ -99,21 +96,14 @@ class PlanMocks(pulumi.runtime.Mocks):
         self.azs += [name for name in stated if name not in self.azs]
         rest = iter(zone_id for zone_id in ids if zone_id not in stated.values())
         self.az_ids = [stated[name] if name in stated else next(rest, f"{region}-az0") for name in self.azs]
-        self._decoded = threading.local()
         #: Every provider invoke the program made, by token: what the deployer's policy must also allow
         #: (`blueprint.deployer_policy`).
         self.invoked: set[str] = set()
-
-    def last_inputs(self) -> dict[str, Any]:
-        """The inputs of the registration this thread answered last, as the mock monitor decoded them once."""
-        inputs: dict[str, Any] = self._decoded.inputs
-        return inputs
 
     def new_resource(self, args: MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         """The id and the outputs the provider would compute. Inputs are not echoed: outside a preview the SDK
         takes every property the engine returns no value for from the resource's own inputs, so echoing them
         only encoded and decoded each registration's inputs once more."""
-        self._decoded.inputs = args.inputs
         if not args.custom:
             return None, {}
         inputs = args.inputs
@@ -327,118 +317,3 @@ def _policy_document(args: dict[str, Any]) -> dict[str, Any]:
             rendered["Condition"] = cond
         statements.append(rendered)
     return {"Version": "2012-10-17", "Statement": statements}
-
-
-@dataclass
-class Registration:
-    """One resource registration as the offline plan reports it (docs/architecture.md#the-plan-json-contract)."""
-
-    urn: str
-    type: str
-    name: str
-    parent: str | None
-    custom: bool
-    inputs: dict[str, Any]
-    protect: bool
-    retain_on_delete: bool
-    depends_on: list[str] = field(default_factory=list)
-    ignore_changes: list[str] = field(default_factory=list)
-    provider: str | None = None
-    id: str | None = None
-    #: Input property -> URNs it depends on: how policies link a launch template to its security group even
-    #: where ids are unknown (as in a real preview).
-    property_dependencies: dict[str, list[str]] = field(default_factory=dict)
-    #: Earlier names or URNs this resource answers to (`ResourceOptions.aliases`): a rename that keeps its state.
-    aliases: list[str] = field(default_factory=list)
-    #: Output properties the program marks secret beyond the provider's own (`additional_secret_outputs`).
-    additional_secret_outputs: list[str] = field(default_factory=list)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "urn": self.urn,
-            "id": self.id,
-            "type": self.type,
-            "name": self.name,
-            "parent": self.parent,
-            "custom": self.custom,
-            "inputs": self.inputs,
-            "options": {
-                "protect": self.protect,
-                "retainOnDelete": self.retain_on_delete,
-                "dependsOn": self.depends_on,
-                "ignoreChanges": self.ignore_changes,
-                "aliases": self.aliases,
-                "additionalSecretOutputs": self.additional_secret_outputs,
-            },
-            "propertyDependencies": self.property_dependencies,
-        }
-
-
-SECRET = "[secret]"
-
-
-def _plain(value: Any) -> Any:
-    """Make deserialized inputs JSON-friendly: secrets masked, resource references by URN, unknowns marked."""
-    if isinstance(value, dict):
-        if value.get(rpc._special_sig_key) == rpc._special_secret_sig:
-            return SECRET
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
-    if isinstance(value, pulumi.Resource):
-        return f"<resource {type(value).__name__}>"
-    if value is rpc.UNKNOWN or value == rpc.UNKNOWN:
-        return "<unknown>"
-    return value
-
-
-def _aliases(request: Any) -> list[str]:
-    """The aliases of a registration, as alias URNs or (alias specs) `name=<old name>`."""
-    found = list(request.aliasURNs)
-    for alias in request.aliases:
-        if alias.HasField("urn"):
-            found.append(alias.urn)
-        elif alias.spec.name:
-            found.append(f"name={alias.spec.name}")
-    return sorted(found)
-
-
-class RecordingMonitor(MockMonitor):
-    """A mock monitor that keeps every registration with its options, in the order registrations complete.
-
-    The inputs it records are the ones the base monitor already decoded for `PlanMocks.new_resource` (decoding a
-    registration's properties twice was a fifth of a plan's registration time).
-    """
-
-    def __init__(self, mocks: PlanMocks) -> None:
-        super().__init__(mocks)
-        self._mocks = mocks
-        self.registrations: list[Registration] = []
-
-    def RegisterResource(self, request: Any) -> Any:
-        response = super().RegisterResource(request)
-        if request.type == "pulumi:pulumi:Stack":
-            return response
-        self.registrations.append(
-            Registration(
-                urn=response.urn,
-                type=request.type,
-                name=request.name,
-                parent=request.parent or None,
-                custom=bool(request.custom),
-                inputs=_plain(self._mocks.last_inputs()),
-                protect=bool(request.protect),
-                retain_on_delete=bool(request.retainOnDelete),
-                # Registrations complete concurrently, so the SDK gathers these in no stable order: sorted here.
-                depends_on=sorted(set(request.dependencies)),
-                ignore_changes=sorted(request.ignoreChanges),
-                provider=request.provider or None,
-                id=response.id or None,
-                property_dependencies={
-                    key: sorted(request.propertyDependencies[key].urns) for key in sorted(request.propertyDependencies)
-                },
-                aliases=_aliases(request),
-                additional_secret_outputs=sorted(request.additionalSecretOutputs),
-            )
-        )
-        return response

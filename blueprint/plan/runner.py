@@ -7,22 +7,25 @@ program runs exactly as under `pulumi up`, with `PlanMocks` standing in for the 
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import Executor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, TypeVarTuple
 
 import pulumi
 import pulumi.runtime.resource as sdk_registration
 from pulumi.runtime.mocks import test as run_under_mocks
 from pulumi.runtime.proto import source_pb2
 
-from blueprint.plan.mocks import PlanMocks, RecordingMonitor, Registration
+from blueprint.plan.mocks import PlanMocks
+from blueprint.plan.monitor import OfflineMonitor, RecordingMonitor, Registration
 from blueprint.plan.stack_yaml import read_yaml, stack_file_shape
 from components import clock
 from components.errors import ConfigError, Problem
@@ -156,21 +159,63 @@ def run_mocked(
     """Run `program` under fresh mocks and return every registration, in plan order, once all of them completed.
 
     The program reads `PLAN_TIME` as the current time. Exceptions from the program (a `ConfigError` above all)
-    propagate unchanged. Each run raises the audit event `blueprint.run_mocked` (project, stack): the test suite's
-    tier guard listens for it (tests/tiers.py).
+    propagate unchanged.
     """
-    sys.audit("blueprint.run_mocked", project, stack)
     settings = dict(config or {})
     region = region or settings.get("aws:region", "us-east-1")
     settings.setdefault("aws:region", region)
     mocks = PlanMocks(region, stated_zone_ids(settings))
     monitor = RecordingMonitor(mocks)
-    pulumi.runtime.reset_options()
-    pulumi.runtime.set_mocks(mocks, project=project, stack=stack, preview=False, monitor=monitor)
-    pulumi.runtime.set_all_config(settings)
-    with clock.pinned(PLAN_TIME), _no_source_positions():
-        run_under_mocks(program)()
+    with clock.pinned(PLAN_TIME):
+        run_offline(program, monitor, project, stack, settings)
     return ProgramRun(registrations=in_plan_order(monitor.registrations), invokes=sorted(mocks.invoked))
+
+
+def run_offline(
+    program: Callable[[], Any], monitor: OfflineMonitor, project: str, stack: str, config: Mapping[str, str]
+) -> None:
+    """Run `program` through the Pulumi SDK with `monitor` as the engine, on an event loop of its own that the run
+    closes, and with the SDK's blocking monitor calls made in place (`_InlineLoop`).
+
+    Each run raises the audit event `blueprint.run_mocked` (project, stack): the test suite's tier guard listens for
+    it (tests/tiers.py).
+    """
+    sys.audit("blueprint.run_mocked", project, stack)
+    loop = _InlineLoop()
+    asyncio.set_event_loop(loop)
+    try:
+        pulumi.runtime.reset_options()
+        pulumi.runtime.set_mocks(monitor.mocks, project=project, stack=stack, preview=False, monitor=monitor)
+        pulumi.runtime.set_all_config(dict(config))
+        with _no_source_positions():
+            run_under_mocks(program)()
+    finally:
+        asyncio.set_event_loop(None)
+        loop.close()
+
+
+_T = TypeVar("_T")
+_Args = TypeVarTuple("_Args")
+
+
+class _InlineLoop(asyncio.SelectorEventLoop):
+    """An event loop that makes the SDK's monitor calls in place instead of on a worker thread.
+
+    The SDK calls the engine through `run_in_executor` because a real engine is a gRPC server that blocks; the
+    offline monitor answers at once without touching the loop, so the thread hand-off (a worker thread, a wake-up
+    of the loop per call, the two threads taking turns on the interpreter lock) bought nothing. A call that raises
+    fails the awaiting registration as the executor would.
+    """
+
+    def run_in_executor(
+        self, executor: Executor | None, func: Callable[[*_Args], _T], *args: *_Args
+    ) -> asyncio.Future[_T]:
+        future = self.create_future()
+        try:
+            future.set_result(func(*args))
+        except Exception as error:  # the awaiting task gets it, as from an executor
+            future.set_exception(error)
+        return future
 
 
 @contextmanager

@@ -1,0 +1,83 @@
+"""The offline monitor: answers as the SDK's mock monitor would, on the event loop's own thread."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+import pytest
+from pulumi.runtime import rpc
+from pulumi.runtime.mocks import MockCallArgs, MockResourceArgs
+
+from blueprint.plan.mocks import PlanMocks
+from blueprint.plan.monitor import RecordingMonitor, _struct
+from blueprint.plan.runner import run_mocked, run_offline
+
+#: What mocks answer: plain values at every depth, with `None` at the top level and inside maps and lists.
+ANSWER: dict[str, Any] = {
+    "arn": "arn:aws:iam::123456789012:role/node",
+    "absent": None,
+    "count": 3,
+    "ratio": 0.5,
+    "enabled": False,
+    "tags": {"team": "a", "empty": None},
+    "rules": [{"port": 443, "cidr": None}, None, "text"],
+    "unknown": rpc.UNKNOWN,
+}
+
+
+def test_answers_are_encoded_as_the_sdks_serializer_encodes_them() -> None:
+    expected = asyncio.new_event_loop().run_until_complete(rpc.serialize_properties(ANSWER, {}))
+    assert _struct(ANSWER) == expected
+    assert "absent" not in _struct(ANSWER)
+    assert _struct(ANSWER)["rules"][1] is None
+
+
+class ThreadNotingMocks(PlanMocks):
+    """PlanMocks that note the thread each registration and invoke is answered on."""
+
+    def __init__(self) -> None:
+        super().__init__("us-east-1")
+        self.threads: set[int] = set()
+
+    def new_resource(self, args: MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        self.threads.add(threading.get_ident())
+        return super().new_resource(args)
+
+    def call(self, args: MockCallArgs) -> Any:
+        self.threads.add(threading.get_ident())
+        return super().call(args)
+
+
+def two_roles() -> pulumi.Output[str]:
+    zones = aws.get_availability_zones_output()
+    first = aws.iam.Role("first", assume_role_policy="{}")
+    second = aws.iam.Role("second", assume_role_policy=first.arn, tags={"zone": zones.names[0]})
+    return second.arn
+
+
+@pytest.mark.program
+def test_the_monitor_answers_on_the_event_loops_thread_and_records_in_the_sdks_order() -> None:
+    mocks = ThreadNotingMocks()
+    monitor = RecordingMonitor(mocks)
+    run_offline(two_roles, monitor, "gpu-clusters", "test", {"aws:region": "us-east-1"})
+    assert mocks.threads == {threading.get_ident()}
+    second = next(r for r in monitor.registrations if r.name == "second")
+    assert second.inputs["assumeRolePolicy"] == "arn:aws:iam::123456789012:role/first"
+    assert second.inputs["tags"] == {"zone": mocks.azs[0]}
+    assert second.property_dependencies["assumeRolePolicy"] == [
+        "urn:pulumi:test::gpu-clusters::pulumi:pulumi:Stack$aws:iam/role:Role::first"
+    ]
+
+
+@pytest.mark.program
+def test_a_failing_answer_fails_the_run_and_the_next_run_starts_clean() -> None:
+    def unknown_invoke() -> None:
+        pulumi.runtime.invoke("aws:index/getNothing:getNothing", {})
+
+    with pytest.raises(NotImplementedError, match=r"teach PlanMocks\.call"):
+        run_mocked(unknown_invoke)
+    assert [r.name for r in run_mocked(two_roles).registrations] == ["first", "second"]
