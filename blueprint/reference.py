@@ -10,11 +10,15 @@ of them is stale (CI runs it).
 
 from __future__ import annotations
 
+import ast
+import functools
+import inspect
 import json
 import os
+import sys
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
@@ -34,9 +38,66 @@ CONFIG_MARKER, POLICY_MARKER, SOURCES_MARKER = "config-reference", "policy-refer
 PROJECT = "gpu-clusters"
 
 
+@functools.cache
+def _module_attribute_docs(module: str) -> dict[str, dict[str, str]]:
+    """Class name -> attribute -> its docstring: the string literal right after an annotated attribute in the class
+    body (PEP 257's attribute docstrings), cleaned with `inspect.cleandoc`, read from the module's source."""
+    found: dict[str, dict[str, str]] = {}
+    source = inspect.getsource(sys.modules[module])
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.ClassDef):
+            continue
+        docs = found.setdefault(node.name, {})
+        for before, after in zip(node.body, node.body[1:], strict=False):
+            if (
+                isinstance(before, ast.AnnAssign)
+                and isinstance(before.target, ast.Name)
+                and isinstance(after, ast.Expr)
+                and isinstance(after.value, ast.Constant)
+                and isinstance(after.value.value, str)
+            ):
+                docs[before.target.id] = inspect.cleandoc(after.value.value)
+    return found
+
+
+def field_docs(model: type[BaseModel]) -> dict[str, str]:
+    """A model's field descriptions: a field's own `description`, else its attribute docstring (a base class's for
+    an inherited field). The models do not ask pydantic for the docstrings (`use_attribute_docstrings`): that reads
+    and tokenizes their source in every process that imports them, for text only these references show."""
+    docs: dict[str, str] = {}
+    for cls in reversed(model.__mro__):
+        if isinstance(cls, type) and issubclass(cls, BaseModel) and cls is not BaseModel:
+            docs.update(_module_attribute_docs(cls.__module__).get(cls.__name__, {}))
+    return {
+        name: field.description or docs[name]
+        for name, field in model.model_fields.items()
+        if field.description or name in docs
+    }
+
+
+def _models(model: type[BaseModel]) -> Iterator[type[BaseModel]]:
+    """`model` and every model its fields hold, at any depth (in lists, maps, unions), each once."""
+    seen: set[type[BaseModel]] = set()
+    pending: list[Any] = [model]
+    while pending:
+        annotation = pending.pop()
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            if annotation not in seen:
+                seen.add(annotation)
+                yield annotation
+                pending.extend(f.annotation for f in annotation.model_fields.values())
+        else:
+            pending.extend(get_args(annotation))
+
+
 def json_schema() -> dict[str, Any]:
     """JSON Schema of the project keys of a stack file (`gpu-clusters:cluster`, ...), by alias."""
     schema = StackConfig.model_json_schema(by_alias=True)
+    definitions = schema.get("$defs", {})
+    for model in _models(StackConfig):
+        target = schema if model is StackConfig else definitions[model.__name__]
+        for name, text in field_docs(model).items():
+            target["properties"][model.model_fields[name].alias or name].setdefault("description", text)
     properties = schema.pop("properties")
     schema["properties"] = {f"{PROJECT}:{key}": properties[key] for key in SECTIONS}
     schema["required"] = [f"{PROJECT}:cluster"]
@@ -95,6 +156,7 @@ def _nested_model(annotation: Any) -> type[BaseModel] | None:
 def rows(model: type[BaseModel] = StackConfig, prefix: str = "") -> list[tuple[str, str, str, str]]:
     """(key path, type, default, description) for every field, depth first, in declaration order."""
     out: list[tuple[str, str, str, str]] = []
+    docs = field_docs(model)
     for name, field in model.model_fields.items():
         if model is StackConfig and name == "region":
             continue
@@ -102,7 +164,7 @@ def rows(model: type[BaseModel] = StackConfig, prefix: str = "") -> list[tuple[s
         is_list = get_origin(field.annotation) is list or any(get_origin(a) is list for a in get_args(field.annotation))
         path = f"{prefix}{key}"
         nested = _nested_model(field.annotation)
-        text = field.description or (nested.__doc__ or "").split("\n\n")[0] if nested else field.description
+        text = docs.get(name) or (nested.__doc__ or "").split("\n\n")[0] if nested else docs.get(name)
         description = " ".join((text or "").split())
         out.append((path, _type_name(field.annotation), _default(field), description))
         if nested is not None:

@@ -39,7 +39,6 @@ class Model(BaseModel):
         allow_inf_nan=False,
         frozen=True,
         validate_default=True,
-        use_attribute_docstrings=True,
     )
 
 

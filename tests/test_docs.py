@@ -11,7 +11,7 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from blueprint import reference
 from blueprint.citation_links import link_citations
@@ -48,8 +48,8 @@ def test_every_config_field_has_a_description() -> None:
     missing = [
         f"{m.__name__}.{name}"
         for m in _config_models()
-        for name, field in m.model_fields.items()
-        if not field.description
+        for name in m.model_fields
+        if name not in reference.field_docs(m)
     ]
     assert not missing, f"config fields without a description (add a docstring under the field): {missing}"
 
@@ -190,3 +190,28 @@ def test_docs_named_in_the_code_exist_with_their_sections() -> None:
             if section and section not in _anchors(target):
                 broken.append(f"{path.relative_to(ROOT)}: docs/{page}{'#' + section if section else ''}")
     assert not broken, broken
+
+
+class _Base(BaseModel):
+    inherited: int = 0
+    """Read from the base class.
+
+    Indented continuation lines are cleaned."""
+
+
+class _Documented(_Base):
+    plain: str = ""
+    """The attribute docstring."""
+    explicit: str = Field("", description="The field's own description wins.")
+    """Not this one."""
+    undocumented: int = 0
+    # a comment is no docstring
+    after_comment: int = 0
+
+
+def test_field_descriptions_are_the_attribute_docstrings_pydantic_would_read() -> None:
+    assert reference.field_docs(_Documented) == {
+        "inherited": "Read from the base class.\n\nIndented continuation lines are cleaned.",
+        "plain": "The attribute docstring.",
+        "explicit": "The field's own description wins.",
+    }
