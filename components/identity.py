@@ -81,6 +81,7 @@ class NodeIdentity(pulumi.ComponentResource):
         self.access_entries: dict[str, aws.eks.AccessEntry] = {}
         self.role_arns: dict[str, pulumi.Output[str]] = {}
         self.instance_profile_arns: dict[str, pulumi.Output[str]] = {}
+        policy_arns = {policy: aws_managed_policy_arn(partition, policy) for policy in NODE_MANAGED_POLICIES}
         for pool in pools:
             # one role per management kind: a pool that changes kind gets a new role and access entry together
             prefix = f"{name}-{pool}-{node_role_suffix('managed' if pool in managed_pools else 'self-managed')}"
@@ -96,7 +97,7 @@ class NodeIdentity(pulumi.ComponentResource):
                 aws.iam.RolePolicyAttachment(
                     f"{prefix}-{policy}",
                     role=role.name,
-                    policy_arn=aws_managed_policy_arn(partition, policy),
+                    policy_arn=policy_arns[policy],
                     opts=child,
                 )
                 for policy in NODE_MANAGED_POLICIES
