@@ -4,8 +4,10 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from functools import cache
+from pathlib import Path
 
 from policies.resources import (
     Resource,
@@ -15,21 +17,29 @@ from policies.resources import (
 from policies.rules.deployed_pools import node_pools
 from policies.rules.signatures import Config, StackViolations
 
+#: Whether each AWS provider resource type takes `tags`, read from the pinned provider SDK by
+#: `blueprint schema --write` (blueprint/taggable_types.py): importing the SDK's modules here cost a second a run.
+TAGGABLE_PATH = Path(__file__).parents[1] / "taggable-types.json"
+
+
+def taggable_key(module: str, name: str) -> str:
+    """The table's key of a type: its SDK module (`index` for the top level) and class name."""
+    return f"{module}:{name}"
+
 
 @cache
-def taggable(resource_type: str) -> bool | None:
-    """Whether the AWS provider's resource takes `tags`, read from the provider SDK itself (None if unknown)."""
-    import importlib
-    import inspect
+def _taggable_types() -> dict[str, bool]:
+    types: dict[str, bool] = json.loads(TAGGABLE_PATH.read_text())["types"]
+    return types
 
+
+def taggable(resource_type: str) -> bool | None:
+    """Whether the AWS provider's resource takes `tags` (None if the provider SDK has no such resource)."""
     try:
         _, module, name = resource_type.split(":")
-        module = module.split("/")[0]
-        package = importlib.import_module("pulumi_aws" if module == "index" else f"pulumi_aws.{module}")
-        cls = getattr(package, name)
-        return "tags" in inspect.signature(cls._internal_init).parameters
-    except (ValueError, ImportError, AttributeError):
+    except ValueError:
         return None
+    return _taggable_types().get(taggable_key(module.split("/")[0], name))
 
 
 def cost_allocation_tags(r: Resource, config: Config) -> Iterator[str]:
