@@ -4,11 +4,9 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
-from functools import cache
-from pathlib import Path
 
+from policies import aws_resource_types
 from policies.resources import (
     Resource,
     Stack,
@@ -17,29 +15,13 @@ from policies.resources import (
 from policies.rules.deployed_pools import node_pools
 from policies.rules.signatures import Config, StackViolations
 
-#: Whether each AWS provider resource type takes `tags`, read from the pinned provider SDK by
-#: `blueprint schema --write` (blueprint/taggable_types.py): importing the SDK's modules here cost a second a run.
-TAGGABLE_PATH = Path(__file__).parents[1] / "taggable-types.json"
-
-
-def taggable_key(module: str, name: str) -> str:
-    """The table's key of a type: its SDK module (`index` for the top level) and class name."""
-    return f"{module}:{name}"
-
-
-@cache
-def _taggable_types() -> dict[str, bool]:
-    types: dict[str, bool] = json.loads(TAGGABLE_PATH.read_text())["types"]
-    return types
-
 
 def taggable(resource_type: str) -> bool | None:
-    """Whether the AWS provider's resource takes `tags` (None if the provider SDK has no such resource)."""
-    try:
-        _, module, name = resource_type.split(":")
-    except ValueError:
-        return None
-    return _taggable_types().get(taggable_key(module.split("/")[0], name))
+    """Whether the AWS provider's resource takes `tags` (None if the provider SDK has no such resource), as the
+    pinned SDK says (policies/aws_resource_types.py: importing its modules here cost a second a run)."""
+    key = aws_resource_types.key_of(resource_type)
+    entry = aws_resource_types.types().get(key) if key else None
+    return None if entry is None else bool(entry["tags"])
 
 
 def cost_allocation_tags(r: Resource, config: Config) -> Iterator[str]:

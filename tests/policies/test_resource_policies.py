@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, UnknownValueError
 
-from policies.rules.cost import TAGGABLE_PATH
+from policies import aws_resource_types
 from tests.builders import (
     AUTOSCALING_GROUP,
     BUCKET,
@@ -352,9 +352,9 @@ def test_cost_allocation_tags_skips_types_that_take_no_tags() -> None:
     assert len(check("cost-allocation-tags", SUBNET, {"cidrBlock": "10.0.0.0/24"})) == 1
 
 
-def test_the_taggable_types_were_read_from_the_installed_provider_sdk() -> None:
-    table = json.loads(TAGGABLE_PATH.read_text())
-    assert table["pulumiAws"] == metadata.version("pulumi_aws"), "run `python -m blueprint.taggable_types --write`"
+def test_the_resource_types_were_read_from_the_installed_provider_sdk() -> None:
+    table = json.loads(aws_resource_types.PATH.read_text())
+    assert table["pulumiAws"] == metadata.version("pulumi_aws"), "run `python -m blueprint.aws_resource_types --write`"
 
 
 # ------------------------------------------------------------------------------------------------- preview
