@@ -152,22 +152,27 @@ def version() -> str:
 
 
 def _parser(command: str | None = None) -> argparse.ArgumentParser:
-    """The command line's parser; given the subcommand about to run, only that one gets its arguments (the others
-    keep their names and help), so that `plan` does not import what `verify`'s options are built from."""
+    """The command line's parser; given the subcommand about to run, only that one gets its arguments and its help's
+    epilog (the others keep their names and one-line help, and the top-level help is not what will print), so that
+    `plan` does not import what `verify`'s options are built from, nor format every command's exit codes."""
     raw = argparse.RawDescriptionHelpFormatter
     examples = "\n".join(f"  {examples[0]}" for _, examples, _ in COMMANDS.values())
     parser = _Parser(
         prog="blueprint",
         description="Offline plans and checks of GPU cluster stacks. Data goes to stdout, messages to stderr.",
-        epilog=f"examples (`blueprint COMMAND --help` for more):\n{examples}\n\n{exit_codes.describe()}",
+        epilog=None
+        if command
+        else f"examples (`blueprint COMMAND --help` for more):\n{examples}\n\n{exit_codes.describe()}",
         formatter_class=raw,
     )
     parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", required=True)
     for name, add_arguments in _ARGUMENTS.items():
         text = COMMANDS[name][0]
-        cmd = sub.add_parser(name, help=text, description=text, epilog=_epilog(name), formatter_class=raw)
-        if command is None or command == name:
+        chosen = command is None or command == name
+        epilog = _epilog(name) if chosen else None
+        cmd = sub.add_parser(name, help=text, description=text, epilog=epilog, formatter_class=raw)
+        if chosen:
             add_arguments(cmd)
     return parser
 

@@ -29,13 +29,17 @@ if TYPE_CHECKING:
 sys.dont_write_bytecode = False
 
 
+#: Collect less often, from the start: a run under mocks allocates hundreds of thousands of short-lived objects
+#: (futures, outputs): at the default thresholds a whole-stack run set the collector off 580 times, 4 of them full;
+#: and collection (importing the SDK, the providers, every test module) set it off 500 times, a quarter of a second
+#: of each worker's start. Cycles are still freed.
+GC_THRESHOLDS = (100_000, 50, 1000)
+gc.set_threshold(*GC_THRESHOLDS)
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Move everything imported so far (the SDK, the providers' thousands of classes) out of the collector's reach,
-    and collect less often: a run under mocks allocates hundreds of thousands of short-lived objects (futures,
-    outputs): at the default thresholds a whole-stack run set the collector off 580 times, 4 of them full. Cycles
-    are still freed."""
+    """Move everything imported so far (the SDK, the providers' thousands of classes) out of the collector's reach."""
     gc.freeze()
-    gc.set_threshold(100_000, 50, 1000)
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:

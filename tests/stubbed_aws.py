@@ -25,13 +25,15 @@ BLOCK = "cr-0123456789abcdef0"
 
 
 @cache
-def _session() -> botocore.session.Session:
-    """One session for every scenario: it reads botocore's service models once."""
+def session() -> botocore.session.Session:
+    """One session for every test that makes botocore clients: it reads each service's model once (a new session
+    reads it again from disk, a tenth of a second for EC2's); each test still gets fresh clients, whose event hooks
+    (and so their Stubbers) are their own."""
     return botocore.session.get_session()
 
 
 def _client(service: str) -> Any:
-    return _session().create_client(
+    return session().create_client(
         service, region_name="us-west-2", aws_access_key_id="test", aws_secret_access_key="test"
     )
 

@@ -4,10 +4,8 @@ back at zero) sending its first event."""
 
 from __future__ import annotations
 
-from functools import cache
 from typing import Any
 
-import botocore.session
 import pytest
 from botocore.exceptions import ClientError
 from botocore.stub import Stubber
@@ -15,20 +13,14 @@ from botocore.stub import Stubber
 from programs.node_health import names
 from programs.node_health.cloudwatch import CloudWatchPublisher
 from programs.node_health.metrics import Labels, Metrics
+from tests.stubbed_aws import session
 
 NAMESPACE = "GpuClusters/NodeHealth"
 HELD = {"pool": "h100", "reason": "hourly-cap"}
 
 
-@cache
-def _session() -> botocore.session.Session:
-    """One session for the module: it reads each service's model once (a new session reads it again from disk);
-    each test still gets fresh clients, whose event hooks (and so their Stubbers) are their own."""
-    return botocore.session.get_session()
-
-
 def client() -> Any:
-    return _session().create_client(
+    return session().create_client(
         "cloudwatch", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
     )
 
@@ -174,7 +166,7 @@ def recorded_clients(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Any]]:
 
     def record(service: str, **kwargs: Any) -> Any:
         made.append((service, kwargs.get("config")))
-        return _session().create_client(service, aws_access_key_id="x", aws_secret_access_key="x", **kwargs)
+        return session().create_client(service, aws_access_key_id="x", aws_secret_access_key="x", **kwargs)
 
     monkeypatch.setitem(sys.modules, "boto3", types.SimpleNamespace(client=record))
     return made

@@ -9,7 +9,6 @@ import json
 import re
 from typing import Any, NamedTuple
 
-import botocore.session
 import pytest
 from botocore.stub import ANY, Stubber
 
@@ -29,6 +28,7 @@ from programs.node_health.loop import tick
 from programs.node_health.metrics import Metrics
 from tests.builders import SYSTEM_POOL, TRAINING_POOL, shipped_stack, stack_config, training_on_container_insights
 from tests.fake_kube import FakeKube
+from tests.stubbed_aws import session
 
 ALARM = "aws:cloudwatch/metricAlarm:MetricAlarm"
 DASHBOARD = "aws:cloudwatch/dashboard:Dashboard"
@@ -38,7 +38,7 @@ NAMESPACE = "GpuClusters/NodeHealth"
 
 
 def stubbed_client() -> Any:
-    return botocore.session.get_session().create_client(
+    return session().create_client(
         "cloudwatch", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
     )
 

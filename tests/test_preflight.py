@@ -6,10 +6,8 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
-from functools import cache
 from typing import Any
 
-import botocore.session
 import pytest
 from botocore.stub import Stubber
 
@@ -18,6 +16,7 @@ from blueprint.preflight import account, command, evaluate
 from blueprint.preflight.needs import ADDON, Needs, needs_of, stack_needs
 from components.planning.stack_plan import plan_pools
 from tests.builders import HYBRID_POOL, P5, SYSTEM, CliResult, shipped_stack, stack_config
+from tests.stubbed_aws import session
 
 AL2023 = (
     "/aws/service/eks/optimized-ami/1.35/amazon-linux-2023/x86_64/{}/amazon-eks-node-al2023-x86_64-{}-1.35-v20260714"
@@ -258,15 +257,8 @@ def test_the_site_gateway_and_its_routes() -> None:
 
 
 # ---------------------------------------------------------------------------------------- the calls, stubbed
-@cache
-def _session() -> botocore.session.Session:
-    """One session for the module: it loads each service's model once (a new session reads it again from disk);
-    each test still gets fresh clients, whose event hooks (and so their Stubbers) are their own."""
-    return botocore.session.get_session()
-
-
 def _client(service: str) -> Any:
-    return _session().create_client(
+    return session().create_client(
         service, region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing"
     )
 

@@ -128,7 +128,7 @@ class TierGuard:
             self.watched, self.collecting = None, False
 
     def audit(self, event: str, args: tuple[Any, ...]) -> None:
-        if self.watched is None:
+        if self.watched is None or event not in WATCHED_EVENTS:  # every import and open is an event: leave at once
             return
         if event == "blueprint.run_mocked":
             what = "the Pulumi program under mocks (blueprint.plan.runner.run_offline)"
@@ -148,6 +148,12 @@ class TierGuard:
             )
         self.violations.append(message)
         pytest.fail(message, pytrace=False)
+
+
+#: The audit events the guard reads: a mocked run, and each way of starting a process (`_spawned_command`).
+WATCHED_EVENTS = frozenset(
+    {"blueprint.run_mocked", "subprocess.Popen", "os.system", "os.posix_spawn", "os.exec", "os.spawn"}
+)
 
 
 def _spawned_command(event: str, args: tuple[Any, ...]) -> Command | None:

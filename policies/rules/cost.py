@@ -5,8 +5,8 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from functools import cache
 
+from policies import aws_resource_types
 from policies.resources import (
     Resource,
     Stack,
@@ -16,20 +16,12 @@ from policies.rules.deployed_pools import node_pools
 from policies.rules.signatures import Config, StackViolations
 
 
-@cache
 def taggable(resource_type: str) -> bool | None:
-    """Whether the AWS provider's resource takes `tags`, read from the provider SDK itself (None if unknown)."""
-    import importlib
-    import inspect
-
-    try:
-        _, module, name = resource_type.split(":")
-        module = module.split("/")[0]
-        package = importlib.import_module("pulumi_aws" if module == "index" else f"pulumi_aws.{module}")
-        cls = getattr(package, name)
-        return "tags" in inspect.signature(cls._internal_init).parameters
-    except (ValueError, ImportError, AttributeError):
-        return None
+    """Whether the AWS provider's resource takes `tags` (None if the provider SDK has no such resource), as the
+    pinned SDK says (policies/aws_resource_types.py: importing its modules here cost a second a run)."""
+    key = aws_resource_types.key_of(resource_type)
+    entry = aws_resource_types.types().get(key) if key else None
+    return None if entry is None else bool(entry["tags"])
 
 
 def cost_allocation_tags(r: Resource, config: Config) -> Iterator[str]:

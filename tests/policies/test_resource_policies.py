@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import copy
+import json
+from importlib import metadata
 from typing import Any
 
 import pytest
 from pulumi_policy.proxy import UNKNOWN_STRING_VALUE, UnknownValueError
 
+from policies import aws_resource_types
 from tests.builders import (
     AUTOSCALING_GROUP,
     BUCKET,
@@ -347,6 +350,11 @@ def test_cost_allocation_tags_skips_types_that_take_no_tags() -> None:
     untaggable = {"role": "r", "policyArn": "arn:aws:iam::aws:policy/AmazonEKSWorkerNodePolicy"}
     assert check("cost-allocation-tags", ROLE_POLICY_ATTACHMENT, untaggable) == []
     assert len(check("cost-allocation-tags", SUBNET, {"cidrBlock": "10.0.0.0/24"})) == 1
+
+
+def test_the_resource_types_were_read_from_the_installed_provider_sdk() -> None:
+    table = json.loads(aws_resource_types.PATH.read_text())
+    assert table["pulumiAws"] == metadata.version("pulumi_aws"), "run `python -m blueprint.aws_resource_types --write`"
 
 
 # ------------------------------------------------------------------------------------------------- preview
