@@ -81,3 +81,18 @@ def test_a_failing_answer_fails_the_run_and_the_next_run_starts_clean() -> None:
     with pytest.raises(NotImplementedError, match=r"teach PlanMocks\.call"):
         run_mocked(unknown_invoke)
     assert [r.name for r in run_mocked(two_roles).registrations] == ["first", "second"]
+
+
+@pytest.mark.program
+def test_a_resource_read_by_id_takes_the_sdks_own_answer_in_place() -> None:
+    mocks = ThreadNotingMocks()
+    read: dict[str, Any] = {}
+
+    def program() -> pulumi.Output[None]:
+        role = aws.iam.Role.get("existing", "existing-role")
+        return pulumi.Output.all(role.id, role.arn).apply(lambda values: read.update(id=values[0], arn=values[1]))
+
+    run_offline(program, RecordingMonitor(mocks), "gpu-clusters", "test", {"aws:region": "us-east-1"})
+    assert mocks.threads == {threading.get_ident()}
+    # the id asked for; no state, as under the SDK's monitor (a read's MockResourceArgs are not `custom`)
+    assert read == {"id": "existing-role", "arn": None}
