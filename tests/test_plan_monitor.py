@@ -84,7 +84,7 @@ def test_a_failing_answer_fails_the_run_and_the_next_run_starts_clean() -> None:
 
 
 @pytest.mark.program
-def test_a_resource_read_by_id_takes_the_sdks_own_answer_in_place() -> None:
+def test_a_resource_read_by_id_is_answered_in_place() -> None:
     mocks = ThreadNotingMocks()
     read: dict[str, Any] = {}
 
@@ -96,3 +96,31 @@ def test_a_resource_read_by_id_takes_the_sdks_own_answer_in_place() -> None:
     assert mocks.threads == {threading.get_ident()}
     # the id asked for; no state, as under the SDK's monitor (a read's MockResourceArgs are not `custom`)
     assert read == {"id": "existing-role", "arn": None}
+
+
+@pytest.mark.program
+@pytest.mark.timeout(60)  # a read that pumped the loop from inside the last one stalled the run for good
+def test_reads_made_together_complete() -> None:
+    def program() -> pulumi.Output[list[Any]]:
+        return pulumi.Output.all(*(aws.iam.Role.get(f"existing-{i}", f"role-{i}").id for i in range(150)))
+
+    monitor = RecordingMonitor(PlanMocks("us-east-1"))
+    run_offline(program, monitor, "gpu-clusters", "test", {"aws:region": "us-east-1"})
+    assert len(monitor.resources) == 150
+
+
+@pytest.mark.program
+def test_a_resource_looked_up_by_urn_gets_what_was_registered_under_it() -> None:
+    found: dict[str, Any] = {}
+
+    def program() -> pulumi.Output[None]:
+        first = aws.iam.Role("first", assume_role_policy="{}")
+
+        def look_up(urn: str) -> pulumi.Output[None]:
+            again = aws.iam.Role("again", opts=pulumi.ResourceOptions(urn=urn))
+            return pulumi.Output.all(again.id, again.arn).apply(lambda v: found.update(id=v[0], arn=v[1]))
+
+        return first.urn.apply(look_up)
+
+    run_offline(program, RecordingMonitor(PlanMocks("us-east-1")), "gpu-clusters", "test", {"aws:region": "us-east-1"})
+    assert found == {"id": "first", "arn": "arn:aws:iam::123456789012:role/first"}

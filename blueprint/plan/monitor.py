@@ -2,9 +2,10 @@
 
 The SDK's own `MockMonitor` runs on a worker thread and encodes each answer by pumping the event loop again
 (`_sync_await`); `OfflineMonitor` answers in place, on the loop's own thread (`runner.run_offline` runs the blocking
-monitor calls inline), which a plan of thousands of registrations needs. `RecordingMonitor` keeps every registration
-with its resource options (protect, retainOnDelete, parent, dependsOn, ignoreChanges), which `Mocks.new_resource`
-never sees. Why and how much: docs/architecture.md#how-a-plan-runs-the-sdk.
+monitor calls inline), which a plan of thousands of registrations needs. None of its answers pumps the loop: called
+in place, each pump nests inside the one before, and reads made together overflowed the stack and stalled the run.
+`RecordingMonitor` keeps every registration with its resource options (protect, retainOnDelete, parent, dependsOn,
+ignoreChanges), which `Mocks.new_resource` never sees. Why and how much: docs/architecture.md#how-a-plan-runs-the-sdk.
 """
 
 from __future__ import annotations
@@ -119,7 +120,7 @@ class OfflineMonitor(MockMonitor):
                 custom=request.custom or False,
             )
         )
-        self.resources[urn] = MockMonitor.ResourceRegistration(urn, resource_id or "", state)
+        self.resources[urn] = MockMonitor.ResourceRegistration(urn, resource_id, state)  # type: ignore[arg-type]
         response = resource_pb2.RegisterResourceResponse(urn=urn, id=resource_id or "", object=_struct(state))
         self.registered(request, response, inputs)
         return response
@@ -127,10 +128,28 @@ class OfflineMonitor(MockMonitor):
     def registered(self, request: Any, response: Any, inputs: dict[str, Any]) -> None:
         """Called with each answered registration and its decoded inputs; nothing here."""
 
+    def ReadResource(self, request: Any) -> Any:
+        """A resource read by id (`Role.get(name, id)`), answered by the mocks as the SDK's monitor answers it."""
+        urn = self.make_urn(request.parent, request.type, request.name)
+        resource_id, state = self.mocks.new_resource(
+            MockResourceArgs(
+                typ=request.type,
+                name=request.name,
+                inputs=rpc.deserialize_properties(request.properties),
+                provider=request.provider,
+                resource_id=request.id,
+            )
+        )
+        self.resources[urn] = MockMonitor.ResourceRegistration(urn, resource_id, state)  # type: ignore[arg-type]
+        return resource_pb2.ReadResourceResponse(urn=urn, properties=_struct(state))
+
     def Invoke(self, request: Any) -> Any:
-        if request.tok == "pulumi:pulumi:getResource":  # a resource read by URN: the SDK's own answer
-            return super().Invoke(request)
         args = rpc.deserialize_properties(request.args)
+        if request.tok == "pulumi:pulumi:getResource":  # a resource read by URN: what was registered under it
+            registered = self.resources.get(args["urn"])
+            if registered is None:
+                raise Exception(f"unknown resource {args['urn']}")
+            return resource_pb2.ResourceInvokeResponse(**{"return": _struct(registered._asdict())})
         answer = self.mocks.call(MockCallArgs(token=request.tok, args=args, provider=request.provider))
         values, failures = (answer, None) if isinstance(answer, dict) else answer
         return resource_pb2.ResourceInvokeResponse(
