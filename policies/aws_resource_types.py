@@ -18,17 +18,15 @@ def key(module: str, name: str) -> str:
     return f"{module}:{name}"
 
 
-def key_of(resource_type: str) -> str | None:
-    """The key of a type token (`aws:ec2/subnet:Subnet` -> `ec2:Subnet`); None for a string that is not one."""
-    try:
-        _, module, name = resource_type.split(":")
-    except ValueError:
-        return None
-    return key(module.split("/")[0], name)
-
-
 @cache
 def types() -> dict[str, dict[str, Any]]:
     """Per key: `token` (the class's type token) and `tags` (whether its constructor takes `tags`)."""
     table: dict[str, dict[str, Any]] = json.loads(PATH.read_text())["types"]
     return table
+
+
+@cache
+def by_token() -> dict[str, dict[str, Any]]:
+    """The same entries by type token, what a policy meets: a token's module is not always the SDK module holding
+    its class (`aws:lambda/function:Function` is `pulumi_aws.lambda_.Function`)."""
+    return {entry["token"]: entry for entry in types().values() if entry["token"]}

@@ -19,8 +19,7 @@ from policies.rules.signatures import Config, StackViolations
 def taggable(resource_type: str) -> bool | None:
     """Whether the AWS provider's resource takes `tags` (None if the provider SDK has no such resource), as the
     pinned SDK says (policies/aws_resource_types.py: importing its modules here cost a second a run)."""
-    key = aws_resource_types.key_of(resource_type)
-    entry = aws_resource_types.types().get(key) if key else None
+    entry = aws_resource_types.by_token().get(resource_type)
     return None if entry is None else bool(entry["tags"])
 
 

@@ -352,6 +352,13 @@ def test_cost_allocation_tags_skips_types_that_take_no_tags() -> None:
     assert len(check("cost-allocation-tags", SUBNET, {"cidrBlock": "10.0.0.0/24"})) == 1
 
 
+def test_cost_allocation_tags_knows_types_whose_sdk_module_is_renamed() -> None:
+    """`lambda` is a Python keyword: the SDK keeps `aws:lambda/...` types in `pulumi_aws.lambda_`."""
+    assert check("cost-allocation-tags", "aws:lambda/function:Function", {"role": "arn"}, name="fn") == [
+        "Function 'fn' lacks the cost-allocation tags team, cost-center"
+    ]
+
+
 def test_the_resource_types_were_read_from_the_installed_provider_sdk() -> None:
     table = json.loads(aws_resource_types.PATH.read_text())
     assert table["pulumiAws"] == metadata.version("pulumi_aws"), "run `python -m blueprint.aws_resource_types --write`"
