@@ -62,6 +62,7 @@ def test_every_aws_resource_the_components_can_register_has_permissions() -> Non
         aws_resource_types.key(module, name)
         for module, name in re.findall(r"\baws\.([a-z0-9_]+)\.([A-Z]\w+)\(", _components_source())
     }
+    assert [key for key in used if key not in types and not key.endswith("Args")] == []  # a resource the table lacks
     tokens = {types[key]["token"] for key in used if key in types}
     assert "aws:sns/topic:Topic" in tokens and "aws:rolesanywhere/trustAnchor:TrustAnchor" in tokens
     assert tokens - deployer_permissions.mapped_types() == set()
