@@ -15,7 +15,6 @@ import itertools
 import json
 import os
 import sys
-import tomllib
 from collections.abc import Callable, Sequence
 from importlib import metadata
 from pathlib import Path
@@ -144,6 +143,8 @@ def version() -> str:
     try:
         return metadata.version(DISTRIBUTION)
     except metadata.PackageNotFoundError:
+        import tomllib  # only a source tree that was never installed reads pyproject.toml
+
         try:
             pyproject = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
             return f"{pyproject['project']['version']} (source, not installed)"
@@ -470,8 +471,6 @@ def _check_saved_plan(path: Path, policy_config: Path | None, fmt: str) -> int:
 
 
 def _print_plan(plan: dict[str, Any], fmt: str) -> None:
-    from blueprint.plan import render
-
     if fmt == "json":
         # The same bytes as `print(json.dumps(...))`, written a few thousand pieces at a time: the whole text and the
         # millions of pieces it is joined from are never in memory at once (writing each piece alone is slower).
@@ -479,10 +478,13 @@ def _print_plan(plan: dict[str, Any], fmt: str) -> None:
         while batch := list(itertools.islice(chunks, 16384)):
             sys.stdout.write("".join(batch))
         sys.stdout.write("\n")
-    elif fmt == "markdown":
-        print(render.markdown(plan))
     else:
-        render.table(plan, terminal.console())
+        from blueprint.plan import render  # rich, for people: not for JSON
+
+        if fmt == "markdown":
+            print(render.markdown(plan))
+        else:
+            render.table(plan, terminal.console())
 
 
 def _print_check(plan: dict[str, Any], fmt: str) -> None:

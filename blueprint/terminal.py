@@ -11,9 +11,11 @@ import os
 import shutil
 import sys
 from collections.abc import Callable
-from typing import TypeVar
+from functools import cache
+from typing import TYPE_CHECKING, TypeVar
 
-from rich.console import Console
+if TYPE_CHECKING:
+    from rich.console import Console
 
 from blueprint.exit_codes import CONFIG, IO, OK
 from components.errors import ConfigError
@@ -33,16 +35,23 @@ def width() -> int:
     return max(MIN_WIDTH, shutil.get_terminal_size((DEFAULT_WIDTH, 24)).columns)
 
 
-class _Console(Console):
-    def on_broken_pipe(self) -> None:
-        """rich's own handling exits 1, which here means a violation: hand the error to `blueprint.cli.main`."""
-        self.quiet = True
-        raise BrokenPipeError(errno.EPIPE, "stdout closed")
+@cache
+def _console_class() -> type[Console]:
+    """rich's Console with the broken-pipe handling below; rich is imported only when a command prints a table."""
+    from rich.console import Console
+
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            """rich's own handling exits 1, which here means a violation: hand the error to `blueprint.cli.main`."""
+            self.quiet = True
+            raise BrokenPipeError(errno.EPIPE, "stdout closed")
+
+    return _Console
 
 
 def console() -> Console:
     """A rich console on stdout at `width()`: tables shrink their columns and fold long cells to fit it."""
-    return _Console(width=width())
+    return _console_class()(width=width())
 
 
 def error(message: str) -> None:

@@ -25,9 +25,6 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 from pulumi_policy.proxy import UnknownValueError, unknown_checking_proxy
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
 
 from policies.pack import BY_NAME, CONFIG_FILE, POLICIES, RESOURCE_TYPES, schema_defaults
 from policies.plan_records import policy_resources, record_options
@@ -236,6 +233,10 @@ def format_violations(violations: Sequence[Mapping[str, str]], fmt: Format = "ta
         raise ValueError(f"unknown format {fmt!r}: table, json or markdown")
     if not rows:
         return "No policy violations."
+    from rich.console import Console  # only a table needs rich
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(box=None, pad_edge=False, header_style=None)
     for header in ("LEVEL", "POLICY", "RESOURCE", "MESSAGE"):
         table.add_column(header, overflow="fold")
