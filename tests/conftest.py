@@ -64,8 +64,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 TIER_GUARD = tiers.install()
 
 
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+def _guarded(item: pytest.Item) -> Generator[None, None, None]:
+    """A test's setup or call, watched by the tier guard."""
     with TIER_GUARD.watching(tiers.watched_id(item)):
         result = yield
     _fail_on_swallowed_violations()
@@ -73,11 +73,13 @@ def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
-    with TIER_GUARD.watching(tiers.watched_id(item)):
-        result = yield
-    _fail_on_swallowed_violations()
-    return result
+def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
+    return (yield from _guarded(item))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
+    return (yield from _guarded(item))
 
 
 @pytest.hookimpl(wrapper=True)
