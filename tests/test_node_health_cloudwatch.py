@@ -8,21 +8,14 @@ from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError
-from botocore.stub import Stubber
 
 from programs.node_health import names
 from programs.node_health.cloudwatch import CloudWatchPublisher
 from programs.node_health.metrics import Labels, Metrics
-from tests.stubbed_aws import session
+from tests.stubbed_aws import shared_client, stubbed_client
 
 NAMESPACE = "GpuClusters/NodeHealth"
 HELD = {"pool": "h100", "reason": "hourly-cap"}
-
-
-def client() -> Any:
-    return session().create_client(
-        "cloudwatch", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
-    )
 
 
 def heartbeat() -> dict[str, Any]:
@@ -49,10 +42,10 @@ def held(value: float) -> list[dict[str, Any]]:
 
 
 def test_counters_go_as_deltas_and_the_heartbeat_every_time() -> None:
-    cw = client()
     metrics = Metrics()
-    publisher = CloudWatchPublisher(cw, NAMESPACE, "c")
-    with Stubber(cw) as stub:
+    with stubbed_client("cloudwatch") as lease:
+        cw, stub = lease.client, lease.stub
+        publisher = CloudWatchPublisher(cw, NAMESPACE, "c")
         stub.add_response("put_metric_data", {}, {"Namespace": NAMESPACE, "MetricData": [heartbeat()]})
         publisher.publish(metrics)
         metrics.inc(names.REPAIRS_HELD_METRIC, HELD)
@@ -65,21 +58,21 @@ def test_counters_go_as_deltas_and_the_heartbeat_every_time() -> None:
 
 
 def test_a_restarted_loop_sends_its_first_held_repair() -> None:
-    cw = client()
     restarted = Metrics()
     restarted.inc(names.REPAIRS_HELD_METRIC, HELD)
-    with Stubber(cw) as stub:
+    with stubbed_client("cloudwatch") as lease:
+        cw, stub = lease.client, lease.stub
         stub.add_response("put_metric_data", {}, {"Namespace": NAMESPACE, "MetricData": [heartbeat(), *held(1.0)]})
         CloudWatchPublisher(cw, NAMESPACE, "c").publish(restarted)
         stub.assert_no_pending_responses()
 
 
 def test_more_than_twenty_data_go_in_batches() -> None:
-    cw = client()
     metrics = Metrics()
     for i in range(12):  # 12 series and their 12 per-pool sums, and the heartbeat: 25 data
         metrics.inc(names.CHECKS_METRIC, {"pool": f"p{i:02}", "kind": "gate", "result": "passed"})
-    with Stubber(cw) as stub:
+    with stubbed_client("cloudwatch") as lease:
+        cw, stub = lease.client, lease.stub
         stub.add_response("put_metric_data", {})
         stub.add_response("put_metric_data", {})
         CloudWatchPublisher(cw, NAMESPACE, "c").publish(metrics)
@@ -87,7 +80,6 @@ def test_more_than_twenty_data_go_in_batches() -> None:
 
 
 def test_per_pool_sums_add_up_the_other_labels_and_gauges_go_as_values() -> None:
-    cw = client()
     metrics = Metrics()
     metrics.inc(names.CHECKS_METRIC, {"pool": "h100", "kind": "gate", "result": "failed"})
     metrics.inc(names.CHECKS_METRIC, {"pool": "h100", "kind": "idle", "result": "failed"}, 2)
@@ -96,9 +88,10 @@ def test_per_pool_sums_add_up_the_other_labels_and_gauges_go_as_values() -> None
     }
     metrics.set_gauge(names.CONDITIONS_FALSE_METRIC, conditions)
     sent: list[dict[str, Any]] = []
-    cw.meta.events.register("provide-client-params.cloudwatch.PutMetricData", lambda params, **_: sent.append(params))
-    publisher = CloudWatchPublisher(cw, NAMESPACE, "c")
-    with Stubber(cw) as stub:
+    with stubbed_client("cloudwatch") as lease:
+        cw, stub = lease.client, lease.stub
+        lease.on("provide-client-params.cloudwatch.PutMetricData", lambda params, **_: sent.append(params))
+        publisher = CloudWatchPublisher(cw, NAMESPACE, "c")
         stub.add_response("put_metric_data", {})
         stub.add_response("put_metric_data", {})
         publisher.publish(metrics)
@@ -116,11 +109,11 @@ def test_per_pool_sums_add_up_the_other_labels_and_gauges_go_as_values() -> None
 
 
 def test_a_failed_publish_sends_its_deltas_with_the_next() -> None:
-    cw = client()
     metrics = Metrics()
     metrics.inc(names.REPAIRS_HELD_METRIC, HELD)
-    publisher = CloudWatchPublisher(cw, NAMESPACE, "c")
-    with Stubber(cw) as stub:
+    with stubbed_client("cloudwatch") as lease:
+        cw, stub = lease.client, lease.stub
+        publisher = CloudWatchPublisher(cw, NAMESPACE, "c")
         stub.add_client_error("put_metric_data", "Throttling")
         with pytest.raises(ClientError):
             publisher.publish(metrics)
@@ -130,14 +123,14 @@ def test_a_failed_publish_sends_its_deltas_with_the_next() -> None:
 
 
 def test_a_batch_that_fails_after_one_that_went_is_sent_again_alone() -> None:
-    cw = client()
     metrics = Metrics()
     for i in range(12):  # the heartbeat and 24 counter data: two calls
         metrics.inc(names.REPAIRS_METRIC, {"pool": f"p{i:02}", "action": "replace"})
     sent: list[dict[str, Any]] = []
-    cw.meta.events.register("provide-client-params.cloudwatch.PutMetricData", lambda params, **_: sent.append(params))
-    publisher = CloudWatchPublisher(cw, NAMESPACE, "c")
-    with Stubber(cw) as stub:
+    with stubbed_client("cloudwatch") as lease:
+        cw, stub = lease.client, lease.stub
+        lease.on("provide-client-params.cloudwatch.PutMetricData", lambda params, **_: sent.append(params))
+        publisher = CloudWatchPublisher(cw, NAMESPACE, "c")
         stub.add_response("put_metric_data", {})
         stub.add_client_error("put_metric_data", "Throttling")
         with pytest.raises(ClientError):
@@ -158,7 +151,7 @@ def test_a_batch_that_fails_after_one_that_went_is_sent_again_alone() -> None:
 # ------------------------------------------------------------------------------------------- an unreachable AWS
 def recorded_clients(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Any]]:
     """A boto3 (the loop's image ships it; the test environment has botocore only) whose `client` records each
-    service with the botocore Config it was asked for, and builds botocore's client as boto3's does."""
+    service with the botocore Config it was asked for, and hands back botocore's client for those arguments."""
     import sys
     import types
 
@@ -166,7 +159,7 @@ def recorded_clients(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Any]]:
 
     def record(service: str, **kwargs: Any) -> Any:
         made.append((service, kwargs.get("config")))
-        return session().create_client(service, aws_access_key_id="x", aws_secret_access_key="x", **kwargs)
+        return shared_client(service, **kwargs)
 
     monkeypatch.setitem(sys.modules, "boto3", types.SimpleNamespace(client=record))
     return made

@@ -10,7 +10,7 @@ import re
 from typing import Any, NamedTuple
 
 import pytest
-from botocore.stub import ANY, Stubber
+from botocore.stub import ANY
 
 from blueprint.plan.plan import PlannedStack
 from components.planning import node_health as planned
@@ -28,7 +28,7 @@ from programs.node_health.loop import tick
 from programs.node_health.metrics import Metrics
 from tests.builders import SYSTEM_POOL, TRAINING_POOL, shipped_stack, stack_config, training_on_container_insights
 from tests.fake_kube import FakeKube
-from tests.stubbed_aws import session
+from tests.stubbed_aws import Lease, stubbed_client
 
 ALARM = "aws:cloudwatch/metricAlarm:MetricAlarm"
 DASHBOARD = "aws:cloudwatch/dashboard:Dashboard"
@@ -37,18 +37,10 @@ TAINT = {"key": names.STARTUP_TAINT_KEY, "value": "true", "effect": "NoSchedule"
 NAMESPACE = "GpuClusters/NodeHealth"
 
 
-def stubbed_client() -> Any:
-    return session().create_client(
-        "cloudwatch", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x"
-    )
-
-
-def capture(client: Any) -> list[dict[str, Any]]:
-    """Every PutMetricData call's parameters, as the client is asked to send them."""
+def capture(lease: Lease) -> list[dict[str, Any]]:
+    """Every PutMetricData call's parameters, as the lent client is asked to send them."""
     sent: list[dict[str, Any]] = []
-    client.meta.events.register(
-        "provide-client-params.cloudwatch.PutMetricData", lambda params, **_: sent.append(params)
-    )
+    lease.on("provide-client-params.cloudwatch.PutMetricData", lambda params, **_: sent.append(params))
     return sent
 
 
@@ -135,15 +127,14 @@ def test_the_program_publishes_under_the_planned_names() -> None:
         assert getattr(names, name) == getattr(planned, name), name
     assert names.AGENT_CONDITIONS == node_monitoring.AGENT_CONDITIONS
     # the publisher names a label's dimension by its key capitalized: the planned dimensions are those
-    client = stubbed_client()
     metrics = Metrics()
     metrics.inc(names.CHECKS_METRIC, {"pool": "h100", "kind": "gate", "result": "failed"})
     metrics.set_gauge(names.CONDITIONS_FALSE_METRIC, {(("condition", "KernelReady"), ("pool", "h100")): 1.0})
     metrics.set_gauge(names.NODES_METRIC, {(("pool", "h100"), ("state", "failed")): 1.0})
-    with Stubber(client) as stub:
-        stub.add_response("put_metric_data", {}, {"Namespace": NAMESPACE, "MetricData": ANY})
-        sent = capture(client)
-        cloudwatch.CloudWatchPublisher(client, NAMESPACE, "train").publish(metrics)
+    with stubbed_client("cloudwatch") as lease:
+        lease.stub.add_response("put_metric_data", {}, {"Namespace": NAMESPACE, "MetricData": ANY})
+        sent = capture(lease)
+        cloudwatch.CloudWatchPublisher(lease.client, NAMESPACE, "train").publish(metrics)
     dimensions = {x["Name"] for datum in sent[0]["MetricData"] for x in datum["Dimensions"]}
     assert dimensions == {
         planned.CLOUDWATCH_CLUSTER_DIMENSION,
@@ -271,7 +262,6 @@ def test_the_query_alarms_are_valid_put_metric_alarm_requests() -> None:
         assert value == int(value), value
         return int(value)
 
-    client = stubbed_client()
     for name, (alarm, _) in query_alarms("training").items():
         (query,) = alarm["metricQueries"]
         params = {
@@ -289,10 +279,10 @@ def test_the_query_alarms_are_valid_put_metric_alarm_requests() -> None:
             "ComparisonOperator": alarm["comparisonOperator"],
             "TreatMissingData": alarm["treatMissingData"],
         }
-        with Stubber(client) as stub:
-            stub.add_response("put_metric_alarm", {}, params)
-            client.put_metric_alarm(**params)  # the stub validates the parameters against the model
-            stub.assert_no_pending_responses()
+        with stubbed_client("cloudwatch") as lease:
+            lease.stub.add_response("put_metric_alarm", {}, params)
+            lease.client.put_metric_alarm(**params)  # the stub validates the parameters against the model
+            lease.stub.assert_no_pending_responses()
 
 
 @pytest.mark.program
@@ -385,16 +375,15 @@ class HeldRepairs:
 @pytest.mark.program
 def test_the_planned_loop_publishes_every_series_its_alarms_read() -> None:
     raw = loop_config("training")
-    client = stubbed_client()
-    sent = capture(client)
-    publisher = cloudwatch.from_settings(raw, "us-east-1", client)
-    assert publisher is not None
     api, metrics = FakeKube(), Metrics()
     gpu_node(api, "n1", "False")
     gpu_node(api, "n2", "True")
     api.add_node("s1", "system")["status"] = {"conditions": [{"type": "KernelReady", "status": "True"}]}
     health = HealthLoop(api, Settings.from_json(json.dumps(raw)), HeldRepairs(metrics), metrics)
-    with Stubber(client) as stub:
+    with stubbed_client("cloudwatch") as lease:
+        stub, sent = lease.stub, capture(lease)
+        publisher = cloudwatch.from_settings(raw, "us-east-1", lease.client)
+        assert publisher is not None
         stub.add_response("put_metric_data", {}, {"Namespace": NAMESPACE, "MetricData": ANY})
         assert tick(health, publisher, T0)  # the gate checks start
         first = len(sent)
@@ -444,9 +433,6 @@ def test_the_planned_loop_publishes_every_series_its_alarms_read() -> None:
 
 @pytest.mark.program
 def test_a_failed_pass_publishes_no_heartbeat() -> None:
-    client = stubbed_client()
-    publisher = cloudwatch.CloudWatchPublisher(client, NAMESPACE, "train")
-
     class Down(FakeKube):
         def list_nodes(self, label_selector: str = "") -> list[dict[str, Any]]:
             from programs.node_health.kube import KubeError
@@ -455,7 +441,9 @@ def test_a_failed_pass_publishes_no_heartbeat() -> None:
 
     raw = loop_config("training")
     health = HealthLoop(Down(), Settings.from_json(json.dumps(raw)), HeldRepairs(Metrics()))
-    with Stubber(client) as stub:  # no response queued: a call would fail the test
+    with stubbed_client("cloudwatch") as lease:  # no response queued: a call would fail the test
+        stub = lease.stub
+        publisher = cloudwatch.CloudWatchPublisher(lease.client, NAMESPACE, "train")
         assert not tick(health, publisher, T0)
         stub.assert_no_pending_responses()
 

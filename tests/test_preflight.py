@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,7 +17,7 @@ from blueprint.preflight import account, command, evaluate
 from blueprint.preflight.needs import ADDON, Needs, needs_of, stack_needs
 from components.planning.stack_plan import plan_pools
 from tests.builders import HYBRID_POOL, P5, SYSTEM, CliResult, shipped_stack, stack_config
-from tests.stubbed_aws import session
+from tests.stubbed_aws import stubbed_client
 
 AL2023 = (
     "/aws/service/eks/optimized-ami/1.35/amazon-linux-2023/x86_64/{}/amazon-eks-node-al2023-x86_64-{}-1.35-v20260714"
@@ -257,19 +258,16 @@ def test_the_site_gateway_and_its_routes() -> None:
 
 
 # ---------------------------------------------------------------------------------------- the calls, stubbed
-def _client(service: str) -> Any:
-    return session().create_client(
-        service, region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing"
-    )
-
-
 class _Stubs(dict[str, Stubber]):
-    """Each service's client with its active Stubber, made when a test first names the service (as a client or to
-    queue an answer): a client is a tenth of a second to make, and a test calls two or three of the seven."""
+    """Each service's shared client under its own Stubber, lent when a test first names the service (as a client or
+    to queue an answer): a test calls two or three of the seven."""
+
+    def __init__(self, leases: ExitStack) -> None:
+        super().__init__()
+        self._leases = leases
 
     def __missing__(self, service: str) -> Stubber:
-        stub = self[service] = Stubber(_client(service))
-        stub.activate()
+        stub = self[service] = self._leases.enter_context(stubbed_client(service)).stub
         return stub
 
     def client(self, service: str) -> Any:
@@ -279,11 +277,9 @@ class _Stubs(dict[str, Stubber]):
 @pytest.fixture
 def stubbed() -> Iterator[tuple[Callable[[str], Any], dict[str, Stubber]]]:
     """`clients` as preflight takes them, each with a Stubber that must be used up."""
-    stubs = _Stubs()
-    yield stubs.client, stubs
-    for stub in stubs.values():
-        stub.assert_no_pending_responses()
-        stub.deactivate()
+    with ExitStack() as leases:
+        stubs = _Stubs(leases)
+        yield stubs.client, stubs
 
 
 ZONE_FILTERS = [
@@ -640,11 +636,10 @@ def test_the_stacks_own_elastic_ips_are_not_counted_twice(
 
 
 # ------------------------------------------------------------------------------------------------ the command
-def _stub_everything(stack: str, healthy: bool) -> Callable[[str], Any]:
+def _stub_everything(stubs: dict[str, Stubber], stack: str, healthy: bool) -> Callable[[str], Any]:
     """Clients whose Stubbers answer every call preflight makes for a shipped stack: all well, or one add-on missing."""
     n = stack_needs(stack, None)
-    clients = {s: _client(s) for s in ("ec2", "service-quotas", "eks", "ssm", "iam", "fsx")}
-    stubs = {s: Stubber(c) for s, c in clients.items()}
+    clients = {s: stubs[s].client for s in ("ec2", "service-quotas", "eks", "ssm", "iam", "fsx")}
     ec2 = stubs["ec2"]
     ec2.add_response("describe_availability_zones", _zones_answer(ACCOUNT_ZONES))
     types = sorted({t for p in n.pools for t in p.instance_types})
@@ -673,18 +668,16 @@ def _stub_everything(stack: str, healthy: bool) -> Callable[[str], Any]:
         stubs["iam"].add_response("get_role", _role(role.name, role.own_description))
     if any(role.own_description is not None for role in n.service_linked_roles):
         stubs["eks"].add_response("describe_cluster", {"cluster": {"name": n.cluster}})
-    for stub in stubs.values():
-        stub.activate()
     return clients.__getitem__
 
 
 @pytest.mark.program
 @pytest.mark.parametrize(("healthy", "code"), [(True, 0), (False, 1)])
 def test_preflight_end_to_end_with_stubbed_clients(
-    healthy: bool, code: int, monkeypatch: pytest.MonkeyPatch, blueprint_cli: Callable[..., CliResult]
+    healthy: bool, code: int, stubbed: Any, monkeypatch: pytest.MonkeyPatch, blueprint_cli: Callable[..., CliResult]
 ) -> None:
     monkeypatch.setattr(plan_module, "run_stack_under_mocks", lambda stack, config_file: shipped_stack(stack))
-    clients = _stub_everything("training", healthy)
+    clients = _stub_everything(stubbed[1], "training", healthy)
     monkeypatch.setattr(command, "session_clients", lambda region: clients)
     result = blueprint_cli("preflight", "--stack", "training", "--format", "json")
     assert result.returncode == code, result.stderr
@@ -710,9 +703,11 @@ def shipped_addon(stack: str, name: str) -> str:
 
 
 @pytest.mark.program
-def test_preflight_table_output(monkeypatch: pytest.MonkeyPatch, blueprint_cli: Callable[..., CliResult]) -> None:
+def test_preflight_table_output(
+    stubbed: Any, monkeypatch: pytest.MonkeyPatch, blueprint_cli: Callable[..., CliResult]
+) -> None:
     monkeypatch.setattr(plan_module, "run_stack_under_mocks", lambda stack, config_file: shipped_stack(stack))
-    clients = _stub_everything("training", True)
+    clients = _stub_everything(stubbed[1], "training", True)
     monkeypatch.setattr(command, "session_clients", lambda region: clients)
     monkeypatch.setenv("COLUMNS", "400")  # one line per row, so the cells can be read whole
     result = blueprint_cli("preflight", "--stack", "training")
