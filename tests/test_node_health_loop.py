@@ -5,7 +5,11 @@ that fails, with the real repair path behind the loop, are in tests/test_node_he
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
+import threading
+from http.server import ThreadingHTTPServer
 from typing import Any
 
 from components.planning import node_health as planned
@@ -202,6 +206,20 @@ def test_settings_are_read_from_the_planned_config() -> None:
     assert (read.idle_check_seconds, read.max_concurrent_checks, read.poll_seconds) == (21600.0, 3, 15.0)
 
 
+def stop(server: ThreadingHTTPServer) -> None:
+    """Stop `serve`'s thread and close its socket. `shutdown()` waits until `serve_forever` sees the request, which
+    it looks for whenever its `select` returns: at the latest after its half-second poll, at once when a connection
+    arrives (CPython `socketserver.BaseServer.serve_forever`). So connect until the loop has ended: however the
+    connections and the request interleave, the loop ends within that poll, as a bare `shutdown()` would."""
+    stopping = threading.Thread(target=server.shutdown)
+    stopping.start()
+    while stopping.is_alive():
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", server.server_address[1]), 1):
+            pass
+        stopping.join(0.002)
+    server.server_close()
+
+
 def test_the_metrics_endpoint_speaks_prometheus_text() -> None:
     import urllib.request
 
@@ -214,7 +232,7 @@ def test_the_metrics_endpoint_speaks_prometheus_text() -> None:
         port = server.server_address[1]
         body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
     finally:
-        server.shutdown()
+        stop(server)
     assert f"# TYPE {names.CHECKS_METRIC} counter" in body
     assert f'{names.CHECKS_METRIC}{{kind="gate",pool="h100",result="passed"}} 1' in body
 
