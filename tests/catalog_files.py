@@ -37,7 +37,7 @@ def _parsed(path: Path) -> dict[str, Any]:
 def write_yaml(folder: Path, data: dict[str, Any], filename: str) -> Path:
     """`data` as the YAML file `folder/filename`: JSON text where it reads back as `data`, YAML otherwise."""
     path = folder / filename
-    text = json.dumps(data, indent=0) if _reads_back_from_json(data) else yaml.dump(data, Dumper=yaml.CSafeDumper)
+    text = json.dumps(data) if _reads_back_from_json(data) else yaml.dump(data, Dumper=yaml.CSafeDumper)
     path.write_text(text, encoding="utf-8")
     return path
 
