@@ -30,7 +30,7 @@ from components.planning.conformance import (
 from components.planning.stack_plan import StackPlan, plan_stack
 from components.validation import validate_config
 from components.yaml_loader import parse_yaml
-from tests.builders import INFERENCE_POOL, SYSTEM_POOL, TRAINING_POOL, addon_stack, pool
+from tests.builders import INFERENCE_POOL, SYSTEM_POOL, TRAINING_POOL, CliResult, addon_stack, pool
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = list_stacks()
@@ -246,11 +246,23 @@ def test_every_evidence_link_is_a_doc_section_that_exists(stack: str) -> None:
     assert not broken
 
 
+#: `blueprint conformance --stack <stack>` by stack, run once per module: several tests read the same printout
+#: (a `CliResult` is text only, so no test can change what another reads).
+_PRINTED: dict[str, CliResult] = {}
+
+
+def printed(stack: str, blueprint_cli: Any) -> CliResult:
+    """What `blueprint conformance --stack <stack>` prints, exit code and both streams."""
+    if stack not in _PRINTED:
+        _PRINTED[stack] = blueprint_cli("conformance", "--stack", stack)
+    return _PRINTED[stack]
+
+
 @pytest.mark.parametrize("stack", SHIPPED)
 def test_product_yaml_of_each_shipped_stack_says_what_its_plan_says(stack: str, blueprint_cli: Any) -> None:
     """The PRODUCT.yaml carries the checklist's ids, descriptions and levels unchanged, in its categories, with
     the plan's status for each; every MUST is Implemented, N/A with a reason, or says in its notes why not."""
-    result = blueprint_cli("conformance", "--stack", stack)
+    result = printed(stack, blueprint_cli)
     assert result.returncode == OK
     document = parse_yaml(result.stdout)
     assert document["metadata"]["kubernetesVersion"] == "v1.35"
@@ -327,14 +339,14 @@ def test_the_docs_status_table_is_the_generated_product_yaml(blueprint_cli: Any)
     table = _status_table()
     assert set(table) == {r.id for r in checklist().requirements}
     for stack in SHIPPED:
-        document = parse_yaml(blueprint_cli("conformance", "--stack", stack).stdout)
+        document = parse_yaml(printed(stack, blueprint_cli).stdout)
         written = {r["id"]: r["status"] for items in document["spec"].values() for r in items}
         assert {requirement: row[stack] for requirement, row in table.items()} == written, stack
 
 
 # -------------------------------------------------------------------------------------------- PRODUCT.yaml itself
 def test_metadata_keeps_the_checklists_order_and_placeholders(blueprint_cli: Any) -> None:
-    document = parse_yaml(blueprint_cli("conformance", "--stack", "inference").stdout)
+    document = parse_yaml(printed("inference", blueprint_cli).stdout)
     meta = document["metadata"]
     assert list(meta) == list(product.METADATA_PLACEHOLDERS)
     assert meta["platformVersion"] == product.read_project().version
