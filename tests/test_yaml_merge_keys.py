@@ -194,12 +194,14 @@ def test_the_c_and_pure_python_parsers_give_the_same_values() -> None:
 def merge_key_lines(text: str) -> list[int]:
     """The lines of the scalars PyYAML resolves as merge keys: a plain `<<`, or any scalar tagged `!!merge`. Read
     from libyaml's parser events, so no node is composed and no other scalar resolved."""
-    return [
-        event.start_mark.line + 1
-        for event in yaml.parse(text, Loader=yaml.CSafeLoader)
-        if isinstance(event, yaml.ScalarEvent)
-        and (event.tag == yaml_v3.MERGE or (event.implicit[0] and event.value == "<<"))
-    ]
+    lines = []
+    for event in yaml.parse(text, Loader=yaml.CSafeLoader):
+        if isinstance(event, yaml.ScalarEvent) and (
+            event.tag == yaml_v3.MERGE or (event.implicit[0] and event.value == "<<")
+        ):
+            assert event.start_mark is not None  # the parser marks where every event starts
+            lines.append(event.start_mark.line + 1)
+    return lines
 
 
 def test_catalog_files_use_no_merge_keys() -> None:
