@@ -24,7 +24,8 @@ from typing import Any, Literal, get_args, get_origin
 
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
-from pydantic_core import PydanticUndefined
+from pydantic.json_schema import GenerateJsonSchema
+from pydantic_core import PydanticUndefined, core_schema
 
 from blueprint.citation_links import link_citations
 from components.config import SECTIONS, StackConfig
@@ -90,9 +91,21 @@ def _models(model: type[BaseModel]) -> Iterator[type[BaseModel]]:
             pending.extend(get_args(annotation))
 
 
+class _SectionDefaults(GenerateJsonSchema):
+    """Shows the default of a section a config model builds with `default_factory=TheModel` (the config models do,
+    so that pydantic need not deep-copy a shared default instance on every validation) as the section's defaults,
+    as it shows a plain default; pydantic leaves factories out of a schema unless told (`get_default_value`)."""
+
+    def get_default_value(self, schema: core_schema.WithDefaultSchema) -> Any:
+        factory = schema.get("default_factory")
+        if isinstance(factory, type) and issubclass(factory, BaseModel):
+            return factory()
+        return super().get_default_value(schema)
+
+
 def json_schema() -> dict[str, Any]:
     """JSON Schema of the project keys of a stack file (`gpu-clusters:cluster`, ...), by alias."""
-    schema = StackConfig.model_json_schema(by_alias=True)
+    schema = StackConfig.model_json_schema(by_alias=True, schema_generator=_SectionDefaults)
     definitions = schema.get("$defs", {})
     for model in _models(StackConfig):
         target = schema if model is StackConfig else definitions[model.__name__]

@@ -188,7 +188,7 @@ class ClusterConfig(Model):
     kubernetes_version: str = "1.35"
     """Kubernetes minor version, e.g. `"1.35"`. Must be one EKS supports today (`components/catalog/versions.yaml`);
     an unsupported one is rejected with the supported list."""
-    endpoint: EndpointAccess = EndpointAccess()
+    endpoint: EndpointAccess = Field(default_factory=EndpointAccess)
     """Who can reach the Kubernetes API server; private only by default."""
     logging: list[LogType] = Field(default_factory=lambda: list(DEFAULT_LOG_TYPES))
     """Control-plane log types (EKS `enabledClusterLogTypes`). Default all five; api, audit and authenticator are the
@@ -216,7 +216,7 @@ class ClusterConfig(Model):
     policy pack requires `team` and `cost-center` by default. Default none."""
     protect_stateful: bool = True
     """Protect stateful resources (KMS keys, file systems, buckets) from `pulumi destroy` and replacement."""
-    encryption: Encryption = Encryption()
+    encryption: Encryption = Field(default_factory=Encryption)
     """The stack's customer-managed KMS keys: one for the cluster (default) or one per data domain."""
     deletion_protection: bool = True
     """EKS deletion protection: EKS refuses to delete the cluster until it is turned off, so a stray `pulumi destroy`
@@ -313,7 +313,7 @@ class NetworkConfig(Model):
     last eighth of the VPC split into eighths (a /22 in a /16). They hold only NAT gateways and load balancers."""
     existing_vpc: ExistingVpc | None = None
     """Use subnets you already have instead of creating a VPC. Default: a new VPC."""
-    flow_logs: FlowLogs = FlowLogs()
+    flow_logs: FlowLogs = Field(default_factory=FlowLogs)
     """VPC flow logs of a new VPC (on by default). Not used with `existingVpc`."""
     site_connection: SiteConnection | None = None
     """The gateway to the site, for a new VPC: its private subnets route the hybrid pools' remote node and pod CIDRs
@@ -396,7 +396,7 @@ class Scaling(Model):
     """Who resizes the pool: `cluster-autoscaler` (default; the group gets auto-discovery and scale-from-zero
     node-template tags), `gpu-utilization` (the serving workloads on the pool scale their replicas on their GPU
     utilization by `gpuUtilization`, and cluster-autoscaler sizes the pool for them) or `fixed` (nobody)."""
-    gpu_utilization: GpuUtilizationScaling = GpuUtilizationScaling()
+    gpu_utilization: GpuUtilizationScaling = Field(default_factory=GpuUtilizationScaling)
     """The rule of `mode: gpu-utilization`, applied to every serving workload on the pool; refused in the other
     modes."""
 
@@ -524,7 +524,7 @@ class PoolRepair(Model):
     undrained and unreplaced, and is counted in `gpu_clusters_node_health_repairs_held_total` (the storm alert). 0:
     failed nodes are only cordoned and drained, never replaced, and nothing is counted as held. On-prem servers are
     never replaced: `hybrid` pools refuse it. Default 3."""
-    eks: EksRepair = EksRepair()
+    eks: EksRepair = Field(default_factory=EksRepair)
     """Managed pools only: EKS node auto repair and its limits. Default on, one node at a time."""
 
 
@@ -645,9 +645,9 @@ class NodePool(Model):
     gpus_per_node: int | None = Field(None, ge=1, le=16)
     """GPUs per node, 1-16. Hybrid pools: required, with `gpuModel`. AWS pools: with `gpuModel`, selects the cheapest
     catalog type with that many GPUs."""
-    capacity: Capacity = Capacity()
+    capacity: Capacity = Field(default_factory=Capacity)
     """How the pool's instances are bought (AWS pools). Default on-demand."""
-    scaling: Scaling = Scaling()
+    scaling: Scaling = Field(default_factory=Scaling)
     """Size bounds of the pool's Auto Scaling group and who resizes it (AWS pools)."""
     labels: dict[LabelKey, LabelValue] = Field(default_factory=dict)
     """Extra node labels passed to kubelet at registration, added to the ones the stack sets (`gpu-clusters/pool`,
@@ -660,7 +660,7 @@ class NodePool(Model):
     on types without EFA), `off` to skip."""
     efa_layout: Literal["efa-only", "efa"] = "efa-only"
     """`efa-only`: AWS's current layout (ENA primary, efa-only elsewhere); `efa`: the older all-`efa` layout."""
-    placement: Placement = Placement()
+    placement: Placement = Field(default_factory=Placement)
     """Availability zones and cluster placement group of the pool (AWS pools)."""
     local_storage: Literal["RAID0", "RAID10", "Mount", "none"] | None = None
     """nodeadm local NVMe strategy; defaults to RAID0 for training pools whose type has instance store."""
@@ -678,13 +678,13 @@ class NodePool(Model):
     with `imdsHopLimit` above 1 and refused otherwise. It becomes the launch template's tag
     `gpu-clusters/imds-hop-limit-reason`, which the policy pack reads as the justification. At most 256 characters of
     letters, digits, spaces and `_ . : / = + @ -` (EC2 tag values)."""
-    instance_refresh: InstanceRefresh = InstanceRefresh()
+    instance_refresh: InstanceRefresh = Field(default_factory=InstanceRefresh)
     """How launch template changes roll out to running nodes (AWS pools)."""
     management: Literal["auto", "managed", "self-managed"] = "auto"
     """AWS pools: `managed` (an EKS managed node group with node auto repair), `self-managed` (a self-managed Auto
     Scaling group) or `auto` (default): managed when every feature the pool uses works there, else self-managed
     (`blueprint plan` shows the choice and why; docs/node-pools.md, "Management and node auto repair")."""
-    device_plugin: DevicePluginSettings = DevicePluginSettings()
+    device_plugin: DevicePluginSettings = Field(default_factory=DevicePluginSettings)
     """Per-pool GPU sharing: time-slicing and MIG partitions (docs/gpu-sharing.md)."""
     gpu_allocation: Literal["device-plugin", "dra"] = "device-plugin"
     """GPU pools: how pods get the pool's GPUs. `device-plugin` (default): NVIDIA's device plugin advertises
@@ -693,7 +693,7 @@ class NodePool(Model):
     ResourceClaimTemplate. `dra` needs an `aws` pool on `al2023` without MIG or time-slicing, named in no
     ClusterQueue's `pools` (the default queues leave it out), and at least one node when cluster-autoscaler resizes
     it (docs/gpu-sharing.md#gpus-through-dra)."""
-    repair: PoolRepair = PoolRepair()
+    repair: PoolRepair = Field(default_factory=PoolRepair)
     """How the pool's failed nodes are repaired: the health loop's hourly cap (`maxPerHour`) and, on managed pools,
     EKS node auto repair (`eks`) (docs/operations.md, "Repair")."""
     # hybrid pools only
@@ -705,7 +705,7 @@ class NodePool(Model):
     plan's cost counts the fee from it; left out, the fee is listed unpriced. Default none."""
     network: HybridNetwork | None = None
     """Hybrid pools: the site's node and pod networks (EKS `remoteNetworkConfig`). Required for hybrid pools."""
-    credentials: HybridCredentials = HybridCredentials()
+    credentials: HybridCredentials = Field(default_factory=HybridCredentials)
     """Hybrid pools: how the servers authenticate to AWS (SSM activation or IAM Roles Anywhere). Default SSM."""
     unreachable_toleration_seconds: int | None = Field(None, ge=300, le=86400)
     """Hybrid pools: how long (300-86400 s) pods that run only on this pool (the serving replicas, and the on-prem
@@ -714,7 +714,7 @@ class NodePool(Model):
     shorter than that evicts nothing (the servers keep serving on-prem clients, and nothing is killed and reloaded
     on reconnection), while the pods of one dead server still move to the others after it (docs/operations.md,
     "Pods only the servers can run")."""
-    health_gate: HealthGate = HealthGate()
+    health_gate: HealthGate = Field(default_factory=HealthGate)
     """GPU pools: the health check a new node passes before it takes GPU work, and again when idle."""
     gpu_runtime: Literal["default-runtime", "runtime-class"] = "default-runtime"
     """Hybrid pools: how GPU containers get the NVIDIA container runtime, which nodeadm does not configure on
@@ -856,10 +856,10 @@ class LustreConfig(Model):
     """Create a bucket for the data repositories (versioned, encrypted, private) when none is given by path."""
     data_repositories: list[DataRepository] = Field(default_factory=list)
     """S3 data repository associations, at most 8. Default none."""
-    kubernetes: KubernetesVolume = KubernetesVolume()
+    kubernetes: KubernetesVolume = Field(default_factory=KubernetesVolume)
     """Namespace and claim pods mount the file system through (a static PersistentVolume with `reclaimPolicy:
     Retain`)."""
-    workload_directories: LustreWorkloadDirectories = LustreWorkloadDirectories()
+    workload_directories: LustreWorkloadDirectories = Field(default_factory=LustreWorkloadDirectories)
     """The directory `/<namespace>` the client nodes create at boot for the claim's namespace, its owner and mode."""
 
 
@@ -923,7 +923,7 @@ class NfsConfig(Model):
     """`existing` only: DNS name or IP address of the NFS server. Required for `existing`."""
     share: str | None = None
     """`existing` only: absolute path of the export, e.g. `/exports/models`. Required for `existing`."""
-    mount: NfsMount = NfsMount()
+    mount: NfsMount = Field(default_factory=NfsMount)
     """`existing` only: how every node mounts the share (NFS version, connections, transfer sizes, retries)."""
     mount_options: list[str] = Field(default_factory=list)
     """`existing` only: further NFS mount options, appended after those `mount` sets and not repeating them (e.g.
@@ -936,7 +936,7 @@ class NfsConfig(Model):
     pools: list[str] | None = None
     """Pools that mount the volume (for the plan's per-GPU throughput); never hybrid pools for EFS, whose CSI driver
     AWS does not list for EKS Hybrid Nodes. Default: every inference pool (for EFS, every cloud inference pool)."""
-    kubernetes: KubernetesVolume = KubernetesVolume()
+    kubernetes: KubernetesVolume = Field(default_factory=KubernetesVolume)
     """Namespace and claim pods mount the volume through."""
 
 
@@ -1039,7 +1039,7 @@ class Monitoring(Model):
     """Install kube-prometheus-stack and NVIDIA's dcgm-exporter with Prometheus rules for XID, ECC, temperature and
     idle spend, and Grafana dashboards for GPUs, nodes, EFA and the stack's file systems; required by serving
     workloads, whose autoscaling reads the exporter's GPU utilization there. Default `false`."""
-    alerts: Alerts = Alerts()
+    alerts: Alerts = Field(default_factory=Alerts)
     """Alert thresholds and where alerts are delivered."""
 
 
@@ -1057,21 +1057,21 @@ class AddonVersions(Model):
 
 
 class AddonsConfig(Model):
-    nvidia_device_plugin: NvidiaDevicePlugin = NvidiaDevicePlugin()
+    nvidia_device_plugin: NvidiaDevicePlugin = Field(default_factory=NvidiaDevicePlugin)
     """The NVIDIA device plugin (advertises `nvidia.com/gpu`)."""
-    efa_device_plugin: EfaDevicePlugin = EfaDevicePlugin()
+    efa_device_plugin: EfaDevicePlugin = Field(default_factory=EfaDevicePlugin)
     """The EFA device plugin (advertises `vpc.amazonaws.com/efa`)."""
-    cluster_autoscaler: ClusterAutoscaler = ClusterAutoscaler()
+    cluster_autoscaler: ClusterAutoscaler = Field(default_factory=ClusterAutoscaler)
     """cluster-autoscaler, with scale-from-zero for GPU pools."""
-    node_termination_handler: NodeTerminationHandler = NodeTerminationHandler()
+    node_termination_handler: NodeTerminationHandler = Field(default_factory=NodeTerminationHandler)
     """AWS Node Termination Handler in queue mode, draining spot nodes before EC2 reclaims them."""
-    kueue: Kueue = Kueue()
+    kueue: Kueue = Field(default_factory=Kueue)
     """Kueue: job queues, quotas, all-or-nothing admission and topology-aware placement of training jobs."""
-    monitoring: Monitoring = Monitoring()
+    monitoring: Monitoring = Field(default_factory=Monitoring)
     """Container Insights, DCGM/Prometheus and GPU alerts."""
-    node_health: NodeHealth = NodeHealth()
+    node_health: NodeHealth = Field(default_factory=NodeHealth)
     """The health loop: a check before a new GPU node takes work, checks of idle GPU nodes."""
-    managed: AddonVersions = AddonVersions()
+    managed: AddonVersions = Field(default_factory=AddonVersions)
     """Version pins of the EKS managed add-ons."""
 
 
@@ -1127,7 +1127,7 @@ class ServingGateway(Model):
 class InferenceGatewayConfig(Model):
     """The inference Gateway: who may call it, besides the serving namespace (docs/inference-routing.md)."""
 
-    allow_from: ServingAllowFrom = ServingAllowFrom()
+    allow_from: ServingAllowFrom = Field(default_factory=ServingAllowFrom)
     """Namespaces and IPv4 networks whose clients the Gateway's Envoy pods admit. Default none."""
 
 
@@ -1152,7 +1152,7 @@ class ServingWorkload(Model):
     gpus_per_replica: int = Field(1, ge=1, le=16)
     """Whole GPUs each replica requests (vLLM's tensor parallel size), 1-16; must divide the pool's GPUs per node.
     Default 1."""
-    replicas: ServingReplicas = ServingReplicas()
+    replicas: ServingReplicas = Field(default_factory=ServingReplicas)
     """Replica bounds the autoscaler keeps to."""
     gpu_memory_utilization: float | None = Field(None, gt=0, le=1)
     """Share of each GPU's memory a replica takes (vLLM's `--gpu-memory-utilization`, which defaults to 0.9 of the
@@ -1169,10 +1169,10 @@ class ServingWorkload(Model):
     api_key: ServingApiKey | None = None
     """The API key clients send (`Authorization: Bearer <key>`), read from a Kubernetes Secret into
     `VLLM_API_KEY`. Default none: any client the NetworkPolicy admits is served."""
-    allow_from: ServingAllowFrom = ServingAllowFrom()
+    allow_from: ServingAllowFrom = Field(default_factory=ServingAllowFrom)
     """Sources the serving NetworkPolicy admits to the server's port, besides the serving namespace itself and
     Prometheus in the monitoring namespace. Default none."""
-    gateway: ServingGateway = ServingGateway()
+    gateway: ServingGateway = Field(default_factory=ServingGateway)
     """Whether and with what weight the inference Gateway routes to the workload."""
     startup_seconds: int = Field(1200, ge=60, le=7200)
     """Seconds a replica may take to load its model before Kubernetes restarts it (the startup probe's budget),
@@ -1279,7 +1279,7 @@ class ClusterQueueConfig(Model):
     one pool over every ClusterQueue may not exceed what it holds."""
     cohort: QueueName | None = None
     """The cohort whose ClusterQueues borrow each other's unused quota. Default none."""
-    preemption: QueuePreemption = QueuePreemption()
+    preemption: QueuePreemption = Field(default_factory=QueuePreemption)
     """When a pending job may evict running ones."""
 
 
@@ -1312,7 +1312,7 @@ class QueuesConfig(Model):
     cluster_queues: list[ClusterQueueConfig] = Field(default_factory=list)
     """ClusterQueues, one per team or one shared. Default: one ClusterQueue `shared` over every GPU pool and every
     workload namespace."""
-    admission: GangAdmission = GangAdmission()
+    admission: GangAdmission = Field(default_factory=GangAdmission)
     """All-or-nothing admission: the pods-ready timeout, requeueing and capacity requests."""
 
 
@@ -1348,7 +1348,7 @@ class TrainingWorkload(Model):
     """Training steps in all. Default 1000."""
     checkpoint_interval: int = Field(100, ge=1, le=10_000_000)
     """Steps between checkpoints, at most `steps`. Default 100."""
-    model: TrainingModel = TrainingModel()
+    model: TrainingModel = Field(default_factory=TrainingModel)
     """Size of the model trained, which sets the checkpoint's size."""
     max_restarts: int = Field(3, ge=0, le=1000)
     """Restarts of the whole job a failure of the job itself (a bug, a crash) may use, 0-1000; restarts after a node
@@ -1371,7 +1371,7 @@ class WorkloadsConfig(Model):
     default on a stack with a GPU pool."""
     training: TrainingWorkload | None = None
     """The reference multi-node training job, rendered for you to submit (`blueprint training-job`). Default none."""
-    gateway: InferenceGatewayConfig = InferenceGatewayConfig()
+    gateway: InferenceGatewayConfig = Field(default_factory=InferenceGatewayConfig)
     """The inference Gateway in front of the exposed serving workloads (docs/inference-routing.md)."""
 
 
@@ -1383,16 +1383,16 @@ class StackConfig(Model):
     """AWS region of the stack, read from the stack's `aws:region` (not a `gpu-clusters:` key)."""
     cluster: ClusterConfig
     """The EKS cluster (`gpu-clusters:cluster`). Required."""
-    network: NetworkConfig = NetworkConfig()
+    network: NetworkConfig = Field(default_factory=NetworkConfig)
     """The VPC, new or existing (`gpu-clusters:network`)."""
     node_pools: list[NodePool] = Field(default_factory=list)
     """Node pools, cloud (`kind: aws`) and on-prem (`kind: hybrid`) (`gpu-clusters:nodePools`). A stack without a
     `system` pool gets two `m7i.xlarge` nodes."""
-    storage: StorageConfig = StorageConfig()
+    storage: StorageConfig = Field(default_factory=StorageConfig)
     """Shared file systems (`gpu-clusters:storage`)."""
-    addons: AddonsConfig = AddonsConfig()
+    addons: AddonsConfig = Field(default_factory=AddonsConfig)
     """In-cluster add-ons and EKS managed add-on pins (`gpu-clusters:addons`)."""
-    workloads: WorkloadsConfig = WorkloadsConfig()
+    workloads: WorkloadsConfig = Field(default_factory=WorkloadsConfig)
     """Example workloads deployed with the stack: inference servers and their autoscalers
     (`gpu-clusters:workloads`)."""
 

@@ -19,8 +19,6 @@ from functools import cache, wraps
 from pathlib import Path
 from typing import Any, NamedTuple, TypeAlias, TypeVar
 
-import yaml
-
 from blueprint.plan.plan import PlannedStack, run_stack_under_mocks
 from blueprint.plan.runner import ProgramRun, list_stacks, load_stack, run_mocked, stack_file
 from components.addons import Addons
@@ -31,6 +29,7 @@ from components.planning.pools import PoolPlan
 from components.planning.site_routes import site_cidrs
 from components.planning.stack_plan import plan_pools
 from components.validation import validate
+from components.yaml_loader import dump_yaml, parse_yaml
 
 # Re-exported: the tests import every type token from here.
 from policies.resources import (  # noqa: F401
@@ -260,10 +259,10 @@ def shipped_stack(stack: str) -> ShippedStack:
 def stack_variant(stack: str, variant: str, edit: Callable[[dict[str, Any]], None]) -> PlannedStack:
     """`stacks/Pulumi.<stack>.yaml` with its config edited in place by `edit`, planned once per content
     (`stack_run`). Callers only read it."""
-    raw = yaml.safe_load(stack_file(stack).read_text())
+    raw = parse_yaml(stack_file(stack).read_text())
     edit(raw["config"])
     path = Path(tempfile.mkdtemp(prefix="blueprint-")) / f"Pulumi.{stack}-{variant}.yaml"
-    path.write_text(yaml.safe_dump(raw))
+    path.write_text(dump_yaml(raw))
     return stack_run(config_file=path)
 
 

@@ -29,7 +29,8 @@ from components.planning.conformance import (
 )
 from components.planning.stack_plan import StackPlan, plan_stack
 from components.validation import validate_config
-from tests.builders import INFERENCE_POOL, SYSTEM_POOL, TRAINING_POOL, addon_stack, pool
+from components.yaml_loader import parse_yaml
+from tests.builders import INFERENCE_POOL, SYSTEM_POOL, TRAINING_POOL, CliResult, addon_stack, pool
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = list_stacks()
@@ -245,13 +246,25 @@ def test_every_evidence_link_is_a_doc_section_that_exists(stack: str) -> None:
     assert not broken
 
 
+#: `blueprint conformance --stack <stack>` by stack, run once per module: several tests read the same printout
+#: (a `CliResult` is text only, so no test can change what another reads).
+_PRINTED: dict[str, CliResult] = {}
+
+
+def printed(stack: str, blueprint_cli: Any) -> CliResult:
+    """What `blueprint conformance --stack <stack>` prints, exit code and both streams."""
+    if stack not in _PRINTED:
+        _PRINTED[stack] = blueprint_cli("conformance", "--stack", stack)
+    return _PRINTED[stack]
+
+
 @pytest.mark.parametrize("stack", SHIPPED)
 def test_product_yaml_of_each_shipped_stack_says_what_its_plan_says(stack: str, blueprint_cli: Any) -> None:
     """The PRODUCT.yaml carries the checklist's ids, descriptions and levels unchanged, in its categories, with
     the plan's status for each; every MUST is Implemented, N/A with a reason, or says in its notes why not."""
-    result = blueprint_cli("conformance", "--stack", stack)
+    result = printed(stack, blueprint_cli)
     assert result.returncode == OK
-    document = yaml.safe_load(result.stdout)
+    document = parse_yaml(result.stdout)
     assert document["metadata"]["kubernetesVersion"] == "v1.35"
     assert document["metadata"]["platformName"] == f"gpu-clusters ({stack} stack)"
     written = [(category, r) for category, items in document["spec"].items() for r in items]
@@ -326,14 +339,14 @@ def test_the_docs_status_table_is_the_generated_product_yaml(blueprint_cli: Any)
     table = _status_table()
     assert set(table) == {r.id for r in checklist().requirements}
     for stack in SHIPPED:
-        document = yaml.safe_load(blueprint_cli("conformance", "--stack", stack).stdout)
+        document = parse_yaml(printed(stack, blueprint_cli).stdout)
         written = {r["id"]: r["status"] for items in document["spec"].values() for r in items}
         assert {requirement: row[stack] for requirement, row in table.items()} == written, stack
 
 
 # -------------------------------------------------------------------------------------------- PRODUCT.yaml itself
 def test_metadata_keeps_the_checklists_order_and_placeholders(blueprint_cli: Any) -> None:
-    document = yaml.safe_load(blueprint_cli("conformance", "--stack", "inference").stdout)
+    document = parse_yaml(printed("inference", blueprint_cli).stdout)
     meta = document["metadata"]
     assert list(meta) == list(product.METADATA_PLACEHOLDERS)
     assert meta["platformVersion"] == product.read_project().version
@@ -345,7 +358,7 @@ def test_given_metadata_and_a_repository_turn_evidence_into_urls(blueprint_cli: 
     result = blueprint_cli(
         "conformance", "--stack", "inference", "--metadata", f"repoUrl={repo}", "--metadata", "vendorName=Example"
     )
-    document = yaml.safe_load(result.stdout)
+    document = parse_yaml(result.stdout)
     assert document["metadata"]["vendorName"] == "Example"
     assert document["metadata"]["repoUrl"] == repo
     assert document["metadata"]["documentationUrl"] == f"{repo}/blob/main/docs/conformance.md"
@@ -360,6 +373,18 @@ def test_the_file_is_the_same_every_time_and_write_writes_it(blueprint_cli: Any,
     result = blueprint_cli("conformance", "--stack", "hybrid", "--write", str(target))
     assert result.returncode == OK and result.stdout == ""
     assert target.read_text() == first
+
+
+def test_the_file_is_what_pyyamls_own_emitter_writes() -> None:
+    """The file is written by libyaml's emitter (`components.yaml_loader.dump_yaml`), for speed: byte for byte what
+    PyYAML's pure-Python emitter writes of the same document."""
+    listed = checklist()
+    plan = shipped_plan(SUBMITTED)
+    project = product.read_project()
+    meta = product.metadata(SUBMITTED, f"v{plan.spec.cluster.kubernetes_version}", project, {})
+    document = product.product_document(listed, assess(plan, listed), meta, project.repository)
+    text = product.render(document, SUBMITTED)
+    assert text.endswith("\n" + yaml.safe_dump(dict(document), sort_keys=False, width=120, allow_unicode=True))
 
 
 @pytest.mark.parametrize("stack", SHIPPED)

@@ -3,9 +3,11 @@ collected from a run (the processes stubbed at the boundary: no Go, git or clust
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
+from functools import cache
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
@@ -26,6 +28,7 @@ from blueprint.conformance.suite import (
 from blueprint.exit_codes import FAILED, IO, OK
 from components.catalog.versions import ConformanceSuitePin, ai_conformance_suite
 from components.planning.conformance import AutoscalingTarget
+from components.yaml_loader import SAFE_LOADER
 
 
 def _pinned() -> ConformanceSuitePin:
@@ -138,7 +141,7 @@ def test_the_job_checks_the_pin_out_and_runs_the_same_command_in_cluster() -> No
 def test_job_prints_the_manifests_for_the_stack(blueprint_cli: Any) -> None:
     result = blueprint_cli("conformance-run", "--stack", "inference", "--job")
     assert result.returncode == OK
-    kinds = [d["kind"] for d in yaml.safe_load_all(result.stdout)]
+    kinds = [d["kind"] for d in yaml.load_all(result.stdout, Loader=SAFE_LOADER)]
     assert kinds == ["Namespace", "ServiceAccount", "ClusterRoleBinding", "Job"]
     assert "cluster autoscaling test will not run" in result.stderr
 
@@ -162,8 +165,15 @@ class FakeProcesses:
         return self.code
 
 
+@cache
+def parser() -> argparse.ArgumentParser:
+    """The command line's parser, built once per module: building it takes longer than a stubbed run, and parsing
+    leaves it as it was (each parse fills a new namespace)."""
+    return cli._parser()
+
+
 def run(tmp_path: Path, fake: FakeProcesses, *extra: str) -> int:
-    args = cli._parser().parse_args(
+    args = parser().parse_args(
         ["conformance-run", "--stack", "inference", "--evidence", str(tmp_path / "evidence"), *extra]
     )
     return conformance_run(args, runner=fake)

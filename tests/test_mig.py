@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from components import catalog
 from components.catalog import GPUS_PATH, MIG_COMPUTE_SLICES, MIG_MEMORY_SLICES, CatalogError, load_catalog
@@ -22,6 +21,7 @@ from components.planning.nodeadm import node_config, pool_user_data
 from components.planning.pools import mig_config_name
 from components.planning.stack_plan import plan_pools
 from components.validation import validate_config
+from components.yaml_loader import parse_yaml
 from tests.builders import (
     AUTOSCALING_GROUP,
     INFERENCE_POOL,
@@ -191,7 +191,7 @@ def test_time_slicing_a_mixed_mig_pool_shares_each_profiles_resource() -> None:
     sliced = pool(H100_POOL, devicePlugin={"migDevices": MIXED, "timeSlicingReplicas": 4}, scaling={"mode": "fixed"})
     spec = addon_stack(SYSTEM_POOL, sliced, addons={"nvidiaDevicePlugin": {"migStrategy": "mixed"}})
     values = nvidia_device_plugin_values(spec.addons.nvidia_device_plugin, plan_pools(spec))
-    config = yaml.safe_load(values["config"]["map"]["mig"])
+    config = parse_yaml(values["config"]["map"]["mig"])
     assert config["flags"] == {"migStrategy": "mixed"}
     assert config["sharing"]["timeSlicing"]["resources"] == [
         {"name": "nvidia.com/mig-1g.10gb", "replicas": 4},
@@ -210,7 +210,7 @@ def test_mig_manager_mounts_the_pools_mig_parted_config() -> None:
     run = _mig_manager_run()
     config_map = run.one("kubernetes:core/v1:ConfigMap", "gpu-addons-mig-manager-config")
     assert config_map.inputs["metadata"] == {"name": "mig-parted-config", "namespace": "nvidia-mig-manager"}
-    config = yaml.safe_load(config_map.inputs["data"]["config.yaml"])
+    config = parse_yaml(config_map.inputs["data"]["config.yaml"])
     assert config["mig-configs"][MIG_CONFIG] == [{"devices": "all", "mig-enabled": True, "mig-devices": {"1g.10gb": 7}}]
 
 
@@ -287,7 +287,7 @@ def test_h100_mig_stack_plans_its_partitions_end_to_end() -> None:
     }
     assert tags[f"{NODE_TEMPLATE}/resources/nvidia.com/gpu"] == "112", "8 GPUs x 7 devices x 2 replicas"
     (config_map,) = [r for r in _resources(plan, "kubernetes:core/v1:ConfigMap") if r["name"].endswith("-config")]
-    assert yaml.safe_load(config_map["inputs"]["data"]["config.yaml"])["mig-configs"][MIG_CONFIG][0]["mig-devices"] == {
+    assert parse_yaml(config_map["inputs"]["data"]["config.yaml"])["mig-configs"][MIG_CONFIG][0]["mig-devices"] == {
         "1g.10gb": 7
     }
     pools = {p["name"]: p for p in plan["summary"]["nodePools"]}
@@ -303,7 +303,7 @@ def test_h100_mig_stack_plans_its_partitions_end_to_end() -> None:
 
 def test_hybrid_mig_servers_get_the_label_through_nodeadm() -> None:
     """On-prem servers register with the same label, through the kubelet flags of their nodeadm config."""
-    spec = validate_config(yaml.safe_load((CORPUS / "mig-hybrid-h100-pcie.yaml").read_text())["config"], "gpu-clusters")
+    spec = validate_config(parse_yaml((CORPUS / "mig-hybrid-h100-pcie.yaml").read_text())["config"], "gpu-clusters")
     plan = next(p for p in plan_pools(spec) if p.name == "h100")
     document = hybrid_node_config("corpus", "us-east-1", CLUSTER_DETAILS, SsmActivation("act-1", "code-1"), plan)
     (flag,) = [f for f in document["spec"]["kubelet"]["flags"] if f.startswith("--node-labels=")]

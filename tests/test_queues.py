@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from components.config import GangAdmission
 from components.errors import ConfigError
@@ -29,6 +28,7 @@ from components.planning.training_platform import (
     NETWORK_TOPOLOGY_LEVELS,
     PREFERRED_TOPOLOGY_LEVEL,
 )
+from components.yaml_loader import dump_yaml, parse_yaml
 from tests.builders import (
     HYBRID_POOL,
     INFERENCE_POOL,
@@ -111,7 +111,7 @@ def test_the_controller_runs_on_the_system_pool_with_the_release_image_and_gates
         {"name": "TopologyAwareScheduling", "enabled": True},
         {"name": "QuotaCheckStrategy", "enabled": True},
     ]
-    config = yaml.safe_load(values["managerConfig"]["controllerManagerConfigYaml"])
+    config = parse_yaml(values["managerConfig"]["controllerManagerConfigYaml"])
     assert config == manager_config(GangAdmission())
 
 
@@ -466,12 +466,12 @@ def test_queues_with_kueue_off_are_refused() -> None:
 
 @pytest.mark.program
 def test_a_bad_queue_exits_2_through_the_cli(tmp_path: Path, blueprint_cli: Callable[..., CliResult]) -> None:
-    stack = yaml.safe_load(Path("stacks/Pulumi.training.yaml").read_text())
+    stack = parse_yaml(Path("stacks/Pulumi.training.yaml").read_text())
     stack["config"]["gpu-clusters:workloads"] = {
         "queues": {"clusterQueues": [{"name": "a", "quotas": {"h100": {"gpus": 64}}}], "admission": {"timeout": "soon"}}
     }
     path = tmp_path / "Pulumi.bad.yaml"
-    path.write_text(yaml.safe_dump(stack))
+    path.write_text(dump_yaml(stack))
     result = blueprint_cli("plan", "--config", str(path))
     assert result.returncode == 2
     assert "workloads.queues.clusterQueues[0].quotas.h100.gpus: 64 GPUs, but h100 holds 32" in result.stderr

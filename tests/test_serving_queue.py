@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from blueprint import closed_loop as cl
 from blueprint import simulation_docs
@@ -23,6 +22,7 @@ from components.planning.network_policies import NAMESPACE_NAME_LABEL
 from components.planning.serving import METRICS_PATH, METRICS_PORT, network_policy_spec, pod_monitor_spec
 from components.planning.serving_policies import UNMEASURED_CONCURRENCY, in_flight_query, in_flight_target
 from components.planning.stack_plan import plan_stack
+from components.yaml_loader import dump_yaml, parse_yaml
 from tests.builders import HYBRID_POOL, INFERENCE_POOL, SYSTEM_POOL, pool, stack_config, stack_run
 
 SCALED_OBJECT = "kubernetes:keda.sh/v1alpha1:ScaledObject"
@@ -114,10 +114,10 @@ def test_a_bad_rule_or_target_is_refused(autoscaling: dict[str, Any], path: str)
 
 # ------------------------------------------------------------------------------------- what is registered
 def _hybrid_with(change: dict[str, Any], tmp_path: Path) -> Any:
-    config = copy.deepcopy(yaml.safe_load(stack_file("hybrid").read_text())["config"])
+    config = copy.deepcopy(parse_yaml(stack_file("hybrid").read_text())["config"])
     config["gpu-clusters:workloads"]["serving"][0].update(change)
     path = tmp_path / "Pulumi.hybrid-rule.yaml"
-    path.write_text(yaml.safe_dump({"config": config}))
+    path.write_text(dump_yaml({"config": config}))
     return stack_run(config_file=path).run
 
 

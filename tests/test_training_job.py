@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from components.catalog import images, instance_types
 from components.config import TrainingModel
@@ -21,6 +20,7 @@ from components.planning.node_health import STARTUP_TAINT_KEY
 from components.planning.stack_plan import plan_stack
 from components.planning.training_platform import LOCAL_QUEUE_NAME, NETWORK_TOPOLOGY_LEVELS, QUEUE_NAME_LABEL
 from components.training import SCRIPT_PATH
+from components.yaml_loader import dump_yaml, parse_yaml
 from tests.builders import CliResult, shipped_stack
 
 STACKS = Path(__file__).resolve().parents[1] / "stacks"
@@ -166,9 +166,9 @@ def test_the_stack_scrapes_the_job_on_the_prometheus_path_only(tmp_path: Path) -
         r for r in run.of_type("kubernetes:helm.sh/v3:Release") if r.inputs["name"] == "kube-prometheus-stack"
     ]
     assert prometheus.urn in monitor.depends_on
-    raw = yaml.safe_load((STACKS / "Pulumi.training.yaml").read_text())
+    raw = parse_yaml((STACKS / "Pulumi.training.yaml").read_text())
     raw["config"]["gpu-clusters:addons"] = {"monitoring": {"containerInsights": True, "dcgmPrometheus": False}}
-    (tmp_path / "Pulumi.ci.yaml").write_text(yaml.safe_dump(raw))
+    (tmp_path / "Pulumi.ci.yaml").write_text(dump_yaml(raw))
     from blueprint.plan.plan import run_stack_under_mocks
 
     planned = run_stack_under_mocks(config_file=tmp_path / "Pulumi.ci.yaml")
@@ -305,7 +305,7 @@ def test_the_checkpoint_write_time_is_its_size_over_the_lustre_throughput() -> N
 def test_training_job_prints_the_jobset_of_the_stack(blueprint_cli: Callable[..., CliResult]) -> None:
     result = blueprint_cli("training-job", "--stack", "training")
     assert result.returncode == 0, result.stderr
-    manifest = yaml.safe_load(result.stdout)
+    manifest = parse_yaml(result.stdout)
     assert (manifest["apiVersion"], manifest["kind"]) == ("jobset.x-k8s.io/v1alpha2", "JobSet")
     assert manifest["metadata"] == {
         "name": "reference",
@@ -337,13 +337,13 @@ def test_training_job_of_a_stack_without_one_is_a_usage_error(blueprint_cli: Cal
 def test_an_invalid_training_job_is_refused_with_every_problem_at_once(
     tmp_path: Path, blueprint_cli: Callable[..., CliResult]
 ) -> None:
-    raw = yaml.safe_load((STACKS / "Pulumi.training.yaml").read_text())
+    raw = parse_yaml((STACKS / "Pulumi.training.yaml").read_text())
     raw["config"]["gpu-clusters:workloads"] = {
         "training": {"pool": "h100", "nodes": 9, "namespace": "other", "steps": 10, "checkpointInterval": 20}
     }
     raw["config"]["gpu-clusters:storage"]["lustre"]["workloadDirectories"] = {"enabled": False}
     stack = tmp_path / "Pulumi.bad.yaml"
-    stack.write_text(yaml.safe_dump(raw))
+    stack.write_text(dump_yaml(raw))
     result = blueprint_cli("training-job", "--config", str(stack))
     assert result.returncode == 2 and result.stdout == ""
     for line in (
