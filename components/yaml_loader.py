@@ -6,9 +6,9 @@ so a file gives the same data either way; without libyaml the pure-Python `SafeL
 hold no merge keys (tests/test_yaml_merge_keys.py), so PyYAML's merge handling, changed in 6.0.4, cannot change
 them. The stack file reader (`blueprint.plan.yaml_v3`) takes only parser events from the same choice.
 
-Documents the CLI prints from plain data (the conformance self-assessment, the training JobSet) are written by
-libyaml's emitter the same way (`dump_yaml`), about twenty times faster than PyYAML's pure-Python emitter, which
-writes them byte for byte alike (tests/test_conformance.py holds the self-assessment to that).
+The conformance self-assessment, the largest document the CLI prints, is written by libyaml's emitter the same way
+(`dump_yaml`), about twenty times faster than PyYAML's pure-Python emitter, which writes it byte for byte alike
+(tests/test_conformance.py holds it to that).
 """
 
 from __future__ import annotations
