@@ -8,6 +8,7 @@ The yaml.v3 rules followed, by file and function: docs/design-notes.md#yamlv3-se
 from __future__ import annotations
 
 import calendar
+import functools
 import math
 import re
 from collections.abc import Callable
@@ -47,6 +48,7 @@ _INT = re.compile(
     r"(?P<sign>[-+]?)"
     r"(?:0[xX](?P<hex>[0-9a-fA-F]+)|0[oO](?P<oct>[0-7]+)|0[bB](?P<bin>[01]+)|0(?P<old>[0-7]+)|(?P<dec>[1-9][0-9]*|0))"
 )
+_INT_BASES = {"hex": 16, "oct": 8, "bin": 2, "old": 8, "dec": 10}
 #: resolve.go `allowedTimestampFormats`: 2006-1-2, with a time `T15:4:5.999999999Z07:00` (or `t`), or ` 15:4:5.9`;
 #: Go's `time.Parse` takes a comma before the fraction as well as a dot (since Go 1.17, format.go `commaOrPeriod`).
 _TIMESTAMP = re.compile(
@@ -93,8 +95,10 @@ def written_as_alias(mapping: yaml.MappingNode, index: int) -> bool:
 
 
 # ------------------------------------------------------------------------------------------------ plain scalars
+@functools.lru_cache(maxsize=4096)
 def plain_tag(text: str) -> str:
-    """The tag yaml.v3 gives an untagged plain scalar (resolve.go `resolve` with an empty tag)."""
+    """The tag yaml.v3 gives an untagged plain scalar (resolve.go `resolve` with an empty tag). Remembered: a file
+    repeats its plain words (`true`, counts, sizes, names), and a big one would resolve each again."""
     if text in _BY_TEXT:
         return _BY_TEXT[text]
     first = text[0]
@@ -117,10 +121,11 @@ def go_int(plain: str) -> int | None:
     match = _INT.fullmatch(plain)
     if not match:
         return None
-    base, digits = next(
-        (b, match[g]) for g, b in (("hex", 16), ("oct", 8), ("bin", 2), ("old", 8), ("dec", 10)) if match[g]
-    )
-    value = -int(digits, base) if match["sign"] == "-" else int(digits, base)
+    digits = match.lastgroup  # the one digits group that matched: the sign's group closes before it
+    assert digits is not None
+    value = int(match[digits], _INT_BASES[digits])
+    if match["sign"] == "-":
+        value = -value
     if -(1 << 63) <= value < 1 << 63 or (not match["sign"] and 0 <= value < 1 << 64):
         return value
     return None
