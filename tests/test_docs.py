@@ -61,14 +61,12 @@ def test_generated_docs_are_current() -> None:
     assert reference.stale(shipped_plan) == [], "run `blueprint schema --write`"
 
 
-#: A comment or a string literal (any prefix, quotes, escapes), found left to right as Python's tokenizer finds
-#: them: a `#` inside a string and a quote inside a comment are taken as part of what they are in.
-PROSE = re.compile(
-    r"#[^\r\n]*"
-    r"|(?:(?<!\w)[rRbBuUfF]{1,2})?"
-    r"(?:'''(?:\\.|[^\\])*?'''|\"\"\"(?:\\.|[^\\])*?\"\"\"|'(?:\\.|[^\\\n'])*'|\"(?:\\.|[^\\\n\"])*\")",
-    re.S,
-)
+#: A string literal's quotes and body, escapes included (a raw string cannot end in an odd backslash either).
+_QUOTED = r"""(?:'''(?:\\.|[^\\])*?'''|\"\"\"(?:\\.|[^\\])*?\"\"\"|'(?:\\.|[^\\\n'])*'|\"(?:\\.|[^\\\n\"])*\")"""
+#: A comment or a string literal (any prefix), found left to right as Python's tokenizer finds them: a `#` inside a
+#: string and a quote inside a comment are taken as part of what they are in. Each alternative starts with one
+#: character of a known set, which the regex engine skips to; a prefix is a prefix only at the start of a word.
+PROSE = re.compile(rf"#[^\r\n]*|{_QUOTED}|[rRbBuUfF](?<!\w[rRbBuUfF])[rRbBuUfF]?{_QUOTED}", re.S)
 
 
 def prose(source: str) -> str:
