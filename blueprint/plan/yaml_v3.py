@@ -60,6 +60,8 @@ _TIMESTAMP = re.compile(
 #: (libyaml gives the same words for some versions).
 YAML_VERSION = (1, 1)
 INCOMPATIBLE = "found incompatible YAML document"
+#: libyaml's words when a document nests past its limit (1,000 levels by default, `yaml_set_max_nest_level`).
+LIBYAML_NESTING_LIMIT = "exceeded maximum nesting depth"
 
 
 #: A PyYAML loader class, used for its parser only: `yaml.CSafeLoader` (libyaml) or `yaml.SafeLoader`.
@@ -159,23 +161,23 @@ def compose(text: str, max_depth: int, max_values: int, parser: Parser = SAFE_LO
     NestingTooDeep, and the value past `max_values` (an alias counts every value it stands for) with TooManyValues.
     A `%YAML` directive other than 1.1 fails as in yaml.v3, and a second document with SecondDocument.
 
-    libyaml (PyYAML 6.0.4's C parser) refuses a line nested past its own limit while looking ahead
-    on that line, before its events reach this depth check; when the C parser fails on a line with that many
-    brackets, the pure-Python parser, which has no limit and the same grammar, reads the text up to that line and
-    decides whether the depth limit was passed first."""
+    libyaml (PyYAML 6.0.4's C parser) stops at its own nesting limit (1,000 levels) while looking ahead on a line,
+    before its events reach this depth check; it is then asked again for the text up to where it stopped, which it
+    reads (one level short of its limit), so its events reach the depth check. (A syntax error a few dozen
+    characters past that point, which a parser without the limit would meet first while looking ahead, goes unnamed:
+    the line is refused as nested too deep. The pure-Python parser, which has no limit and re-read the line before,
+    took a third of a second over a line of a thousand brackets: it keeps one possible key per open bracket and
+    checks them all at each.)"""
     try:
         return _compose(text, max_depth, max_values, parser)
     except (NestingTooDeep, TooManyValues):
         raise
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark
-        if parser is yaml.SafeLoader or mark is None:
-            raise
-        lines = text.split("\n")[: mark.line + 1]
-        if lines[-1].count("[") + lines[-1].count("{") < max_depth:
+        if error.problem != LIBYAML_NESTING_LIMIT or mark is None:
             raise
         try:
-            _compose("\n".join(lines), max_depth, max_values, yaml.SafeLoader)
+            _compose(text[: mark.index], max_depth, max_values, parser)
         except (NestingTooDeep, TooManyValues):
             raise
         except yaml.YAMLError:
