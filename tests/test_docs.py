@@ -155,7 +155,7 @@ def test_every_citation_links_to_its_source(doc: Path) -> None:
     assert link_citations(text, sources_href(doc)) == text, (
         f"{doc.name}: bare citations: link each as `[TAG](sources.md#tag)` (citation_links.link_citations)"
     )
-    headings = {_slug(h) for h in _headings(SOURCES)}
+    headings = _anchors(SOURCES)
     for label, target in CITATION_LINK.findall(text):
         path_part, _, anchor = target.partition("#")
         assert (doc.parent / path_part).resolve() == SOURCES.resolve() if path_part else doc == SOURCES, target
