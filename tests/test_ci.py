@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import re
+import runpy
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.charts.rendering import CLOUDWATCH_CHART, releases_of
@@ -29,14 +31,19 @@ def test_an_unknown_step_is_a_usage_error() -> None:
     assert "no step 'lint'" in result.stderr
 
 
-def _fetched_folders() -> set[str]:
-    listing = subprocess.run(
-        [sys.executable, ROOT / ".ci/fetch-charts", "--list"], capture_output=True, text=True, check=True
-    ).stdout
-    return {line.split(":", 1)[0] for line in listing.splitlines()}
+def _fetched_folders(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> set[str]:
+    """The folders `.ci/fetch-charts --list` names, from its `main` in this process (the script puts the checkout on
+    `sys.path`, which is restored after); the script's own process is run once, by the test after this one."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    script = runpy.run_path(str(ROOT / ".ci/fetch-charts"), run_name="fetch_charts")
+    capsys.readouterr()
+    assert script["main"](["--list"]) == 0
+    return {line.split(":", 1)[0] for line in capsys.readouterr().out.splitlines()}
 
 
-def test_the_chart_fetch_covers_every_release_the_chart_tests_render() -> None:
+def test_the_chart_fetch_covers_every_release_the_chart_tests_render(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Where the shared reference is absent (GitHub's runners) the charts step pulls the pinned charts first: every
     chart a shipped stack's plan releases, and the CloudWatch add-on's, must be among them."""
     rendered = set()
@@ -44,10 +51,12 @@ def test_the_chart_fetch_covers_every_release_the_chart_tests_render() -> None:
         plan = json.loads(recorded.read_text())
         rendered |= {r.chart_dir for r in releases_of(plan["resources"], plan["summary"]["region"])}
     assert CLOUDWATCH_CHART in rendered  # the training stack's Container Insights add-on
-    assert rendered <= _fetched_folders(), rendered - _fetched_folders()
+    fetched = _fetched_folders(capsys, monkeypatch)
+    assert rendered <= fetched, rendered - fetched
 
 
 def test_the_chart_fetch_refuses_a_call_without_a_folder() -> None:
+    """The script as CI runs it, in its own process: its exit code and usage reach the caller."""
     result = subprocess.run([sys.executable, ROOT / ".ci/fetch-charts"], capture_output=True, text=True)
     assert result.returncode == 64 and "Usage" in result.stderr
 

@@ -5,6 +5,7 @@ stdout and everything else on stderr."""
 from __future__ import annotations
 
 import argparse
+import functools
 import io
 import json
 import re
@@ -26,9 +27,16 @@ from tests.tiers import cli_tier
 Cli = Callable[..., CliResult]
 
 
+@functools.cache
+def full_parser() -> argparse.ArgumentParser:
+    """The parser with every subcommand's arguments, built once (parsing leaves it as it was): the examples' check
+    parsed two dozen lines, each with a parser of its own."""
+    return cli._parser()
+
+
 def subcommands() -> dict[str, argparse.ArgumentParser]:
     """Every subcommand the parser has, so one added without an example or exit codes fails the tests below."""
-    parser = cli._parser()
+    parser = full_parser()
     action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     return dict(action.choices)
 
@@ -82,7 +90,7 @@ def test_every_subcommands_help_shows_its_exit_codes_and_examples_that_parse(nam
     assert lines and all(line.split()[1] == name for line in lines)
     for line in lines:  # each example is a valid command line (up to a pipe or a redirection)
         words = shlex.split(re.split(r"[|>]", line)[0])
-        assert cli._parser().parse_args(words[1:]).command == name
+        assert full_parser().parse_args(words[1:]).command == name
     assert widest(result.stdout.split("examples", 1)[1]) <= 80
 
 

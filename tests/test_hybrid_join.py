@@ -190,11 +190,12 @@ def test_ecr_api_and_layer_bucket_only_with_an_ecr_registry() -> None:
 
 # -------------------------------------------------------------------------------------------- join script
 def stub(bin_dir: Path, name: str, body: str) -> None:
-    (bin_dir / name).write_text(f"#!/bin/bash\n{body}\n")
+    """A command that runs `body`: a POSIX sh script, which starts in half the time of bash (a join runs eight)."""
+    (bin_dir / name).write_text(f"#!/bin/sh\n{body}\n")
     (bin_dir / name).chmod(0o755)
 
 
-NODEADM_STUB = '#!/bin/bash\necho "nodeadm $*" >> {log}\n'
+NODEADM_STUB = '#!/bin/sh\necho "nodeadm $*" >> {log}\n'
 
 
 def run_join(

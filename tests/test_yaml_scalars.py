@@ -128,9 +128,15 @@ def test_a_line_nested_past_any_parser_limit_gets_the_projects_message(parser: t
     assert refused.value.problem == f"nested deeper than {MAX_DEPTH} levels"
 
 
-def test_other_syntax_errors_on_a_bracket_heavy_line_keep_their_message(tmp_path: Path) -> None:
-    """Only nesting is re-read: a line of many shallow lists with a syntax error reports that error."""
-    text = "v: [" + ", ".join(["[1]"] * 100) + "]]\n"
+@pytest.mark.parametrize(
+    "text",
+    ["v: [" + ", ".join(["[1]"] * 100) + "]]\n", "v: " + "[" * 100 + "@\n"],
+    ids=["shallow-lists", "deep-with-a-bad-character"],
+)
+def test_other_syntax_errors_on_a_bracket_heavy_line_keep_their_message(tmp_path: Path, text: str) -> None:
+    """Only libyaml's own nesting limit is read again: a line of many shallow lists with a syntax error, or a line
+    nested past 64 levels with a character that starts no token (met while looking ahead, before any event), reports
+    that error."""
     message = refusal(tmp_path, text)
     assert "invalid YAML" in message and "nested deeper" not in message
 

@@ -8,6 +8,7 @@ The yaml.v3 rules followed, by file and function: docs/design-notes.md#yamlv3-se
 from __future__ import annotations
 
 import calendar
+import functools
 import math
 import re
 from collections.abc import Callable
@@ -47,6 +48,7 @@ _INT = re.compile(
     r"(?P<sign>[-+]?)"
     r"(?:0[xX](?P<hex>[0-9a-fA-F]+)|0[oO](?P<oct>[0-7]+)|0[bB](?P<bin>[01]+)|0(?P<old>[0-7]+)|(?P<dec>[1-9][0-9]*|0))"
 )
+_INT_BASES = {"hex": 16, "oct": 8, "bin": 2, "old": 8, "dec": 10}
 #: resolve.go `allowedTimestampFormats`: 2006-1-2, with a time `T15:4:5.999999999Z07:00` (or `t`), or ` 15:4:5.9`;
 #: Go's `time.Parse` takes a comma before the fraction as well as a dot (since Go 1.17, format.go `commaOrPeriod`).
 _TIMESTAMP = re.compile(
@@ -58,6 +60,8 @@ _TIMESTAMP = re.compile(
 #: (libyaml gives the same words for some versions).
 YAML_VERSION = (1, 1)
 INCOMPATIBLE = "found incompatible YAML document"
+#: libyaml's words when a document nests past its limit (1,000 levels by default, `yaml_set_max_nest_level`).
+LIBYAML_NESTING_LIMIT = "exceeded maximum nesting depth"
 
 
 #: A PyYAML loader class, used for its parser only: `yaml.CSafeLoader` (libyaml) or `yaml.SafeLoader`.
@@ -93,8 +97,10 @@ def written_as_alias(mapping: yaml.MappingNode, index: int) -> bool:
 
 
 # ------------------------------------------------------------------------------------------------ plain scalars
+@functools.lru_cache(maxsize=4096)
 def plain_tag(text: str) -> str:
-    """The tag yaml.v3 gives an untagged plain scalar (resolve.go `resolve` with an empty tag)."""
+    """The tag yaml.v3 gives an untagged plain scalar (resolve.go `resolve` with an empty tag). Remembered: a file
+    repeats its plain words (`true`, counts, sizes, names), and a big one would resolve each again."""
     if text in _BY_TEXT:
         return _BY_TEXT[text]
     first = text[0]
@@ -117,10 +123,11 @@ def go_int(plain: str) -> int | None:
     match = _INT.fullmatch(plain)
     if not match:
         return None
-    base, digits = next(
-        (b, match[g]) for g, b in (("hex", 16), ("oct", 8), ("bin", 2), ("old", 8), ("dec", 10)) if match[g]
-    )
-    value = -int(digits, base) if match["sign"] == "-" else int(digits, base)
+    digits = match.lastgroup  # the one digits group that matched: the sign's group closes before it
+    assert digits is not None
+    value = int(match[digits], _INT_BASES[digits])
+    if match["sign"] == "-":
+        value = -value
     if -(1 << 63) <= value < 1 << 63 or (not match["sign"] and 0 <= value < 1 << 64):
         return value
     return None
@@ -154,23 +161,23 @@ def compose(text: str, max_depth: int, max_values: int, parser: Parser = SAFE_LO
     NestingTooDeep, and the value past `max_values` (an alias counts every value it stands for) with TooManyValues.
     A `%YAML` directive other than 1.1 fails as in yaml.v3, and a second document with SecondDocument.
 
-    libyaml (PyYAML 6.0.4's C parser) refuses a line nested past its own limit while looking ahead
-    on that line, before its events reach this depth check; when the C parser fails on a line with that many
-    brackets, the pure-Python parser, which has no limit and the same grammar, reads the text up to that line and
-    decides whether the depth limit was passed first."""
+    libyaml (PyYAML 6.0.4's C parser) stops at its own nesting limit (1,000 levels) while looking ahead on a line,
+    before its events reach this depth check; it is then asked again for the text up to where it stopped, which it
+    reads (one level short of its limit), so its events reach the depth check. (A syntax error a few dozen
+    characters past that point, which a parser without the limit would meet first while looking ahead, goes unnamed:
+    the line is refused as nested too deep. The pure-Python parser, which has no limit and re-read the line before,
+    took a third of a second over a line of a thousand brackets: it keeps one possible key per open bracket and
+    checks them all at each.)"""
     try:
         return _compose(text, max_depth, max_values, parser)
     except (NestingTooDeep, TooManyValues):
         raise
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark
-        if parser is yaml.SafeLoader or mark is None:
-            raise
-        lines = text.split("\n")[: mark.line + 1]
-        if lines[-1].count("[") + lines[-1].count("{") < max_depth:
+        if error.problem != LIBYAML_NESTING_LIMIT or mark is None:
             raise
         try:
-            _compose("\n".join(lines), max_depth, max_values, yaml.SafeLoader)
+            _compose(text[: mark.index], max_depth, max_values, parser)
         except (NestingTooDeep, TooManyValues):
             raise
         except yaml.YAMLError:
