@@ -8,6 +8,7 @@ The builders are imported inside the fixtures, so a test module that needs none 
 
 from __future__ import annotations
 
+import atexit
 import datetime as dt
 import gc
 import sys
@@ -40,6 +41,14 @@ gc.set_threshold(*GC_THRESHOLDS)
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Move everything imported so far (the SDK, the providers' thousands of classes) out of the collector's reach."""
     gc.freeze()
+
+
+#: At exit, once pytest is done (its unraisable-exception plugin collects at unconfigure and again at cleanup, and
+#: reports what a `__del__` raised), what is left is frozen too: the interpreter's finalization clears the modules,
+#: then collects the whole heap, garbage by then, twice (CPython's `finalize_modules`, `finalize_interp_clear`), the
+#: longest part of a worker's exit, which xdist's controller waits for (`NodeManager.teardown_nodes`). Atexit
+#: handlers still run and objects still go with their last reference; only cycles left at exit are not collected.
+atexit.register(gc.freeze)
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
