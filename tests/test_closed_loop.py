@@ -3,6 +3,7 @@ decisions as Kubernetes' HPA takes them, the traces and the CSV a user brings, t
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -200,7 +201,11 @@ def test_simulate_compares_the_rules_on_a_demand_trace(blueprint_cli: Callable[.
     assert result.returncode == 0, result.stderr
     assert all(rule in result.stdout for rule in cl.RULES) and "(best)" in result.stdout
     assert "no sourced throughput for Qwen2.5-7B-Instruct on L40S" in " ".join(result.stdout.split())
-    assert image.read_text().startswith("<?xml")
+    svg = image.read_text()
+    assert svg.startswith("<?xml")
+    drawn = set(re.findall(r"<!-- (.*?) -->", svg))  # matplotlib writes each text's string in a comment
+    assert {"inference/chat", "spike: demand and ready capacity", "spike: replicas", "replicas", "minute"} <= drawn
+    assert {"demand", *(f"capacity: {rule}" for rule in cl.RULES), *cl.RULES} <= drawn
 
 
 def test_simulate_refuses_bad_demand_input(blueprint_cli: Callable[..., CliResult], tmp_path: Path) -> None:
