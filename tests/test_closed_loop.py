@@ -229,12 +229,14 @@ def test_the_comparison_plot_fits_five_digit_demand_and_titles_a_trace_file_by_n
 
 
 def test_every_format_plot_names_is_written_the_same_on_each_run() -> None:
+    """A figure without text (no fonts to lay out or embed: the plots' labels are checked above); its clipped line
+    gives the SVG an id from the salt."""
     import matplotlib  # here, not at the top: collecting this file does not import matplotlib
 
     salt = matplotlib.rcParams["svg.hashsalt"]
     figure, ((axes,),) = plot_figure.axes_grid(1, 1, (2, 1.5), plot_figure.Margins(0.4, 0.1, 0.3, 0.3))
     axes.plot([0, 1], [0, 1])
-    axes.set_title("spike: replicas")
+    axes.set_axis_off()
     written: dict[str, bytes] = {}
     for image_format in (*PLOT_FORMATS, "svg"):  # the SVG twice: its ids come from a salt, random unless fixed
         out = io.BytesIO()
@@ -243,8 +245,7 @@ def test_every_format_plot_names_is_written_the_same_on_each_run() -> None:
             assert out.getvalue() == written[image_format]
         written[image_format] = out.getvalue()
     assert {f: image[: len(SIGNATURES[f])] for f, image in written.items()} == SIGNATURES
-    assert b"dc:date" not in written["svg"] and b"CreationDate" not in written["pdf"]
-    assert {"spike: replicas", "0.0", "1.0"} <= set(labels(written["svg"]))
+    assert b"clip-path" in written["svg"] and b"dc:date" not in written["svg"] and b"CreationDate" not in written["pdf"]
     assert matplotlib.rcParams["svg.hashsalt"] == salt, "the salt is set for the write only, not for the process"
 
 
