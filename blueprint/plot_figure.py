@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-#: Seeds the ids of an SVG's clip paths and glyphs (`svg.hashsalt`), instead of a random one per file.
+#: Seeds the ids of an SVG's clip paths, markers and hatches (`svg.hashsalt`), instead of a random one per file.
 SVG_ID_SALT = "blueprint-simulate"
 
 
