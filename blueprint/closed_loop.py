@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from blueprint.plot_figure import Margins, axes_grid, write
 from blueprint.simulate import read_csv_rows
 from components.catalog import prices, serving_capacity
 from components.config import StackConfig
@@ -388,34 +389,30 @@ def table_rows(results: dict[str, list[Outcome]]) -> list[tuple[str, ...]]:
 TABLE_HEADER = ("trace", "rule", "SLO-violation min", "GPU-hours", "cost $", "peak replicas")
 
 
+#: Room for a unit label, tick labels of up to five digits, the title and each row's titles, minute axis.
+MARGINS = Margins(left=0.9, right=0.15, top=0.7, bottom=0.6, between_rows=0.8, between_columns=0.6)
+
+
 def plot(results: dict[str, list[Outcome]], model: Model, title: str, out: Path | IO[bytes], image_format: str) -> None:
     """Per trace: demand and each rule's ready capacity (left), each rule's replicas (right), written to a path or an
-    open file in `image_format` (one of `blueprint.simulate.PLOT_FORMATS`). Needs matplotlib; an SVG carries no date
-    and a fixed id salt, so the same run writes the same file."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    open file in `image_format` (one of `blueprint.simulate.PLOT_FORMATS`). Needs matplotlib; the same run writes
+    the same file (`blueprint.plot_figure.write`)."""
     from matplotlib.ticker import MaxNLocator
 
-    matplotlib.rcParams["svg.hashsalt"] = "blueprint-simulate"
-    fig, axes = plt.subplots(len(results), 2, figsize=(12, 3.2 * len(results)), squeeze=False)
-    for row, (trace, outcomes) in enumerate(results.items()):
-        left, right = axes[row]
+    figure, axes = axes_grid(len(results), 2, (12, 3.2 * len(results)), MARGINS)
+    for (trace, outcomes), (left, right) in zip(results.items(), axes, strict=True):
+        name = Path(trace).name  # a trace file by its name: a whole path would run into the next title
         x = [m.minute for m in outcomes[0].timeline]
         left.plot(x, [m.demand for m in outcomes[0].timeline], color="black", linewidth=1, label="demand")
         for o in outcomes:
             left.step(x, [m.capacity for m in o.timeline], where="post", linewidth=1, label=f"capacity: {o.rule}")
             right.step(x, [m.replicas for m in o.timeline], where="post", linewidth=1, label=o.rule)
-        left.set_title(f"{trace}: demand and ready capacity", fontsize="small")
+        left.set_title(f"{name}: demand and ready capacity", fontsize="small")
         left.set_ylabel(model.unit)
-        right.set_title(f"{trace}: replicas", fontsize="small")
+        right.set_title(f"{name}: replicas", fontsize="small")
         right.yaxis.set_major_locator(MaxNLocator(integer=True))
         for ax in (left, right):
             ax.set_xlabel("minute")
             ax.legend(loc="upper right", fontsize="x-small")
-    fig.suptitle(title)
-    fig.tight_layout()
-    metadata = {"Date": None} if image_format == "svg" else None
-    fig.savefig(out, dpi=80, metadata=metadata, format=image_format)
-    plt.close(fig)
+    figure.suptitle(title)
+    write(figure, out, image_format, dpi=80)

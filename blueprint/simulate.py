@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
+from blueprint.plot_figure import Margins, axes_grid, write
 from components.config import StackConfig
 from components.errors import ConfigError, Problem
 from components.planning.serving_autoscaling import ServingRule, Step, simulate
@@ -111,17 +112,17 @@ def timeline_rows(steps: Sequence[Step], every_minute: bool) -> list[tuple[str, 
     return rows
 
 
+#: Room for the "%" and "count" labels, tick labels of up to four digits, the title, the shared minute axis.
+MARGINS = Margins(left=0.8, right=0.15, top=0.4, bottom=0.6, between_rows=0.25)
+
+
 def plot(steps: Sequence[Step], rule: ServingRule, title: str, out: Path | IO[bytes], image_format: str) -> None:
     """Utilization with the two thresholds above; replicas and nodes below, written to a path or an open file in
     `image_format` (one of `PLOT_FORMATS`). Needs matplotlib."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     from matplotlib.ticker import MaxNLocator
 
     x = [s.minute for s in steps]
-    fig, (top, bottom) = plt.subplots(2, 1, sharex=True, figsize=(10, 6), height_ratios=(1, 1))
+    figure, ((top,), (bottom,)) = axes_grid(2, 1, (10, 6), MARGINS, sharex=True)
     top.plot(x, [float("nan") if s.utilization is None else s.utilization for s in steps], label="GPU utilization")
     top.axhline(rule.scale_out_above_percent, color="tab:red", linestyle="--", label="scale-out threshold")
     top.axhline(rule.scale_in_below_percent, color="tab:green", linestyle="--", label="scale-in threshold")
@@ -135,9 +136,7 @@ def plot(steps: Sequence[Step], rule: ServingRule, title: str, out: Path | IO[by
     bottom.set_xlabel("minute")
     bottom.set_ylabel("count")
     bottom.legend(loc="upper right", fontsize="small")
-    fig.tight_layout()
-    fig.savefig(out, dpi=100, format=image_format)
-    plt.close(fig)
+    write(figure, out, image_format, dpi=100)
 
 
 __all__ = ["demo_series", "minutes", "plot", "read_series", "simulate", "stack_rule", "timeline_rows"]

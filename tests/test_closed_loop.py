@@ -3,6 +3,7 @@ decisions as Kubernetes' HPA takes them, the traces and the CSV a user brings, t
 
 from __future__ import annotations
 
+import io
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -10,12 +11,14 @@ from pathlib import Path
 import pytest
 
 from blueprint import closed_loop as cl
-from blueprint import simulation_docs
+from blueprint import plot_figure, simulation_docs
+from blueprint.simulate import PLOT_FORMATS
 from components.catalog import serving_capacity
 from components.errors import ConfigError
 from components.planning import serving_policies as hpa
 from components.planning.serving_autoscaling import ScrapeTarget, ServingRule
 from tests.builders import CliResult
+from tests.plot_checks import SIGNATURES, assert_laid_out, built, labels, shown_y_ticks
 
 RULE = ServingRule(
     scale_out_above_percent=85,
@@ -200,7 +203,50 @@ def test_simulate_compares_the_rules_on_a_demand_trace(blueprint_cli: Callable[.
     assert result.returncode == 0, result.stderr
     assert all(rule in result.stdout for rule in cl.RULES) and "(best)" in result.stdout
     assert "no sourced throughput for Qwen2.5-7B-Instruct on L40S" in " ".join(result.stdout.split())
-    assert image.read_text().startswith("<?xml")
+    svg = image.read_text()
+    assert svg.startswith("<?xml")
+    drawn = set(labels(svg.encode()))
+    assert {"inference/chat", "spike: demand and ready capacity", "spike: replicas", "replicas", "minute"} <= drawn
+    assert {"demand", *(f"capacity: {rule}" for rule in cl.RULES), *cl.RULES} <= drawn
+
+
+def test_the_comparison_plot_fits_five_digit_demand_and_titles_a_trace_file_by_name(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Demand of five digits, the widest the comparison's margins (`blueprint.closed_loop.MARGINS`) are sized for;
+    two traces, as the docs' plot has rows."""
+    capacity = replace(CAPACITY, requests_per_second=2000.0)
+    model = cl.Model("chat", RULE, POOL, capacity, "req/s", "a test figure", 1)
+    demand = [30000.0] * 20 + [60000.0] * 40
+    trace = str(tmp_path / "a-directory-of-demand-traces-with-a-long-name" / "demand.csv")
+    results = {trace: cl.compare(RULE, POOL, capacity, demand), "spike": cl.compare(RULE, POOL, capacity, demand)}
+    figure = built(monkeypatch, cl, lambda: cl.plot(results, model, "inference/chat", io.BytesIO(), "svg"))
+    titles = [axes.get_title() for axes in figure.axes[:2]]
+    assert titles == ["demand.csv: demand and ready capacity", "demand.csv: replicas"]
+    assert figure.texts and figure.get_suptitle() == "inference/chat"
+    assert max(len(tick) for tick in shown_y_ticks(figure.axes[0])) == 5
+    assert_laid_out(figure)
+
+
+def test_every_format_plot_names_is_written_the_same_on_each_run() -> None:
+    """A figure without text (no fonts to lay out or embed: the plots' labels are checked above); its clipped line
+    gives the SVG an id from the salt."""
+    import matplotlib  # here, not at the top: collecting this file does not import matplotlib
+
+    salt = matplotlib.rcParams["svg.hashsalt"]
+    figure, ((axes,),) = plot_figure.axes_grid(1, 1, (2, 1.5), plot_figure.Margins(0.4, 0.1, 0.3, 0.3))
+    axes.plot([0, 1], [0, 1])
+    axes.set_axis_off()
+    written: dict[str, bytes] = {}
+    for image_format in (*PLOT_FORMATS, "svg"):  # the SVG twice: its ids come from a salt, random unless fixed
+        out = io.BytesIO()
+        plot_figure.write(figure, out, image_format, dpi=20)
+        if image_format in written:
+            assert out.getvalue() == written[image_format]
+        written[image_format] = out.getvalue()
+    assert {f: image[: len(SIGNATURES[f])] for f, image in written.items()} == SIGNATURES
+    assert b"clip-path" in written["svg"] and b"dc:date" not in written["svg"] and b"CreationDate" not in written["pdf"]
+    assert matplotlib.rcParams["svg.hashsalt"] == salt, "the salt is set for the write only, not for the process"
 
 
 def test_simulate_refuses_bad_demand_input(blueprint_cli: Callable[..., CliResult], tmp_path: Path) -> None:

@@ -5,12 +5,14 @@ simulate`."""
 from __future__ import annotations
 
 import copy
+import io
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from blueprint import simulate as sim
 from blueprint.plan.runner import load_stack
 from blueprint.plan.summary import summarize
 from components.config import ServingWorkload, StackConfig
@@ -21,6 +23,7 @@ from components.planning.serving_autoscaling import (
     HOLD,
     SCALE_IN,
     ServingRule,
+    Step,
     decide,
     deployment_pods,
     hpa_step,
@@ -41,6 +44,7 @@ from tests.builders import (
     shipped_stack,
     stack_config,
 )
+from tests.plot_checks import assert_laid_out, built, shown_y_ticks
 
 SCALED_OBJECT = "kubernetes:keda.sh/v1alpha1:ScaledObject"
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
@@ -371,6 +375,14 @@ def test_simulate_prints_the_timeline_and_writes_a_plot(
     assert "+8 replicas after 15 min above 85%" in result.stdout
     assert "scale-out" in result.stdout
     assert image.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_replay_plot_fits_four_digit_counts(default_rule: ServingRule, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Replica counts of four digits, the widest the replay's margins (`blueprint.simulate.MARGINS`) are sized for."""
+    steps = [Step(m, None if m < 2 else 90.0, "hold", 2 if m < 10 else 1200, 1 if m < 10 else 300) for m in range(20)]
+    figure = built(monkeypatch, sim, lambda: sim.plot(steps, default_rule, "inference/chat", io.BytesIO(), "png"))
+    assert max(len(tick) for tick in shown_y_ticks(figure.axes[1])) == 4
+    assert_laid_out(figure)
 
 
 def test_simulate_refuses_a_bad_series_and_a_stack_without_workloads(
