@@ -97,6 +97,16 @@ def test_a_comma_before_the_fraction_is_a_timestamp_too(tmp_path: Path, text: st
     assert f"{text} is a timestamp to the Pulumi CLI" in refusal(tmp_path, f"v: {text}\n")
 
 
+def test_an_integer_of_thousands_of_digits_is_text_or_refused(tmp_path: Path) -> None:
+    """Past 2**64 (20 digits) `strconv.ParseInt` and `ParseUint` fail and `ParseFloat` overflows, so yaml.v3's
+    `resolve` reads the plain scalar as text, and `!!int` refuses it; Python's `int` refuses to convert more than
+    4,300 decimal digits (`sys.get_int_max_str_digits`), which must not escape as a traceback."""
+    digits = "1" * 5000
+    assert value_of(tmp_path, digits) == digits
+    assert value_of(tmp_path, f"-{digits}") == f"-{digits}"
+    assert "is not a valid `!!int`" in refusal(tmp_path, f"v: !!int {digits}\n")
+
+
 def test_another_mark_before_the_fraction_is_text(tmp_path: Path) -> None:
     """Only `.` and `,` start a fraction for `time.Parse` (format.go `commaOrPeriod`); anything else fails every
     layout, so yaml.v3's `resolve` falls through to text."""

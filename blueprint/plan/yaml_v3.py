@@ -49,6 +49,8 @@ _INT = re.compile(
     r"(?:0[xX](?P<hex>[0-9a-fA-F]+)|0[oO](?P<oct>[0-7]+)|0[bB](?P<bin>[01]+)|0(?P<old>[0-7]+)|(?P<dec>[1-9][0-9]*|0))"
 )
 _INT_BASES = {"hex": 16, "oct": 8, "bin": 2, "old": 8, "dec": 10}
+#: Digits of 2**64 - 1, the largest integer yaml.v3 reads (a decimal has no leading zero, so a longer one is larger).
+_MAX_DECIMAL_DIGITS = len(str(2**64 - 1))
 #: resolve.go `allowedTimestampFormats`: 2006-1-2, with a time `T15:4:5.999999999Z07:00` (or `t`), or ` 15:4:5.9`;
 #: Go's `time.Parse` takes a comma before the fraction as well as a dot (since Go 1.17, format.go `commaOrPeriod`).
 _TIMESTAMP = re.compile(
@@ -125,6 +127,8 @@ def go_int(plain: str) -> int | None:
         return None
     digits = match.lastgroup  # the one digits group that matched: the sign's group closes before it
     assert digits is not None
+    if digits == "dec" and len(match[digits]) > _MAX_DECIMAL_DIGITS:
+        return None  # out of range, and Python's `int` refuses over 4,300 decimal digits (`int_max_str_digits`)
     value = int(match[digits], _INT_BASES[digits])
     if match["sign"] == "-":
         value = -value
