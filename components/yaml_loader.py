@@ -8,7 +8,8 @@ them. The stack file reader (`blueprint.plan.yaml_v3`) takes only parser events 
 
 The conformance self-assessment, the largest document the CLI prints, is written by libyaml's emitter the same way
 (`dump_yaml`), about twenty times faster than PyYAML's pure-Python emitter, which writes it byte for byte alike
-(tests/test_conformance.py holds it to that).
+except where libyaml writes a double-quoted scalar, which the self-assessment has only from text given to it; such a
+document is written again by PyYAML (tests/test_conformance.py holds the file to PyYAML's bytes).
 """
 
 from __future__ import annotations
@@ -29,6 +30,11 @@ def parse_yaml(text: str) -> Any:
 
 
 def dump_yaml(data: Any, **options: Any) -> str:
-    """`yaml.safe_dump(data, **options)`, on the C emitter where it is built."""
+    """`yaml.safe_dump(data, **options)`, byte for byte, on the C emitter where it is built. Where the two emitters
+    differ, libyaml wrote a double-quoted scalar (it escapes the next-line character and those outside the Basic
+    Multilingual Plane, folds a long double-quoted line at another place, and writes a key holding a carriage
+    return as a complex key), so a text with a `"` in it is written again by PyYAML's emitter."""
     text: str = yaml.dump(data, Dumper=SAFE_DUMPER, **options)
+    if SAFE_DUMPER is not yaml.SafeDumper and '"' in text:
+        text = yaml.dump(data, Dumper=yaml.SafeDumper, **options)
     return text

@@ -375,13 +375,24 @@ def test_the_file_is_the_same_every_time_and_write_writes_it(blueprint_cli: Any,
     assert target.read_text() == first
 
 
-def test_the_file_is_what_pyyamls_own_emitter_writes() -> None:
+@pytest.mark.parametrize(
+    "given",
+    [
+        {},
+        {"vendorName": "Café 🚀 GmbH", "description": "one\x85two", "repoUrl": "https://example.com/a b#c"},
+        {"description": "GPU clusters on EKS, " * 6 + "\tpasted with a tab"},
+    ],
+    ids=["placeholders", "given-text-libyaml-escapes", "long-given-text-libyaml-folds"],
+)
+def test_the_file_is_what_pyyamls_own_emitter_writes(given: dict[str, str]) -> None:
     """The file is written by libyaml's emitter (`components.yaml_loader.dump_yaml`), for speed: byte for byte what
-    PyYAML's pure-Python emitter writes of the same document."""
+    PyYAML's pure-Python emitter writes of the same document, also when given metadata makes a double-quoted scalar,
+    which the two write differently (libyaml escapes characters PyYAML writes as they are, and folds long lines
+    elsewhere)."""
     listed = checklist()
     plan = shipped_plan(SUBMITTED)
     project = product.read_project()
-    meta = product.metadata(SUBMITTED, f"v{plan.spec.cluster.kubernetes_version}", project, {})
+    meta = product.metadata(SUBMITTED, f"v{plan.spec.cluster.kubernetes_version}", project, given)
     document = product.product_document(listed, assess(plan, listed), meta, project.repository)
     text = product.render(document, SUBMITTED)
     assert text.endswith("\n" + yaml.safe_dump(dict(document), sort_keys=False, width=120, allow_unicode=True))
