@@ -138,6 +138,14 @@ def test_a_line_nested_past_any_parser_limit_gets_the_projects_message(parser: t
     assert refused.value.problem == f"nested deeper than {MAX_DEPTH} levels"
 
 
+@pytest.mark.parametrize("after", ["@", "\t", "}"], ids=["bad-character", "tab", "wrong-bracket"])
+def test_a_syntax_error_just_past_libyamls_limit_gets_the_projects_message(tmp_path: Path, after: str) -> None:
+    """libyaml stops at its own limit before it meets the error: the line is refused as nested past 64 levels, not
+    with libyaml's words for its limit."""
+    message = refusal(tmp_path, "v: " + "[" * 1001 + after + "\n")
+    assert message == "line 1, column 67: nested deeper than 64 levels"
+
+
 @pytest.mark.parametrize(
     "text",
     ["v: [" + ", ".join(["[1]"] * 100) + "]]\n", "v: " + "[" * 100 + "@\n"],

@@ -166,12 +166,9 @@ def compose(text: str, max_depth: int, max_values: int, parser: Parser = SAFE_LO
     A `%YAML` directive other than 1.1 fails as in yaml.v3, and a second document with SecondDocument.
 
     libyaml (PyYAML 6.0.4's C parser) stops at its own nesting limit (1,000 levels) while looking ahead on a line,
-    before its events reach this depth check; it is then asked again for the text up to where it stopped, which it
-    reads (one level short of its limit), so its events reach the depth check. (A syntax error a few dozen
-    characters past that point, which a parser without the limit would meet first while looking ahead, goes unnamed:
-    the line is refused as nested too deep. The pure-Python parser, which has no limit and re-read the line before,
-    took a third of a second over a line of a thousand brackets: it keeps one possible key per open bracket and
-    checks them all at each.)"""
+    before its events reach this depth check; it then reads the text up to where it stopped (one level short of its
+    limit), so its events reach the depth check. A syntax error just past that point, which a parser without the
+    limit would meet first while looking ahead, goes unnamed: the line is refused as nested too deep."""
     try:
         return _compose(text, max_depth, max_values, parser)
     except (NestingTooDeep, TooManyValues):
