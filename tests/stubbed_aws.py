@@ -98,9 +98,9 @@ def stubbed_client(service: str, region: str = REGION) -> Iterator[Lease]:
     client = shared_client(service, region)
     if id(client) in _leased:
         raise RuntimeError(f"the {service} client in {region} is already lent: one Stubber per client at a time")
-    _leased.add(id(client))
     lease = Lease(Stubber(client))
     lease.stub.activate()
+    _leased.add(id(client))
     try:
         yield lease
         lease.stub.assert_no_pending_responses()
