@@ -9,7 +9,8 @@ apart. Each is the best of `--repeat` fresh processes, run in turns (the machine
   (b) `blueprint plan --stack <stack> --format json` in a fresh process, and the ratio b/a (goal: about 1.0x);
   (c) a synthetic stack of `--pools` node pools: milliseconds per pool above the floor (the target), and peak RSS;
   (d) the SDK's registration floor: (c)'s plan replayed through the SDK under the same mocks without this project's
-      components (`benchmarks.sdk_replay`); (c) per pool splits into that SDK share and the project's own share.
+      components (`benchmarks.sdk_replay`); (c) per pool splits into that SDK share and the project's own share,
+      and the memory the registrations alone add on top of (a)'s.
 
 Run: `python -m benchmarks.plan_speed [--stack hybrid] [--pools 200] [--repeat 3]`. Prints figures; it asserts
 nothing (timings are not tests).
@@ -147,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         replays = [json.loads(line) for line in replay_times.read_text().splitlines()]
     sdk = Run(min(r["wall"] for r in replays), min(r["cpu"] for r in replays), replay.rss_kib)
+    sdk_grown_mib = min(r["grown_kib"] for r in replays) / 1024
     print("best of", args.repeat, "fresh processes each; wall ms / CPU ms / peak RSS")
     print(f"(a) floor, import {len(modules)} SDK modules: {_figures(floor)}")
     print(f"(b) blueprint plan --stack {args.stack} --format json: {_figures(plan)}")
@@ -171,6 +173,11 @@ def main(argv: list[str] | None = None) -> int:
         f"{sdk.cpu / args.pools * 1000:.1f} ms CPU; this project's own "
         f"{wall_per_pool - sdk.wall / args.pools * 1000:.1f} ms wall, "
         f"{cpu_per_pool - sdk.cpu / args.pools * 1000:.1f} ms CPU (above both floors)"
+    )
+    print(
+        f"    memory: the registrations alone raised the replay's peak by {sdk_grown_mib:.0f} MiB; on top of the "
+        f"floor's {floor.rss_kib / 1024:.0f} MiB that is {floor.rss_kib / 1024 + sdk_grown_mib:.0f} MiB "
+        f"(target: at most {TARGET_PEAK_MIB} MiB)"
     )
     return 0
 

@@ -10,7 +10,8 @@ provider's class for its type, when the class is found, so the SDK resolves as m
 
 Not counted, so they stay in the project's share: the typed classes' own argument handling, and the outputs the
 components chain with `apply`. Run by `benchmarks.plan_speed`:
-`python -m benchmarks.sdk_replay PLAN.json TIMES.jsonl` appends `{"wall": s, "cpu": s, "resources": n}` to TIMES.jsonl.
+`python -m benchmarks.sdk_replay PLAN.json TIMES.jsonl` appends `{"wall": s, "cpu": s, "resources": n, "grown_kib": k}`
+to TIMES.jsonl, `grown_kib` being how much the registrations raised the process's peak memory.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import gc
 import importlib
 import json
+import resource
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -143,11 +145,15 @@ def main(argv: list[str] | None = None) -> int:
     mocks = PlanMocks(plan["summary"]["region"])
     declared = declared_outputs(records)  # imports the provider modules: before the clock starts
     gc.disable()  # as `blueprint plan` runs the program
+    peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     start, cpu = time.perf_counter(), time.process_time()
     run_offline(lambda: replay(records, declared), OfflineMonitor(mocks), plan["project"], plan["stack"], {})
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+    # at least what the registrations added to the process's memory: the peak before them is at or above what the
+    # process held when they started
+    grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak_before
     with open(times_file, "a") as out:
-        out.write(json.dumps({"wall": wall, "cpu": cpu, "resources": len(records)}) + "\n")
+        out.write(json.dumps({"wall": wall, "cpu": cpu, "resources": len(records), "grown_kib": grown}) + "\n")
     return 0
 
 

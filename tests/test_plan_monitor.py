@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+import inspect
+import random
 import threading
 from typing import Any
 
@@ -14,7 +17,7 @@ from pulumi.runtime.mocks import MockCallArgs, MockResourceArgs
 
 from blueprint.plan.mocks import PlanMocks
 from blueprint.plan.monitor import RecordingMonitor, _struct
-from blueprint.plan.runner import run_mocked, run_offline
+from blueprint.plan.runner import contains_unknowns, run_mocked, run_offline
 
 #: What mocks answer: plain values at every depth, with `None` at the top level and inside maps and lists.
 ANSWER: dict[str, Any] = {
@@ -124,3 +127,73 @@ def test_a_resource_looked_up_by_urn_gets_what_was_registered_under_it() -> None
 
     run_offline(program, RecordingMonitor(PlanMocks("us-east-1")), "gpu-clusters", "test", {"aws:region": "us-east-1"})
     assert found == {"id": "first", "arn": "arn:aws:iam::123456789012:role/first"}
+
+
+def _nested_values(seed: int, count: int) -> list[Any]:
+    """Random maps and lists of plain values, unknowns, tuples and outputs, some sharing parts or holding
+    themselves, up to a few levels deep."""
+    chooser = random.Random(seed)
+    shared: list[Any] = [pulumi.UNKNOWN]
+    leaves = ["text", 3, 0.5, None, True, pulumi.UNKNOWN, (pulumi.UNKNOWN,), pulumi.Output.from_input("x")]
+
+    def value(depth: int) -> Any:
+        kind = chooser.randrange(6 if depth < 4 else 2)
+        if kind < 2:
+            return chooser.choice(leaves)
+        if kind == 2:
+            return shared
+        if kind == 3:
+            return [value(depth + 1) for _ in range(chooser.randrange(4))]
+        mapping = {f"k{i}": value(depth + 1) for i in range(chooser.randrange(4))}
+        if chooser.random() < 0.2:
+            mapping["self"] = mapping
+        return mapping
+
+    return [value(0) for _ in range(count)]
+
+
+def test_the_plans_unknowns_check_answers_as_the_sdks() -> None:
+    asyncio.set_event_loop(asyncio.new_event_loop())  # `Output.from_input` needs a loop
+    try:
+        cases: list[Any] = [
+            pulumi.UNKNOWN,
+            "text",
+            {"a": [1, {"b": pulumi.UNKNOWN}]},
+            {"a": (pulumi.UNKNOWN,)},  # tuples are not looked into
+            [[], {}, [None]],
+            pulumi.Output.from_input(pulumi.UNKNOWN),  # nor outputs
+        ]
+        looped: list[Any] = [1]
+        looped.append(looped)
+        cases += [looped, [looped, pulumi.UNKNOWN], *_nested_values(seed=7, count=400)]
+        answers = [rpc.contains_unknowns(case) for case in cases]
+        assert [contains_unknowns(case) for case in cases] == answers
+        assert 50 < sum(answers) < len(cases) - 50  # both answers are well represented
+    finally:
+        asyncio.get_event_loop().close()
+        asyncio.set_event_loop(None)
+
+
+@pytest.mark.program
+def test_a_run_checks_unknowns_without_leaving_garbage_and_gives_the_sdk_its_own_check_back() -> None:
+    sdk_check = rpc.contains_unknowns
+    during: list[object] = []
+
+    def program() -> pulumi.Output[str]:
+        during.append(rpc.contains_unknowns)
+        return two_roles()
+
+    gc.collect()
+    gc.disable()
+    try:
+        run_offline(program, RecordingMonitor(PlanMocks("us-east-1")), "gpu-clusters", "test", {})
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        gc.collect()
+        left = [o for o in gc.garbage if inspect.isfunction(o) and o.__module__ == rpc.__name__]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert during == [contains_unknowns]
+    assert rpc.contains_unknowns is sdk_check
+    assert left == []
