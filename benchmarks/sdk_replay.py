@@ -11,7 +11,8 @@ provider's class for its type, when the class is found, so the SDK resolves as m
 Not counted, so they stay in the project's share: the typed classes' own argument handling, and the outputs the
 components chain with `apply`. Run by `benchmarks.plan_speed`:
 `python -m benchmarks.sdk_replay PLAN.json TIMES.jsonl` appends `{"wall": s, "cpu": s, "resources": n, "grown_kib": k}`
-to TIMES.jsonl, `grown_kib` being how much the registrations raised the process's peak memory.
+to TIMES.jsonl, `grown_kib` being how much the registrations raised the process's peak memory (a lower bound
+of what they added).
 """
 
 from __future__ import annotations
@@ -149,8 +150,8 @@ def main(argv: list[str] | None = None) -> int:
     start, cpu = time.perf_counter(), time.process_time()
     run_offline(lambda: replay(records, declared), OfflineMonitor(mocks), plan["project"], plan["stack"], {})
     wall, cpu = time.perf_counter() - start, time.process_time() - cpu
-    # at least what the registrations added to the process's memory: the peak before them is at or above what the
-    # process held when they started
+    # no more than what the registrations added to the process's memory (the peak before them is at or above what
+    # the process held when they started): a lower bound
     grown = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - peak_before
     with open(times_file, "a") as out:
         out.write(json.dumps({"wall": wall, "cpu": cpu, "resources": len(records), "grown_kib": grown}) + "\n")

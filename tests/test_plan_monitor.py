@@ -10,6 +10,7 @@ import threading
 from typing import Any
 
 import pulumi
+import pulumi.runtime.resource as sdk_registration
 import pulumi_aws as aws
 import pytest
 from pulumi.runtime import rpc
@@ -18,6 +19,7 @@ from pulumi.runtime.mocks import MockCallArgs, MockResourceArgs
 from blueprint.plan.mocks import PlanMocks
 from blueprint.plan.monitor import RecordingMonitor, _struct
 from blueprint.plan.runner import contains_unknowns, run_mocked, run_offline
+from components.errors import ConfigError, Problem
 
 #: What mocks answer: plain values at every depth, with `None` at the top level and inside maps and lists.
 ANSWER: dict[str, Any] = {
@@ -32,8 +34,18 @@ ANSWER: dict[str, Any] = {
 }
 
 
+#: The SDK's own functions that a run swaps for its own (`runner._swapped`), read when the module is collected,
+#: before any run.
+SDK_CONTAINS_UNKNOWNS = rpc.contains_unknowns
+SDK_STACK_TRACE = sdk_registration._get_stack_trace
+
+
 def test_answers_are_encoded_as_the_sdks_serializer_encodes_them() -> None:
-    expected = asyncio.new_event_loop().run_until_complete(rpc.serialize_properties(ANSWER, {}))
+    loop = asyncio.new_event_loop()
+    try:
+        expected = loop.run_until_complete(rpc.serialize_properties(ANSWER, {}))
+    finally:
+        loop.close()
     assert _struct(ANSWER) == expected
     assert "absent" not in _struct(ANSWER)
     assert _struct(ANSWER)["rules"][1] is None
@@ -152,23 +164,46 @@ def _nested_values(seed: int, count: int) -> list[Any]:
     return [value(0) for _ in range(count)]
 
 
+class _UnreadableAfterUnknown(dict[str, Any]):
+    """A map whose `late` value cannot be read: the SDK's walk stops at the unknown before it."""
+
+    def __getitem__(self, key: str) -> Any:
+        if key == "late":
+            raise LookupError(key)
+        return super().__getitem__(key)
+
+
+def _nested(depth: int, leaf: Any) -> Any:
+    value = leaf
+    for i in range(depth):
+        value = {"next": value} if i % 2 else [value]
+    return value
+
+
 def test_the_plans_unknowns_check_answers_as_the_sdks() -> None:
+    assert SDK_CONTAINS_UNKNOWNS.__module__ == rpc.__name__
     asyncio.set_event_loop(asyncio.new_event_loop())  # `Output.from_input` needs a loop
     try:
         cases: list[Any] = [
             pulumi.UNKNOWN,
+            rpc.UNKNOWN,  # the wire's marker is not an unknown value
             "text",
             {"a": [1, {"b": pulumi.UNKNOWN}]},
             {"a": (pulumi.UNKNOWN,)},  # tuples are not looked into
             [[], {}, [None]],
             pulumi.Output.from_input(pulumi.UNKNOWN),  # nor outputs
+            _UnreadableAfterUnknown(early=pulumi.UNKNOWN, late=1),
+            _nested(200, pulumi.UNKNOWN),
+            _nested(200, "known"),
         ]
         looped: list[Any] = [1]
         looped.append(looped)
         cases += [looped, [looped, pulumi.UNKNOWN], *_nested_values(seed=7, count=400)]
-        answers = [rpc.contains_unknowns(case) for case in cases]
+        answers = [SDK_CONTAINS_UNKNOWNS(case) for case in cases]
         assert [contains_unknowns(case) for case in cases] == answers
         assert 50 < sum(answers) < len(cases) - 50  # both answers are well represented
+        # where the SDK's recursion gives up, the same walk still answers
+        assert contains_unknowns(_nested(5000, pulumi.UNKNOWN)) is True
     finally:
         asyncio.get_event_loop().close()
         asyncio.set_event_loop(None)
@@ -176,24 +211,36 @@ def test_the_plans_unknowns_check_answers_as_the_sdks() -> None:
 
 @pytest.mark.program
 def test_a_run_checks_unknowns_without_leaving_garbage_and_gives_the_sdk_its_own_check_back() -> None:
-    sdk_check = rpc.contains_unknowns
     during: list[object] = []
 
     def program() -> pulumi.Output[str]:
         during.append(rpc.contains_unknowns)
         return two_roles()
 
+    collecting = gc.isenabled()
     gc.collect()
     gc.disable()
     try:
         run_offline(program, RecordingMonitor(PlanMocks("us-east-1")), "gpu-clusters", "test", {})
         gc.set_debug(gc.DEBUG_SAVEALL)
         gc.collect()
-        left = [o for o in gc.garbage if inspect.isfunction(o) and o.__module__ == rpc.__name__]
+        left = [o for o in gc.garbage if inspect.isfunction(o) and o.__qualname__.startswith("contains_unknowns.")]
     finally:
         gc.set_debug(0)
         gc.garbage.clear()
-        gc.enable()
+        if collecting:
+            gc.enable()
     assert during == [contains_unknowns]
-    assert rpc.contains_unknowns is sdk_check
+    assert (rpc.contains_unknowns, sdk_registration._get_stack_trace) == (SDK_CONTAINS_UNKNOWNS, SDK_STACK_TRACE)
     assert left == []
+
+
+@pytest.mark.program
+def test_a_run_that_fails_gives_the_sdk_its_functions_back() -> None:
+    def program() -> None:
+        aws.iam.Role("first", assume_role_policy="{}")
+        raise ConfigError([Problem("cluster.name", "missing")])
+
+    with pytest.raises(ConfigError):
+        run_offline(program, RecordingMonitor(PlanMocks("us-east-1")), "gpu-clusters", "test", {})
+    assert (rpc.contains_unknowns, sdk_registration._get_stack_trace) == (SDK_CONTAINS_UNKNOWNS, SDK_STACK_TRACE)
