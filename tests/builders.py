@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import tempfile
@@ -19,6 +20,7 @@ from functools import cache, wraps
 from pathlib import Path
 from typing import Any, NamedTuple, TypeAlias, TypeVar
 
+from blueprint import cli
 from blueprint.plan.plan import PlannedStack, run_stack_under_mocks
 from blueprint.plan.runner import ProgramRun, list_stacks, load_stack, run_mocked, stack_file
 from components.addons import Addons
@@ -325,3 +327,10 @@ def stack_run(
     if key not in _RUNS:
         _RUNS[key] = run_stack_under_mocks(stack, config_file, policy_config)
     return dataclasses.replace(_RUNS[key], files=files)
+
+
+@cache
+def cli_parser() -> argparse.ArgumentParser:
+    """The command line's parser with every subcommand's arguments, built once: building it takes longer than most
+    in-process runs, and parsing leaves it as it was (each parse fills a new namespace)."""
+    return cli._parser()

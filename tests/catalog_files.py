@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import re
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -42,10 +43,15 @@ def write_yaml(folder: Path, data: dict[str, Any], filename: str) -> Path:
     return path
 
 
+#: Characters JSON writes as `\u` escapes that YAML does not read back as one character: those outside the Basic
+#: Multilingual Plane (a surrogate pair, two characters to YAML) and a lone surrogate (no character at all).
+_SPELLED_APART = re.compile("[\ud800-\udfff\U00010000-\U0010ffff]")
+
+
 def _reads_back_from_json(data: Any) -> bool:
-    """Whether `json.dumps(data)` parses as YAML 1.1 back to `data`: mappings with text keys, lists, text within
-    the Basic Multilingual Plane (JSON's `\\u` escapes of a surrogate pair are two characters to YAML), booleans,
-    null, integers, and finite floats whose JSON form (`float.__repr__`) has a `.` (PyYAML reads `1e-05` as text)."""
+    """Whether `json.dumps(data)` parses as YAML 1.1 back to `data`: mappings with text keys, lists, text without
+    `_SPELLED_APART` characters, booleans, null, integers, and finite floats whose JSON form (`float.__repr__`) has
+    a `.` (PyYAML reads `1e-05` as text)."""
     pending = [data]
     while pending:
         value = pending.pop()
@@ -58,7 +64,7 @@ def _reads_back_from_json(data: Any) -> bool:
         elif kind is list:
             pending.extend(value)
         elif kind is str:
-            if value and max(value) > "\uffff":
+            if _SPELLED_APART.search(value):
                 return False
         elif kind is float:
             if not (math.isfinite(value) and "." in repr(value)):

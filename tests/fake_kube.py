@@ -17,12 +17,12 @@ play the scheduler and the kubelet for the loop's check pods (`bind`, `end`, `un
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from typing import Any
 
 from programs.node_health import names
 from programs.node_health.kube import KubeError
+from tests.json_documents import fresh
 
 CREATED = "2026-11-27T04:00:00Z"
 
@@ -76,13 +76,13 @@ def _merge(target: dict[str, Any], patch: dict[str, Any]) -> None:
         elif isinstance(value, dict) and isinstance(target.get(key), dict):
             _merge(target[key], value)
         else:
-            target[key] = copy.deepcopy(value)
+            target[key] = fresh(value)
 
 
 def apply_json_patch(stored: dict[str, Any], operations: list[dict[str, Any]]) -> dict[str, Any]:
     """The node after an RFC 6902 patch of `test`, `remove`, `replace` and `add` operations, all or nothing, as the API
     server applies them: a failed `test` or a missing element raises KubeError (422) and `stored` is left as it was."""
-    node = copy.deepcopy(stored)
+    node = fresh(stored)
     for op in operations:
         *parents, last = [part.replace("~1", "/").replace("~0", "~") for part in op["path"].split("/")[1:]]
         target: Any = node
@@ -97,16 +97,16 @@ def apply_json_patch(stored: dict[str, Any], operations: list[dict[str, Any]]) -
             if op["op"] == "remove":
                 del target[index]
             elif op["op"] == "replace":
-                target[index] = copy.deepcopy(op["value"])
+                target[index] = fresh(op["value"])
             elif op["op"] == "add":
-                target.insert(index, copy.deepcopy(op["value"]))
+                target.insert(index, fresh(op["value"]))
         elif op["op"] == "test":
             if target.get(last) != op["value"]:
                 raise KubeError(f"test of {op['path']} failed", 422)
         elif op["op"] == "remove":
             del target[last]
         else:
-            target[last] = copy.deepcopy(op["value"])
+            target[last] = fresh(op["value"])
     return node
 
 
@@ -223,7 +223,7 @@ class FakeKube:
 
     # ----------------------------------------------------------------------------------------------- protocol
     def list_nodes(self, label_selector: str = "") -> list[dict[str, Any]]:
-        return [copy.deepcopy(n) for n in self.nodes.values() if _selected(_labels(n), label_selector)]
+        return [fresh(n) for n in self.nodes.values() if _selected(_labels(n), label_selector)]
 
     def _stored_node(self, name: str) -> dict[str, Any]:
         if name not in self.nodes:
@@ -237,19 +237,19 @@ class FakeKube:
         node = self._stored_node(name)
         self.calls.append(("patch_node", name))
         _merge(node, patch)
-        return copy.deepcopy(node)
+        return fresh(node)
 
     def json_patch_node(self, name: str, operations: list[dict[str, Any]]) -> dict[str, Any]:
         node = apply_json_patch(self._stored_node(name), operations)
         self.calls.append(("json_patch_node", name))
         self.nodes[name] = node
-        return copy.deepcopy(node)
+        return fresh(node)
 
     def list_pods(
         self, namespace: str | None = None, label_selector: str = "", field_selector: str = ""
     ) -> list[dict[str, Any]]:
         return [
-            copy.deepcopy(pod)
+            fresh(pod)
             for (ns, _), pod in sorted(self.pods.items())
             if (namespace is None or ns == namespace)
             and _selected(_labels(pod), label_selector)
@@ -261,13 +261,13 @@ class FakeKube:
         if (namespace, name) in self.pods:
             raise KubeError(f"pod {namespace}/{name} exists", 409)
         self.calls.append(("create_pod", f"{namespace}/{name}"))
-        pod = copy.deepcopy(body)
+        pod = fresh(body)
         pod["metadata"]["namespace"] = namespace
         pod["metadata"].setdefault("labels", {})
         pod["metadata"].setdefault("creationTimestamp", self.now)
         pod["status"] = {"phase": "Pending"}
         self.pods[(namespace, name)] = pod
-        return copy.deepcopy(pod)
+        return fresh(pod)
 
     def delete_pod(self, namespace: str, name: str) -> None:
         if self.pods.pop((namespace, name), None) is None:

@@ -5,7 +5,6 @@ stdout and everything else on stderr."""
 from __future__ import annotations
 
 import argparse
-import functools
 import io
 import json
 import re
@@ -21,22 +20,15 @@ import pytest
 
 from blueprint import cli, exit_codes, terminal
 from blueprint.plan.runner import PROJECT_ROOT
-from tests.builders import CliResult
+from tests.builders import CliResult, cli_parser
 from tests.tiers import cli_tier
 
 Cli = Callable[..., CliResult]
 
 
-@functools.cache
-def full_parser() -> argparse.ArgumentParser:
-    """The parser with every subcommand's arguments, built once (parsing leaves it as it was): the examples' check
-    parsed two dozen lines, each with a parser of its own."""
-    return cli._parser()
-
-
 def subcommands() -> dict[str, argparse.ArgumentParser]:
     """Every subcommand the parser has, so one added without an example or exit codes fails the tests below."""
-    parser = full_parser()
+    parser = cli_parser()
     action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     return dict(action.choices)
 
@@ -90,7 +82,7 @@ def test_every_subcommands_help_shows_its_exit_codes_and_examples_that_parse(nam
     assert lines and all(line.split()[1] == name for line in lines)
     for line in lines:  # each example is a valid command line (up to a pipe or a redirection)
         words = shlex.split(re.split(r"[|>]", line)[0])
-        assert full_parser().parse_args(words[1:]).command == name
+        assert cli_parser().parse_args(words[1:]).command == name
     assert widest(result.stdout.split("examples", 1)[1]) <= 80
 
 

@@ -3,11 +3,9 @@ collected from a run (the processes stubbed at the boundary: no Go, git or clust
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
-from functools import cache
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
@@ -15,7 +13,6 @@ from xml.etree import ElementTree
 import pytest
 import yaml
 
-from blueprint import cli
 from blueprint.conformance import results
 from blueprint.conformance.command import conformance_run
 from blueprint.conformance.suite import (
@@ -29,6 +26,7 @@ from blueprint.exit_codes import FAILED, IO, OK
 from components.catalog.versions import ConformanceSuitePin, ai_conformance_suite
 from components.planning.conformance import AutoscalingTarget
 from components.yaml_loader import SAFE_LOADER
+from tests.builders import cli_parser
 
 
 def _pinned() -> ConformanceSuitePin:
@@ -165,15 +163,8 @@ class FakeProcesses:
         return self.code
 
 
-@cache
-def parser() -> argparse.ArgumentParser:
-    """The command line's parser, built once per module: building it takes longer than a stubbed run, and parsing
-    leaves it as it was (each parse fills a new namespace)."""
-    return cli._parser()
-
-
 def run(tmp_path: Path, fake: FakeProcesses, *extra: str) -> int:
-    args = parser().parse_args(
+    args = cli_parser().parse_args(
         ["conformance-run", "--stack", "inference", "--evidence", str(tmp_path / "evidence"), *extra]
     )
     return conformance_run(args, runner=fake)

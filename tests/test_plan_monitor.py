@@ -182,7 +182,8 @@ def _nested(depth: int, leaf: Any) -> Any:
 
 def test_the_plans_unknowns_check_answers_as_the_sdks() -> None:
     assert SDK_CONTAINS_UNKNOWNS.__module__ == rpc.__name__
-    asyncio.set_event_loop(asyncio.new_event_loop())  # `Output.from_input` needs a loop
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)  # `Output.from_input` needs a loop
     try:
         cases: list[Any] = [
             pulumi.UNKNOWN,
@@ -205,8 +206,8 @@ def test_the_plans_unknowns_check_answers_as_the_sdks() -> None:
         # where the SDK's recursion gives up, the same walk still answers
         assert contains_unknowns(_nested(5000, pulumi.UNKNOWN)) is True
     finally:
-        asyncio.get_event_loop().close()
         asyncio.set_event_loop(None)
+        loop.close()
 
 
 @pytest.mark.program

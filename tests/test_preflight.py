@@ -275,7 +275,7 @@ class _Stubs(dict[str, Stubber]):
 
 
 @pytest.fixture
-def stubbed() -> Iterator[tuple[Callable[[str], Any], dict[str, Stubber]]]:
+def stubbed() -> Iterator[tuple[Callable[[str], Any], _Stubs]]:
     """`clients` as preflight takes them, each with a Stubber that must be used up."""
     with ExitStack() as leases:
         stubs = _Stubs(leases)
@@ -636,10 +636,9 @@ def test_the_stacks_own_elastic_ips_are_not_counted_twice(
 
 
 # ------------------------------------------------------------------------------------------------ the command
-def _stub_everything(stubs: dict[str, Stubber], stack: str, healthy: bool) -> Callable[[str], Any]:
+def _stub_everything(stubs: _Stubs, stack: str, healthy: bool) -> Callable[[str], Any]:
     """Clients whose Stubbers answer every call preflight makes for a shipped stack: all well, or one add-on missing."""
     n = stack_needs(stack, None)
-    clients = {s: stubs[s].client for s in ("ec2", "service-quotas", "eks", "ssm", "iam", "fsx")}
     ec2 = stubs["ec2"]
     ec2.add_response("describe_availability_zones", _zones_answer(ACCOUNT_ZONES))
     types = sorted({t for p in n.pools for t in p.instance_types})
@@ -654,8 +653,8 @@ def _stub_everything(stubs: dict[str, Stubber], stack: str, healthy: bool) -> Ca
     ec2.add_response("describe_addresses", {"Addresses": []})
     if any(need.quota.service == "fsx" for need in n.quotas):
         stubs["fsx"].add_response("describe_file_systems", {"FileSystems": []})
-    for name, version in sorted(n.addons.items()):
-        shown = version if healthy or name != "vpc-cni" else "v0.0.1-eksbuild.1"
+    for name in sorted(n.addons):
+        shown = shown_version(n, name, healthy)
         stubs["eks"].add_response(
             "describe_addon_versions", {"addons": [{"addonName": name, "addonVersions": [{"addonVersion": shown}]}]}
         )
@@ -668,7 +667,7 @@ def _stub_everything(stubs: dict[str, Stubber], stack: str, healthy: bool) -> Ca
         stubs["iam"].add_response("get_role", _role(role.name, role.own_description))
     if any(role.own_description is not None for role in n.service_linked_roles):
         stubs["eks"].add_response("describe_cluster", {"cluster": {"name": n.cluster}})
-    return clients.__getitem__
+    return stubs.client
 
 
 @pytest.mark.program

@@ -4,7 +4,6 @@ way a test says (phase, log, pod IP), and a record of what was created, deleted 
 from __future__ import annotations
 
 from collections.abc import Callable
-from copy import deepcopy
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +11,7 @@ from blueprint.verify.kube import KubeError
 from components.catalog.node_software import ami_release_software
 from components.config import ClusterConfig
 from components.planning.addons.node_monitoring import AGENT_CONDITIONS
+from tests.json_documents import fresh
 
 DATA = Path(__file__).parent / "data" / "verify"
 
@@ -23,19 +23,6 @@ GFD_LABELS = {
     "nvidia.com/cuda.driver-version.full": _DEFAULT_IMAGE.nvidia_driver,
     "nvidia.com/cuda.runtime-version.full": _DEFAULT_IMAGE.cuda,
 }
-
-
-def fresh(document: Any) -> Any:
-    """A copy of a JSON document, as the API hands out a new one on every read: new dicts and lists, the same
-    immutable scalars; anything else is deep-copied. `copy.deepcopy` alone gives the same copy about twenty times
-    slower, keeping a memo of shared and cyclic references that a document from the API cannot have."""
-    if isinstance(document, dict):
-        return {key: fresh(value) for key, value in document.items()}
-    if isinstance(document, list):
-        return [fresh(value) for value in document]
-    if document is None or isinstance(document, str | int | float):
-        return document
-    return deepcopy(document)
 
 
 def sample(name: str) -> str:

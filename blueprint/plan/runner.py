@@ -254,6 +254,10 @@ def _acyclic_unknowns_check() -> AbstractContextManager[None]:
     return _swapped(rpc, "contains_unknowns", contains_unknowns)
 
 
+#: What a finished iterator of `contains_unknowns`' stack gives.
+_WALKED = object()
+
+
 def contains_unknowns(value: Any) -> bool:
     """Whether an unknown is inside `value`, through the values of its maps and the items of its lists: the SDK's
     `rpc.contains_unknowns`, the same walk in the same order, with a stack of iterators instead of a recursive
@@ -273,9 +277,6 @@ def contains_unknowns(value: Any) -> bool:
             elif isinstance(current, list):
                 pending.append(iter(current))
     return False
-
-
-_WALKED = object()
 
 
 def stated_zone_ids(settings: Mapping[str, str]) -> dict[str, str]:
